@@ -1,0 +1,32 @@
+//===- AtenRegistry.h - operators that ds.aten may run ----------*- C++ -*-===//
+//
+// The set of ATen / TorchScript operators the compiler supports, with the
+// arity LibTorch's schema gives them (generated into AtenOps.def). The
+// verifier of `ds.aten` and the importer both consult it, so "supported" means
+// one thing everywhere.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_DIALECT_DS_IR_ATENREGISTRY_H
+#define DS_DIALECT_DS_IR_ATENREGISTRY_H
+
+#include "llvm/ADT/StringRef.h"
+#include <optional>
+
+namespace mlir::ds {
+
+enum class AtenEffect { Pure, Random, InPlace };
+
+struct AtenOpInfo {
+  llvm::StringRef name; // schema name with overload: "aten::add.Tensor"
+  unsigned numArgs;
+  unsigned numResults;
+  AtenEffect effect;
+};
+
+/// Looks up an operator by its qualified name with overload.
+std::optional<AtenOpInfo> lookupAtenOp(llvm::StringRef qualifiedName);
+
+} // namespace mlir::ds
+
+#endif // DS_DIALECT_DS_IR_ATENREGISTRY_H

@@ -1,0 +1,42 @@
+//===- DSDialect.td - the ds dialect ------------------------*- tablegen -*-===//
+//
+// The `ds` dialect: a training step of a TorchScript model, with its state,
+// made explicit so that distribution decisions are graph rewrites.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_DIALECT_DS_IR_DSDIALECT_TD
+#define DS_DIALECT_DS_IR_DSDIALECT_TD
+
+include "mlir/IR/OpBase.td"
+
+def DS_Dialect : Dialect {
+  let name = "ds";
+  let cppNamespace = "::mlir::ds";
+  let summary = "Distributed training of TorchScript models";
+  let description = [{
+    The `ds` dialect holds one model's training step. State (parameters and
+    buffers) is declared at module level with `ds.param` / `ds.buffer` and
+    grouped into engines (`ds.engine`). Compute is a generic `ds.aten` op that
+    names the ATen / TorchScript operator it runs (schema name with overload),
+    so that every operator PyTorch has keeps its exact semantics; values of
+    TorchScript's non-tensor types use builtin `i64`, `f64`, `i1` and this
+    dialect's `!ds.none`, `!ds.str` and `!ds.list<T>`. Data-dependent control
+    flow is the region op `ds.if`.
+
+    Every compute op carries the qualified path of the module that ran it
+    (`blocks.0.attn.qkv`) and that module's class with TorchScript's
+    `__torch__.` prefix and `___torch_mangle_N` segments removed
+    (`torch.nn.modules.linear.Linear`).
+  }];
+  let useDefaultTypePrinterParser = 1;
+  let hasConstantMaterializer = 1;
+  let extraClassDeclaration = [{
+    void registerTypes();
+  }];
+}
+
+class DS_Op<string mnemonic, list<Trait> traits = []>
+    : Op<DS_Dialect, mnemonic, traits>;
+
+#endif // DS_DIALECT_DS_IR_DSDIALECT_TD
