@@ -11,7 +11,7 @@ import torch
 # Base names of the operators the importer may produce. Every overload of
 # these is accepted except out=, Dimname, complex, string and dict variants.
 SUPPORTED = """
-linear matmul mm bmm addmm baddbmm add sub mul div neg pow sqrt rsqrt exp log
+broadcast_tensors linear matmul mm bmm addmm baddbmm add sub mul div neg pow sqrt rsqrt exp log
 relu gelu silu tanh sigmoid softmax log_softmax _softmax _log_softmax layer_norm
 native_layer_norm batch_norm native_batch_norm embedding dropout native_dropout
 bernoulli conv1d conv2d convolution _convolution max_pool2d avg_pool2d

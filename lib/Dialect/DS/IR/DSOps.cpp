@@ -18,7 +18,9 @@ using namespace mlir::ds;
 static bool isCompatibleElement(Type expected, Type actual) {
   if (expected == actual)
     return true;
-  return isa<TensorType>(expected) && isa<TensorType>(actual);
+  // Tensor lists hold tensors of any shape and dtype, and None where the
+  // schema says `Tensor?[]` (aten::index).
+  return isa<TensorType>(expected) && isa<TensorType, ds::NoneType>(actual);
 }
 
 /// Resolves a state symbol and checks that it is a `StateOp` whose declared
@@ -110,7 +112,7 @@ static bool checkConstant(Attribute value, Type type, std::string *reason) {
   };
   if (isa<ds::NoneType>(type))
     return isa<UnitAttr>(value) || fail("'unit'");
-  if (isa<StrType>(type))
+  if (isa<StrType, DeviceType>(type))
     return isa<StringAttr>(value) || fail("a string");
   if (isa<ListType>(type)) {
     if (reason)

@@ -27,6 +27,14 @@ def DS_StrType : DS_Type<"Str", "str"> {
   }];
 }
 
+def DS_DeviceType : DS_Type<"Device", "device"> {
+  let summary = "a TorchScript device";
+  let description = [{
+    Device arguments (`device=x.device`); constants are written as strings:
+    `ds.constant "cpu" : !ds.device`.
+  }];
+}
+
 def DS_ListType : DS_Type<"List", "list"> {
   let summary = "a TorchScript list";
   let description = [{
@@ -49,6 +57,6 @@ def DS_TokenType : DS_Type<"Token", "token"> {
 
 def DS_ScalarType : AnyTypeOf<[I64, F64, I1], "TorchScript scalar (i64, f64, i1)">;
 def DS_AnyValue : AnyTypeOf<[AnyTensor, I64, F64, I1, DS_NoneType, DS_StrType,
-                             DS_ListType], "TorchScript value">;
+                             DS_DeviceType, DS_ListType], "TorchScript value">;
 
 #endif // DS_DIALECT_DS_IR_DSTYPES_TD

@@ -1,0 +1,106 @@
+//===- EngineConfig.cpp - One engine's DeepSpeed config -------------------===//
+//
+// Orchestrates the section parsers and the checks that span sections. Order
+// matters only for which error a config with several mistakes reports
+// first: features we lack, then values, then unknown keys.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Sections.h"
+#include "Unsupported.h"
+
+namespace ds::config {
+
+DType EngineConfig::modelDtype() const {
+  if (fp16.enabled)
+    return DType::Float16;
+  if (bf16.enabled)
+    return DType::BFloat16;
+  return DType::Float32;
+}
+
+namespace detail {
+namespace {
+
+void checkContext(const ParseContext &context) {
+  if (context.worldSize < 1)
+    throw ConfigError("", "the world size must be >= 1, got " +
+                              std::to_string(context.worldSize));
+  if (context.dataMicroBatch && *context.dataMicroBatch < 1)
+    throw ConfigError("", "the data's global micro-batch must be >= 1, got " +
+                              std::to_string(*context.dataMicroBatch));
+  if (context.hiddenSize && *context.hiddenSize < 1)
+    throw ConfigError("", "the hidden size must be >= 1, got " +
+                              std::to_string(*context.hiddenSize));
+}
+
+/// DeepSpeed's _do_optimizer_sanity_check without ZeRO: the gradient
+/// accumulation dtype is the model dtype, or fp32 under bf16.
+void checkGradAccumDtype(const EngineConfig &config) {
+  if (config.zero.stage != 0 || config.frozen())
+    return;
+  DType model = config.modelDtype();
+  DType accum = config.gradAccumDtype;
+  if (accum == model || (model == DType::BFloat16 && accum == DType::Float32))
+    return;
+  throw ConfigError("data_types.grad_accum_dtype",
+                    std::string("gradient accumulation in ") +
+                        dtypeName(accum) + " with a " + dtypeName(model) +
+                        " model is not supported without ZeRO (as in "
+                        "DeepSpeed)");
+}
+
+} // namespace
+} // namespace detail
+
+EngineConfig parseEngineConfig(const ordered_json &json,
+                               const ParseContext &context) {
+  using namespace detail;
+  checkContext(context);
+  ObjectReader root(json, "");
+  if (root.has("engines"))
+    root.fail("engines", "\"engines\" is allowed only as the single key of "
+                         "a session config, not inside an engine's config");
+  rejectUnsupportedFeatures(root, unsupportedTopLevelFeatures());
+
+  EngineConfig config;
+  config.source = json;
+  resolveBatchSizes(root, context, config);
+
+  if (auto clipping = root.number("gradient_clipping")) {
+    requireMin(*clipping, 0.0, "gradient_clipping");
+    config.gradientClipping = *clipping;
+  }
+  if (auto steps = root.integer("steps_per_print")) {
+    requireMin(*steps, 1, "steps_per_print");
+    config.stepsPerPrint = *steps;
+  }
+  if (auto seed = root.integer("seed")) {
+    requireMin(*seed, 0, "seed");
+    config.seed = *seed;
+  }
+
+  if (auto optimizer = root.object("optimizer"))
+    config.optimizer = parseOptimizer(*optimizer);
+  if (auto scheduler = root.object("scheduler"))
+    config.scheduler = parseScheduler(*scheduler, config.optimizer);
+  if (auto zero = root.object("zero_optimization"))
+    config.zero = parseZero(*zero, context);
+  else
+    config.zero.leafModule.classes = defaultLeafModuleClasses();
+  parsePrecision(root, context, config);
+  checkGradAccumDtype(config);
+
+  config.wallClockBreakdown =
+      root.boolean("wall_clock_breakdown").value_or(false);
+  config.prescaleGradients = root.boolean("prescale_gradients").value_or(false);
+  if (auto factor = root.number("gradient_predivide_factor")) {
+    requirePositive(*factor, "gradient_predivide_factor");
+    config.gradientPredivideFactor = *factor;
+  }
+
+  root.rejectUnknownKeys();
+  return config;
+}
+
+} // namespace ds::config

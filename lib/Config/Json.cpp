@@ -1,0 +1,122 @@
+//===- Json.cpp - Reading JSON documents ----------------------------------===//
+//
+// nlohmann's parser keeps the last of two equal keys silently; a config with
+// "stage" written twice would then run with whichever came last, so a
+// parser callback rejects duplicated keys, naming their path.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Config/Config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace ds::config {
+
+namespace {
+
+/// Tracks where the parser is, to name a duplicated key by its path.
+class DuplicateKeyChecker {
+public:
+  explicit DuplicateKeyChecker(std::string sourceName)
+      : sourceName_(std::move(sourceName)) {}
+
+  bool operator()(int /*depth*/, ordered_json::parse_event_t event,
+                  ordered_json &parsed) {
+    using Event = ordered_json::parse_event_t;
+    switch (event) {
+    case Event::object_start:
+      frames_.push_back(Frame{/*isArray=*/false, 0, "", {}});
+      break;
+    case Event::array_start:
+      frames_.push_back(Frame{/*isArray=*/true, 0, "", {}});
+      break;
+    case Event::key: {
+      Frame &top = frames_.back();
+      top.key = parsed.get<std::string>();
+      if (!top.keys.insert(top.key).second)
+        throw ConfigError(currentPath(), "duplicate key", sourceName_);
+      break;
+    }
+    case Event::object_end:
+    case Event::array_end:
+      frames_.pop_back();
+      finishElement();
+      break;
+    case Event::value:
+      finishElement();
+      break;
+    }
+    return true;
+  }
+
+private:
+  struct Frame {
+    bool isArray;
+    size_t index;
+    std::string key;
+    std::set<std::string> keys;
+  };
+
+  void finishElement() {
+    if (!frames_.empty() && frames_.back().isArray)
+      ++frames_.back().index;
+  }
+
+  std::string currentPath() const {
+    std::string path;
+    for (const Frame &frame : frames_) {
+      if (frame.isArray) {
+        path += "[" + std::to_string(frame.index) + "]";
+      } else {
+        if (!path.empty())
+          path += ".";
+        path += frame.key;
+      }
+    }
+    return path;
+  }
+
+  std::string sourceName_;
+  std::vector<Frame> frames_;
+};
+
+} // namespace
+
+ordered_json parseJsonText(const std::string &text,
+                           const std::string &sourceName) {
+  try {
+    return ordered_json::parse(text, DuplicateKeyChecker(sourceName));
+  } catch (const ordered_json::parse_error &error) {
+    // what() is "[json.exception.parse_error.101] parse error at line L,
+    // column C: ..."; keep the part after the exception id.
+    std::string what = error.what();
+    size_t idEnd = what.find("] ");
+    if (idEnd != std::string::npos)
+      what = what.substr(idEnd + 2);
+    throw ConfigError("",
+                      "malformed JSON: " + what + " (byte " +
+                          std::to_string(error.byte) + ")",
+                      sourceName);
+  }
+}
+
+ordered_json readJsonFile(const std::string &path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw ConfigError("", "config file not found", path);
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError("", "expected a JSON file, got a directory", path);
+  std::ifstream stream(path, std::ios::binary);
+  if (!stream)
+    throw ConfigError("", "cannot open config file for reading", path);
+  std::ostringstream text;
+  text << stream.rdbuf();
+  if (stream.bad())
+    throw ConfigError("", "error while reading config file", path);
+  return parseJsonText(text.str(), path);
+}
+
+} // namespace ds::config

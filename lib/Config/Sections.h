@@ -1,0 +1,38 @@
+//===- Sections.h - Parsers of the sections of one engine config -*- C++
+//-*-===//
+//
+// parseEngineConfig (EngineConfig.cpp) hands each section to its parser
+// here. Each parser reads its keys through an ObjectReader and leaves
+// unknown-key detection of its own object to itself. Private to lib/Config.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_LIB_CONFIG_SECTIONS_H
+#define DS_LIB_CONFIG_SECTIONS_H
+
+#include "ObjectReader.h"
+
+namespace ds::config::detail {
+
+/// train_batch_size, train_micro_batch_size_per_gpu and
+/// gradient_accumulation_steps: DeepSpeed's derivation, "auto" from the data,
+/// and the check against the data's global micro-batch.
+void resolveBatchSizes(ObjectReader &root, const ParseContext &context,
+                       EngineConfig &config);
+
+OptimizerConfig parseOptimizer(ObjectReader &section);
+
+/// `optimizer` is the engine's optimizer: a scheduler needs one.
+SchedulerConfig parseScheduler(ObjectReader &section,
+                               const std::optional<OptimizerConfig> &optimizer);
+
+ZeroConfig parseZero(ObjectReader &section, const ParseContext &context);
+
+/// fp16, bf16 (or its old name bfloat16), torch_autocast, data_types and
+/// communication_data_type, with their mutual exclusions.
+void parsePrecision(ObjectReader &root, const ParseContext &context,
+                    EngineConfig &config);
+
+} // namespace ds::config::detail
+
+#endif // DS_LIB_CONFIG_SECTIONS_H

@@ -1,0 +1,81 @@
+//===- ImportInternal.h - shared pieces of the TorchScript importer -------===//
+//
+// Internal to lib/Import: the only files that see LibTorch and MLIR together.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_LIB_IMPORT_IMPORTINTERNAL_H
+#define DS_LIB_IMPORT_IMPORTINTERNAL_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Location.h"
+#include "llvm/ADT/StringMap.h"
+#include <torch/script.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::ds::import {
+
+/// Removes TorchScript's `__torch__.` prefix and `___torch_mangle_N.`
+/// segments: `__torch__.torch.nn.modules.linear.___torch_mangle_0.Linear`
+/// becomes `torch.nn.modules.linear.Linear`.
+std::string demangleClassName(const std::string &qualifiedName);
+
+/// MLIR element type of an ATen dtype; null for dtypes the dialect lacks.
+Type elementTypeOf(MLIRContext *ctx, at::ScalarType dtype);
+
+/// Ranked tensor type of `tensor`; dims marked in `dynamicDims` become `?`.
+RankedTensorType tensorTypeOf(MLIRContext *ctx, const at::Tensor &tensor,
+                              const std::vector<bool> &dynamicDims = {});
+
+/// Location of a TorchScript source range (`file:line:col`), or `fallback`.
+Location locationOf(MLIRContext *ctx, const torch::jit::SourceRange &range,
+                    Location fallback);
+
+/// One forward argument's example: shape of one micro-step of one rank.
+struct ExampleInput {
+  std::string name;
+  at::Tensor example; // rank 0's rows of micro-step 0
+  bool batched = true;
+};
+
+/// Reads the data file and cuts rank 0's rows of micro-step 0 for every
+/// forward argument. On error returns a message naming the file and key.
+std::optional<std::string>
+loadExampleInputs(const std::string &path,
+                  const std::vector<std::string> &argNames,
+                  const std::vector<std::string> &unbatched, unsigned worldSize,
+                  std::vector<ExampleInput> &out);
+
+/// Owning module path and demangled class of every module in the hierarchy.
+struct ModuleInfo {
+  std::string path;
+  std::string className;
+};
+
+/// The model's state as declared in IR: qualified name -> kind.
+struct StateTable {
+  llvm::StringMap<bool> isParam; // true: parameter, false: buffer
+  std::map<std::string, std::string> moduleClass; // module path -> class
+};
+
+/// Declares `ds.param` / `ds.buffer` for every parameter and buffer of
+/// `module`, at the builder's insertion point.
+StateTable declareState(OpBuilder &builder, Location loc,
+                        const torch::jit::Module &module);
+
+/// Imports one forward graph into `func.func @name`. `training` fixes every
+/// module's `training` flag. Returns failure after emitting a diagnostic.
+LogicalResult importForward(OpBuilder &builder, const torch::jit::Module &model,
+                            const StateTable &state, StringRef funcName,
+                            bool training,
+                            const std::vector<ExampleInput> &inputs,
+                            const std::string &modelPath);
+
+} // namespace mlir::ds::import
+
+#endif // DS_LIB_IMPORT_IMPORTINTERNAL_H

@@ -1,0 +1,47 @@
+//===- ModuleState.cpp - parameters and buffers of the module tree --------===//
+
+#include "ImportInternal.h"
+#include "ds/Dialect/DS/IR/DSOps.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::import;
+
+/// Module path of a qualified state name: `blocks.0.fc.weight` -> `blocks.0.fc`.
+static std::string ownerPath(const std::string &name) {
+  size_t dot = name.rfind('.');
+  return dot == std::string::npos ? "" : name.substr(0, dot);
+}
+
+StateTable mlir::ds::import::declareState(OpBuilder &builder, Location loc,
+                                          const torch::jit::Module &module) {
+  StateTable table;
+  table.moduleClass[""] =
+      demangleClassName(module.type()->name()->qualifiedName());
+  for (const auto &sub : module.named_modules())
+    table.moduleClass[sub.name] =
+        demangleClassName(sub.value.type()->name()->qualifiedName());
+
+  auto classOf = [&](const std::string &path) {
+    auto it = table.moduleClass.find(path);
+    return it == table.moduleClass.end() ? std::string() : it->second;
+  };
+
+  for (const auto &param : module.named_parameters(/*recurse=*/true)) {
+    std::string owner = ownerPath(param.name);
+    auto op = ParamOp::create(builder, loc, param.name,
+                              tensorTypeOf(builder.getContext(), param.value),
+                              owner, classOf(owner),
+                              param.value.requires_grad(), FlatSymbolRefAttr());
+    (void)op;
+    table.isParam[param.name] = true;
+  }
+  for (const auto &buffer : module.named_buffers(/*recurse=*/true)) {
+    std::string owner = ownerPath(buffer.name);
+    BufferOp::create(builder, loc, buffer.name,
+                     tensorTypeOf(builder.getContext(), buffer.value), owner,
+                     classOf(owner), FlatSymbolRefAttr());
+    table.isParam[buffer.name] = false;
+  }
+  return table;
+}

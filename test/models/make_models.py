@@ -1,0 +1,753 @@
+#!/usr/bin/python3
+"""Writes the TorchScript test models, their data files and a manifest.
+
+Usage: /usr/bin/python3 test/models/make_models.py OUTDIR
+
+For every model NAME this writes
+  OUTDIR/NAME.pt        TorchScript archive (torch.jit.script(...).save; traced_mlp uses torch.jit.trace)
+  OUTDIR/NAME.data.pt   torch.save'd dict, one tensor per forward argument, keyed by argument name,
+                        shaped [S, B, ...] (S micro-steps, B global micro-batch); unbatched
+                        arguments are shaped [S, ...]; integer targets are int64
+and OUTDIR/manifest.json:
+  {"NAME": {"inputs": [...], "unbatched": [...], "returns": "scalar"|"tuple", "notes": "..."}}
+
+Also written (not in manifest.json, which lists only models that must import and run):
+  mlp.data.safetensors, cnn.data.safetensors  the same data as the .data.pt files (format written by hand)
+  error-case files for the importer's negative tests, described in OUTDIR/error_cases.json.
+
+Every forward returns a scalar loss (two_losses returns a tuple of two scalar losses).
+The script is deterministic: every model and data set is made under its own fixed seed.
+"""
+
+import json
+import math
+import os
+import struct
+import sys
+from typing import List, Tuple
+
+if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
+    # TorchScript serialises a module's constants in set order, which follows Python's string
+    # hash; fix the hash seed so that the archives are byte-for-byte reproducible.
+    os.environ["PYTHONHASHSEED"] = "0"
+    os.execv(sys.executable, [sys.executable] + sys.argv)
+
+import warnings
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+S = 8  # micro-steps in every data file
+B = 8  # global micro-batch: divisible by world sizes 1, 2 and 4
+
+
+# ---------------------------------------------------------------------------------------------
+# mlp: Linear-GELU-Linear-ReLU-Linear regression
+# ---------------------------------------------------------------------------------------------
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 32)
+        self.act1 = nn.GELU()
+        self.fc2 = nn.Linear(32, 32)
+        self.act2 = nn.ReLU()
+        self.fc3 = nn.Linear(32, 4)
+
+    def forward(self, x, y):
+        h = self.act1(self.fc1(x))
+        h = self.act2(self.fc2(h))
+        return F.mse_loss(self.fc3(h), y)
+
+
+# ---------------------------------------------------------------------------------------------
+# transformer: a GPT-style model written by hand
+# ---------------------------------------------------------------------------------------------
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd: int, n_head: int):
+        super().__init__()
+        self.n_head = n_head
+        self.n_embd = n_embd
+        # No bias on qkv: the key part of a qkv bias has an exactly-zero true gradient (softmax
+        # is invariant to it), which the numerical oracle must avoid (see design.md).
+        self.qkv = nn.Linear(n_embd, 3 * n_embd, bias=False)
+        self.proj = nn.Linear(n_embd, n_embd)
+        self.attn_drop = nn.Dropout(0.0)
+        self.resid_drop = nn.Dropout(0.0)
+
+    def forward(self, x):
+        Bb, T, C = x.size()
+        q, k, v = self.qkv(x).split(self.n_embd, dim=2)
+        hd = C // self.n_head
+        q = q.view(Bb, T, self.n_head, hd).transpose(1, 2)
+        k = k.view(Bb, T, self.n_head, hd).transpose(1, 2)
+        v = v.view(Bb, T, self.n_head, hd).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        mask = torch.ones(T, T, device=x.device).tril()
+        att = att.masked_fill(mask.view(1, 1, T, T) == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        att = self.attn_drop(att)
+        y = att @ v
+        y = y.transpose(1, 2).contiguous().view(Bb, T, C)
+        return self.resid_drop(self.proj(y))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, n_embd: int):
+        super().__init__()
+        self.fc = nn.Linear(n_embd, 2 * n_embd)
+        self.act = nn.GELU()
+        self.proj = nn.Linear(2 * n_embd, n_embd)
+        self.drop = nn.Dropout(0.0)
+
+    def forward(self, x):
+        return self.drop(self.proj(self.act(self.fc(x))))
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd: int, n_head: int):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(n_embd)
+        self.attn = CausalSelfAttention(n_embd, n_head)
+        self.ln2 = nn.LayerNorm(n_embd)
+        self.mlp = FeedForward(n_embd)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        x = x + self.mlp(self.ln2(x))
+        return x
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab: int = 32, block_size: int = 8, n_embd: int = 32, n_head: int = 2,
+                 n_layer: int = 2):
+        super().__init__()
+        self.tok_emb = nn.Embedding(vocab, n_embd)
+        self.pos_emb = nn.Embedding(block_size, n_embd)
+        self.drop = nn.Dropout(0.0)
+        self.blocks = nn.ModuleList([Block(n_embd, n_head) for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(n_embd)
+        self.head = nn.Linear(n_embd, vocab, bias=False)
+
+    def forward(self, idx, targets):
+        T = idx.size(1)
+        pos = torch.arange(0, T, dtype=torch.long, device=idx.device)
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+# ---------------------------------------------------------------------------------------------
+# encoder: torch's own TransformerEncoderLayer
+# ---------------------------------------------------------------------------------------------
+class EncoderModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32,
+                                                dropout=0.0, batch_first=True)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x, y):
+        return F.mse_loss(self.head(self.layer(x)), y)
+
+
+# ---------------------------------------------------------------------------------------------
+# cnn
+# ---------------------------------------------------------------------------------------------
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.relu1 = nn.ReLU()
+        self.pool1 = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(8, 16, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(16)
+        self.relu2 = nn.ReLU()
+        self.pool2 = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x, y):
+        h = self.pool1(self.relu1(self.bn1(self.conv1(x))))
+        h = self.pool2(self.relu2(self.bn2(self.conv2(h))))
+        return F.cross_entropy(self.fc(torch.flatten(h, 1)), y)
+
+
+# ---------------------------------------------------------------------------------------------
+# moe: data-dependent routing
+# ---------------------------------------------------------------------------------------------
+class Expert(nn.Module):
+    def __init__(self, d: int, hidden: int):
+        super().__init__()
+        self.fc1 = nn.Linear(d, hidden)
+        self.act = nn.SiLU()
+        self.fc2 = nn.Linear(hidden, d)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class SparseMoeBlock(nn.Module):
+    def __init__(self, d: int, hidden: int, num_experts: int):
+        super().__init__()
+        self.num_experts = num_experts
+        self.gate = nn.Linear(d, num_experts, bias=False)
+        self.experts = nn.ModuleList([Expert(d, hidden) for _ in range(num_experts)])
+
+    def forward(self, x):
+        # x: [tokens, d]
+        logits = self.gate(x)
+        probs = F.softmax(logits, dim=-1)
+        _, top = torch.topk(logits, 1, dim=-1)          # [tokens, 1]
+        weight = torch.gather(probs, 1, top)              # [tokens, 1]: the gate gets gradients
+        route = top.squeeze(1)
+        out = torch.zeros_like(x)
+        e = 0
+        for expert in self.experts:
+            idx = torch.nonzero(route == e).squeeze(1)
+            if idx.numel() > 0:                            # data-dependent branch
+                h = expert(x.index_select(0, idx)) * weight.index_select(0, idx)
+                out = out.index_add(0, idx, h)
+            e += 1
+        return out
+
+
+class MoeModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj_in = nn.Linear(16, 16)
+        self.moe = SparseMoeBlock(16, 32, 4)
+        self.head = nn.Linear(16, 16)
+
+    def forward(self, x, y):
+        h = self.proj_in(x)
+        h = h + self.moe(h)
+        return F.mse_loss(self.head(h), y)
+
+
+# ---------------------------------------------------------------------------------------------
+# two_models: student + frozen-style teacher (distillation)
+# ---------------------------------------------------------------------------------------------
+class Student(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 32)
+        self.act = nn.ReLU()
+        self.fc2 = nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class Teacher(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.act1 = nn.Tanh()
+        self.fc2 = nn.Linear(16, 16)
+        self.act2 = nn.Tanh()
+        self.fc3 = nn.Linear(16, 8)
+
+    def forward(self, x):
+        return self.fc3(self.act2(self.fc2(self.act1(self.fc1(x)))))
+
+
+class Distill(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.student = Student()
+        self.teacher = Teacher()
+
+    def forward(self, x, y):
+        s = self.student(x)
+        t = self.teacher(x).detach()
+        kl = F.kl_div(F.log_softmax(s, dim=-1), F.softmax(t, dim=-1), reduction="batchmean")
+        return F.mse_loss(s, y) + 0.5 * kl
+
+
+# ---------------------------------------------------------------------------------------------
+# two_losses: root returns a tuple of two scalar losses
+# ---------------------------------------------------------------------------------------------
+class BranchA(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.act = nn.ReLU()
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class BranchB(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 24)
+        self.act = nn.SiLU()
+        self.fc2 = nn.Linear(24, 4)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class TwoLosses(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = BranchA()
+        self.b = BranchB()
+
+    def forward(self, x, y) -> Tuple[torch.Tensor, torch.Tensor]:
+        loss_a = F.mse_loss(self.a(x), y)
+        loss_b = F.mse_loss(self.b(x), y)
+        return loss_a, loss_b
+
+
+# ---------------------------------------------------------------------------------------------
+# traced_mlp: made with torch.jit.trace
+# ---------------------------------------------------------------------------------------------
+class TracedMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 32)
+        self.fc2 = nn.Linear(32, 32)
+        self.fc3 = nn.Linear(32, 16)
+        self.fc4 = nn.Linear(16, 4)
+
+    def forward(self, x, y):
+        h = torch.tanh(self.fc1(x))
+        h = torch.sigmoid(self.fc2(h))
+        h = F.silu(self.fc3(h))
+        return F.mse_loss(self.fc4(h), y)
+
+
+# ---------------------------------------------------------------------------------------------
+# ops_zoo: tensor math, shapes, comparisons, casts, nll_loss; one unbatched input
+# ---------------------------------------------------------------------------------------------
+class OpsZoo(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.w = nn.Parameter(torch.randn(8, 8) * 0.3)
+        self.ln = nn.LayerNorm(8)
+        self.drop = nn.Dropout(0.0)
+        self.head = nn.Linear(24, 4)
+
+    def forward(self, x, y, table):
+        # x: [b, 4, 8] float; y: [b] int64 in [0, 4); table: [8, 8] (unbatched, same on every rank)
+        b = x.size(0)
+        h = self.fc(x)                                        # linear
+        h = torch.matmul(h, table)                            # matmul (3-D @ 2-D)
+        m = torch.mm(h.reshape(b * 4, 8), self.w).view(b, 4, 8)  # reshape, mm, view
+        att = torch.bmm(m, m.transpose(1, 2)) / 8.0           # bmm, transpose, div
+        att = F.softmax(att, dim=-1)
+        z = torch.baddbmm(m, att, m, beta=0.5, alpha=1.0)     # baddbmm  [b, 4, 8]
+        z = self.drop(self.ln(z))                             # layer_norm, dropout
+        pos = z * z + 1.0                                     # mul, add; strictly positive
+        e = torch.sqrt(pos) + torch.rsqrt(pos) - torch.log(pos) + torch.exp(-pos)  # sqrt rsqrt log exp neg sub
+        e = e + torch.pow(z, 2) * 0.1 - z.pow(3) * 0.01       # pow (tensor ** scalar)
+        a = F.relu(e) + F.gelu(z) + F.silu(z) + torch.tanh(z) + torch.sigmoid(z)
+        # dtype casts: a round trip through float64
+        a = (a.to(torch.float64) * 0.5).to(torch.float32)
+        # comparisons, bitwise_not, masked_fill, where, zeros_like, zeros
+        pos_mask = z > 0.0                                    # gt
+        a = a.masked_fill(~pos_mask, 0.0) + torch.where(z < -0.5, z, torch.zeros_like(z))  # lt, ~, where
+        zero_col = torch.zeros(b, 4, 1, dtype=a.dtype, device=a.device)
+        # split, chunk, slice, select, cat, stack, squeeze, unsqueeze, expand, permute, contiguous
+        p1, p2 = a.split([3, 5], dim=2)
+        c1, c2 = a.chunk(2, dim=2)
+        sl = a[:, 1:3, :]                                     # slice  [b, 2, 8]
+        sel = a.select(1, 0)                                  # select [b, 8]
+        row = torch.cat([p2, p1], dim=2) + torch.cat([c2, c1], dim=2)  # [b, 4, 8]
+        st = torch.stack([sl.sum(1), sel], dim=1)             # stack  [b, 2, 8]
+        mean_row = row.mean(dim=1, keepdim=True)              # mean   [b, 1, 8]
+        ex = mean_row.squeeze(1).unsqueeze(1).expand(b, 4, 8) # squeeze, unsqueeze, expand
+        per = (row - ex).permute(0, 2, 1).contiguous()        # permute, contiguous [b, 8, 4]
+        rep = zero_col.repeat(1, 1, 2).sum() + per.sum(dim=2) # repeat, sum [b, 8]
+        mx, _ = st.max(dim=1)                                 # max(dim) [b, 8]
+        feat = torch.cat([rep, mx, row.max(dim=1)[0]], dim=1) # [b, 24]
+        logits = self.head(feat)
+        logp = F.log_softmax(logits, dim=-1)
+        nll = F.nll_loss(logp, y)
+        # eq on an integer tensor: a small extra term on class-0 rows (per row, then a mean, so
+        # rows stay independent and the loss does not depend on the world size)
+        w0 = (y == 0).to(torch.float32)
+        return nll + 0.01 * (w0 * logits.max(dim=1)[0]).mean()
+
+
+# ---------------------------------------------------------------------------------------------
+# ops_zoo_conv: pad, conv1d, batch_norm in training mode, conv2d, avg/max/adaptive pooling
+# ---------------------------------------------------------------------------------------------
+class OpsZooConv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1d = nn.Conv1d(4, 8, 3, bias=False)  # a bias before batch_norm: zero gradient
+        self.bn_weight = nn.Parameter(torch.ones(8) + 0.1 * torch.randn(8))
+        self.bn_bias = nn.Parameter(0.1 * torch.randn(8))
+        self.conv2d = nn.Conv2d(1, 4, 3, padding=1)
+        self.head = nn.Linear(32, 5)
+
+    def forward(self, x, y):
+        # x: [b, 4, 16]; y: [b] int64 in [0, 5)
+        h = F.pad(x, (1, 1))                                   # pad -> [b, 4, 18]
+        h = self.conv1d(h)                                     # conv1d -> [b, 8, 16]
+        # batch_norm with batch statistics regardless of self.training (no running stats):
+        # rows of a rank interact, so the loss depends on the world size.
+        h = F.batch_norm(h, None, None, self.bn_weight, self.bn_bias, training=True)
+        h = F.relu(h)
+        img = self.conv2d(h.unsqueeze(1))                      # conv2d -> [b, 4, 8, 16]
+        p = torch.cat([F.avg_pool2d(img, 2), F.max_pool2d(img, 2)], dim=1)  # [b, 8, 4, 8]
+        g = F.adaptive_avg_pool2d(p, (2, 2)).flatten(1)        # [b, 32]
+        return F.cross_entropy(self.head(g), y)
+
+
+# ---------------------------------------------------------------------------------------------
+# error cases
+# ---------------------------------------------------------------------------------------------
+class BadUnsupportedOp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x, y):
+        spec = torch.fft.rfft(self.fc(x), dim=-1).abs()        # complex intermediate: unsupported
+        return F.mse_loss(spec, y)
+
+
+class BadDynamicLoop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        h = self.fc(x)
+        while h.sum() > 0:                                     # loop on tensor data
+            h = h - 1.0
+        return F.mse_loss(h, y)
+
+
+# ---------------------------------------------------------------------------------------------
+# writers
+# ---------------------------------------------------------------------------------------------
+def own(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous tensor with its own storage (torch.save writes whole storages)."""
+    return t.contiguous().clone()
+
+
+def save_data(path: str, data: dict) -> None:
+    torch.save({k: own(v) for k, v in data.items()}, path)
+
+
+_ST_DTYPES = {torch.float32: "F32", torch.int64: "I64", torch.float64: "F64", torch.int32: "I32",
+              torch.float16: "F16", torch.bfloat16: "BF16", torch.bool: "BOOL", torch.uint8: "U8"}
+
+
+def write_safetensors(path: str, data: dict) -> None:
+    """The safetensors format, by hand: u64 LE header size, JSON header, raw LE tensor bytes."""
+    header = {}
+    blobs = []
+    offset = 0
+    for name, t in data.items():
+        t = own(t)
+        if t.dtype == torch.bfloat16:
+            raw = t.view(torch.int16).numpy().astype("<i2").tobytes()
+        else:
+            arr = t.numpy()
+            raw = arr.astype(arr.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": _ST_DTYPES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    hdr = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hdr += b" " * ((8 - len(hdr) % 8) % 8)  # pad with spaces so tensor data is 8-byte aligned
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hdr)))
+        f.write(hdr)
+        for raw in blobs:
+            f.write(raw)
+
+
+def forward_arg_names(module) -> List[str]:
+    """Argument names of a scripted/traced module's forward, without self."""
+    return [a.name for a in module.forward.schema.arguments[1:]]
+
+
+def check_runs(name: str, module, data: dict) -> None:
+    """Micro-step 0, every row: forward must return a finite scalar (or tuple of scalars)."""
+    args = [data[n][0] for n in forward_arg_names(module)]
+    was_training = module.training
+    module.eval()  # must not touch BatchNorm running statistics
+    with torch.no_grad():
+        out = module(*args)
+    module.train(was_training)
+    outs = out if isinstance(out, tuple) else (out,)
+    for o in outs:
+        assert o.dim() == 0 and bool(torch.isfinite(o)), f"{name}: bad loss {o}"
+
+
+# ---------------------------------------------------------------------------------------------
+# model builders: each returns (module, data, manifest entry)
+# ---------------------------------------------------------------------------------------------
+def build_mlp():
+    torch.manual_seed(1)
+    m = MLP()
+    x = torch.randn(S, B, 8)
+    y = torch.randn(S, B, 4)
+    return torch.jit.script(m), {"x": x, "y": y}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "x [S,B,8] f32, y [S,B,4] f32. Linear-GELU-Linear-ReLU-Linear, mse_loss. "
+                 "Rows independent: the loss is the same for every world size."}
+
+
+def build_transformer():
+    torch.manual_seed(2)
+    m = GPT()
+    idx = torch.randint(0, 32, (S, B, 8), dtype=torch.int64)
+    # targets: the next token of a shifted sequence (random where there is no next token)
+    targets = torch.cat([idx[:, :, 1:], torch.randint(0, 32, (S, B, 1), dtype=torch.int64)], dim=2)
+    return torch.jit.script(m), {"idx": idx, "targets": targets}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "idx, targets [S,B,8] int64 in [0,32). GPT: tok_emb + pos_emb(arange), 2 blocks in "
+                 "nn.ModuleList (paths blocks.N.attn.qkv, blocks.N.mlp.fc, ...), causal mask from "
+                 "torch.ones(T,T).tril() built in forward, masked_fill -inf, softmax, Dropout(p=0), "
+                 "GELU MLP, ln_f, head, cross_entropy. qkv and head have no bias (a qkv key bias "
+                 "has an exactly-zero gradient)."}
+
+
+def build_encoder():
+    torch.manual_seed(3)
+    m = EncoderModel()
+    x = torch.randn(S, B, 4, 16)
+    y = torch.randn(S, B, 4, 4)
+    return torch.jit.script(m), {"x": x, "y": y}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "x [S,B,4,16] f32, y [S,B,4,4] f32. nn.TransformerEncoderLayer(d_model=16, nhead=2, "
+                 "dim_feedforward=32, dropout=0, batch_first=True) + Linear head, mse_loss. The "
+                 "scripted layer holds both paths: the fast path (aten::_transformer_encoder_layer_fwd, "
+                 "aten::_native_multi_head_attention; taken only in eval mode with grad disabled, so "
+                 "the eval oracle runs it) and the slow path (F.multi_head_attention_forward: "
+                 "linear, bmm/baddbmm, softmax, pad, repeat, to, ...) behind is_grad_enabled / "
+                 "is_autocast_enabled / training checks; the two differ by ~1e-7 relative in the "
+                 "loss. The MHA in_proj_bias includes a key bias whose true gradient is exactly zero."}
+
+
+def build_cnn():
+    torch.manual_seed(4)
+    m = CNN()
+    x = torch.randn(S, B, 3, 8, 8)
+    y = torch.randint(0, 10, (S, B), dtype=torch.int64)
+    # Give BatchNorm non-trivial running statistics (eval mode uses them).
+    m.train()
+    with torch.no_grad():
+        for _ in range(3):
+            m(torch.randn(16, 3, 8, 8) * 1.5 + 0.3, torch.randint(0, 10, (16,)))
+    # Saved in training mode like every other model (the oracle's eval calls .eval() itself).
+    return torch.jit.script(m), {"x": x, "y": y}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "x [S,B,3,8,8] f32, y [S,B] int64 in [0,10). Conv2d-BatchNorm2d-ReLU-MaxPool2d-"
+                 "Conv2d(bias=False)-BatchNorm2d-ReLU-AdaptiveAvgPool2d-flatten-Linear, "
+                 "cross_entropy. BatchNorm running stats are non-trivial (num_batches_tracked=3); "
+                 "in training mode batch statistics couple the rows of a rank, so the loss depends "
+                 "on the world size. conv1.bias precedes BatchNorm: its true gradient is exactly "
+                 "zero in training mode."}
+
+
+def build_moe():
+    torch.manual_seed(5)
+    m = MoeModel()
+    # Each micro-step's tokens cluster around their own random centre so routing differs by step.
+    centres = torch.randn(S, 1, 16) * 1.5
+    x = torch.randn(S, B, 16) + centres
+    y = torch.randn(S, B, 16)
+    sm = torch.jit.script(m)
+    counts = moe_expert_counts(sm, x)
+    distinct = {tuple(c) for c in counts}
+    assert len(distinct) >= 2, f"moe: every micro-step routes the same way: {counts}"
+    assert any(0 in c for c in counts), f"moe: no micro-step leaves an expert idle: {counts}"
+    return sm, {"x": x, "y": y}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "x, y [S,B,16] f32. proj_in -> SparseMoeBlock (gate Linear, topk(1) routing, "
+                 "gather of softmax gate probabilities, 4 experts in nn.ModuleList, per expert "
+                 "nonzero(route == e) and a data-dependent `if idx.numel() > 0:` branch running "
+                 "index_select/expert/index_add) -> head, mse_loss. Micro-steps route differently; "
+                 "expert token counts per micro-step (whole B): " + json.dumps(counts) + "."}
+
+
+def moe_expert_counts(module, x: torch.Tensor) -> List[List[int]]:
+    """Tokens per expert for every micro-step over the whole batch."""
+    out = []
+    with torch.no_grad():
+        for s in range(x.shape[0]):
+            h = module.proj_in(x[s])
+            route = module.moe.gate(h).argmax(dim=-1)
+            out.append([int((route == e).sum()) for e in range(4)])
+    return out
+
+
+def build_two_models():
+    torch.manual_seed(6)
+    m = Distill()
+    x = torch.randn(S, B, 8)
+    y = torch.randn(S, B, 8)
+    return torch.jit.script(m), {"x": x, "y": y}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "x, y [S,B,8] f32. Root with submodules student (class Student) and teacher "
+                 "(class Teacher). loss = mse(student(x), y) + 0.5 * kl_div(log_softmax(student(x)), "
+                 "softmax(teacher(x).detach()), batchmean). Engines: student trains, teacher frozen. "
+                 "kl_div batchmean divides by the rank's batch, so per-rank means stay equal-weight."}
+
+
+def build_two_losses():
+    torch.manual_seed(7)
+    m = TwoLosses()
+    x = torch.randn(S, B, 8)
+    y = torch.randn(S, B, 4)
+    return torch.jit.script(m), {"x": x, "y": y}, {
+        "unbatched": [], "returns": "tuple",
+        "notes": "x [S,B,8] f32, y [S,B,4] f32. Root with submodules a (class BranchA) and b "
+                 "(class BranchB); forward returns (mse(a(x), y), mse(b(x), y)). The oracle's "
+                 "'loss' is the sum of the tuple, 'losses' the per-element means."}
+
+
+def build_traced_mlp():
+    torch.manual_seed(8)
+    m = TracedMLP()
+    x = torch.randn(S, B, 8)
+    y = torch.randn(S, B, 4)
+    tm = torch.jit.trace(m, (x[0], y[0]))  # example of shape [B, ...]; shape-generic ops only
+    # A traced graph must not have baked in the batch size: check a per-rank shape.
+    with torch.no_grad():
+        a = tm(x[0, :2], y[0, :2])
+        b = m(x[0, :2], y[0, :2])
+    assert torch.equal(a, b), "traced_mlp: trace is not batch-size generic"
+    return tm, {"x": x, "y": y}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "x [S,B,8] f32, y [S,B,4] f32. torch.jit.trace'd (example [B,...]) MLP: "
+                 "Linear-tanh-Linear-sigmoid-Linear-silu-Linear, mse_loss."}
+
+
+def build_ops_zoo():
+    torch.manual_seed(9)
+    m = OpsZoo()
+    x = torch.randn(S, B, 4, 8)
+    y = torch.randint(0, 4, (S, B), dtype=torch.int64)
+    table = torch.randn(S, 8, 8) * 0.4
+    return torch.jit.script(m), {"x": x, "y": y, "table": table}, {
+        "unbatched": ["table"], "returns": "scalar",
+        "notes": "x [S,B,4,8] f32, y [S,B] int64 in [0,4), table [S,8,8] f32 UNBATCHED (every rank "
+                 "gets table[s] whole). Elementwise math, shapes, comparisons, float64 round trip, "
+                 "baddbmm, nll_loss. Rows independent."}
+
+
+def build_ops_zoo_conv():
+    torch.manual_seed(10)
+    m = OpsZooConv()
+    x = torch.randn(S, B, 4, 16)
+    y = torch.randint(0, 5, (S, B), dtype=torch.int64)
+    return torch.jit.script(m), {"x": x, "y": y}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "x [S,B,4,16] f32, y [S,B] int64 in [0,5). pad, conv1d (no bias), F.batch_norm(training=True, "
+                 "no running stats: batch statistics even in eval, so the loss depends on the world "
+                 "size), conv2d, avg_pool2d, max_pool2d, adaptive_avg_pool2d, flatten, cross_entropy."}
+
+
+BUILDERS = [
+    ("mlp", build_mlp),
+    ("transformer", build_transformer),
+    ("encoder", build_encoder),
+    ("cnn", build_cnn),
+    ("moe", build_moe),
+    ("two_models", build_two_models),
+    ("two_losses", build_two_losses),
+    ("traced_mlp", build_traced_mlp),
+    ("ops_zoo", build_ops_zoo),
+    ("ops_zoo_conv", build_ops_zoo_conv),
+]
+
+
+def write_error_cases(outdir: str) -> dict:
+    cases = {}
+
+    torch.manual_seed(100)
+    m = torch.jit.script(BadUnsupportedOp())
+    data = {"x": torch.randn(S, B, 8), "y": torch.randn(S, B, 5)}
+    check_runs("bad_unsupported_op", m, data)
+    m.save(os.path.join(outdir, "bad_unsupported_op.pt"))
+    save_data(os.path.join(outdir, "bad_unsupported_op.data.pt"), data)
+    cases["bad_unsupported_op.pt"] = {
+        "data": "bad_unsupported_op.data.pt",
+        "expect": "import error naming aten::fft_rfft (complex intermediate) and its source line"}
+
+    torch.manual_seed(101)
+    m = torch.jit.script(BadDynamicLoop())
+    data = {"x": torch.randn(S, B, 8), "y": torch.randn(S, B, 4)}
+    check_runs("bad_dynamic_loop", m, data)
+    m.save(os.path.join(outdir, "bad_dynamic_loop.pt"))
+    save_data(os.path.join(outdir, "bad_dynamic_loop.data.pt"), data)
+    cases["bad_dynamic_loop.pt"] = {
+        "data": "bad_dynamic_loop.data.pt",
+        "expect": "import error: prim::Loop whose condition depends on tensor data "
+                  "(`while h.sum() > 0:`), with its source line"}
+
+    torch.manual_seed(102)
+    torch.save({"fc.weight": torch.randn(4, 8), "fc.bias": torch.randn(4)},
+               os.path.join(outdir, "not_torchscript.pt"))
+    cases["not_torchscript.pt"] = {
+        "expect": "error: a torch.save'd dict of tensors, not a TorchScript archive"}
+
+    with open(os.path.join(outdir, "mlp.pt"), "rb") as f:
+        blob = f.read()
+    with open(os.path.join(outdir, "truncated.pt"), "wb") as f:
+        f.write(blob[: len(blob) // 2])
+    cases["truncated.pt"] = {"expect": "error: the first half of the bytes of mlp.pt"}
+
+    torch.manual_seed(103)
+    save_data(os.path.join(outdir, "mismatched.data.pt"),
+              {"inp": torch.randn(S, B, 8), "y": torch.randn(S, B, 4)})
+    cases["mismatched.data.pt"] = {
+        "model": "mlp.pt",
+        "expect": "error naming the missing argument 'x' (file has keys 'inp', 'y')"}
+
+    torch.manual_seed(104)
+    save_data(os.path.join(outdir, "mlp_odd_batch.data.pt"),
+              {"x": torch.randn(S, 6, 8), "y": torch.randn(S, 6, 4)})
+    cases["mlp_odd_batch.data.pt"] = {
+        "model": "mlp.pt",
+        "expect": "error with world size 4: global micro-batch 6 is not divisible by 4 "
+                  "(runs with world size 1 or 2)"}
+    return cases
+
+
+def main(argv: List[str]) -> int:
+    # Scripting TransformerEncoderLayer warns about its unused 'batch_first' constant.
+    warnings.filterwarnings("ignore", message="'batch_first' was found in ScriptModule constants")
+    if len(argv) != 2:
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    outdir = argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    manifest = {}
+    for name, build in BUILDERS:
+        module, data, entry = build()
+        inputs = forward_arg_names(module)
+        assert list(data.keys()) == inputs, f"{name}: data keys {list(data)} != forward args {inputs}"
+        check_runs(name, module, data)
+        module.save(os.path.join(outdir, name + ".pt"))
+        save_data(os.path.join(outdir, name + ".data.pt"), data)
+        manifest[name] = {"inputs": inputs, "unbatched": entry["unbatched"],
+                          "returns": entry["returns"], "notes": entry["notes"]}
+        if name in ("mlp", "cnn"):
+            write_safetensors(os.path.join(outdir, name + ".data.safetensors"), data)
+    cases = write_error_cases(outdir)
+    with open(os.path.join(outdir, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
+    with open(os.path.join(outdir, "error_cases.json"), "w") as f:
+        json.dump(cases, f, indent=2)
+        f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,149 @@
+//===- Options.cpp - ds-run command line ----------------------------------===//
+//
+// A small hand-written parser: no CLI library is packaged on the build
+// machines. Accepts "--flag value" and "--flag=value"; "--" ends options.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Options.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace ds::run {
+
+std::string usageText() {
+  return R"(usage: ds-run PLAN --data DATA [--steps N] --eval [options]
+
+Runs a plan written by ds-compile on a data file.
+
+  PLAN                  the plan file (JSON, see docs/plan-format.md)
+  --data DATA           training data: a torch.save dict or a .safetensors
+                        file, one tensor per forward argument keyed by name
+                        or by position (in0, in1, ...), shaped [S, B, ...]
+  --steps N             optimizer steps to run (each consumes
+                        gradient_accumulation_steps micro-steps); default:
+                        as many whole steps as the data holds
+  --eval                run the plan's eval program (forward only) and
+                        report the loss per step
+  --losses OUT.jsonl    also write the loss lines to this file (atomically,
+                        when the run ends)
+  --unbatched NAME      forward argument NAME is not batched: shaped [S, ...]
+                        in the data file, every rank gets it whole
+                        (repeatable; must agree with the plan)
+  --weights W           initial weights replacing the plan's: a .safetensors
+                        file keyed by qualified name, or a TorchScript archive
+  -h, --help            show this help
+
+Output: one JSON line per step on stdout, {"step": 1, "loss": L}, L the mean
+over ranks and micro-steps; plans whose forward returns several losses also
+get "losses": [...] (one per output) and L is their sum. Errors: one line on
+stderr, exit code 1.
+)";
+}
+
+namespace {
+
+class ArgReader {
+public:
+  ArgReader(int argc, char **argv) : args_(argv + 1, argv + argc) {}
+
+  bool done() const { return next_ >= args_.size(); }
+  std::string take() { return args_[next_++]; }
+
+  /// The value of `flag`: after '=' in the same argument, else the next one.
+  std::string value(const std::string &flag,
+                    const std::optional<std::string> &inlineValue) {
+    if (!inlineValue && done())
+      throw UsageError("option " + flag + " needs a value");
+    std::string text = inlineValue ? *inlineValue : take();
+    if (!inlineValue && text.size() > 1 && text[0] == '-')
+      throw UsageError("option " + flag + " needs a value, found option '" +
+                       text + "'");
+    if (text.empty())
+      throw UsageError("option " + flag + " needs a non-empty value");
+    return text;
+  }
+
+private:
+  std::vector<std::string> args_;
+  size_t next_ = 0;
+};
+
+int64_t positiveInteger(const std::string &flag, const std::string &text) {
+  errno = 0;
+  char *end = nullptr;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || value < 1)
+    throw UsageError(flag + ": '" + text + "' is not a positive integer");
+  return value;
+}
+
+} // namespace
+
+Options parseOptions(int argc, char **argv) {
+  Options options;
+  ArgReader args(argc, argv);
+  bool optionsEnded = false;
+  auto setPlan = [&](const std::string &path) {
+    if (!options.planPath.empty())
+      throw UsageError("unexpected argument '" + path +
+                       "' (the plan is already '" + options.planPath + "')");
+    options.planPath = path;
+  };
+
+  while (!args.done()) {
+    std::string arg = args.take();
+    if (optionsEnded || arg.empty() || arg[0] != '-' || arg == "-") {
+      setPlan(arg);
+      continue;
+    }
+    if (arg == "--") {
+      optionsEnded = true;
+      continue;
+    }
+    std::string flag = arg;
+    std::optional<std::string> inlineValue;
+    if (size_t eq = arg.find('='); eq != std::string::npos && arg[1] == '-') {
+      flag = arg.substr(0, eq);
+      inlineValue = arg.substr(eq + 1);
+    }
+    auto noValue = [&] {
+      if (inlineValue)
+        throw UsageError("option " + flag + " takes no value");
+    };
+
+    if (flag == "-h" || flag == "--help") {
+      noValue();
+      options.help = true;
+    } else if (flag == "--eval") {
+      noValue();
+      options.eval = true;
+    } else if (flag == "--data") {
+      options.dataPath = args.value(flag, inlineValue);
+    } else if (flag == "--steps") {
+      options.steps = positiveInteger(flag, args.value(flag, inlineValue));
+    } else if (flag == "--losses") {
+      options.lossesPath = args.value(flag, inlineValue);
+    } else if (flag == "--unbatched") {
+      options.unbatched.push_back(args.value(flag, inlineValue));
+    } else if (flag == "--weights") {
+      options.weightsPath = args.value(flag, inlineValue);
+    } else {
+      throw UsageError("unknown option '" + flag + "'");
+    }
+  }
+
+  if (options.help)
+    return options;
+  if (options.planPath.empty())
+    throw UsageError("missing the plan file (ds-run PLAN --data DATA ...)");
+  if (options.dataPath.empty())
+    throw UsageError("missing required option --data");
+  if (!options.eval)
+    throw UsageError("training is not implemented yet: pass --eval to run "
+                     "the plan's eval program");
+  return options;
+}
+
+} // namespace ds::run

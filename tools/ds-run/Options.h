@@ -1,0 +1,42 @@
+//===- Options.h - ds-run command line --------------------------*- C++ -*-===//
+
+#ifndef DS_TOOLS_DSRUN_OPTIONS_H
+#define DS_TOOLS_DSRUN_OPTIONS_H
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ds::run {
+
+/// A bad command line; the message names the offending flag or value.
+class UsageError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Options {
+  std::string planPath;
+  std::string dataPath;
+  /// Optimizer steps to run; default: as many whole steps as the data holds.
+  std::optional<int64_t> steps;
+  bool eval = false;
+  /// JSON-lines output, written atomically at the end.
+  std::string lossesPath;
+  std::vector<std::string> unbatched;
+  /// Replaces the plan's weights.
+  std::string weightsPath;
+  bool help = false;
+};
+
+/// Parses argv. Throws UsageError.
+Options parseOptions(int argc, char **argv);
+
+/// The --help text.
+std::string usageText();
+
+} // namespace ds::run
+
+#endif // DS_TOOLS_DSRUN_OPTIONS_H

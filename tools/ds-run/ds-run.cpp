@@ -1,0 +1,62 @@
+//===- ds-run.cpp - Run a plan on a data file -----------------------------===//
+//
+// Every failure ends as one line on stderr and exit code 1: usage errors,
+// plan errors, data and weights mismatches, kernel errors (c10::Error) and
+// anything else thrown below main.
+//
+//===----------------------------------------------------------------------===//
+
+#include "EvalLoop.h"
+#include "Options.h"
+#include "World.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+namespace {
+
+/// One line: newlines in LibTorch messages become "; ".
+std::string oneLine(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.pop_back();
+  std::string line;
+  for (char c : text) {
+    if (c == '\n')
+      line += "; ";
+    else
+      line += c;
+  }
+  return line;
+}
+
+int fail(const std::string &message) {
+  std::cout.flush();
+  std::fprintf(stderr, "ds-run: error: %s\n", oneLine(message).c_str());
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    ds::run::Options options = ds::run::parseOptions(argc, argv);
+    if (options.help) {
+      std::cout << ds::run::usageText();
+      return 0;
+    }
+    ds::run::World world = ds::run::World::detect();
+    ds::run::runEval(options, world);
+    return 0;
+  } catch (const ds::run::UsageError &error) {
+    return fail(std::string(error.what()) + " (see ds-run --help)");
+  } catch (const c10::Error &error) {
+    return fail(error.what_without_backtrace());
+  } catch (const std::exception &error) {
+    return fail(error.what());
+  } catch (...) {
+    return fail("unknown exception");
+  }
+}

@@ -1,0 +1,151 @@
+//===- BatchSizeTest.cpp - train = micro * GAS * world --------------------===//
+
+#include "ConfigTestUtils.h"
+
+using namespace ds::config;
+using namespace ds::config::test;
+
+namespace {
+
+struct Batch {
+  int64_t train, micro, gas;
+};
+
+Batch batchOf(const std::string &text, const ParseContext &context) {
+  EngineConfig config = parse(text, context);
+  return {config.trainBatchSize, config.trainMicroBatchSizePerGpu,
+          config.gradientAccumulationSteps};
+}
+
+void expectBatch(Batch actual, int64_t train, int64_t micro, int64_t gas) {
+  EXPECT_EQ(actual.train, train);
+  EXPECT_EQ(actual.micro, micro);
+  EXPECT_EQ(actual.gas, gas);
+}
+
+} // namespace
+
+TEST(BatchSizeTest, MicroAloneMeansGasOne) {
+  expectBatch(
+      batchOf(R"({"train_micro_batch_size_per_gpu": 4})", makeContext(2)), 8, 4,
+      1);
+}
+
+TEST(BatchSizeTest, TrainAloneMeansGasOne) {
+  expectBatch(batchOf(R"({"train_batch_size": 16})", makeContext(4)), 16, 4, 1);
+}
+
+TEST(BatchSizeTest, TrainAndMicroDeriveGas) {
+  expectBatch(batchOf(R"({"train_batch_size": 32,
+                          "train_micro_batch_size_per_gpu": 4})",
+                      makeContext(2)),
+              32, 4, 4);
+}
+
+TEST(BatchSizeTest, TrainAndGasDeriveMicro) {
+  expectBatch(batchOf(R"({"train_batch_size": 32,
+                          "gradient_accumulation_steps": 2})",
+                      makeContext(4)),
+              32, 4, 2);
+}
+
+TEST(BatchSizeTest, MicroAndGasDeriveTrain) {
+  expectBatch(batchOf(R"({"train_micro_batch_size_per_gpu": 3,
+                          "gradient_accumulation_steps": 5})",
+                      makeContext(2)),
+              30, 3, 5);
+}
+
+TEST(BatchSizeTest, ConsistentTripleIsAccepted) {
+  expectBatch(batchOf(R"({"train_batch_size": 24,
+                          "train_micro_batch_size_per_gpu": 3,
+                          "gradient_accumulation_steps": 4})",
+                      makeContext(2)),
+              24, 3, 4);
+}
+
+TEST(BatchSizeTest, InconsistentTripleNamesAllValuesAndWorldSize) {
+  ConfigError error = parseError(R"({"train_batch_size": 32,
+                                     "train_micro_batch_size_per_gpu": 4,
+                                     "gradient_accumulation_steps": 2})",
+                                 makeContext(2));
+  EXPECT_EQ(error.keyPath(), "train_batch_size");
+  expectMessageHas(
+      error, {"train_batch_size (32)", "train_micro_batch_size_per_gpu (4)",
+              "gradient_accumulation_steps (2)", "world size (2)"});
+}
+
+TEST(BatchSizeTest, NonDivisibleDerivationIsAnError) {
+  ConfigError gas = parseError(R"({"train_batch_size": 10,
+                                   "train_micro_batch_size_per_gpu": 3})");
+  EXPECT_EQ(gas.keyPath(), "gradient_accumulation_steps");
+  expectMessageHas(gas, {"not divisible", "(10)", "(3)"});
+
+  ConfigError micro = parseError(R"({"train_batch_size": 10,
+                                     "gradient_accumulation_steps": 4})");
+  EXPECT_EQ(micro.keyPath(), "train_micro_batch_size_per_gpu");
+  expectMessageHas(micro, {"not divisible", "(10)", "(4)"});
+
+  ConfigError world = parseError(R"({"train_batch_size": 10})", makeContext(4));
+  expectMessageHas(world, {"not divisible", "world size (4)"});
+}
+
+TEST(BatchSizeTest, NeitherTrainNorMicroIsAnError) {
+  ConfigError error = parseError(R"({"gradient_accumulation_steps": 2})");
+  expectMessageHas(error, {"train_batch_size", "train_micro_batch_size_per_gpu",
+                           "must be given"});
+}
+
+TEST(BatchSizeTest, NonPositiveAndNonIntegralValuesAreErrors) {
+  EXPECT_EQ(parseError(R"({"train_batch_size": 0})").keyPath(),
+            "train_batch_size");
+  EXPECT_EQ(parseError(R"({"train_micro_batch_size_per_gpu": -2})").keyPath(),
+            "train_micro_batch_size_per_gpu");
+  ConfigError fraction = parseError(R"({"train_batch_size": 2.5})");
+  expectMessageHas(fraction, {"train_batch_size", "expected an integer"});
+  // An integral float is an integer.
+  EXPECT_EQ(parse(R"({"train_batch_size": 8.0})").trainBatchSize, 8);
+}
+
+TEST(BatchSizeTest, DataMicroBatchMustAgreeNamingBothValues) {
+  ConfigError error = parseError(R"({"train_micro_batch_size_per_gpu": 4})",
+                                 makeContext(2, /*dataMicroBatch=*/6));
+  EXPECT_EQ(error.keyPath(), "train_micro_batch_size_per_gpu");
+  expectMessageHas(error, {"= 8", "B = 6"});
+  // Agreement passes.
+  EXPECT_EQ(parse(R"({"train_micro_batch_size_per_gpu": 3})", makeContext(2, 6))
+                .trainBatchSize,
+            6);
+}
+
+TEST(BatchSizeTest, AutoMicroComesFromTheData) {
+  expectBatch(batchOf(R"({"train_micro_batch_size_per_gpu": "auto",
+                          "gradient_accumulation_steps": 2})",
+                      makeContext(4, /*dataMicroBatch=*/8)),
+              16, 2, 2);
+}
+
+TEST(BatchSizeTest, AllAutoMeansGasOne) {
+  expectBatch(batchOf(R"({"train_batch_size": "auto",
+                          "train_micro_batch_size_per_gpu": "auto",
+                          "gradient_accumulation_steps": "auto"})",
+                      makeContext(2, 8)),
+              8, 4, 1);
+}
+
+TEST(BatchSizeTest, AutoGasIsDerivedFromTrainAndData) {
+  expectBatch(batchOf(R"({"train_batch_size": 32,
+                          "gradient_accumulation_steps": "auto"})",
+                      makeContext(2, 8)),
+              32, 4, 4);
+}
+
+TEST(BatchSizeTest, AutoNeedsTheData) {
+  ConfigError error =
+      parseError(R"({"train_micro_batch_size_per_gpu": "auto"})");
+  EXPECT_EQ(error.keyPath(), "train_micro_batch_size_per_gpu");
+  expectMessageHas(error, {"auto", "micro-batch"});
+  ConfigError indivisible = parseError(
+      R"({"train_micro_batch_size_per_gpu": "auto"})", makeContext(4, 6));
+  expectMessageHas(indivisible, {"B = 6", "world size 4"});
+}

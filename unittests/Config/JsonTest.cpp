@@ -1,0 +1,61 @@
+//===- JsonTest.cpp - Reading JSON files and formatting errors ------------===//
+
+#include "ConfigTestUtils.h"
+
+using namespace ds::config;
+using namespace ds::config::test;
+
+TEST(JsonTest, ReadsFileKeepingKeyOrder) {
+  TempDir dir;
+  std::string file =
+      dir.write("c.json", R"({"zeta": 1, "alpha": 2, "mid": 3})");
+  ordered_json json = readJsonFile(file);
+  std::vector<std::string> keys;
+  for (const auto &item : json.items())
+    keys.push_back(item.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"zeta", "alpha", "mid"}));
+}
+
+TEST(JsonTest, MissingFileNamesTheFile) {
+  TempDir dir;
+  std::string file = (dir.path() / "absent.json").string();
+  ConfigError error = configErrorOf([&] { readJsonFile(file); });
+  EXPECT_EQ(error.file(), file);
+  expectMessageHas(error, {file, "not found"});
+}
+
+TEST(JsonTest, MalformedJsonNamesFileAndPosition) {
+  TempDir dir;
+  std::string file =
+      dir.write("bad.json", "{\n  \"train_batch_size\": 8,\n}\n");
+  ConfigError error = configErrorOf([&] { readJsonFile(file); });
+  EXPECT_EQ(error.file(), file);
+  expectMessageHas(error, {file, "malformed JSON", "line 3, column 1", "byte"});
+}
+
+TEST(JsonTest, DuplicateKeyIsAnErrorNamingItsPath) {
+  ConfigError error = configErrorOf([] {
+    parseJsonText(R"({"zero_optimization": {"stage": 1, "stage": 3}})",
+                  "dup.json");
+  });
+  EXPECT_EQ(error.keyPath(), "zero_optimization.stage");
+  expectMessageHas(error, {"dup.json", "duplicate key"});
+}
+
+TEST(JsonTest, DuplicateKeyInsideArrayNamesTheElement) {
+  ConfigError error = configErrorOf(
+      [] { parseJsonText(R"({"a": [1, {"x": 1, "x": 2}]})", "dup.json"); });
+  EXPECT_EQ(error.keyPath(), "a[1].x");
+}
+
+TEST(JsonTest, ErrorMessageJoinsFileKeyAndDetail) {
+  ConfigError error("optimizer.params.lr", "must be >= 0");
+  EXPECT_STREQ(error.what(), "optimizer.params.lr: must be >= 0");
+  ConfigError nested =
+      error.withKeyPrefix("engines.student").withFile("ds.json");
+  EXPECT_EQ(nested.keyPath(), "engines.student.optimizer.params.lr");
+  EXPECT_STREQ(nested.what(),
+               "ds.json: engines.student.optimizer.params.lr: must be >= 0");
+  // A file already named is kept.
+  EXPECT_EQ(nested.withFile("other.json").file(), "ds.json");
+}

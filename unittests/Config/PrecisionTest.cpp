@@ -1,0 +1,179 @@
+//===- PrecisionTest.cpp - fp16, bf16, torch_autocast, data types ---------===//
+
+#include "ConfigTestUtils.h"
+
+using namespace ds::config;
+using namespace ds::config::test;
+
+namespace {
+
+std::string withSections(const std::string &sections) {
+  return R"({"train_micro_batch_size_per_gpu": 1, )" + sections + "}";
+}
+
+ParseContext cudaContext() {
+  ParseContext context = makeContext();
+  context.backend = Backend::CUDA;
+  return context;
+}
+
+} // namespace
+
+TEST(PrecisionTest, Fp16Defaults) {
+  EngineConfig config = parse(withSections(R"("fp16": {"enabled": true})"));
+  const Fp16Config &fp16 = config.fp16;
+  EXPECT_TRUE(fp16.enabled);
+  EXPECT_TRUE(fp16.dynamicLossScale());
+  EXPECT_EQ(fp16.initialScalePower, 16);
+  EXPECT_DOUBLE_EQ(fp16.initialLossScale(), 65536.0);
+  EXPECT_EQ(fp16.lossScaleWindow, 1000);
+  EXPECT_EQ(fp16.hysteresis, 2);
+  EXPECT_FALSE(fp16.consecutiveHysteresis);
+  EXPECT_DOUBLE_EQ(fp16.minLossScale, 1.0);
+  // Gradients accumulate and travel in the model dtype unless told otherwise.
+  EXPECT_EQ(config.modelDtype(), DType::Float16);
+  EXPECT_EQ(config.gradAccumDtype, DType::Float16);
+  EXPECT_EQ(config.communicationDataType, DType::Float16);
+}
+
+TEST(PrecisionTest, Fp16GivenValues) {
+  Fp16Config fp16 = parse(withSections(R"("fp16": {"enabled": true,
+      "loss_scale": 128, "initial_scale_power": 8, "loss_scale_window": 50,
+      "hysteresis": 1, "consecutive_hysteresis": true, "min_loss_scale": 0.5})"))
+                        .fp16;
+  EXPECT_FALSE(fp16.dynamicLossScale());
+  EXPECT_DOUBLE_EQ(fp16.initialLossScale(), 128.0);
+  EXPECT_EQ(fp16.initialScalePower, 8);
+  EXPECT_EQ(fp16.lossScaleWindow, 50);
+  EXPECT_EQ(fp16.hysteresis, 1);
+  EXPECT_TRUE(fp16.consecutiveHysteresis);
+  EXPECT_DOUBLE_EQ(fp16.minLossScale, 0.5);
+}
+
+TEST(PrecisionTest, ImpossibleFp16ValuesNameTheKey) {
+  EXPECT_EQ(
+      parseError(withSections(R"("fp16": {"loss_scale_window": 0})")).keyPath(),
+      "fp16.loss_scale_window");
+  EXPECT_EQ(parseError(withSections(R"("fp16": {"hysteresis": 0})")).keyPath(),
+            "fp16.hysteresis");
+  EXPECT_EQ(parseError(withSections(R"("fp16": {"loss_scale": -1})")).keyPath(),
+            "fp16.loss_scale");
+  EXPECT_EQ(
+      parseError(withSections(R"("fp16": {"min_loss_scale": 0})")).keyPath(),
+      "fp16.min_loss_scale");
+}
+
+TEST(PrecisionTest, Fp16WithBf16IsAnError) {
+  ConfigError error = parseError(
+      withSections(R"("fp16": {"enabled": true}, "bf16": {"enabled": true})"));
+  EXPECT_EQ(error.keyPath(), "bf16.enabled");
+  expectMessageHas(error, {"fp16 and bf16"});
+}
+
+TEST(PrecisionTest, AutocastWithFp16OrBf16IsAnError) {
+  for (const char *mode : {"fp16", "bf16"}) {
+    ConfigError error = parseError(withSections(
+        std::string("\"") + mode +
+        R"(": {"enabled": true}, "torch_autocast": {"enabled": true})"));
+    EXPECT_EQ(error.keyPath(), "torch_autocast.enabled") << mode;
+    expectMessageHas(error, {mode});
+  }
+}
+
+TEST(PrecisionTest, Bf16AndItsOldName) {
+  EngineConfig config = parse(withSections(R"("bf16": {"enabled": true})"));
+  EXPECT_EQ(config.modelDtype(), DType::BFloat16);
+  EXPECT_EQ(config.gradAccumDtype, DType::BFloat16);
+  EXPECT_TRUE(
+      parse(withSections(R"("bfloat16": {"enabled": true})")).bf16.enabled);
+  EXPECT_EQ(
+      parseError(
+          withSections(
+              R"("bf16": {"enabled": true}, "bfloat16": {"enabled": true})"))
+          .keyPath(),
+      "bfloat16");
+  ConfigError autoEnabled =
+      parseError(withSections(R"("bf16": {"enabled": "auto"})"));
+  EXPECT_EQ(autoEnabled.keyPath(), "bf16.enabled");
+}
+
+TEST(PrecisionTest, AutocastDefaultsAndDtypeSpellings) {
+  TorchAutocastConfig autocast =
+      parse(withSections(R"("torch_autocast": {"enabled": true})"))
+          .torchAutocast;
+  EXPECT_TRUE(autocast.enabled);
+  EXPECT_EQ(autocast.dtype, DType::BFloat16); // CPU autocast's default
+  EXPECT_EQ(autocast.lowerPrecisionSafeModules,
+            (std::vector<std::string>{"torch.nn.Linear", "torch.nn.Conv1d",
+                                      "torch.nn.Conv2d", "torch.nn.Conv3d"}));
+  for (const char *dtype : {"bfloat16", "bf16", "torch.bfloat16"})
+    EXPECT_EQ(
+        parse(withSections(
+                  std::string(
+                      R"("torch_autocast": {"enabled": true, "dtype": ")") +
+                  dtype + "\"}"))
+            .torchAutocast.dtype,
+        DType::BFloat16)
+        << dtype;
+  TorchAutocastConfig custom = parse(withSections(R"("torch_autocast":
+      {"enabled": true, "lower_precision_safe_modules": ["torch.nn.Linear"]})"))
+                                   .torchAutocast;
+  EXPECT_EQ(custom.lowerPrecisionSafeModules,
+            (std::vector<std::string>{"torch.nn.Linear"}));
+  // Parameters stay fp32 under autocast.
+  EXPECT_EQ(parse(withSections(R"("torch_autocast": {"enabled": true})"))
+                .modelDtype(),
+            DType::Float32);
+}
+
+TEST(PrecisionTest, Fp16AutocastIsNotSupportedOnCpu) {
+  for (const char *dtype : {"float16", "fp16", "torch.float16"}) {
+    std::string text = withSections(
+        std::string(R"("torch_autocast": {"enabled": true, "dtype": ")") +
+        dtype + "\"}");
+    ConfigError error = parseError(text);
+    EXPECT_EQ(error.keyPath(), "torch_autocast.dtype") << dtype;
+    expectMessageHas(error, {"fp16 autocast is not supported on CPU"});
+    EXPECT_EQ(parse(text, cudaContext()).torchAutocast.dtype, DType::Float16);
+  }
+  // Disabled, the dtype does not matter.
+  EXPECT_NO_THROW(parse(withSections(
+      R"("torch_autocast": {"enabled": false, "dtype": "float16"})")));
+  // The CUDA default is fp16, as torch.autocast's.
+  EXPECT_EQ(parse(withSections(R"("torch_autocast": {"enabled": true})"),
+                  cudaContext())
+                .torchAutocast.dtype,
+            DType::Float16);
+}
+
+TEST(PrecisionTest, DataTypesAndCommunicationDtype) {
+  EngineConfig config = parse(withSections(R"("bf16": {"enabled": true},
+      "data_types": {"grad_accum_dtype": "fp32"},
+      "communication_data_type": "FP32")"));
+  EXPECT_EQ(config.gradAccumDtype, DType::Float32);
+  EXPECT_EQ(config.communicationDataType, DType::Float32);
+
+  EXPECT_EQ(parseError(withSections(R"("communication_data_type": "int8")"))
+                .keyPath(),
+            "communication_data_type");
+  EXPECT_EQ(
+      parseError(withSections(R"("data_types": {"grad_accum_dtype": "x"})"))
+          .keyPath(),
+      "data_types.grad_accum_dtype");
+  EXPECT_EQ(
+      parseError(withSections(R"("data_types": {"params_dtype": "fp32"})"))
+          .keyPath(),
+      "data_types.params_dtype");
+}
+
+TEST(PrecisionTest, GradAccumDtypeMixesFollowDeepSpeedWithoutZero) {
+  // fp32 model accumulating in bf16 without ZeRO: DeepSpeed raises
+  // NotImplementedError; with ZeRO the ZeRO optimizer handles it.
+  std::string text = R"("optimizer": {"type": "AdamW"},
+      "data_types": {"grad_accum_dtype": "bf16"})";
+  ConfigError error = parseError(withSections(text));
+  EXPECT_EQ(error.keyPath(), "data_types.grad_accum_dtype");
+  expectMessageHas(error, {"not supported"});
+  EXPECT_NO_THROW(
+      parse(withSections(text + R"(, "zero_optimization": {"stage": 2})")));
+}
