@@ -465,7 +465,10 @@ LogicalResult GraphImporter::importNode(jit::Node *node) {
   auto outputs = node->outputs();
 
   if (kind == prim::Constant) {
-    bind(node->output(), Abstract::makeStatic(*jit::toIValue(node->output())));
+    // Function constants (the callee of prim::CallFunction) have no IValue;
+    // importCall reads the function from the type.
+    std::optional<c10::IValue> value = jit::toIValue(node->output());
+    bind(node->output(), Abstract::makeStatic(value ? *value : c10::IValue()));
     return success();
   }
   if (kind == prim::GetAttr)
@@ -574,8 +577,11 @@ LogicalResult GraphImporter::importNode(jit::Node *node) {
   }
   if (kind == aten::warn || kind == prim::Print)
     return success();
+  // Training runs with grad mode on; the eval forward as under
+  // torch.no_grad(), so fused inference paths (nn.MultiheadAttention's fast
+  // path) are taken exactly where PyTorch takes them.
   if (node->kind().toQualString() == std::string("aten::is_grad_enabled")) {
-    bind(node->output(), Abstract::makeStatic(true));
+    bind(node->output(), Abstract::makeStatic(training));
     return success();
   }
   if (node->kind().toQualString() == std::string("aten::is_autocast_enabled") ||

@@ -8,8 +8,9 @@ using namespace mlir::ds;
 static const llvm::StringMap<AtenOpInfo> &registry() {
   static const llvm::StringMap<AtenOpInfo> table = [] {
     llvm::StringMap<AtenOpInfo> t;
-#define DS_ATEN_OP(NAME, ARGS, RESULTS, EFFECT)                                \
-  t.try_emplace(NAME, AtenOpInfo{NAME, ARGS, RESULTS, AtenEffect::EFFECT});
+#define DS_ATEN_OP(NAME, ARGS, RESULTS, EFFECT, RETURNS_LIST)                  \
+  t.try_emplace(NAME,                                                          \
+                AtenOpInfo{NAME, ARGS, RESULTS, AtenEffect::EFFECT, RETURNS_LIST});
 #include "ds/Dialect/DS/IR/AtenOps.def"
     return t;
   }();

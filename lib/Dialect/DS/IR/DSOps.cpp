@@ -173,10 +173,17 @@ ParseResult ConstantOp::parse(OpAsmParser &parser, OperationState &result) {
       return failure();
   } else if (auto typed = dyn_cast<TypedAttr>(value)) {
     type = typed.getType();
-  } else {
+  }
+  // `"tanh" : !ds.str` parses as a string attribute carrying the type; the
+  // op keeps the plain string, as the importer builds it.
+  if (auto str = dyn_cast<StringAttr>(value)) {
+    if (!type)
+      type = str.getType();
+    value = StringAttr::get(parser.getContext(), str.getValue());
+  }
+  if (!type)
     return parser.emitError(parser.getCurrentLocation(),
                             "expected ':' and the constant's type");
-  }
   result.addAttribute("value", value);
   result.addTypes(type);
   return parser.parseOptionalAttrDict(result.attributes);
@@ -223,7 +230,7 @@ LogicalResult AtenOp::verify() {
                          << getArgs().size() << " were given";
   // A list-returning operator may be unpacked into several results.
   if (getNumResults() != info->numResults &&
-      !(info->numResults == 1 && getNumResults() > 1))
+      !(info->returnsList && getNumResults() != 1))
     return emitOpError() << "operator '" << getOp() << "' returns "
                          << info->numResults << " values, but the op has "
                          << getNumResults() << " results";

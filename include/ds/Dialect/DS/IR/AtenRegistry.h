@@ -22,6 +22,7 @@ struct AtenOpInfo {
   unsigned numArgs;
   unsigned numResults;
   AtenEffect effect;
+  bool returnsList; // one list result, which an op may unpack
 };
 
 /// Looks up an operator by its qualified name with overload.

@@ -1,0 +1,33 @@
+//===- MemoryPrediction.h - Live-value bytes predicted from a plan -*- C++ -*-//
+//
+// The plan's `free` lists fix every value's lifetime, so the peak of the
+// bytes held by live tensor values can be computed without running it. The
+// runtime measures the same quantity; for static-shape plans the two agree
+// exactly (docs/runtime.md, "Memory accounting").
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_PLAN_MEMORYPREDICTION_H
+#define DS_PLAN_MEMORYPREDICTION_H
+
+#include "ds/Plan/Plan.h"
+
+#include <cstdint>
+#include <optional>
+
+namespace ds::plan {
+
+/// Bytes of a tensor value with known dtype and a fully static shape;
+/// nullopt for dynamic or unknown tensors and for non-tensor values.
+std::optional<int64_t> staticValueBytes(const ValueDesc &value);
+
+/// Peak of the bytes of live tensor values while `program` runs: walking the
+/// ops in order, each op adds its results' bytes, then subtracts the bytes of
+/// the values it frees. Results of `state` ops are state, not counted;
+/// dynamic or unknown tensors count 0. An `if` counts its larger branch
+/// (values defined in a branch die at its end) and then adds its results.
+int64_t predictPeakBytes(const Program &program);
+
+} // namespace ds::plan
+
+#endif // DS_PLAN_MEMORYPREDICTION_H

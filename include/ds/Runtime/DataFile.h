@@ -1,0 +1,68 @@
+//===- DataFile.h - Training data for ds-run --------------------*- C++ -*-===//
+//
+// A data file holds one tensor per forward argument, keyed by the argument's
+// name or by position ("in0", "in1", ...): a dict saved with torch.save, or
+// a .safetensors file. Batched arguments are shaped [S, B, ...] (S
+// micro-steps, B = micro_batch_per_rank * world_size rows), unbatched ones
+// [S, ...]. Rank r of W takes rows [r*b, (r+1)*b) of each micro-step.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_RUNTIME_DATAFILE_H
+#define DS_RUNTIME_DATAFILE_H
+
+#include "ds/Plan/Plan.h"
+#include "ds/Runtime/Safetensors.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ds::runtime {
+
+struct DataOptions {
+  /// Arguments the user declared unbatched (`--unbatched NAME`); each must
+  /// be an input the plan marks `batched: false`.
+  std::vector<std::string> unbatched;
+};
+
+/// Reads a data file: a `.safetensors` file, or anything else as a
+/// torch.save'd dict of str -> Tensor; tensors in the file's key order.
+/// Throws RuntimeError naming the file.
+NamedTensors readTensorFile(const std::string &path);
+
+class DataFile {
+public:
+  /// Loads `path` (".safetensors", anything else is read as torch.save) and
+  /// checks it against the plan's inputs. Throws RuntimeError naming the
+  /// file and the key.
+  static DataFile load(const std::string &path, const plan::Plan &plan,
+                       const DataOptions &options = {});
+
+  const std::string &path() const { return path_; }
+  /// S: the number of micro-steps in the file.
+  int64_t numMicroSteps() const { return numMicroSteps_; }
+  /// Throws RuntimeError unless the file has at least `needed` micro-steps;
+  /// `why` says where the number comes from ("2 steps x 3 accumulation").
+  void requireMicroSteps(int64_t needed, const std::string &why) const;
+
+  /// Rank `rank`'s inputs for micro-step `step`, in the plan's order: views
+  /// into the file's tensors, no copy.
+  std::vector<at::Tensor> sliceMicroStep(int64_t step, int64_t rank,
+                                         int64_t worldSize) const;
+
+private:
+  DataFile() = default;
+
+  std::string path_;
+  std::vector<at::Tensor> tensors_; // One per plan input, in plan order.
+  std::vector<bool> batched_;
+  int64_t microBatchPerRank_ = 1;
+  int64_t numMicroSteps_ = 0;
+};
+
+} // namespace ds::runtime
+
+#endif // DS_RUNTIME_DATAFILE_H

@@ -1,0 +1,290 @@
+//===- Plan.cpp - Names, factories and helpers of the plan structs --------===//
+
+#include "ds/Plan/Plan.h"
+
+#include <array>
+#include <utility>
+
+namespace ds::plan {
+
+namespace {
+
+struct DTypeInfo {
+  DType dtype;
+  const char *name;
+  int64_t size;
+};
+
+constexpr std::array<DTypeInfo, 10> kDTypes = {{
+    {DType::Float32, "float32", 4},
+    {DType::Float64, "float64", 8},
+    {DType::Float16, "float16", 2},
+    {DType::BFloat16, "bfloat16", 2},
+    {DType::Int64, "int64", 8},
+    {DType::Int32, "int32", 4},
+    {DType::Int16, "int16", 2},
+    {DType::Int8, "int8", 1},
+    {DType::UInt8, "uint8", 1},
+    {DType::Bool, "bool", 1},
+}};
+
+constexpr std::array<std::pair<ValueType, const char *>, 7> kValueTypes = {{
+    {ValueType::Tensor, "tensor"},
+    {ValueType::Int, "int"},
+    {ValueType::Float, "float"},
+    {ValueType::Bool, "bool"},
+    {ValueType::None, "none"},
+    {ValueType::Str, "str"},
+    {ValueType::List, "list"},
+}};
+
+constexpr std::array<std::pair<OpKind, const char *>, 8> kOpKinds = {{
+    {OpKind::Input, "input"},
+    {OpKind::State, "state"},
+    {OpKind::SetState, "set_state"},
+    {OpKind::Constant, "constant"},
+    {OpKind::List, "list"},
+    {OpKind::Unpack, "unpack"},
+    {OpKind::Call, "call"},
+    {OpKind::If, "if"},
+}};
+
+const DTypeInfo &info(DType dtype) {
+  for (const DTypeInfo &entry : kDTypes)
+    if (entry.dtype == dtype)
+      return entry;
+  return kDTypes[0]; // Unreachable: every enumerator is in the table.
+}
+
+} // namespace
+
+const char *dtypeName(DType dtype) { return info(dtype).name; }
+
+int64_t dtypeSize(DType dtype) { return info(dtype).size; }
+
+std::optional<DType> parseDType(std::string_view name) {
+  for (const DTypeInfo &entry : kDTypes)
+    if (name == entry.name)
+      return entry.dtype;
+  return std::nullopt;
+}
+
+std::string allDTypeNames() {
+  std::string names;
+  for (const DTypeInfo &entry : kDTypes) {
+    if (!names.empty())
+      names += ", ";
+    names += entry.name;
+  }
+  return names;
+}
+
+const char *valueTypeName(ValueType type) {
+  for (const auto &[value, name] : kValueTypes)
+    if (value == type)
+      return name;
+  return "?";
+}
+
+std::optional<ValueType> parseValueType(std::string_view name) {
+  for (const auto &[value, spelling] : kValueTypes)
+    if (name == spelling)
+      return value;
+  return std::nullopt;
+}
+
+const char *opKindName(OpKind kind) {
+  for (const auto &[value, name] : kOpKinds)
+    if (value == kind)
+      return name;
+  return "?";
+}
+
+std::optional<OpKind> parseOpKind(std::string_view name) {
+  for (const auto &[value, spelling] : kOpKinds)
+    if (name == spelling)
+      return value;
+  return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
+// Factories
+//===----------------------------------------------------------------------===//
+
+ValueDesc ValueDesc::tensor(ValueId id, DType dtype,
+                            std::vector<int64_t> shape) {
+  ValueDesc desc;
+  desc.id = id;
+  desc.type = ValueType::Tensor;
+  desc.dtype = dtype;
+  desc.shape = std::move(shape);
+  return desc;
+}
+
+ValueDesc ValueDesc::scalar(ValueId id, ValueType type) {
+  ValueDesc desc;
+  desc.id = id;
+  desc.type = type;
+  return desc;
+}
+
+ValueDesc ValueDesc::list(ValueId id, ValueType elem) {
+  ValueDesc desc;
+  desc.id = id;
+  desc.type = ValueType::List;
+  desc.elem = elem;
+  return desc;
+}
+
+Constant Constant::none() { return Constant(); }
+
+Constant Constant::ofInt(int64_t value) {
+  Constant c;
+  c.kind = Kind::Int;
+  c.intValue = value;
+  return c;
+}
+
+Constant Constant::ofFloat(double value) {
+  Constant c;
+  c.kind = Kind::Float;
+  c.floatValue = value;
+  return c;
+}
+
+Constant Constant::ofBool(bool value) {
+  Constant c;
+  c.kind = Kind::Bool;
+  c.boolValue = value;
+  return c;
+}
+
+Constant Constant::ofStr(std::string value) {
+  Constant c;
+  c.kind = Kind::Str;
+  c.strValue = std::move(value);
+  return c;
+}
+
+Constant Constant::ofTensor(DType dtype, std::vector<int64_t> shape,
+                            std::string bytes) {
+  Constant c;
+  c.kind = Kind::Tensor;
+  c.tensorDType = dtype;
+  c.tensorShape = std::move(shape);
+  c.tensorBytes = std::move(bytes);
+  return c;
+}
+
+Op Op::input(int64_t index, ValueId result) {
+  Op op;
+  op.kind = OpKind::Input;
+  op.index = index;
+  op.results = {result};
+  return op;
+}
+
+Op Op::state(std::string name, ValueId result) {
+  Op op;
+  op.kind = OpKind::State;
+  op.name = std::move(name);
+  op.results = {result};
+  return op;
+}
+
+Op Op::setState(std::string name, ValueId arg) {
+  Op op;
+  op.kind = OpKind::SetState;
+  op.name = std::move(name);
+  op.arg = arg;
+  return op;
+}
+
+Op Op::constant(Constant value, ValueId result) {
+  Op op;
+  op.kind = OpKind::Constant;
+  op.value = std::move(value);
+  op.results = {result};
+  return op;
+}
+
+Op Op::list(std::vector<ValueId> args, ValueId result) {
+  Op op;
+  op.kind = OpKind::List;
+  op.args = std::move(args);
+  op.results = {result};
+  return op;
+}
+
+Op Op::unpack(ValueId arg, std::vector<ValueId> results) {
+  Op op;
+  op.kind = OpKind::Unpack;
+  op.arg = arg;
+  op.results = std::move(results);
+  return op;
+}
+
+Op Op::call(std::string name, std::vector<ValueId> args,
+            std::vector<ValueId> results) {
+  Op op;
+  op.kind = OpKind::Call;
+  op.op = std::move(name);
+  op.args = std::move(args);
+  op.results = std::move(results);
+  return op;
+}
+
+Op Op::ifOp(ValueId cond, Branch thenBranch, Branch elseBranch,
+            std::vector<ValueId> results) {
+  Op op;
+  op.kind = OpKind::If;
+  op.cond = cond;
+  op.thenBranch = std::move(thenBranch);
+  op.elseBranch = std::move(elseBranch);
+  op.results = std::move(results);
+  return op;
+}
+
+std::string Op::label() const {
+  if (kind == OpKind::Call)
+    return op;
+  return opKindName(kind);
+}
+
+//===----------------------------------------------------------------------===//
+// Lookups and shapes
+//===----------------------------------------------------------------------===//
+
+const Program *Plan::findProgram(const std::string &name) const {
+  auto it = programs.find(name);
+  return it == programs.end() ? nullptr : &it->second;
+}
+
+const StateDesc *Plan::findState(const std::string &name) const {
+  for (const StateDesc &desc : state)
+    if (desc.name == name)
+      return &desc;
+  return nullptr;
+}
+
+std::optional<int64_t> staticNumel(const std::vector<int64_t> &shape) {
+  int64_t numel = 1;
+  for (int64_t dim : shape) {
+    if (dim < 0)
+      return std::nullopt;
+    numel *= dim;
+  }
+  return numel;
+}
+
+std::string formatShape(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i)
+      text += ", ";
+    text += std::to_string(shape[i]);
+  }
+  return text + "]";
+}
+
+} // namespace ds::plan

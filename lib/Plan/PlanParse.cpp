@@ -1,0 +1,389 @@
+//===- PlanParse.cpp - JSON document -> Plan ------------------------------===//
+//
+// Converts the JSON document into the Plan structs, checking the JSON type
+// of every field on the way (JsonCursor), then hands the result to
+// validatePlan for the checks that need the whole plan (definitions before
+// uses, state names, branch arities, ...).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Base64.h"
+#include "JsonCursor.h"
+
+#include "ds/Plan/PlanFormat.h"
+
+#include <cmath>
+#include <limits>
+
+namespace ds::plan {
+
+using detail::describeJson;
+using detail::JsonCursor;
+
+namespace {
+
+DType parseDTypeAt(const JsonCursor &cursor) {
+  std::string name = cursor.toString();
+  if (std::optional<DType> dtype = parseDType(name))
+    return *dtype;
+  cursor.fail("unknown dtype \"" + name + "\" (expected one of " +
+              allDTypeNames() + ")");
+}
+
+ValueType parseValueTypeAt(const JsonCursor &cursor) {
+  std::string name = cursor.toString();
+  if (std::optional<ValueType> type = parseValueType(name))
+    return *type;
+  cursor.fail("unknown value type \"" + name +
+              "\" (expected tensor, int, float, bool, none, str or list)");
+}
+
+std::string optionalString(const JsonCursor &object, const char *key,
+                           std::string fallback = "") {
+  if (auto field = object.optionalField(key))
+    return field->toString();
+  return fallback;
+}
+
+std::vector<ValueId> idList(const JsonCursor &object, const char *key) {
+  return object.field(key).toIntArray();
+}
+
+//===----------------------------------------------------------------------===//
+// Constants
+//===----------------------------------------------------------------------===//
+
+double parseFloatConstant(const JsonCursor &cursor) {
+  const ordered_json &json = cursor.json();
+  if (json.is_number())
+    return json.get<double>();
+  if (json.is_string()) {
+    // JSON has no NaN or infinity; the plan spells them as strings.
+    std::string text = json.get<std::string>();
+    if (text == "nan")
+      return std::numeric_limits<double>::quiet_NaN();
+    if (text == "inf")
+      return std::numeric_limits<double>::infinity();
+    if (text == "-inf")
+      return -std::numeric_limits<double>::infinity();
+  }
+  cursor.fail("expected a float constant (a number, \"nan\", \"inf\" or "
+              "\"-inf\"), found " +
+              describeJson(json));
+}
+
+Constant parseTensorConstant(const JsonCursor &cursor) {
+  if (!cursor.json().is_object())
+    cursor.fail("expected a tensor constant {\"dtype\", \"shape\", "
+                "\"base64\"}, found " +
+                describeJson(cursor.json()));
+  DType dtype = parseDTypeAt(cursor.field("dtype"));
+  JsonCursor shapeCursor = cursor.field("shape");
+  std::vector<int64_t> shape = shapeCursor.toIntArray();
+  std::optional<int64_t> numel = staticNumel(shape);
+  if (!numel)
+    shapeCursor.fail("a constant tensor's shape must be static, found " +
+                     formatShape(shape));
+  JsonCursor dataCursor = cursor.field("base64");
+  std::optional<std::string> bytes =
+      detail::decodeBase64(dataCursor.toString());
+  if (!bytes)
+    dataCursor.fail("not valid base64 (standard alphabet, '=' padding)");
+  int64_t expected = *numel * dtypeSize(dtype);
+  if (int64_t(bytes->size()) != expected)
+    dataCursor.fail("holds " + std::to_string(bytes->size()) +
+                    " bytes, but a " + dtypeName(dtype) + " tensor of shape " +
+                    formatShape(shape) + " needs " + std::to_string(expected));
+  return Constant::ofTensor(dtype, std::move(shape), std::move(*bytes));
+}
+
+/// `type` is the result value's declared type when known: it decides how a
+/// JSON number reads (1 is an int for int values, 1.0 for float values).
+Constant parseConstant(const JsonCursor &cursor,
+                       std::optional<ValueType> type) {
+  const ordered_json &json = cursor.json();
+  if (type) {
+    switch (*type) {
+    case ValueType::Int:
+      return Constant::ofInt(cursor.toInt());
+    case ValueType::Float:
+      return Constant::ofFloat(parseFloatConstant(cursor));
+    case ValueType::Bool:
+      return Constant::ofBool(cursor.toBool());
+    case ValueType::Str:
+      return Constant::ofStr(cursor.toString());
+    case ValueType::None:
+      if (!json.is_null())
+        cursor.fail("expected null for a none constant, found " +
+                    describeJson(json));
+      return Constant::none();
+    case ValueType::Tensor:
+      return parseTensorConstant(cursor);
+    case ValueType::List:
+      cursor.fail("list constants are not part of the format; build the list "
+                  "with a \"list\" op");
+    }
+  }
+  // Unknown result type: read the JSON as it is and let validation report
+  // the bad result id.
+  if (json.is_null())
+    return Constant::none();
+  if (json.is_boolean())
+    return Constant::ofBool(json.get<bool>());
+  if (json.is_number_integer())
+    return Constant::ofInt(cursor.toInt());
+  if (json.is_number())
+    return Constant::ofFloat(json.get<double>());
+  if (json.is_string())
+    return Constant::ofStr(json.get<std::string>());
+  return parseTensorConstant(cursor);
+}
+
+//===----------------------------------------------------------------------===//
+// Programs
+//===----------------------------------------------------------------------===//
+
+class ProgramParser {
+public:
+  explicit ProgramParser(Program &program) : program_(program) {}
+
+  void parse(const JsonCursor &cursor) {
+    cursor.requireObject();
+    JsonCursor values = cursor.field("values");
+    for (size_t i = 0; i < values.size(); ++i)
+      program_.values.push_back(parseValue(values.element(i)));
+    program_.body = parseBlock(cursor.field("body"));
+    program_.results = idList(cursor, "results");
+  }
+
+private:
+  ValueDesc parseValue(const JsonCursor &cursor) {
+    cursor.requireObject();
+    ValueDesc desc;
+    desc.id = cursor.field("id").toInt();
+    desc.type = parseValueTypeAt(cursor.field("type"));
+    if (auto dtype = cursor.optionalField("dtype"))
+      desc.dtype = parseDTypeAt(*dtype);
+    if (auto shape = cursor.optionalField("shape"))
+      desc.shape = shape->toIntArray();
+    if (auto elem = cursor.optionalField("elem"))
+      desc.elem = parseValueTypeAt(*elem);
+    return desc;
+  }
+
+  std::vector<Op> parseBlock(const JsonCursor &cursor) {
+    std::vector<Op> ops;
+    ops.reserve(cursor.size());
+    for (size_t i = 0; i < cursor.size(); ++i)
+      ops.push_back(parseOp(cursor.element(i)));
+    return ops;
+  }
+
+  Branch parseBranch(const JsonCursor &cursor) {
+    cursor.requireObject();
+    Branch branch;
+    branch.body = parseBlock(cursor.field("body"));
+    branch.yields = idList(cursor, "yield");
+    return branch;
+  }
+
+  std::optional<ValueType> declaredType(ValueId id) const {
+    if (id < 0 || id >= ValueId(program_.values.size()))
+      return std::nullopt;
+    return program_.values[id].type;
+  }
+
+  Op parseOp(JsonCursor cursor) {
+    cursor.requireObject();
+    JsonCursor kindCursor = cursor.field("kind");
+    std::string kindName = kindCursor.toString();
+    std::optional<OpKind> kind = parseOpKind(kindName);
+    if (!kind)
+      kindCursor.fail("unknown op kind \"" + kindName +
+                      "\" (expected input, state, set_state, constant, list, "
+                      "unpack, call or if)");
+    Op op;
+    op.kind = *kind;
+    if (op.kind == OpKind::Call) {
+      op.op = cursor.field("op").toString();
+      cursor = cursor.withLabel(op.op);
+    } else {
+      cursor = cursor.withLabel(kindName);
+    }
+
+    switch (op.kind) {
+    case OpKind::Input:
+      op.index = cursor.field("index").toInt();
+      op.results = {cursor.field("result").toInt()};
+      break;
+    case OpKind::State:
+      op.name = cursor.field("name").toString();
+      op.results = {cursor.field("result").toInt()};
+      break;
+    case OpKind::SetState:
+      op.name = cursor.field("name").toString();
+      op.arg = cursor.field("arg").toInt();
+      break;
+    case OpKind::Constant:
+      op.results = {cursor.field("result").toInt()};
+      op.value =
+          parseConstant(cursor.field("value"), declaredType(op.results[0]));
+      break;
+    case OpKind::List:
+      op.args = idList(cursor, "args");
+      op.results = {cursor.field("result").toInt()};
+      break;
+    case OpKind::Unpack:
+      op.arg = cursor.field("arg").toInt();
+      op.results = idList(cursor, "results");
+      break;
+    case OpKind::Call:
+      op.args = idList(cursor, "args");
+      op.results = idList(cursor, "results");
+      break;
+    case OpKind::If:
+      op.cond = cursor.field("cond").toInt();
+      op.thenBranch = parseBranch(cursor.field("then"));
+      op.elseBranch = parseBranch(cursor.field("else"));
+      op.results = idList(cursor, "results");
+      break;
+    }
+    if (cursor.has("free"))
+      op.free = idList(cursor, "free");
+    op.module = optionalString(cursor, "module");
+    op.moduleClass = optionalString(cursor, "module_class");
+    op.loc = optionalString(cursor, "loc");
+    return op;
+  }
+
+  Program &program_;
+};
+
+//===----------------------------------------------------------------------===//
+// Top level
+//===----------------------------------------------------------------------===//
+
+void checkFormatAndVersion(const JsonCursor &root) {
+  JsonCursor format = root.field("format");
+  if (!format.json().is_string() ||
+      format.json().get<std::string>() != kPlanFormatName)
+    format.fail(std::string("expected \"") + kPlanFormatName +
+                "\" (this is not a plan file), found " +
+                describeJson(format.json()));
+  JsonCursor versionCursor = root.field("version");
+  int64_t version = versionCursor.toInt();
+  if (version > kPlanFormatVersion)
+    versionCursor.fail("plan version " + std::to_string(version) +
+                       " is newer than this runtime supports (" +
+                       std::to_string(kPlanFormatVersion) + ")");
+  if (version != kPlanFormatVersion)
+    versionCursor.fail("plan version " + std::to_string(version) +
+                       " is not supported (this runtime reads version " +
+                       std::to_string(kPlanFormatVersion) + ")");
+}
+
+WeightsDesc parseWeights(const JsonCursor &cursor) {
+  cursor.requireObject();
+  WeightsDesc weights;
+  weights.kind = cursor.field("kind").toString();
+  weights.path = cursor.field("path").toString();
+  return weights;
+}
+
+EngineDesc parseEngine(const JsonCursor &cursor) {
+  cursor.requireObject();
+  EngineDesc engine;
+  engine.name = cursor.field("name").toString();
+  engine.module = optionalString(cursor, "module");
+  if (auto config = cursor.optionalField("config")) {
+    config->requireObject();
+    engine.config = config->json();
+  }
+  return engine;
+}
+
+StateDesc parseState(const JsonCursor &cursor) {
+  cursor.requireObject();
+  StateDesc state;
+  state.name = cursor.field("name").toString();
+  JsonCursor kind = cursor.field("kind");
+  std::string kindName = kind.toString();
+  if (kindName == "param")
+    state.kind = StateKind::Param;
+  else if (kindName == "buffer")
+    state.kind = StateKind::Buffer;
+  else
+    kind.fail("expected \"param\" or \"buffer\", found " +
+              describeJson(kind.json()));
+  state.dtype = parseDTypeAt(cursor.field("dtype"));
+  state.shape = cursor.field("shape").toIntArray();
+  if (auto requiresGrad = cursor.optionalField("requires_grad"))
+    state.requiresGrad = requiresGrad->toBool();
+  state.engine = cursor.field("engine").toString();
+  state.module = optionalString(cursor, "module");
+  state.moduleClass = optionalString(cursor, "module_class");
+  return state;
+}
+
+InputDesc parseInput(const JsonCursor &cursor) {
+  cursor.requireObject();
+  InputDesc input;
+  input.name = cursor.field("name").toString();
+  input.dtype = parseDTypeAt(cursor.field("dtype"));
+  input.shape = cursor.field("shape").toIntArray();
+  if (auto batched = cursor.optionalField("batched"))
+    input.batched = batched->toBool();
+  return input;
+}
+
+OutputDesc parseOutput(const JsonCursor &cursor) {
+  cursor.requireObject();
+  OutputDesc output;
+  output.name = cursor.field("name").toString();
+  output.kind = cursor.field("kind").toString();
+  return output;
+}
+
+template <typename T, typename Fn>
+std::vector<T> parseArray(const JsonCursor &cursor, Fn parseOne) {
+  std::vector<T> items;
+  items.reserve(cursor.size());
+  for (size_t i = 0; i < cursor.size(); ++i)
+    items.push_back(parseOne(cursor.element(i)));
+  return items;
+}
+
+} // namespace
+
+Plan parsePlan(const ordered_json &json, const std::string &origin) {
+  JsonCursor root(json, "", origin);
+  root.requireObject();
+  // Format and version first: a newer plan may differ in everything else.
+  checkFormatAndVersion(root);
+
+  Plan plan;
+  plan.producer = optionalString(root, "producer");
+  if (auto weights = root.optionalField("weights");
+      weights && !weights->json().is_null())
+    plan.weights = parseWeights(*weights);
+  plan.worldSize = root.field("world_size").toInt();
+  plan.microBatchPerRank = root.field("micro_batch_per_rank").toInt();
+  plan.gradientAccumulationSteps =
+      root.field("gradient_accumulation_steps").toInt();
+  plan.engines = parseArray<EngineDesc>(root.field("engines"), parseEngine);
+  plan.state = parseArray<StateDesc>(root.field("state"), parseState);
+  plan.inputs = parseArray<InputDesc>(root.field("inputs"), parseInput);
+  plan.outputs = parseArray<OutputDesc>(root.field("outputs"), parseOutput);
+
+  JsonCursor programs = root.field("programs");
+  programs.requireObject();
+  for (const auto &item : programs.json().items()) {
+    Program &program = plan.programs[item.key()];
+    ProgramParser(program).parse(programs.field(item.key().c_str()));
+  }
+
+  validatePlan(plan, origin);
+  return plan;
+}
+
+} // namespace ds::plan

@@ -1,0 +1,218 @@
+//===- DataFile.cpp - Training data for ds-run ----------------------------===//
+
+#include "ds/Runtime/DataFile.h"
+
+#include "TorchSaveReader.h"
+
+#include "ds/Runtime/DTypes.h"
+#include "ds/Runtime/RuntimeError.h"
+#include "ds/Runtime/Safetensors.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <map>
+
+namespace ds::runtime {
+
+namespace {
+
+bool endsWith(const std::string &text, const std::string &suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string quote(const std::string &text) { return "\"" + text + "\""; }
+
+/// A torch.save'd dict of str -> Tensor, in the file's key order.
+NamedTensors readTorchSave(const std::string &path) {
+  if (!std::ifstream(path))
+    throw RuntimeError("data file " + path + ": cannot open it");
+  c10::IValue value;
+  try {
+    value = detail::readTorchSave(path);
+  } catch (const c10::Error &error) {
+    std::string message = error.what_without_backtrace();
+    throw RuntimeError("data file " + path +
+                       ": not a torch.save file or a .safetensors file: " +
+                       message.substr(0, message.find('\n')));
+  }
+  if (!value.isGenericDict())
+    throw RuntimeError("data file " + path +
+                       ": expected a dict of str -> Tensor (torch.save({...}))"
+                       ", found " +
+                       value.tagKind());
+  NamedTensors tensors;
+  for (const auto &entry : value.toGenericDict()) {
+    if (!entry.key().isString())
+      throw RuntimeError("data file " + path + ": a key of the dict is " +
+                         entry.key().tagKind() + ", expected str");
+    const std::string &key = entry.key().toStringRef();
+    if (!entry.value().isTensor())
+      throw RuntimeError("data file " + path + ": key " + quote(key) +
+                         " holds " + entry.value().tagKind() +
+                         ", expected a tensor");
+    tensors.emplace_back(key, entry.value().toTensor());
+  }
+  return tensors;
+}
+
+/// "[S, B, 8]" / "[S, 8]": what the file must hold for `input`.
+std::string expectedShape(const plan::InputDesc &input) {
+  std::string text = input.batched ? "[S, B" : "[S";
+  for (size_t i = input.batched ? 1 : 0; i < input.shape.size(); ++i)
+    text += ", " + (input.shape[i] == plan::kDynamicDim
+                        ? std::string("*")
+                        : std::to_string(input.shape[i]));
+  return text + "]";
+}
+
+} // namespace
+
+NamedTensors readTensorFile(const std::string &path) {
+  if (!endsWith(path, ".safetensors"))
+    return readTorchSave(path);
+  try {
+    return readSafetensors(path);
+  } catch (const RuntimeError &error) {
+    throw RuntimeError("data file " + std::string(error.what()));
+  }
+}
+
+DataFile DataFile::load(const std::string &path, const plan::Plan &plan,
+                        const DataOptions &options) {
+  const std::string file = "data file " + path;
+  NamedTensors entries = readTensorFile(path);
+  std::string inputNames;
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    inputNames += (i ? ", " : "") + plan.inputs[i].name + " (or in" +
+                  std::to_string(i) + ")";
+
+  for (const std::string &name : options.unbatched) {
+    auto it =
+        std::find_if(plan.inputs.begin(), plan.inputs.end(),
+                     [&](const auto &input) { return input.name == name; });
+    if (it == plan.inputs.end())
+      throw RuntimeError("--unbatched " + name +
+                         ": the plan has no forward argument of that name "
+                         "(arguments: " +
+                         inputNames + ")");
+    if (it->batched)
+      throw RuntimeError("--unbatched " + name +
+                         ": the plan was compiled with " + quote(name) +
+                         " batched; compile it with the argument unbatched "
+                         "too");
+  }
+
+  std::map<std::string, at::Tensor> byKey(entries.begin(), entries.end());
+  DataFile data;
+  data.path_ = path;
+  data.microBatchPerRank_ = plan.microBatchPerRank;
+  data.numMicroSteps_ = std::numeric_limits<int64_t>::max();
+  std::string stepsKey;
+  const int64_t globalBatch = plan.microBatchPerRank * plan.worldSize;
+
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    const plan::InputDesc &input = plan.inputs[i];
+    std::string positional = "in" + std::to_string(i);
+    auto named = byKey.find(input.name);
+    auto indexed = byKey.find(positional);
+    if (named != byKey.end() && indexed != byKey.end() &&
+        input.name != positional)
+      throw RuntimeError(file + ": keys " + quote(input.name) + " and " +
+                         quote(positional) + " both name forward argument " +
+                         std::to_string(i) + "; keep one");
+    if (named == byKey.end() && indexed == byKey.end())
+      throw RuntimeError(file + ": missing forward argument " +
+                         std::to_string(i) + " (no key " + quote(input.name) +
+                         " or " + quote(positional) + ")");
+    auto found = named != byKey.end() ? named : indexed;
+    std::string key = found->first;
+    at::Tensor tensor = found->second;
+    byKey.erase(found);
+
+    std::string what = file + ": key " + quote(key);
+    if (tensor.scalar_type() != toScalarType(input.dtype))
+      throw RuntimeError(what + " is " + scalarTypeName(tensor.scalar_type()) +
+                         ", the plan's argument " + quote(input.name) + " is " +
+                         plan::dtypeName(input.dtype));
+    // [S, B, rest...] for batched arguments, [S, rest...] otherwise; the
+    // plan's shape is [b, rest...] or [rest...].
+    size_t rank = input.shape.size() + 1;
+    size_t restFile = input.batched ? 2 : 1;
+    size_t restPlan = input.batched ? 1 : 0;
+    bool shapeOk = size_t(tensor.dim()) == rank;
+    for (size_t d = 0; shapeOk && restPlan + d < input.shape.size(); ++d) {
+      int64_t want = input.shape[restPlan + d];
+      shapeOk = want == plan::kDynamicDim || tensor.size(restFile + d) == want;
+    }
+    if (!shapeOk)
+      throw RuntimeError(what + " has shape " +
+                         plan::formatShape(tensor.sizes().vec()) +
+                         ", expected " + expectedShape(input) +
+                         " (the plan's argument " + quote(input.name) + " is " +
+                         describeTensor(input.dtype, input.shape) +
+                         (input.batched ? " per rank)" : ", unbatched)"));
+    if (input.batched && tensor.size(1) != globalBatch)
+      throw RuntimeError(what + " has B = " + std::to_string(tensor.size(1)) +
+                         " rows per micro-step (shape " +
+                         plan::formatShape(tensor.sizes().vec()) +
+                         "), but micro_batch_per_rank * world_size = " +
+                         std::to_string(plan.microBatchPerRank) + " * " +
+                         std::to_string(plan.worldSize) + " = " +
+                         std::to_string(globalBatch));
+    int64_t steps = tensor.size(0);
+    if (!stepsKey.empty() && steps != data.numMicroSteps_)
+      throw RuntimeError(what + " has S = " + std::to_string(steps) +
+                         " micro-steps, key " + quote(stepsKey) + " has " +
+                         std::to_string(data.numMicroSteps_));
+    stepsKey = key;
+    data.numMicroSteps_ = steps;
+    data.tensors_.push_back(tensor);
+    data.batched_.push_back(input.batched);
+  }
+  if (!byKey.empty())
+    throw RuntimeError(file + ": unknown key " + quote(byKey.begin()->first) +
+                       " (forward arguments: " +
+                       (inputNames.empty() ? "none" : inputNames) + ")");
+  return data;
+}
+
+void DataFile::requireMicroSteps(int64_t needed, const std::string &why) const {
+  if (numMicroSteps_ < needed)
+    throw RuntimeError("data file " + path_ + " has S = " +
+                       std::to_string(numMicroSteps_) + " micro-steps, but " +
+                       std::to_string(needed) + " are needed (" + why + ")");
+}
+
+std::vector<at::Tensor> DataFile::sliceMicroStep(int64_t step, int64_t rank,
+                                                 int64_t worldSize) const {
+  if (step < 0 || step >= numMicroSteps_)
+    throw RuntimeError(
+        "data file " + path_ + ": micro-step " + std::to_string(step) +
+        " is out of range (S = " + std::to_string(numMicroSteps_) + ")");
+  if (rank < 0 || rank >= worldSize)
+    throw RuntimeError("rank " + std::to_string(rank) +
+                       " is out of range for world size " +
+                       std::to_string(worldSize));
+  std::vector<at::Tensor> inputs;
+  inputs.reserve(tensors_.size());
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    at::Tensor micro = tensors_[i].select(0, step);
+    if (batched_[i]) {
+      int64_t rows = micro.size(0);
+      if (rows != microBatchPerRank_ * worldSize)
+        throw RuntimeError(
+            "data file " + path_ + ": B = " + std::to_string(rows) +
+            " rows do not split into " + std::to_string(worldSize) +
+            " rank(s) of " + std::to_string(microBatchPerRank_));
+      micro = micro.narrow(0, rank * microBatchPerRank_, microBatchPerRank_);
+    }
+    inputs.push_back(micro);
+  }
+  return inputs;
+}
+
+} // namespace ds::runtime

@@ -1,0 +1,109 @@
+//===- Engine.cpp - A loaded plan, its state and its programs -------------===//
+
+#include "ds/Runtime/Engine.h"
+
+#include "ds/Plan/PlanFormat.h"
+#include "ds/Runtime/RuntimeError.h"
+#include "ds/Runtime/StateStore.h"
+
+#include <ATen/core/grad_mode.h>
+
+namespace ds::runtime {
+
+namespace {
+
+std::string folderOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+bool endsWith(const std::string &text, const std::string &suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+} // namespace
+
+Engine::Engine() = default;
+Engine::Engine(Engine &&) noexcept = default;
+Engine &Engine::operator=(Engine &&) noexcept = default;
+Engine::~Engine() = default;
+
+Engine Engine::load(const std::string &planPath, const LoadOptions &options) {
+  return fromPlan(plan::readPlan(planPath), planPath, folderOf(planPath),
+                  options);
+}
+
+Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
+                        const std::string &baseDir,
+                        const LoadOptions &options) {
+  plan::validatePlan(plan, origin);
+  Engine engine;
+  // The plan lives on the heap: the state store and executors point into it
+  // and must survive moves of the Engine.
+  engine.plan_ = std::make_unique<plan::Plan>(std::move(plan));
+  engine.origin_ = origin;
+  engine.state_ = std::make_unique<StateStore>(*engine.plan_);
+
+  // Operators first: an unknown operator is a plan error, cheaper to report
+  // than loading large weights.
+  ExecutorOptions executorOptions;
+  executorOptions.checkResults = options.checkResults;
+  engine.eval_ = std::make_unique<Executor>(
+      *engine.plan_, "eval", *engine.state_, origin, executorOptions);
+
+  const plan::Plan &loaded = *engine.plan_;
+  if (!options.weightsPath.empty()) {
+    engine.state_->load(endsWith(options.weightsPath, ".safetensors")
+                            ? "safetensors"
+                            : "torchscript",
+                        options.weightsPath);
+  } else if (loaded.weights) {
+    std::string path = loaded.weights->path;
+    if (!path.empty() && path[0] != '/')
+      path = baseDir + "/" + path;
+    engine.state_->load(loaded.weights->kind, path);
+  } else if (!loaded.state.empty()) {
+    throw RuntimeError(origin + ": the plan has " +
+                       std::to_string(loaded.state.size()) +
+                       " state tensor(s) but names no weights file; pass "
+                       "one (ds-run --weights FILE)");
+  }
+  return engine;
+}
+
+std::vector<c10::IValue>
+Engine::runEval(const std::vector<c10::IValue> &inputs) {
+  at::NoGradGuard noGrad;
+  return eval_->run(inputs);
+}
+
+std::vector<at::Tensor>
+Engine::forwardEval(const std::vector<at::Tensor> &inputs) {
+  std::vector<c10::IValue> values(inputs.begin(), inputs.end());
+  std::vector<c10::IValue> results = runEval(values);
+  std::vector<at::Tensor> tensors;
+  tensors.reserve(results.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].isTensor())
+      throw RuntimeError(origin_ + ": programs.eval.results[" +
+                         std::to_string(i) + "]: expected a tensor, got " +
+                         results[i].tagKind());
+    tensors.push_back(results[i].toTensor());
+  }
+  return tensors;
+}
+
+MemoryStats Engine::memory() const {
+  MemoryStats stats;
+  stats.currentBytes = eval_->currentBytes();
+  stats.peakBytes = eval_->peakBytes();
+  stats.stateBytes = state_->bytes();
+  return stats;
+}
+
+void Engine::resetPeakMemory() { eval_->resetPeak(); }
+
+} // namespace ds::runtime

@@ -1,0 +1,162 @@
+//===- StateStore.cpp - Parameters and buffers of a plan ------------------===//
+
+#include "ds/Runtime/StateStore.h"
+
+#include "WeightsArchive.h"
+
+#include "ds/Runtime/DTypes.h"
+#include "ds/Runtime/RuntimeError.h"
+
+#include <ATen/ATen.h>
+
+#include <map>
+
+namespace ds::runtime {
+
+using plan::StateDesc;
+using plan::StateKind;
+
+StateStore::StateStore(const plan::Plan &plan)
+    : plan_(plan), tensors_(plan.state.size()) {
+  for (size_t i = 0; i < plan.state.size(); ++i)
+    index_.emplace(plan.state[i].name, int64_t(i));
+}
+
+void StateStore::load(const std::string &kind, const std::string &path) {
+  if (kind == "safetensors")
+    loadSafetensors(path);
+  else
+    loadTorchScript(path);
+}
+
+void StateStore::loadTorchScript(const std::string &path) {
+  NamedTensors params, buffers;
+  detail::readTorchScriptState(path, params, buffers);
+  install(params, buffers, {}, "TorchScript archive " + path);
+}
+
+void StateStore::loadSafetensors(const std::string &path) {
+  NamedTensors tensors;
+  try {
+    tensors = readSafetensors(path);
+  } catch (const RuntimeError &error) {
+    throw RuntimeError(std::string("cannot load weights: ") + error.what());
+  }
+  install({}, {}, tensors, "weights file " + path);
+}
+
+namespace {
+
+/// Collects mismatches so that one error lists them all (up to a limit).
+class Problems {
+public:
+  void add(std::string problem) { problems_.push_back(std::move(problem)); }
+  bool empty() const { return problems_.empty(); }
+  std::string join() const {
+    constexpr size_t kShown = 8;
+    std::string text;
+    for (size_t i = 0; i < problems_.size() && i < kShown; ++i)
+      text += (i ? "; " : "") + problems_[i];
+    if (problems_.size() > kShown)
+      text += "; and " + std::to_string(problems_.size() - kShown) + " more";
+    return text;
+  }
+
+private:
+  std::vector<std::string> problems_;
+};
+
+struct Found {
+  at::Tensor tensor;
+  /// "parameter", "buffer", or "" when the file does not say.
+  const char *kind;
+};
+
+const char *kindName(StateKind kind) {
+  return kind == StateKind::Param ? "parameter" : "buffer";
+}
+
+} // namespace
+
+void StateStore::install(const NamedTensors &params,
+                         const NamedTensors &buffers,
+                         const NamedTensors &unkinded,
+                         const std::string &source) {
+  std::map<std::string, Found> found;
+  for (const auto &[name, tensor] : params)
+    found[name] = {tensor, "parameter"};
+  for (const auto &[name, tensor] : buffers)
+    found[name] = {tensor, "buffer"};
+  for (const auto &[name, tensor] : unkinded)
+    found[name] = {tensor, ""};
+
+  Problems problems;
+  std::vector<at::Tensor> tensors(plan_.state.size());
+  for (size_t i = 0; i < plan_.state.size(); ++i) {
+    const StateDesc &desc = plan_.state[i];
+    auto it = found.find(desc.name);
+    if (it == found.end()) {
+      problems.add(std::string("missing ") + kindName(desc.kind) + " \"" +
+                   desc.name + "\"");
+      continue;
+    }
+    const Found &item = it->second;
+    std::string wanted = kindName(desc.kind);
+    if (*item.kind && wanted != item.kind)
+      problems.add("\"" + desc.name + "\" is a " + item.kind +
+                   " in the file, the plan says " + wanted);
+    const at::Tensor &tensor = item.tensor;
+    if (tensor.scalar_type() != toScalarType(desc.dtype) ||
+        tensor.sizes().vec() != desc.shape)
+      problems.add("\"" + desc.name + "\": the plan says " +
+                   describeTensor(desc.dtype, desc.shape) + ", the file has " +
+                   describeTensor(tensor));
+    tensors[i] = tensor.contiguous();
+    found.erase(it);
+  }
+  for (const auto &[name, item] : found)
+    problems.add(std::string("\"") + name + "\" (" +
+                 (*item.kind ? item.kind : "tensor") + ") is not in the plan");
+  if (!problems.empty())
+    throw RuntimeError(source +
+                       " does not match the plan's state: " + problems.join());
+  tensors_ = std::move(tensors);
+  loaded_ = true;
+}
+
+int64_t StateStore::indexOf(const std::string &name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? -1 : it->second;
+}
+
+const StateDesc &StateStore::desc(int64_t index) const {
+  return plan_.state[index];
+}
+
+void StateStore::assign(int64_t index, const at::Tensor &value) {
+  const StateDesc &state = desc(index);
+  if (value.scalar_type() != toScalarType(state.dtype) ||
+      value.sizes().vec() != state.shape)
+    throw RuntimeError("set_state \"" + state.name + "\": the plan says " +
+                       describeTensor(state.dtype, state.shape) + ", got " +
+                       describeTensor(value));
+  at::NoGradGuard noGrad;
+  tensors_[index].copy_(value);
+}
+
+int64_t StateStore::bytes() const {
+  int64_t total = 0;
+  for (const at::Tensor &tensor : tensors_)
+    if (tensor.defined())
+      total += int64_t(tensor.nbytes());
+  return total;
+}
+
+NamedTensors StateStore::named() const {
+  NamedTensors items;
+  for (size_t i = 0; i < tensors_.size(); ++i)
+    items.emplace_back(plan_.state[i].name, tensors_[i]);
+  return items;
+}
+
+} // namespace ds::runtime

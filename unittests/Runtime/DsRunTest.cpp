@@ -1,0 +1,183 @@
+//===- DsRunTest.cpp - The ds-run tool, end to end ------------------------===//
+
+#include "TestUtil.h"
+
+#include "ds/Plan/PlanFormat.h"
+#include "ds/Runtime/Safetensors.h"
+
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <sys/wait.h>
+
+using namespace ds;
+using namespace ds::plan;
+using ds::test::TempDir;
+
+namespace {
+
+struct RunResult {
+  int exitCode = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string shellQuote(const std::string &text) {
+  std::string quoted = "'";
+  for (char c : text)
+    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+RunResult runDsRun(const TempDir &dir, const std::vector<std::string> &args) {
+  std::string command = shellQuote(DS_RUN_EXECUTABLE);
+  for (const std::string &arg : args)
+    command += " " + shellQuote(arg);
+  command += " >" + shellQuote(dir.file("stdout")) + " 2>" +
+             shellQuote(dir.file("stderr"));
+  int status = std::system(command.c_str());
+  RunResult result;
+  result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = test::readText(dir.file("stdout"));
+  result.err = test::readText(dir.file("stderr"));
+  std::remove(dir.file("stdout").c_str());
+  std::remove(dir.file("stderr").c_str());
+  return result;
+}
+
+void saveDict(const std::string &path, const std::string &key,
+              const at::Tensor &tensor) {
+  c10::Dict<std::string, at::Tensor> dict;
+  dict.insert(key, tensor);
+  std::vector<char> bytes = torch::jit::pickle_save(dict);
+  test::writeText(path, std::string(bytes.begin(), bytes.end()));
+}
+
+/// Forward returns (sum(x), mean(x)) for x: float32 [2, 3]; GAS 2.
+std::string writeTwoLossPlan(const TempDir &dir) {
+  test::ProgramBuilder b;
+  ValueId x = b.tensor(DType::Float32, {2, 3});
+  ValueId sum = b.tensor(DType::Float32, {});
+  ValueId mean = b.tensor(DType::Float32, {});
+  b.add(Op::input(0, x));
+  b.call("aten::sum", {x}, {sum});
+  b.call("aten::mean", {x}, {mean}, {x});
+  b.program.results = {sum, mean};
+  Plan plan = test::makePlan({{"x", DType::Float32, {2, 3}, true}}, b.program);
+  plan.gradientAccumulationSteps = 2;
+  writePlan(plan, dir.file("plan.json"));
+  return dir.file("plan.json");
+}
+
+/// Every line of `text` parsed as JSON.
+std::vector<ordered_json> jsonLines(const std::string &text) {
+  std::vector<ordered_json> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    lines.push_back(ordered_json::parse(text.substr(start, end - start)));
+    start = end == std::string::npos ? text.size() : end + 1;
+  }
+  return lines;
+}
+
+} // namespace
+
+TEST(DsRun, EvalReportsMeanLossesPerStep) {
+  TempDir dir;
+  std::string plan = writeTwoLossPlan(dir);
+  at::Tensor x = torch::randn({5, 2, 3});
+  saveDict(dir.file("data.pt"), "x", x);
+  RunResult run =
+      runDsRun(dir, {plan, "--data", dir.file("data.pt"), "--eval", "--steps",
+                     "2", "--losses", dir.file("losses.jsonl")});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(run.out, test::readText(dir.file("losses.jsonl")));
+  std::vector<ordered_json> lines = jsonLines(run.out);
+  ASSERT_EQ(lines.size(), 2u);
+  for (int step = 0; step < 2; ++step) {
+    // Mean over the step's two micro-steps, per output; "loss" is the sum.
+    double sum = (x[2 * step].sum().item<double>() +
+                  x[2 * step + 1].sum().item<double>()) /
+                 2;
+    double mean = (x[2 * step].mean().item<double>() +
+                   x[2 * step + 1].mean().item<double>()) /
+                  2;
+    EXPECT_EQ(lines[step]["step"], step + 1);
+    EXPECT_NEAR(lines[step]["losses"][0].get<double>(), sum, 1e-6);
+    EXPECT_NEAR(lines[step]["losses"][1].get<double>(), mean, 1e-6);
+    EXPECT_NEAR(lines[step]["loss"].get<double>(), sum + mean, 1e-6);
+  }
+  // No temporary files left next to the outputs.
+  for (const std::string &name : test::listDir(dir.path()))
+    EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
+}
+
+TEST(DsRun, DefaultStepsAndWeightsOverride) {
+  TempDir dir;
+  at::Tensor w = torch::randn({16, 8});
+  at::Tensor b = torch::randn({16});
+  runtime::writeSafetensors(dir.file("w.safetensors"),
+                            {{"fc.weight", w}, {"fc.bias", b}});
+  at::Tensor x = torch::randn({3, 4, 8});
+  saveDict(dir.file("data.pt"), "in0", x);
+  RunResult run = runDsRun(dir, {test::sourceFile("plans/linear_relu_sum.json"),
+                                 "--data", dir.file("data.pt"), "--eval",
+                                 "--weights", dir.file("w.safetensors")});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  std::vector<ordered_json> lines = jsonLines(run.out);
+  ASSERT_EQ(lines.size(), 3u); // S = 3, GAS = 1.
+  for (int step = 0; step < 3; ++step) {
+    EXPECT_FALSE(lines[step].contains("losses"));
+    EXPECT_FLOAT_EQ(lines[step]["loss"].get<double>(),
+                    at::relu(at::linear(x[step], w, b)).sum().item<float>());
+  }
+}
+
+TEST(DsRun, ErrorsAreOneLineAndExitCodeOne) {
+  TempDir dir;
+  std::string plan = writeTwoLossPlan(dir);
+  saveDict(dir.file("data.pt"), "x", torch::randn({4, 2, 3}));
+  saveDict(dir.file("wide.pt"), "x", torch::randn({4, 3, 3}));
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {{plan, "--data", dir.file("data.pt"), "--eval", "--bogus"},
+       "ds-run: error: unknown option '--bogus' (see ds-run --help)"},
+      {{plan, "--eval"}, "ds-run: error: missing required option --data"},
+      {{plan, "--data", dir.file("data.pt"), "--eval", "--steps", "0"},
+       "ds-run: error: --steps: '0' is not a positive integer"},
+      {{plan, "--data", dir.file("data.pt"), "--eval", "--steps"},
+       "ds-run: error: option --steps needs a value"},
+      {{plan, "--data", dir.file("data.pt")},
+       "ds-run: error: training is not implemented yet: pass --eval"},
+      {{plan, "--data", dir.file("data.pt"), "--eval", "--steps", "3"},
+       "has S = 4 micro-steps, but 6 are needed (3 step(s) x 2 gradient "
+       "accumulation step(s))"},
+      {{plan, "--data", dir.file("wide.pt"), "--eval"},
+       "key \"x\" has B = 3 rows per micro-step"},
+      {{dir.file("nothing.json"), "--data", dir.file("data.pt"), "--eval"},
+       "nothing.json: cannot open plan file"},
+      {{plan, "--data", dir.file("data.pt"), "--eval", "--weights",
+        dir.file("none.safetensors")},
+       "none.safetensors: cannot open"},
+  };
+  for (const Case &c : cases) {
+    RunResult run = runDsRun(dir, c.args);
+    EXPECT_EQ(run.exitCode, 1) << c.message;
+    EXPECT_NE(run.err.find(c.message), std::string::npos)
+        << "stderr: " << run.err << "\nexpected: " << c.message;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_EQ(run.err.rfind("ds-run: error: ", 0), 0u) << run.err;
+  }
+}
+
+TEST(DsRun, Help) {
+  TempDir dir;
+  RunResult run = runDsRun(dir, {"--help"});
+  EXPECT_EQ(run.exitCode, 0);
+  EXPECT_EQ(run.out.rfind("usage: ds-run PLAN --data DATA", 0), 0u);
+}

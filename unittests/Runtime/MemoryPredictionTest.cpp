@@ -1,0 +1,54 @@
+//===- MemoryPredictionTest.cpp - Peak live bytes from a plan -------------===//
+
+#include "TestUtil.h"
+
+#include "ds/Plan/MemoryPrediction.h"
+
+using namespace ds::plan;
+
+TEST(MemoryPrediction, ChainWithFrees) {
+  ds::test::ProgramBuilder b;
+  ValueId x = b.tensor(DType::Float32, {8, 8}); // 256 bytes
+  ValueId y = b.tensor(DType::Float32, {8, 8}); // 256
+  ValueId z = b.tensor(DType::Float64, {8, 8}); // 512
+  ValueId s = b.tensor(DType::Float64, {});     // 8
+  b.add(Op::input(0, x));
+  b.call("aten::relu", {x}, {y});             // 512 live
+  b.call("aten::to.dtype", {y}, {z}, {x, y}); // 1024, then 512
+  b.call("aten::sum", {z}, {s}, {z});         // 520, then 8
+  b.program.results = {s};
+  EXPECT_EQ(predictPeakBytes(b.program), 1024);
+}
+
+TEST(MemoryPrediction, StateIsNotCountedAndDynamicCountsZero) {
+  ds::test::ProgramBuilder b;
+  ValueId w = b.tensor(DType::Float32, {100});
+  ValueId n = b.tensor(DType::Int64, {-1, 1});
+  ValueId r = b.tensor(DType::Float32, {100});
+  b.add(Op::state("w", w));
+  b.call("aten::nonzero", {w}, {n});
+  b.call("aten::relu", {w}, {r}, {w, n});
+  b.program.results = {r};
+  EXPECT_EQ(predictPeakBytes(b.program), 400);
+}
+
+TEST(MemoryPrediction, IfCountsTheLargerBranch) {
+  ds::test::ProgramBuilder b;
+  ValueId c = b.scalar(ValueType::Bool);
+  ValueId big = b.tensor(DType::Float32, {1000});
+  ValueId small = b.tensor(DType::Float32, {10});
+  ValueId other = b.tensor(DType::Float32, {10});
+  ValueId out = b.tensor(DType::Float32, {10});
+  Branch then, otherwise;
+  then.body.push_back(Op::call("aten::zeros", {}, {big}));
+  then.body.push_back(Op::call("aten::zeros", {}, {small}));
+  then.yields = {small};
+  otherwise.body.push_back(Op::call("aten::zeros", {}, {other}));
+  otherwise.yields = {other};
+  b.add(Op::constant(Constant::ofBool(true), c));
+  b.add(Op::ifOp(c, then, otherwise, {out}));
+  b.program.results = {out};
+  EXPECT_EQ(predictPeakBytes(b.program), 4040);
+  EXPECT_EQ(staticValueBytes(b.program.values[big]), 4000);
+  EXPECT_EQ(staticValueBytes(b.program.values[c]), std::nullopt);
+}

@@ -1,0 +1,292 @@
+//===- PlanFormatTest.cpp - Reading, writing and validating plans ---------===//
+
+#include "TestUtil.h"
+
+#include "ds/Plan/PlanFormat.h"
+
+#include <cmath>
+
+using namespace ds;
+using namespace ds::plan;
+using ds::test::planJson;
+using ds::test::TempDir;
+
+namespace {
+
+/// parsePlan on `json` must fail with a message containing `text`.
+void expectInvalid(const ordered_json &json, const std::string &text) {
+  EXPECT_THROW_WITH(parsePlan(json, "test.json"), PlanError, text);
+}
+
+ordered_json base() { return planJson("linear_relu_sum.json"); }
+
+ordered_json &evalBody(ordered_json &json) {
+  return json["programs"]["eval"]["body"];
+}
+
+} // namespace
+
+TEST(PlanFormat, ReadsTheCheckedInPlan) {
+  Plan plan = readPlan(test::sourceFile("plans/linear_relu_sum.json"));
+  EXPECT_EQ(plan.microBatchPerRank, 4);
+  ASSERT_EQ(plan.state.size(), 2u);
+  EXPECT_EQ(plan.state[0].name, "fc.weight");
+  EXPECT_EQ(plan.state[0].shape, (std::vector<int64_t>{16, 8}));
+  const Program *eval = plan.findProgram("eval");
+  ASSERT_NE(eval, nullptr);
+  ASSERT_EQ(eval->body.size(), 6u);
+  EXPECT_EQ(eval->body[3].op, "aten::linear");
+  EXPECT_EQ(eval->body[3].module, "fc");
+  EXPECT_EQ(eval->body[3].free, (std::vector<ValueId>{0, 1, 2}));
+}
+
+TEST(PlanFormat, FileErrorsNameTheFile) {
+  TempDir dir;
+  EXPECT_THROW_WITH(readPlan(dir.file("missing.json")), PlanError,
+                    "missing.json: cannot open plan file");
+  test::writeText(dir.file("empty.json"), "");
+  EXPECT_THROW_WITH(readPlan(dir.file("empty.json")), PlanError,
+                    "empty.json: the plan file is empty");
+  std::string text =
+      test::readText(test::sourceFile("plans/linear_relu_sum.json"));
+  test::writeText(dir.file("truncated.json"), text.substr(0, text.size() / 2));
+  EXPECT_THROW_WITH(readPlan(dir.file("truncated.json")), PlanError,
+                    "truncated.json: not valid JSON: parse error at line");
+}
+
+TEST(PlanFormat, FormatAndVersion) {
+  ordered_json json = base();
+  json["format"] = "onnx";
+  expectInvalid(json, "test.json: format: expected \"ds-plan\"");
+  json = base();
+  json["version"] = 7;
+  expectInvalid(json, "version: plan version 7 is newer than this runtime "
+                      "supports (1)");
+  json["version"] = 0;
+  expectInvalid(json, "plan version 0 is not supported (this runtime reads "
+                      "version 1)");
+  json["version"] = "1";
+  expectInvalid(json, "version: expected an integer, found string \"1\"");
+  json = base();
+  json.erase("version");
+  expectInvalid(json, "(top level): missing required field \"version\"");
+}
+
+TEST(PlanFormat, MissingAndMistypedFields) {
+  ordered_json json = base();
+  json["state"][1].erase("dtype");
+  expectInvalid(json, "state[1]: missing required field \"dtype\"");
+  json = base();
+  json["state"][0]["dtype"] = "float33";
+  expectInvalid(json, "state[0].dtype: unknown dtype \"float33\" (expected "
+                      "one of float32, float64");
+  json = base();
+  evalBody(json)[3].erase("results");
+  expectInvalid(json, "programs.eval.body[3] (aten::linear): missing required "
+                      "field \"results\"");
+  json = base();
+  evalBody(json)[4]["args"][0] = "3";
+  expectInvalid(json, "programs.eval.body[4].args[0] (aten::relu): expected "
+                      "an integer, found string \"3\"");
+  json = base();
+  evalBody(json)[0]["kind"] = "load";
+  expectInvalid(json, "programs.eval.body[0].kind: unknown op kind \"load\"");
+  json = base();
+  json["programs"].erase("eval");
+  expectInvalid(json, "programs: missing required program \"eval\"");
+}
+
+TEST(PlanFormat, ValuesDefinedOnceBeforeUse) {
+  ordered_json json = base();
+  // relu reads %4, which it defines itself.
+  evalBody(json)[4]["args"][0] = 4;
+  expectInvalid(json, "programs.eval.body[4] (aten::relu): args[0]: value %4 "
+                      "is used before it is defined");
+  json = base();
+  evalBody(json)[4]["args"][0] = 40;
+  expectInvalid(json, "args[0]: value %40 is out of range (the program has 6 "
+                      "values)");
+  json = base();
+  evalBody(json)[4]["results"][0] = 3;
+  expectInvalid(json, "programs.eval.body[4] (aten::relu): results[0]: value "
+                      "%3 is defined twice (first by programs.eval.body[3] "
+                      "(aten::linear))");
+  json = base();
+  evalBody(json)[3]["free"] = {0, 1, 2, 3};
+  expectInvalid(json, "programs.eval.body[4] (aten::relu): args[0]: value %3 "
+                      "is used after it was freed by programs.eval.body[3] "
+                      "(aten::linear)");
+  json = base();
+  evalBody(json)[5]["free"] = {4, 5};
+  expectInvalid(json, "programs.eval.results[0]: value %5 is used after it "
+                      "was freed");
+  json = base();
+  json["programs"]["eval"]["values"][2]["id"] = 7;
+  expectInvalid(json, "programs.eval.values[2]: id is 7, expected 2");
+}
+
+TEST(PlanFormat, TypesAndReferences) {
+  ordered_json json = base();
+  evalBody(json)[1]["name"] = "fc.weights";
+  expectInvalid(json, "programs.eval.body[1] (state): name: the plan has no "
+                      "state named \"fc.weights\"");
+  json = base();
+  json["programs"]["eval"]["values"][1]["shape"] = {8, 16};
+  expectInvalid(json, "programs.eval.body[1] (state): result: %1 (tensor "
+                      "float32 [8, 16]) does not match state \"fc.weight\" "
+                      "(float32 [16, 8])");
+  json = base();
+  json["inputs"][0]["shape"] = {3, 8};
+  expectInvalid(json, "inputs[0].shape: the first dimension of a batched "
+                      "input is the per-rank micro-batch "
+                      "(micro_batch_per_rank = 4), found [3, 8]");
+  json = base();
+  json["state"][0]["engine"] = "teacher";
+  expectInvalid(json, "state[0].engine: no engine named \"teacher\" "
+                      "(engines: model)");
+  json = base();
+  evalBody(json)[3]["op"] = "linear";
+  expectInvalid(json, "op: \"linear\" is not an operator name");
+  json = base();
+  json["outputs"].push_back({{"name", "aux"}, {"kind", "loss"}});
+  expectInvalid(json, "programs.eval.results: the eval program returns 1 "
+                      "value(s), but \"outputs\" lists 2");
+}
+
+TEST(PlanFormat, IfBranchesAreChecked) {
+  test::ProgramBuilder b;
+  ValueId x = b.tensor(DType::Float32, {4});
+  ValueId cond = b.scalar(ValueType::Bool);
+  ValueId inner = b.tensor(DType::Float32, {4});
+  ValueId out = b.tensor(DType::Float32, {4});
+  b.add(Op::input(0, x));
+  b.add(Op::constant(Constant::ofBool(true), cond));
+  Branch then;
+  then.body.push_back(Op::call("aten::relu", {x}, {inner}));
+  then.yields = {inner};
+  Branch otherwise;
+  otherwise.yields = {x};
+  b.add(Op::ifOp(cond, then, otherwise, {out}));
+  b.program.results = {out};
+  Plan plan = test::makePlan({{"x", DType::Float32, {4}, true}}, b.program);
+  EXPECT_NO_THROW(validatePlan(plan, "p"));
+
+  Plan arity = plan;
+  arity.programs["eval"].body[2].elseBranch.yields = {x, x};
+  EXPECT_THROW_WITH(validatePlan(arity, "p"), PlanError,
+                    "programs.eval.body[2] (if): else: the branch yields 2 "
+                    "value(s), but the if op has 1 result(s)");
+
+  Plan outerFree = plan;
+  outerFree.programs["eval"].body[2].thenBranch.body[0].free = {x};
+  EXPECT_THROW_WITH(validatePlan(outerFree, "p"), PlanError,
+                    "programs.eval.body[2].then.body[0] (aten::relu): "
+                    "free[0]: value %0 is defined outside this branch");
+
+  Plan escape = plan;
+  escape.programs["eval"].results = {inner};
+  EXPECT_THROW_WITH(validatePlan(escape, "p"), PlanError,
+                    "value %2 is defined inside a branch (by "
+                    "programs.eval.body[2].then.body[0] (aten::relu)) and not "
+                    "visible here");
+
+  Plan notBool = plan;
+  notBool.programs["eval"].values[cond].type = ValueType::Int;
+  notBool.programs["eval"].body[1].value = Constant::ofInt(1);
+  EXPECT_THROW_WITH(validatePlan(notBool, "p"), PlanError,
+                    "cond: the condition must be bool, but %1 (int) is not");
+}
+
+TEST(PlanFormat, RoundTripKeepsEverything) {
+  test::ProgramBuilder b;
+  ValueId x = b.tensor(DType::Float32, {2, 3});
+  ValueId mask = b.tensor(DType::Bool, {2, 3});
+  ValueId fill = b.scalar(ValueType::Float);
+  ValueId nan = b.scalar(ValueType::Float);
+  ValueId name = b.scalar(ValueType::Str);
+  ValueId none = b.scalar(ValueType::None);
+  ValueId y = b.tensor(DType::Float32, {2, 3});
+  b.add(Op::input(0, x));
+  std::string bytes = {1, 0, 1, 0, 0, 1};
+  b.add(Op::constant(Constant::ofTensor(DType::Bool, {2, 3}, bytes), mask));
+  b.add(Op::constant(Constant::ofFloat(-INFINITY), fill));
+  b.add(Op::constant(Constant::ofFloat(NAN), nan));
+  b.add(Op::constant(Constant::ofStr("tanh"), name));
+  b.add(Op::constant(Constant::none(), none));
+  b.call("aten::masked_fill.Scalar", {x, mask, fill}, {y}, {x, mask, fill});
+  b.program.results = {y};
+  Plan plan = test::makePlan({{"x", DType::Float32, {2, 3}, true}}, b.program);
+  plan.weights = WeightsDesc{"torchscript", "model.pt"};
+
+  ordered_json json = toJson(plan);
+  EXPECT_EQ(json["programs"]["eval"]["body"][2]["value"], "-inf");
+  EXPECT_EQ(json["programs"]["eval"]["body"][3]["value"], "nan");
+  EXPECT_EQ(json["programs"]["eval"]["body"][1]["value"]["base64"], "AQABAAAB");
+  Plan back = parsePlan(ordered_json::parse(json.dump()), "round-trip");
+  EXPECT_EQ(toJson(back), json);
+  const Program &eval = back.programs.at("eval");
+  EXPECT_TRUE(std::isinf(eval.body[2].value.floatValue));
+  EXPECT_TRUE(std::isnan(eval.body[3].value.floatValue));
+  EXPECT_EQ(eval.body[1].value.tensorBytes, bytes);
+  EXPECT_EQ(eval.body[4].value.strValue, "tanh");
+  EXPECT_EQ(eval.body[5].value.kind, Constant::Kind::None);
+  EXPECT_EQ(back.weights->path, "model.pt");
+}
+
+TEST(PlanFormat, ConstantsMatchTheirValueType) {
+  ordered_json json = base();
+  auto &values = json["programs"]["eval"]["values"];
+  values.push_back({{"id", 6}, {"type", "float"}});
+  values.push_back(
+      {{"id", 7}, {"type", "tensor"}, {"dtype", "int32"}, {"shape", {2}}});
+  evalBody(json).push_back({{"kind", "constant"}, {"result", 6}, {"value", 1}});
+  ordered_json ok = json;
+  ok["programs"]["eval"]["body"].push_back(
+      {{"kind", "constant"},
+       {"result", 7},
+       {"value",
+        {{"dtype", "int32"}, {"shape", {2}}, {"base64", "AQAAAAIAAAA="}}}});
+  Plan plan = parsePlan(ok, "ok");
+  EXPECT_EQ(plan.programs["eval"].body[6].value.kind, Constant::Kind::Float);
+  EXPECT_EQ(plan.programs["eval"].body[6].value.floatValue, 1.0);
+
+  ordered_json shortBytes = json;
+  shortBytes["programs"]["eval"]["body"].push_back(
+      {{"kind", "constant"},
+       {"result", 7},
+       {"value",
+        {{"dtype", "int32"}, {"shape", {2}}, {"base64", "AQAAAA=="}}}});
+  expectInvalid(shortBytes, "programs.eval.body[7].value.base64 (constant): "
+                            "holds 4 bytes, but a int32 tensor of shape [2] "
+                            "needs 8");
+  ordered_json wrongType = json;
+  wrongType["programs"]["eval"]["body"][6]["value"] = "abc";
+  expectInvalid(wrongType, "expected a float constant (a number, \"nan\", "
+                           "\"inf\" or \"-inf\"), found string \"abc\"");
+}
+
+TEST(PlanFormat, WritePlanIsAtomicAndValidates) {
+  TempDir dir;
+  Plan plan = readPlan(test::sourceFile("plans/linear_relu_sum.json"));
+  std::string path = dir.file("out.json");
+  writePlan(plan, path);
+  EXPECT_EQ(test::listDir(dir.path()), std::vector<std::string>{"out.json"});
+  EXPECT_EQ(toJson(readPlan(path)), toJson(plan));
+  // One line per op, for diffs and FileCheck.
+  EXPECT_NE(test::readText(path).find(
+                "\n    {\"kind\": \"call\", \"op\": \"aten::relu\", "
+                "\"args\": [3], \"results\": [4], \"module\": \"\", "),
+            std::string::npos)
+      << test::readText(path);
+
+  // A second write replaces the file; an invalid plan leaves it untouched.
+  std::string before = test::readText(path);
+  Plan broken = plan;
+  broken.programs["eval"].body[4].args = {99};
+  EXPECT_THROW_WITH(writePlan(broken, path), PlanError,
+                    "value %99 is out of range");
+  EXPECT_EQ(test::readText(path), before);
+  EXPECT_THROW_WITH(writePlan(plan, dir.file("no/such/dir/out.json")),
+                    PlanError, "cannot create a temporary file");
+  EXPECT_EQ(test::listDir(dir.path()), std::vector<std::string>{"out.json"});
+}
