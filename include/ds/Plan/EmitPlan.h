@@ -1,0 +1,29 @@
+//===- EmitPlan.h - ds IR -> plan -------------------------------*- C++ -*-===//
+//
+// Lowers a module of the ds dialect (state, engines, `@forward_eval`, later the
+// training step) to the plan the runtime executes. The compiler side of the
+// plan format; the runtime only reads plans (ds/Plan/PlanFormat.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_PLAN_EMITPLAN_H
+#define DS_PLAN_EMITPLAN_H
+
+#include "ds/Plan/Plan.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::ds {
+
+struct EmitPlanOptions {
+  int64_t gradientAccumulationSteps = 1;
+  std::string producer = "ds-compile";
+};
+
+/// Builds the plan of `module`. Emits a diagnostic on the offending op and
+/// returns failure for IR the plan cannot carry.
+FailureOr<::ds::plan::Plan> emitPlan(ModuleOp module,
+                                     const EmitPlanOptions &options);
+
+} // namespace mlir::ds
+
+#endif // DS_PLAN_EMITPLAN_H

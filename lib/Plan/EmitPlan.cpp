@@ -1,0 +1,374 @@
+//===- EmitPlan.cpp - ds IR -> plan ---------------------------------------===//
+//
+// One program per function (`@forward_eval` -> "eval"): values are numbered in
+// definition order, every op becomes a plan op, and each value gets a `free`
+// entry on the op that uses it last, so that the runtime drops it as early as
+// the schedule allows. A value used inside a `ds.if` but defined outside is
+// freed by the `if` itself; values a branch defines die with the branch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Plan/EmitPlan.h"
+#include "ds/Dialect/DS/IR/DSOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+namespace plan = ::ds::plan;
+
+static std::optional<plan::DType> dtypeOf(Type type) {
+  if (type.isF32())
+    return plan::DType::Float32;
+  if (type.isF64())
+    return plan::DType::Float64;
+  if (type.isF16())
+    return plan::DType::Float16;
+  if (type.isBF16())
+    return plan::DType::BFloat16;
+  if (type.isInteger(1))
+    return plan::DType::Bool;
+  if (type.isUnsignedInteger(8))
+    return plan::DType::UInt8;
+  if (type.isInteger(64))
+    return plan::DType::Int64;
+  if (type.isInteger(32))
+    return plan::DType::Int32;
+  if (type.isInteger(16))
+    return plan::DType::Int16;
+  if (type.isInteger(8))
+    return plan::DType::Int8;
+  return std::nullopt;
+}
+
+static std::vector<int64_t> shapeOf(ShapedType type) {
+  std::vector<int64_t> shape;
+  for (int64_t d : type.getShape())
+    shape.push_back(ShapedType::isDynamic(d) ? plan::kDynamicDim : d);
+  return shape;
+}
+
+/// Scalar kind of a non-tensor type. Devices are CPU-only for now: a device
+/// argument is passed as None (the default device).
+static std::optional<plan::ValueType> scalarKindOf(Type type) {
+  if (type.isInteger(64))
+    return plan::ValueType::Int;
+  if (type.isF64())
+    return plan::ValueType::Float;
+  if (type.isInteger(1))
+    return plan::ValueType::Bool;
+  if (isa<mlir::ds::NoneType, mlir::ds::DeviceType>(type))
+    return plan::ValueType::None;
+  if (isa<mlir::ds::StrType>(type))
+    return plan::ValueType::Str;
+  if (isa<TensorType>(type))
+    return plan::ValueType::Tensor;
+  return std::nullopt;
+}
+
+static std::string locationText(Location loc) {
+  if (auto flc = dyn_cast<FileLineColLoc>(loc))
+    return (flc.getFilename().getValue() + ":" + Twine(flc.getLine())).str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (auto text = locationText(inner); !text.empty())
+        return text;
+  if (auto named = dyn_cast<NameLoc>(loc))
+    return locationText(named.getChildLoc());
+  return "";
+}
+
+namespace {
+
+class ProgramEmitter {
+public:
+  explicit ProgramEmitter(plan::Program &program) : program(program) {}
+
+  LogicalResult emitFunction(func::FuncOp func);
+
+private:
+  FailureOr<plan::ValueId> define(Value value);
+  plan::ValueId idOf(Value value) { return ids.lookup(value); }
+  LogicalResult emitBlock(Block &block, std::vector<plan::Op> &out);
+  LogicalResult emitOp(Operation *op, std::vector<plan::Op> &out);
+  void assignFrees(Block &block, std::vector<plan::Op> &ops,
+                   const llvm::DenseSet<Value> &keepAlive,
+                   size_t firstOpIndex);
+
+  plan::Program &program;
+  llvm::DenseMap<Value, plan::ValueId> ids;
+};
+
+} // namespace
+
+FailureOr<plan::ValueId> ProgramEmitter::define(Value value) {
+  plan::ValueId id = program.values.size();
+  Type type = value.getType();
+  if (auto tensor = dyn_cast<RankedTensorType>(type)) {
+    auto dtype = dtypeOf(tensor.getElementType());
+    if (!dtype)
+      return emitError(value.getLoc()) << "the plan has no dtype for " << type;
+    program.values.push_back(plan::ValueDesc::tensor(id, *dtype, shapeOf(tensor)));
+  } else if (auto list = dyn_cast<mlir::ds::ListType>(type)) {
+    auto elem = scalarKindOf(list.getElementType());
+    if (!elem || *elem == plan::ValueType::None)
+      return emitError(value.getLoc()) << "the plan has no list of "
+                                       << list.getElementType();
+    program.values.push_back(plan::ValueDesc::list(id, *elem));
+  } else if (auto kind = scalarKindOf(type); kind &&
+                                             *kind != plan::ValueType::Tensor) {
+    program.values.push_back(plan::ValueDesc::scalar(id, *kind));
+  } else {
+    return emitError(value.getLoc()) << "the plan cannot carry a value of type "
+                                     << type;
+  }
+  ids[value] = id;
+  return id;
+}
+
+static FailureOr<plan::Constant> constantOf(ConstantOp op) {
+  Attribute value = op.getValue();
+  Type type = op.getType();
+  if (isa<mlir::ds::NoneType, mlir::ds::DeviceType>(type))
+    return plan::Constant::none();
+  if (isa<mlir::ds::StrType>(type))
+    return plan::Constant::ofStr(cast<StringAttr>(value).getValue().str());
+  if (type.isInteger(1))
+    return plan::Constant::ofBool(cast<IntegerAttr>(value).getValue().getBoolValue());
+  if (type.isInteger(64))
+    return plan::Constant::ofInt(cast<IntegerAttr>(value).getInt());
+  if (type.isF64())
+    return plan::Constant::ofFloat(cast<FloatAttr>(value).getValueAsDouble());
+  if (auto tensor = dyn_cast<RankedTensorType>(type)) {
+    auto dense = dyn_cast<DenseElementsAttr>(value);
+    auto dtype = dtypeOf(tensor.getElementType());
+    if (!dense || !dtype)
+      return op.emitOpError() << "the plan cannot carry this tensor constant";
+    std::string bytes;
+    int64_t numel = tensor.getNumElements();
+    if (tensor.getElementType().isInteger(1)) {
+      for (bool b : dense.getValues<bool>())
+        bytes.push_back(b ? 1 : 0);
+    } else {
+      ArrayRef<char> raw = dense.getRawData();
+      if (dense.isSplat()) {
+        for (int64_t i = 0; i < numel; ++i)
+          bytes.append(raw.data(), raw.size());
+      } else {
+        bytes.assign(raw.data(), raw.size());
+      }
+    }
+    return plan::Constant::ofTensor(*dtype, shapeOf(tensor), std::move(bytes));
+  }
+  return op.emitOpError() << "the plan cannot carry a constant of type "
+                          << type;
+}
+
+LogicalResult ProgramEmitter::emitOp(Operation *op,
+                                     std::vector<plan::Op> &out) {
+  SmallVector<plan::ValueId> results;
+  for (Value result : op->getResults()) {
+    auto id = define(result);
+    if (failed(id))
+      return failure();
+    results.push_back(*id);
+  }
+  auto args = [&](ValueRange values) {
+    std::vector<plan::ValueId> list;
+    for (Value v : values)
+      list.push_back(idOf(v));
+    return list;
+  };
+
+  if (auto get = dyn_cast<GetParamOp>(op)) {
+    out.push_back(plan::Op::state(get.getName().str(), results[0]));
+  } else if (auto get = dyn_cast<GetBufferOp>(op)) {
+    out.push_back(plan::Op::state(get.getName().str(), results[0]));
+  } else if (auto set = dyn_cast<SetBufferOp>(op)) {
+    out.push_back(plan::Op::setState(set.getName().str(), idOf(set.getValue())));
+  } else if (auto constant = dyn_cast<ConstantOp>(op)) {
+    auto value = constantOf(constant);
+    if (failed(value))
+      return failure();
+    out.push_back(plan::Op::constant(*value, results[0]));
+  } else if (auto list = dyn_cast<ListConstructOp>(op)) {
+    out.push_back(plan::Op::list(args(list.getElements()), results[0]));
+  } else if (auto unpack = dyn_cast<ListUnpackOp>(op)) {
+    out.push_back(plan::Op::unpack(idOf(unpack.getList()),
+                                   {results.begin(), results.end()}));
+  } else if (auto aten = dyn_cast<AtenOp>(op)) {
+    plan::Op call = plan::Op::call(aten.getOp().str(), args(aten.getArgs()),
+                                   {results.begin(), results.end()});
+    call.module = aten.getModule().str();
+    call.moduleClass = aten.getModuleClass().str();
+    call.loc = locationText(op->getLoc());
+    out.push_back(std::move(call));
+  } else if (auto ifOp = dyn_cast<IfOp>(op)) {
+    plan::Branch branches[2];
+    Region *regions[2] = {&ifOp.getThenRegion(), &ifOp.getElseRegion()};
+    for (int b = 0; b < 2; ++b) {
+      Block &block = regions[b]->front();
+      if (failed(emitBlock(block, branches[b].body)))
+        return failure();
+      branches[b].yields = args(block.getTerminator()->getOperands());
+    }
+    out.push_back(plan::Op::ifOp(idOf(ifOp.getCondition()),
+                                 std::move(branches[0]),
+                                 std::move(branches[1]),
+                                 {results.begin(), results.end()}));
+  } else {
+    return op->emitOpError() << "has no plan form";
+  }
+  return success();
+}
+
+/// Values an op reads, including those its regions read from outside.
+static llvm::SetVector<Value> usesOf(Operation *op) {
+  llvm::SetVector<Value> uses(op->operand_begin(), op->operand_end());
+  op->walk([&](Operation *inner) {
+    if (inner == op)
+      return;
+    for (Value v : inner->getOperands())
+      if (!op->isAncestor(v.getParentRegion()->getParentOp()))
+        uses.insert(v);
+  });
+  return uses;
+}
+
+void ProgramEmitter::assignFrees(Block &block, std::vector<plan::Op> &ops,
+                                 const llvm::DenseSet<Value> &keepAlive,
+                                 size_t firstOpIndex) {
+  // ops[firstOpIndex + i] corresponds to the i-th non-terminator op.
+  llvm::DenseMap<Value, size_t> lastUse;
+  SmallVector<Operation *> blockOps;
+  for (Operation &op : block.without_terminator())
+    blockOps.push_back(&op);
+  for (size_t i = 0; i < blockOps.size(); ++i)
+    for (Value v : usesOf(blockOps[i]))
+      lastUse[v] = i;
+  auto freeAt = [&](Value v, size_t defIndex) {
+    if (keepAlive.contains(v))
+      return;
+    auto it = lastUse.find(v);
+    size_t at = it == lastUse.end() ? defIndex : it->second;
+    ops[firstOpIndex + at].free.push_back(idOf(v));
+  };
+  for (size_t i = 0; i < blockOps.size(); ++i)
+    for (Value result : blockOps[i]->getResults())
+      freeAt(result, i);
+  // Block arguments (the function's inputs) are defined by the input ops,
+  // which precede the block's ops in `ops`.
+  for (BlockArgument arg : block.getArguments()) {
+    if (keepAlive.contains(arg))
+      continue;
+    auto it = lastUse.find(arg);
+    if (it == lastUse.end())
+      ops[arg.getArgNumber()].free.push_back(idOf(arg));
+    else
+      ops[firstOpIndex + it->second].free.push_back(idOf(arg));
+  }
+}
+
+LogicalResult ProgramEmitter::emitBlock(Block &block,
+                                        std::vector<plan::Op> &out) {
+  size_t first = out.size();
+  for (Operation &op : block.without_terminator())
+    if (failed(emitOp(&op, out)))
+      return failure();
+  // Values the terminator yields die with the branch, not before.
+  llvm::DenseSet<Value> keep(block.getTerminator()->operand_begin(),
+                             block.getTerminator()->operand_end());
+  assignFrees(block, out, keep, first);
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitFunction(func::FuncOp func) {
+  Block &entry = func.getBody().front();
+  std::vector<plan::Op> &body = program.body;
+  for (BlockArgument arg : entry.getArguments()) {
+    auto id = define(arg);
+    if (failed(id))
+      return failure();
+    body.push_back(plan::Op::input(arg.getArgNumber(), *id));
+  }
+  size_t first = body.size();
+  for (Operation &op : entry.without_terminator())
+    if (failed(emitOp(&op, body)))
+      return failure();
+  Operation *ret = entry.getTerminator();
+  for (Value v : ret->getOperands())
+    program.results.push_back(idOf(v));
+  llvm::DenseSet<Value> keep(ret->operand_begin(), ret->operand_end());
+  assignFrees(entry, body, keep, first);
+  return success();
+}
+
+FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
+                                         const EmitPlanOptions &options) {
+  plan::Plan result;
+  result.producer = options.producer;
+  result.gradientAccumulationSteps = options.gradientAccumulationSteps;
+  if (auto source = module->getAttrOfType<StringAttr>("ds.source"))
+    result.weights = plan::WeightsDesc{"torchscript", source.getValue().str()};
+  if (auto ws = module->getAttrOfType<IntegerAttr>("ds.world_size"))
+    result.worldSize = ws.getInt();
+
+  for (Operation &op : module.getBody()->getOperations()) {
+    if (auto engine = dyn_cast<EngineOp>(op)) {
+      plan::EngineDesc desc;
+      desc.name = engine.getSymName().str();
+      desc.module = engine.getModule().str();
+      desc.config = plan::ordered_json::parse(engine.getConfig().str(), nullptr,
+                                              /*allow_exceptions=*/false);
+      if (desc.config.is_discarded())
+        return engine.emitOpError() << "config is not valid JSON";
+      result.engines.push_back(std::move(desc));
+    }
+    auto addState = [&](auto decl, plan::StateKind kind, bool requiresGrad) {
+      auto type = cast<RankedTensorType>(decl.getType());
+      plan::StateDesc desc;
+      desc.name = decl.getSymName().str();
+      desc.kind = kind;
+      desc.dtype = *dtypeOf(type.getElementType());
+      desc.shape = shapeOf(type);
+      desc.requiresGrad = requiresGrad;
+      desc.engine = decl.getEngine() ? decl.getEngine()->str() : "";
+      desc.module = decl.getModule().str();
+      desc.moduleClass = decl.getModuleClass().str();
+      result.state.push_back(std::move(desc));
+    };
+    if (auto param = dyn_cast<ParamOp>(op))
+      addState(param, plan::StateKind::Param, param.getRequiresGrad());
+    if (auto buffer = dyn_cast<BufferOp>(op))
+      addState(buffer, plan::StateKind::Buffer, false);
+  }
+
+  auto eval = module.lookupSymbol<func::FuncOp>("forward_eval");
+  if (!eval)
+    return module.emitError() << "no @forward_eval to lower to the eval "
+                                 "program (import with --eval)";
+  for (BlockArgument arg : eval.getArguments()) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    plan::InputDesc input;
+    auto name = eval.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "ds.name");
+    input.name = name ? name.getValue().str()
+                      : "in" + std::to_string(arg.getArgNumber());
+    input.dtype = *dtypeOf(type.getElementType());
+    input.shape = shapeOf(type);
+    input.batched = !eval.getArgAttr(arg.getArgNumber(), "ds.unbatched");
+    if (input.batched && !input.shape.empty())
+      result.microBatchPerRank = input.shape[0];
+    result.inputs.push_back(std::move(input));
+  }
+  unsigned numResults = eval.getNumResults();
+  for (unsigned i = 0; i < numResults; ++i)
+    result.outputs.push_back(
+        {numResults == 1 ? "loss" : "loss" + std::to_string(i), "loss"});
+
+  ProgramEmitter emitter(result.programs["eval"]);
+  if (failed(emitter.emitFunction(eval)))
+    return failure();
+  return result;
+}

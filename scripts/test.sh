@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every test (lit, gtest, pytest, oracle checks) under
+# ctest; ctest's closing line is the verdict.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+bash scripts/build.sh
+cd build
+ctest --output-on-failure -j2 "$@"
