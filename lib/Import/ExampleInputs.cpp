@@ -35,9 +35,14 @@ std::optional<std::string> mlir::ds::import::loadExampleInputs(
     auto it = tensors.find(name);
     if (it == tensors.end())
       it = tensors.find(positional);
-    if (it == tensors.end())
+    if (it == tensors.end()) {
+      std::vector<std::string> keys;
+      for (const auto &entry : tensors)
+        keys.push_back("'" + entry.first + "'");
       return path + ": no tensor for forward argument '" + name +
-             "' (expected key '" + name + "' or '" + positional + "')";
+             "' (expected key '" + name + "' or '" + positional +
+             "'; the file has " + c10::Join(", ", keys) + ")";
+    }
     used[std::distance(tensors.begin(), it)] = true;
 
     at::Tensor all = it->second;

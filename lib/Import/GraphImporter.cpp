@@ -93,6 +93,16 @@ const llvm::StringSet<> &viewOps() {
   return ops;
 }
 
+/// Operators whose result has the shape of their first argument whatever
+/// the others are (they write into a copy of it).
+const llvm::StringSet<> &resultShapedLikeSelf() {
+  static const llvm::StringSet<> ops = {
+      "aten::index_add",  "aten::index_copy",    "aten::index_fill",
+      "aten::scatter",    "aten::scatter_add",   "aten::scatter_reduce",
+      "aten::masked_fill", "aten::masked_scatter", "aten::index_put"};
+  return ops;
+}
+
 /// Tensor metadata queries: static when the queried facts are.
 const llvm::StringSet<> &metadataQueries() {
   static const llvm::StringSet<> ops = {
@@ -939,6 +949,12 @@ LogicalResult GraphImporter::importOperator(jit::Node *node) {
     return evaluateStatic(node);
   }
 
+  // Messages of warnings and exceptions on paths that are dropped anyway.
+  if (qualName == "aten::format" || qualName == "aten::str") {
+    bind(node->output(), Abstract::makeStatic(std::string("<message>")));
+    return success();
+  }
+
   // Structural list operations on lists whose elements the importer tracks.
   if (qualName == "aten::__getitem__" && args[0].kind == Abstract::Kind::List &&
       args[1].isStatic()) {
@@ -1038,12 +1054,20 @@ LogicalResult GraphImporter::importOperator(jit::Node *node) {
     }
     if (!dynamicInputs)
       return dims;
-    // Same shape as a dynamic input: same dynamic dims (elementwise ops).
+    // Same shape as a dynamic-shaped input: same dynamic dims (elementwise
+    // ops). A static input of the same shape proves nothing: the dynamic
+    // one (an index) may still change the result's shape.
     for (const Abstract &a : args)
       if (a.kind == Abstract::Kind::Dynamic && a.example.isTensor() &&
+          llvm::is_contained(a.dynamicDims, true) &&
           a.example.toTensor().sizes() == t.sizes() &&
           a.dynamicDims.size() == static_cast<size_t>(t.dim()))
         return a.dynamicDims;
+    // Operators whose result is shaped like `self` (scatters into it).
+    if (resultShapedLikeSelf().contains(schema->name()) && !args.empty() &&
+        args[0].kind == Abstract::Kind::Dynamic && args[0].example.isTensor() &&
+        args[0].example.toTensor().sizes() == t.sizes())
+      return args[0].dynamicDims;
     dims.assign(t.dim(), true);
     return dims;
   };

@@ -13,6 +13,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -23,6 +24,10 @@ OwningOpRef<ModuleOp> mlir::ds::importTorchScript(MLIRContext *context,
   context->loadDialect<DSDialect, func::FuncDialect>();
   Location fileLoc = FileLineColLoc::get(context, options.modelPath, 0, 0);
 
+  if (!llvm::sys::fs::exists(options.modelPath)) {
+    emitError(fileLoc) << "cannot open the model: no such file";
+    return nullptr;
+  }
   torch::jit::Module model;
   try {
     model = torch::jit::load(options.modelPath);

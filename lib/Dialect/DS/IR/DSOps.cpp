@@ -253,6 +253,23 @@ void AtenOp::getEffects(
 // IfOp
 //===----------------------------------------------------------------------===//
 
+/// Whether a branch may yield `yielded` for a result of type `expected`: the
+/// same type, or a tensor whose static dims fill the result's dynamic ones
+/// (branches that see different routings yield different row counts).
+static bool isRefinementOf(Type yielded, Type expected) {
+  if (yielded == expected)
+    return true;
+  auto y = dyn_cast<RankedTensorType>(yielded);
+  auto e = dyn_cast<RankedTensorType>(expected);
+  if (!y || !e || y.getElementType() != e.getElementType() ||
+      y.getRank() != e.getRank())
+    return false;
+  for (int64_t d = 0; d < y.getRank(); ++d)
+    if (!e.isDynamicDim(d) && y.getDimSize(d) != e.getDimSize(d))
+      return false;
+  return true;
+}
+
 LogicalResult IfOp::verify() {
   for (auto [name, region] :
        {std::pair<StringRef, Region *>{"then", &getThenRegion()},
@@ -267,7 +284,7 @@ LogicalResult IfOp::verify() {
          llvm::enumerate(llvm::zip(yield.getValues(), getResultTypes()))) {
       Type yielded = std::get<0>(pair).getType();
       Type expected = std::get<1>(pair);
-      if (yielded != expected)
+      if (!isRefinementOf(yielded, expected))
         return emitOpError() << "'" << name << "' branch yields " << yielded
                              << " as result #" << index << ", but the op has "
                              << expected;
