@@ -38,10 +38,12 @@ avg_pool2d_backward _adaptive_avg_pool2d _adaptive_avg_pool2d_backward
 _softmax_backward_data _log_softmax_backward_data nll_loss_backward
 nll_loss_forward mse_loss_backward kl_div_backward select_backward
 slice_backward index_select_backward
+sum_to_size native_dropout_backward nll_loss2d_forward nll_loss2d_backward
+logsumexp exp_ rsqrt_ sort argsort max_pool1d avg_pool1d conv_transpose2d
 NumToTensor TupleConstruct _transformer_encoder_layer_fwd _native_multi_head_attention
 """.split()
 
-SKIP_OVERLOAD_WORDS = ("out", "Dimname", "complex", "str", "Dict", "names",
+SKIP_OVERLOAD_WORDS = ("out", "grad_input", "Dimname", "complex", "str", "Dict", "names",
                        "dimname", "generator_out", "Scalar_out")
 
 

@@ -205,6 +205,13 @@ LogicalResult ProgramEmitter::emitOp(Operation *op,
     call.moduleClass = aten.getModuleClass().str();
     call.loc = locationText(op->getLoc());
     out.push_back(std::move(call));
+  } else if (auto grad = dyn_cast<GradOp>(op)) {
+    out.push_back(plan::Op::grad(grad.getParam().str(), idOf(grad.getValue())));
+  } else if (isa<BackwardBeginOp>(op)) {
+    // Marks where backward() starts; not an op of the plan.
+    if (&out != &program.body)
+      return op->emitOpError() << "must be at the top level of the function";
+    program.backwardStart = out.size();
   } else if (auto ifOp = dyn_cast<IfOp>(op)) {
     plan::Branch branches[2];
     Region *regions[2] = {&ifOp.getThenRegion(), &ifOp.getElseRegion()};
@@ -240,11 +247,13 @@ static llvm::SetVector<Value> usesOf(Operation *op) {
 void ProgramEmitter::assignFrees(Block &block, std::vector<plan::Op> &ops,
                                  const llvm::DenseSet<Value> &keepAlive,
                                  size_t firstOpIndex) {
-  // ops[firstOpIndex + i] corresponds to the i-th non-terminator op.
+  // ops[firstOpIndex + i] corresponds to the i-th non-terminator op that
+  // has a plan form (markers have none).
   llvm::DenseMap<Value, size_t> lastUse;
   SmallVector<Operation *> blockOps;
   for (Operation &op : block.without_terminator())
-    blockOps.push_back(&op);
+    if (!isa<BackwardBeginOp>(op))
+      blockOps.push_back(&op);
   for (size_t i = 0; i < blockOps.size(); ++i)
     for (Value v : usesOf(blockOps[i]))
       lastUse[v] = i;
@@ -370,5 +379,16 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
   ProgramEmitter emitter(result.programs["eval"]);
   if (failed(emitter.emitFunction(eval)))
     return failure();
+
+  // The training step, when autodiff has derived it.
+  auto train = module.lookupSymbol<func::FuncOp>("forward");
+  bool hasBackward = false;
+  if (train)
+    train.walk([&](BackwardBeginOp) { hasBackward = true; });
+  if (hasBackward) {
+    ProgramEmitter trainEmitter(result.programs["train"]);
+    if (failed(trainEmitter.emitFunction(train)))
+      return failure();
+  }
   return result;
 }

@@ -38,7 +38,7 @@ constexpr std::array<std::pair<ValueType, const char *>, 7> kValueTypes = {{
     {ValueType::List, "list"},
 }};
 
-constexpr std::array<std::pair<OpKind, const char *>, 8> kOpKinds = {{
+constexpr std::array<std::pair<OpKind, const char *>, 9> kOpKinds = {{
     {OpKind::Input, "input"},
     {OpKind::State, "state"},
     {OpKind::SetState, "set_state"},
@@ -47,6 +47,7 @@ constexpr std::array<std::pair<OpKind, const char *>, 8> kOpKinds = {{
     {OpKind::Unpack, "unpack"},
     {OpKind::Call, "call"},
     {OpKind::If, "if"},
+    {OpKind::Grad, "grad"},
 }};
 
 const DTypeInfo &info(DType dtype) {
@@ -242,6 +243,14 @@ Op Op::ifOp(ValueId cond, Branch thenBranch, Branch elseBranch,
   op.thenBranch = std::move(thenBranch);
   op.elseBranch = std::move(elseBranch);
   op.results = std::move(results);
+  return op;
+}
+
+Op Op::grad(std::string name, ValueId arg) {
+  Op op;
+  op.kind = OpKind::Grad;
+  op.name = std::move(name);
+  op.arg = arg;
   return op;
 }
 

@@ -154,6 +154,8 @@ public:
       program_.values.push_back(parseValue(values.element(i)));
     program_.body = parseBlock(cursor.field("body"));
     program_.results = idList(cursor, "results");
+    if (auto start = cursor.optionalField("backward_start"))
+      program_.backwardStart = start->toInt();
   }
 
 private:
@@ -201,7 +203,7 @@ private:
     if (!kind)
       kindCursor.fail("unknown op kind \"" + kindName +
                       "\" (expected input, state, set_state, constant, list, "
-                      "unpack, call or if)");
+                      "unpack, call, if or grad)");
     Op op;
     op.kind = *kind;
     if (op.kind == OpKind::Call) {
@@ -246,6 +248,10 @@ private:
       op.thenBranch = parseBranch(cursor.field("then"));
       op.elseBranch = parseBranch(cursor.field("else"));
       op.results = idList(cursor, "results");
+      break;
+    case OpKind::Grad:
+      op.name = cursor.field("name").toString();
+      op.arg = cursor.field("arg").toInt();
       break;
     }
     if (cursor.has("free"))

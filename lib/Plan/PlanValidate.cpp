@@ -3,7 +3,8 @@
 // Everything in docs/plan-format.md "Validation on load" except operator
 // names (the runtime owns the registry): counts, references to state and
 // inputs, value ids defined once before use, value types per op kind,
-// lifetimes (no use after free, branch-local frees), branch arities.
+// lifetimes (no use after free, branch-local frees), branch arities, and
+// the training program's forward / backward split and grad ops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,17 +54,25 @@ bool isQualifiedOperatorName(const std::string &name) {
 class ProgramValidator {
 public:
   ProgramValidator(const Plan &plan, const Program &program,
-                   const std::string &origin, std::string path)
+                   const std::string &origin, const std::string &name)
       : plan_(plan), program_(program), origin_(origin),
-        path_(std::move(path)) {}
+        path_("programs." + name), isTrain_(name == "train"),
+        isEval_(name == "eval") {}
 
   void run() {
     checkValues();
+    checkBackwardStart();
     states_.assign(program_.values.size(), ValueState());
     std::vector<ValueId> topLevel;
     walkBlock(program_.body, path_ + ".body", topLevel);
-    for (size_t i = 0; i < program_.results.size(); ++i)
-      use(program_.results[i], path_ + indexed(".results", i), "");
+    if (program_.backwardStart &&
+        *program_.backwardStart == int64_t(program_.body.size()))
+      snapshotForward(); // An empty backward.
+    for (size_t i = 0; i < program_.results.size(); ++i) {
+      std::string where = path_ + indexed(".results", i);
+      use(program_.results[i], where, "");
+      checkComputedByForward(program_.results[i], where);
+    }
   }
 
 private:
@@ -78,6 +87,44 @@ private:
   [[noreturn]] void fail(const std::string &where,
                          const std::string &detail) const {
     throw PlanError(origin_, where, detail);
+  }
+
+  //===--------------------------------------------------------------------===//
+  // The forward / backward split (programs.train)
+  //===--------------------------------------------------------------------===//
+
+  void checkBackwardStart() const {
+    if (!program_.backwardStart) {
+      if (isTrain_)
+        fail(path_, "missing required field \"backward_start\" (the index "
+                    "of the first backward op in \"body\")");
+      return;
+    }
+    int64_t start = *program_.backwardStart;
+    if (start < 0 || start > int64_t(program_.body.size()))
+      fail(path_ + ".backward_start",
+           "must be in [0, " + std::to_string(program_.body.size()) +
+               "] (the body has " + std::to_string(program_.body.size()) +
+               " ops), found " + std::to_string(start));
+  }
+
+  /// Values live when forward() ends, i.e. before body[backward_start].
+  void snapshotForward() {
+    liveAfterForward_.assign(states_.size(), false);
+    for (size_t id = 0; id < states_.size(); ++id)
+      liveAfterForward_[id] = states_[id].status == Status::Live;
+  }
+
+  /// forward() returns the losses: they must exist when it ends.
+  void checkComputedByForward(ValueId id, const std::string &where) const {
+    if (!program_.backwardStart || liveAfterForward_.empty() ||
+        liveAfterForward_[id])
+      return;
+    fail(where, "value " + valueName(id) + " is computed by " +
+                    states_[id].definedAt + ", after backward_start (" +
+                    std::to_string(*program_.backwardStart) +
+                    "); the results (the losses) must be computed by the "
+                    "forward part");
   }
 
   //===--------------------------------------------------------------------===//
@@ -205,7 +252,11 @@ private:
 
   void walkBlock(const std::vector<Op> &ops, const std::string &path,
                  std::vector<ValueId> &definedHere) {
+    bool topLevel = depth_ == 0;
     for (size_t i = 0; i < ops.size(); ++i) {
+      if (topLevel && program_.backwardStart &&
+          int64_t(i) == *program_.backwardStart)
+        snapshotForward();
       const Op &op = ops[i];
       std::string where = indexed(path, i) + " (" + op.label() + ")";
       checkOp(op, indexed(path, i), where, definedHere);
@@ -319,6 +370,24 @@ private:
         use(op.args[k], where, indexed("args", k));
       defineResults();
       return;
+    case OpKind::Grad: {
+      expectResults(0);
+      if (isEval_)
+        fail(where, "grad ops belong to programs.train (the eval program "
+                    "computes no gradients)");
+      const StateDesc *state = findState(op.name, where);
+      if (state->kind != StateKind::Param)
+        fail(where, "name: \"" + state->name +
+                        "\" is a buffer; only parameters have gradients");
+      if (!state->requiresGrad)
+        fail(where, "name: parameter \"" + state->name +
+                        "\" does not require grad (\"requires_grad\": "
+                        "false)");
+      use(op.arg, where, "arg");
+      expectTensor(op.arg, state->dtype, state->shape, where, "arg",
+                   "parameter \"" + state->name + "\"");
+      return;
+    }
     case OpKind::If:
       use(op.cond, where, "cond");
       expectType(op.cond, ValueType::Bool, where, "cond", "the condition");
@@ -414,6 +483,10 @@ private:
   std::string path_;
   std::vector<ValueState> states_;
   int depth_ = 0;
+  bool isTrain_;
+  bool isEval_;
+  /// Indexed by value id; empty until the walk reaches backward_start.
+  std::vector<bool> liveAfterForward_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -535,8 +608,15 @@ private:
                                         std::to_string(eval->results.size()) +
                                         " value(s), but \"outputs\" lists " +
                                         std::to_string(plan_.outputs.size()));
+    if (const Program *train = plan_.findProgram("train");
+        train && train->results.size() != plan_.outputs.size())
+      fail("programs.train.results",
+           "the train program returns " +
+               std::to_string(train->results.size()) +
+               " value(s), but \"outputs\" lists " +
+               std::to_string(plan_.outputs.size()));
     for (const auto &[name, program] : plan_.programs)
-      ProgramValidator(plan_, program, origin_, "programs." + name).run();
+      ProgramValidator(plan_, program, origin_, name).run();
   }
 
   const Plan &plan_;

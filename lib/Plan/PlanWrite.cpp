@@ -110,6 +110,10 @@ ordered_json opToJson(const Op &op) {
     json["else"] = branchToJson(op.elseBranch);
     json["results"] = op.results;
     break;
+  case OpKind::Grad:
+    json["name"] = op.name;
+    json["arg"] = op.arg;
+    break;
   }
   // Calls always carry their origin; other ops only when the compiler set it.
   bool isCall = op.kind == OpKind::Call;
@@ -139,6 +143,8 @@ ordered_json programToJson(const Program &program) {
   json["values"] = std::move(values);
   json["body"] = blockToJson(program.body);
   json["results"] = program.results;
+  if (program.backwardStart)
+    json["backward_start"] = *program.backwardStart;
   return json;
 }
 

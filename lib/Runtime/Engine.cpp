@@ -2,6 +2,8 @@
 
 #include "ds/Runtime/Engine.h"
 
+#include "Trainer.h"
+
 #include "ds/Plan/PlanFormat.h"
 #include "ds/Runtime/RuntimeError.h"
 #include "ds/Runtime/StateStore.h"
@@ -53,6 +55,16 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
   executorOptions.checkResults = options.checkResults;
   engine.eval_ = std::make_unique<Executor>(
       *engine.plan_, "eval", *engine.state_, origin, executorOptions);
+  // Training: configs first (they decide which parameters get gradients),
+  // then the train program's operators and grad ops.
+  engine.rank_ = options.rank;
+  if (engine.plan_->findProgram("train")) {
+    engine.trainer_ =
+        std::make_unique<detail::Trainer>(*engine.plan_, origin, options.seed);
+    engine.train_ = std::make_unique<Executor>(
+        *engine.plan_, "train", *engine.state_, origin, executorOptions,
+        &engine.trainer_->gradients());
+  }
 
   const plan::Plan &loaded = *engine.plan_;
   if (!options.weightsPath.empty()) {
@@ -96,14 +108,35 @@ Engine::forwardEval(const std::vector<at::Tensor> &inputs) {
   return tensors;
 }
 
+MemoryStats Engine::fillStateBytes(MemoryStats stats) const {
+  stats.stateBytes = state_->bytes();
+  if (trainer_) {
+    stats.gradientBytes = trainer_->gradients().bytes();
+    stats.optimizerBytes = trainer_->optimizerBytes();
+  }
+  return stats;
+}
+
 MemoryStats Engine::memory() const {
   MemoryStats stats;
   stats.currentBytes = eval_->currentBytes();
   stats.peakBytes = eval_->peakBytes();
-  stats.stateBytes = state_->bytes();
-  return stats;
+  return fillStateBytes(stats);
 }
 
-void Engine::resetPeakMemory() { eval_->resetPeak(); }
+MemoryStats Engine::trainMemory() const {
+  MemoryStats stats;
+  if (train_) {
+    stats.currentBytes = train_->currentBytes();
+    stats.peakBytes = train_->peakBytes();
+  }
+  return fillStateBytes(stats);
+}
+
+void Engine::resetPeakMemory() {
+  eval_->resetPeak();
+  if (train_)
+    train_->resetPeak();
+}
 
 } // namespace ds::runtime

@@ -19,6 +19,7 @@
 
 #include "ds/Plan/PlanError.h"
 #include "ds/Runtime/DTypes.h"
+#include "ds/Runtime/GradientBuffers.h"
 #include "ds/Runtime/RuntimeError.h"
 #include "ds/Runtime/StateStore.h"
 
@@ -168,14 +169,24 @@ std::string trimmed(std::string text) {
 class Executor::Impl {
 public:
   Impl(const plan::Plan &plan, const std::string &programName,
-       StateStore &state, std::string origin, ExecutorOptions options)
+       StateStore &state, std::string origin, ExecutorOptions options,
+       GradientBuffers *gradients)
       : plan_(plan), program_(findProgram(plan, programName, origin)),
-        state_(state), origin_(std::move(origin)), options_(options),
-        path_("programs." + programName) {
+        state_(state), gradients_(gradients), origin_(std::move(origin)),
+        options_(options), path_("programs." + programName) {
     build(program_.body, path_ + ".body", steps_);
   }
 
   std::vector<c10::IValue> run(const std::vector<c10::IValue> &inputs);
+  void start(const std::vector<c10::IValue> &inputs);
+  void runRange(size_t begin, size_t end);
+  std::vector<c10::IValue> results() const;
+  void finish() {
+    clearAll();
+    stack_.clear();
+    inputs_.clear();
+  }
+  size_t size() const { return steps_.size(); }
 
   int64_t current_ = 0;
   int64_t peak_ = 0;
@@ -223,6 +234,8 @@ private:
   void executeIf(const Step &step);
   void executeList(const Step &step);
   void executeUnpack(const Step &step);
+  void executeGrad(const Step &step);
+  int64_t gradientIndex(const Op &op, const std::string &where) const;
 
   [[noreturn]] void fail(const Step &step, const std::string &detail) const {
     throw RuntimeError(step.context, detail);
@@ -256,13 +269,14 @@ private:
   const plan::Plan &plan_;
   const plan::Program &program_;
   StateStore &state_;
+  GradientBuffers *gradients_;
   std::string origin_;
   ExecutorOptions options_;
   std::string path_;
   std::vector<Step> steps_;
 
-  // Per run.
-  const std::vector<c10::IValue> *inputs_ = nullptr;
+  // Per run (kept between the parts of a split run).
+  std::vector<c10::IValue> inputs_;
   std::vector<c10::IValue> slots_;
   std::vector<int64_t> slotBytes_;
   torch::jit::Stack stack_;
@@ -293,6 +307,9 @@ void Executor::Impl::build(const std::vector<Op> &ops, const std::string &path,
     case OpKind::Call:
       step.call = resolveCall(op, step.context.where);
       break;
+    case OpKind::Grad:
+      step.stateIndex = gradientIndex(op, step.context.where);
+      break;
     case OpKind::If:
       build(op.thenBranch.body, indexed + ".then.body", step.thenSteps);
       build(op.elseBranch.body, indexed + ".else.body", step.elseSteps);
@@ -304,6 +321,24 @@ void Executor::Impl::build(const std::vector<Op> &ops, const std::string &path,
     }
     steps.push_back(std::move(step));
   }
+}
+
+int64_t Executor::Impl::gradientIndex(const Op &op,
+                                      const std::string &where) const {
+  int64_t index = state_.indexOf(op.name);
+  if (!gradients_)
+    throw plan::PlanError(origin_, where,
+                          "grad ops run only in programs.train (this "
+                          "executor has no gradient buffers)");
+  if (!gradients_->has(index)) {
+    const plan::StateDesc &desc = state_.desc(index);
+    throw plan::PlanError(
+        origin_, where,
+        "name: parameter \"" + desc.name + "\" of engine \"" + desc.engine +
+            "\" has no gradient buffer: the engine is frozen (its config has "
+            "no \"optimizer\"), so it gets no gradients");
+  }
+  return index;
 }
 
 std::vector<ValueId>
@@ -377,23 +412,39 @@ Executor::Impl::resolveCall(const Op &op, const std::string &where) const {
 
 std::vector<c10::IValue>
 Executor::Impl::run(const std::vector<c10::IValue> &inputs) {
+  start(inputs);
+  runRange(0, steps_.size());
+  std::vector<c10::IValue> values = results();
+  finish();
+  return values;
+}
+
+void Executor::Impl::start(const std::vector<c10::IValue> &inputs) {
+  finish();
   checkInputs(inputs);
-  inputs_ = &inputs;
+  inputs_ = inputs;
   slots_.assign(program_.values.size(), c10::IValue());
   slotBytes_.assign(program_.values.size(), 0);
   current_ = 0;
-  std::vector<c10::IValue> results;
+}
+
+void Executor::Impl::runRange(size_t begin, size_t end) {
+  end = std::min(end, steps_.size());
   try {
-    runBlock(steps_);
-    for (ValueId id : program_.results)
-      results.push_back(get(id));
+    for (size_t i = begin; i < end; ++i)
+      runStep(steps_[i]);
   } catch (...) {
-    clearAll();
-    stack_.clear();
+    finish();
     throw;
   }
-  clearAll();
-  return results;
+}
+
+std::vector<c10::IValue> Executor::Impl::results() const {
+  std::vector<c10::IValue> values;
+  values.reserve(program_.results.size());
+  for (ValueId id : program_.results)
+    values.push_back(get(id));
+  return values;
 }
 
 void Executor::Impl::checkInputs(const std::vector<c10::IValue> &inputs) const {
@@ -447,7 +498,7 @@ void Executor::Impl::execute(const Step &step) {
   const Op &op = *step.op;
   switch (op.kind) {
   case OpKind::Input:
-    set(op.results[0], (*inputs_)[op.index]);
+    set(op.results[0], inputs_[op.index]);
     return;
   case OpKind::State:
     set(op.results[0], state_.tensor(step.stateIndex), /*counted=*/false);
@@ -470,7 +521,17 @@ void Executor::Impl::execute(const Step &step) {
   case OpKind::If:
     executeIf(step);
     return;
+  case OpKind::Grad:
+    executeGrad(step);
+    return;
   }
+}
+
+void Executor::Impl::executeGrad(const Step &step) {
+  const c10::IValue &value = get(step.op->arg);
+  if (!value.isTensor())
+    fail(step, std::string("arg: expected a tensor, got ") + value.tagKind());
+  gradients_->accumulate(step.stateIndex, value.toTensor());
 }
 
 void Executor::Impl::executeCall(const Step &step) {
@@ -689,15 +750,29 @@ void Executor::Impl::checkResult(const Step &step, const std::string &field,
 
 Executor::Executor(const plan::Plan &plan, const std::string &programName,
                    StateStore &state, std::string origin,
-                   ExecutorOptions options)
+                   ExecutorOptions options, GradientBuffers *gradients)
     : impl_(std::make_unique<Impl>(plan, programName, state, std::move(origin),
-                                   options)) {}
+                                   options, gradients)) {}
 
 Executor::~Executor() = default;
 
 std::vector<c10::IValue> Executor::run(const std::vector<c10::IValue> &inputs) {
   return impl_->run(inputs);
 }
+
+void Executor::start(const std::vector<c10::IValue> &inputs) {
+  impl_->start(inputs);
+}
+
+void Executor::runRange(size_t begin, size_t end) {
+  impl_->runRange(begin, end);
+}
+
+std::vector<c10::IValue> Executor::results() const { return impl_->results(); }
+
+void Executor::finish() { impl_->finish(); }
+
+size_t Executor::size() const { return impl_->size(); }
 
 int64_t Executor::currentBytes() const { return impl_->current_; }
 

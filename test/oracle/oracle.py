@@ -6,6 +6,9 @@ Run with /usr/bin/python3 (Debian's interpreter, which has torch 1.13).
   oracle.py eval --model M.pt --data D.pt|D.safetensors --world-size W --gas G --steps N
                  [--unbatched NAME ...] --out FILE.jsonl
   oracle.py compare --ours OURS.jsonl --oracle ORACLE.jsonl [--rtol 1e-6] [--atol 0]
+  oracle.py train --model M.pt --data D.pt --config CFG.json --steps N [--world-size W]
+                  [--unbatched NAME ...] --out FILE.jsonl [--save-params FILE.safetensors]
+  oracle.py compare-params --ours A.safetensors --oracle B.safetensors [--rtol 1e-4] [--atol 1e-4]
 
 Data-parallel semantics reproduced in one process
 -------------------------------------------------
@@ -23,15 +26,34 @@ Tuple-returning models (the root returns (loss_a, loss_b, ...)): "losses" lists 
 element, and "loss" is the mean of their SUM, i.e. sum(losses). The sum is the scalar that one
 shared backward differentiates, so it is the natural single number to report and compare.
 
-Output: JSON lines, one per optimizer step: {"step": k+1, "loss": float} plus "losses": [float, ...]
+Output of eval: JSON lines, one per optimizer step: {"step": k+1, "loss": float} plus "losses": [float, ...]
 for tuple-returning models.
+
+Training oracle (train)
+-----------------------
+train(model, data, config, steps, world_size, unbatched) -> (lines, final_state) reproduces
+DeepSpeed's training with autograd and torch.optim. Module in train mode; TorchScript's executor
+optimisations off, so autograd's own derivative formulas run. Per optimizer step, for each
+micro-step of the GAS window and each rank, forward on the rank's rows and backward of
+sum(losses) / (W * G). Each rank keeps its own buffers (BatchNorm running statistics move with its
+own rows); the saved buffers are rank 0's. Then, per engine with an optimizer: trainable parameters
+without a gradient get zeros; the pre-clip global 2-norm is reported as grad_norm and gradients
+are clipped to gradient_clipping (default 1.0, 0 disables) as torch.nn.utils.clip_grad_norm_
+does; the lr of the scheduler (docs/config.md, including DeepSpeed's lag: update n runs at
+iteration n - 2) is set; torch.optim steps (Adam -> AdamW unless adam_w_mode false -> Adam with L2
+decay; AdamW; SGD). Batch sizes are completed from the config as DeepSpeed does ("auto" micro
+batch from the data). Lines: {"step", "loss" (mean over ranks and micro-steps of the summed
+losses), "lr", "grad_norm", "loss_scale": 1.0, "skipped": false} (+ "losses" for tuple outputs;
++ "engines" when several engines train). Mixed precision is not modelled (an error).
+
+compare-params: per tensor, elementwise |ours - oracle| <= atol + rtol * |oracle|; names, shapes
+and dtypes must agree; the message names the first failing tensor, the element and both values.
 
 Structure: data loading (load_data / read_safetensors), input binding and per-rank slicing
 (bind_inputs / rank_args), running one forward (forward_losses), the evaluation driver
-(eval_losses), JSON-lines IO and comparison (compare_lines), CLI. The training oracle (autograd +
-torch.optim, back-propagating sum(loss[r][s]) / (W*G) per optimizer step, buffers following rank 0,
-parameters without a gradient stepping with zero) is to be added as a sibling of eval_losses that
-reuses everything above it; forward_losses already returns the loss tensors it will need.
+(eval_losses), JSON-lines IO and comparison (compare_lines), the training oracle (resolve_batch,
+make_optimizer, scheduler_lr, train), safetensors writing and parameter comparison
+(write_safetensors, compare_params, compare_train_lines), CLI.
 """
 
 import argparse
@@ -263,12 +285,6 @@ def eval_losses(model_pt: str, data_pt: str, world_size: int, gas: int, steps: i
 
 
 # ---------------------------------------------------------------------------------------------
-# (training oracle goes here: train_losses(model_pt, data_pt, config, world_size, gas, steps, ...)
-#  -> per-step lines plus final parameters; see the module docstring.)
-# ---------------------------------------------------------------------------------------------
-
-
-# ---------------------------------------------------------------------------------------------
 # JSON lines and comparison
 # ---------------------------------------------------------------------------------------------
 def write_jsonl(path: str, lines: Iterable[dict]) -> None:
@@ -353,6 +369,550 @@ def compare_lines(ours: List[dict], oracle: List[dict], rtol: float, atol: float
 
 
 # ---------------------------------------------------------------------------------------------
+# training oracle: DeepSpeed config -> batch sizes, engines, optimizer, scheduler
+# ---------------------------------------------------------------------------------------------
+def _given(section: dict, key: str):
+    """A config value, None when absent or null (null means "not set", as in DeepSpeed)."""
+    v = section.get(key) if isinstance(section, dict) else None
+    return v
+
+
+def _batch_int(cfg: dict, key: str, what: str) -> Optional[int]:
+    v = _given(cfg, key)
+    if v is None or v == "auto":
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 1:
+        raise OracleError(f"{what}{key}: expected an integer >= 1, got {v!r}")
+    return int(v)
+
+
+def resolve_batch(config: dict, world_size: int, data_micro_batch: Optional[int],
+                  what: str = "") -> Tuple[int, int, int]:
+    """(micro batch per rank, GAS, train batch) completed as DeepSpeed does (docs/config.md).
+
+    "auto" micro-batch: B / world_size from the data; an "auto" GAS or train batch size counts as
+    not given. When data_micro_batch (B) is given, micro * world_size must equal it.
+    """
+    W = world_size
+    train = _batch_int(config, "train_batch_size", what)
+    micro = _batch_int(config, "train_micro_batch_size_per_gpu", what)
+    gas = _batch_int(config, "gradient_accumulation_steps", what)
+    if _given(config, "train_micro_batch_size_per_gpu") == "auto" or (
+            micro is None and train is None and any(
+                _given(config, k) == "auto" for k in ("train_batch_size",
+                                                       "gradient_accumulation_steps"))):
+        if data_micro_batch is None:
+            raise OracleError(f"{what}train_micro_batch_size_per_gpu: \"auto\" needs the data's "
+                              "global micro-batch")
+        if data_micro_batch % W:
+            raise OracleError(f"{what}train_micro_batch_size_per_gpu: \"auto\": global micro-batch "
+                              f"{data_micro_batch} is not divisible by world size {W}")
+        micro = data_micro_batch // W
+
+    def exact(num: int, den: int, name: str) -> int:
+        if num % den:
+            raise OracleError(f"{what}{name}: {num} is not divisible by {den}")
+        return num // den
+
+    if train is not None and micro is not None and gas is not None:
+        if train != micro * gas * W:
+            raise OracleError(f"{what}train_batch_size {train} != train_micro_batch_size_per_gpu "
+                              f"{micro} * gradient_accumulation_steps {gas} * world size {W}")
+    elif train is not None and micro is not None:
+        gas = exact(train, micro * W, "gradient_accumulation_steps = train_batch_size / "
+                                      "(micro * world size)")
+    elif train is not None and gas is not None:
+        micro = exact(train, gas * W, "train_micro_batch_size_per_gpu = train_batch_size / "
+                                      "(gas * world size)")
+    elif micro is not None:
+        gas = 1 if gas is None else gas
+        train = micro * gas * W
+    elif train is not None:
+        gas = 1
+        micro = exact(train, W, "train_micro_batch_size_per_gpu = train_batch_size / world size")
+    else:
+        raise OracleError(f"{what}train_batch_size or train_micro_batch_size_per_gpu must be given")
+    if train is None:
+        train = micro * gas * W
+    if data_micro_batch is not None and micro * W != data_micro_batch:
+        raise OracleError(f"{what}train_micro_batch_size_per_gpu {micro} * world size {W} = "
+                          f"{micro * W} does not match the data's global micro-batch "
+                          f"{data_micro_batch}")
+    return micro, gas, train
+
+
+def engine_configs(config: dict) -> List[Tuple[str, dict]]:
+    """[(engine key, engine config)] in file order; a plain config is one engine keyed ""."""
+    if not isinstance(config, dict):
+        raise OracleError(f"config: expected a JSON object, got {type(config).__name__}")
+    if "engines" not in config:
+        return [("", config)]
+    if len(config) != 1:
+        raise OracleError("config: a document with \"engines\" must have no other top-level key")
+    out = []
+    for key, cfg in config["engines"].items():
+        if isinstance(cfg, str):
+            raise OracleError(f"engines.{key}: engine configs given as file paths must be inlined "
+                              "for the oracle (pass a dict)")
+        out.append((key, cfg))
+    return out
+
+
+def _check_oracle_supports(key: str, cfg: dict) -> None:
+    for section in ("fp16", "bf16", "bfloat16", "torch_autocast"):
+        sec = cfg.get(section)
+        if isinstance(sec, dict) and sec.get("enabled"):
+            raise OracleError(f"engine '{key}': {section}.enabled: mixed precision is not supported "
+                              "by the fp32 training oracle")
+
+
+def _float_param(params: dict, key: str, default: float) -> float:
+    v = params.get(key)
+    return float(default if v is None else v)
+
+
+def make_optimizer(params: List[torch.Tensor], opt: dict) -> Tuple[torch.optim.Optimizer, float]:
+    """torch.optim optimizer for a DeepSpeed "optimizer" section; returns (optimizer, lr).
+
+    Adam: AdamW (decoupled decay) unless adam_w_mode is false (then torch.optim.Adam, L2 decay);
+    AdamW: torch.optim.AdamW; SGD: torch.optim.SGD. DeepSpeed's defaults: lr 1e-3, betas
+    (0.9, 0.999), eps 1e-8, weight_decay 0 (0.01 with torch_adam and decoupled decay).
+    """
+    typ = str(opt.get("type", "")).lower()
+    p = opt.get("params") or {}
+    lr = _float_param(p, "lr", 1e-3)
+    if typ in ("adam", "adamw"):
+        for key, bad in (("amsgrad", True), ("bias_correction", False)):
+            if p.get(key) is not None and bool(p[key]) == bad:
+                raise OracleError(f"optimizer.params.{key}: {str(bad).lower()} is not supported")
+        if p.get("max_grad_norm") is not None:
+            raise OracleError("optimizer.params.max_grad_norm is not supported (use gradient_clipping)")
+        adam_w_mode = p.get("adam_w_mode")
+        decoupled = True if adam_w_mode is None else bool(adam_w_mode)
+        if typ == "adamw" and not decoupled:
+            raise OracleError("optimizer.params.adam_w_mode: AdamW accepts only true")
+        torch_adam = bool(p.get("torch_adam") or False)
+        wd = _float_param(p, "weight_decay", 0.01 if (torch_adam and decoupled) else 0.0)
+        betas = p.get("betas")
+        betas = (0.9, 0.999) if betas is None else (float(betas[0]), float(betas[1]))
+        eps = _float_param(p, "eps", 1e-8)
+        cls = torch.optim.AdamW if decoupled else torch.optim.Adam
+        return cls(params, lr=lr, betas=betas, eps=eps, weight_decay=wd), lr
+    if typ == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=_float_param(p, "momentum", 0.0),
+                               dampening=_float_param(p, "dampening", 0.0),
+                               weight_decay=_float_param(p, "weight_decay", 0.0),
+                               nesterov=bool(p.get("nesterov") or False)), lr
+    raise OracleError(f"optimizer.type: {opt.get('type')!r} is not supported by the oracle "
+                      "(Adam, AdamW, SGD)")
+
+
+_SCHEDULER_DEFAULTS = {
+    "WarmupLR": {"warmup_min_lr": 0.0, "warmup_max_lr": None, "warmup_num_steps": 1000,
+                 "warmup_type": "log"},
+    "WarmupDecayLR": {"warmup_min_lr": 0.0, "warmup_max_lr": 0.001, "warmup_num_steps": 1000,
+                      "warmup_type": "log", "total_num_steps": None},
+    "WarmupCosineLR": {"warmup_min_ratio": 0.0, "cos_min_ratio": 0.0001, "warmup_num_steps": 1000,
+                       "warmup_type": "log", "total_num_steps": None},
+}
+
+
+def scheduler_params(scheduler: dict) -> Tuple[str, dict]:
+    """(type, params with DeepSpeed 0.19's defaults filled in) of a "scheduler" section."""
+    typ = scheduler.get("type")
+    if typ not in _SCHEDULER_DEFAULTS:
+        raise OracleError(f"scheduler.type: {typ!r} is not supported (WarmupLR, WarmupDecayLR, "
+                          "WarmupCosineLR)")
+    given = scheduler.get("params") or {}
+    params = dict(_SCHEDULER_DEFAULTS[typ])
+    for k, v in given.items():
+        if k == "last_batch_iteration":
+            if v not in (None, -1):
+                raise OracleError("scheduler.params.last_batch_iteration: only -1 is supported")
+            continue
+        if k not in params:
+            raise OracleError(f"scheduler.params.{k}: unknown key for scheduler {typ}")
+        if v is not None:
+            params[k] = v
+    if params["warmup_type"] not in ("log", "linear"):
+        raise OracleError(f"scheduler.params.warmup_type: must be \"log\" or \"linear\", got "
+                          f"{params['warmup_type']!r}")
+    if "total_num_steps" in params and params["total_num_steps"] is None:
+        raise OracleError(f"scheduler.params.total_num_steps: missing: required by {typ}")
+    return typ, params
+
+
+def scheduler_lr(scheduler: dict, base_lr: float, step: int) -> float:
+    """DeepSpeed's lr at last_batch_iteration = step (-1 at construction), docs/config.md.
+
+    Operation for operation as lib/Config/Scheduler.cpp (and DeepSpeed's lr_schedules.py), so
+    that the values agree bit for bit: W = max(2, warmup_num_steps), the log warmup multiplies
+    by a precomputed 1 / log(W).
+    """
+    typ, p = scheduler_params(scheduler)
+    W = max(2, int(p["warmup_num_steps"]))
+
+    def gamma(i: int) -> float:
+        if p["warmup_type"] == "log":
+            inverse_log_warm_up = 1.0 / math.log(float(W))
+            return inverse_log_warm_up * math.log(float(i + 1))
+        return float(i) / float(W)
+
+    if typ == "WarmupCosineLR":
+        if step < 0:
+            return 0.0
+        if step < W:
+            ratio = gamma(step)
+            ratio_delta = 1.0 - float(p["warmup_min_ratio"])
+            ratio = float(p["warmup_min_ratio"]) + ratio * ratio_delta
+        else:
+            real_last_step = step - W + 1
+            real_total_steps = max(1, int(p["total_num_steps"]) - W)
+            progress = min(1.0, float(real_last_step) / float(real_total_steps))
+            ratio_delta = 1.0 - float(p["cos_min_ratio"])
+            ratio = (1.0 + math.cos(math.pi * progress)) / 2.0
+            ratio = max(0.0, float(p["cos_min_ratio"]) + ratio_delta * ratio)
+        return base_lr * ratio
+    min_lr = float(p["warmup_min_lr"])
+    max_lr = base_lr if p["warmup_max_lr"] is None else float(p["warmup_max_lr"])
+    if step < 0:
+        return min_lr
+    if step < W:
+        g = gamma(step)
+    elif typ == "WarmupLR":
+        g = 1.0
+    else:
+        T = int(p["total_num_steps"])
+        g = max(0.0, float(T - step) / max(1.0, float(T - W)))
+    delta_lr = max_lr - min_lr
+    return min_lr + delta_lr * g
+
+
+def scheduler_lr_for_update(scheduler: Optional[dict], base_lr: float, applied: int) -> float:
+    """The lr of the next optimizer update after `applied` updates.
+
+    DeepSpeed sets the lr of iteration -1 at construction and steps the scheduler after every
+    applied update, so update n (1-based) runs at iteration n - 2: the first two updates of a
+    warmup share warmup_min_lr (log warmup: log(1) = 0), and WarmupCosineLR's first update has
+    lr 0.
+    """
+    if scheduler is None:
+        return base_lr
+    return scheduler_lr(scheduler, base_lr, applied - 1)
+
+
+def global_grad_norm(grads: Sequence[torch.Tensor]) -> torch.Tensor:
+    """torch.nn.utils.clip_grad_norm_'s total 2-norm (torch 1.13): norm of the per-tensor norms."""
+    if not grads:
+        return torch.tensor(0.0)
+    return torch.norm(torch.stack([torch.norm(g.detach(), 2.0) for g in grads]), 2.0)
+
+
+class _Engine:
+    """One trainable engine of the oracle: its parameters, optimizer, schedule and clipping."""
+
+    def __init__(self, key: str, cfg: dict, named: List[Tuple[str, torch.Tensor]]):
+        self.key = key
+        self.names = [n for n, _ in named]
+        self.params = [p for _, p in named]
+        self.optimizer, self.base_lr = make_optimizer(self.params, cfg["optimizer"])
+        self.scheduler = cfg.get("scheduler") or None
+        if self.scheduler is not None:
+            scheduler_params(self.scheduler)  # validate now, not at the first step
+        clip = cfg.get("gradient_clipping")
+        self.clip = 1.0 if clip is None else float(clip)
+        if self.clip < 0:
+            raise OracleError(f"engine '{key}': gradient_clipping must be >= 0, got {clip!r}")
+        self.applied = 0
+
+    def step(self) -> Tuple[float, float]:
+        """Zero-fills missing gradients, clips, sets the lr, steps; returns (lr, pre-clip norm)."""
+        for p in self.params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        if self.clip > 0 and self.params:
+            norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        else:
+            norm = global_grad_norm([p.grad for p in self.params])
+        lr = scheduler_lr_for_update(self.scheduler, self.base_lr, self.applied)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.step()
+        self.applied += 1
+        return lr, float(norm)
+
+
+def _owner(name: str, keys: Sequence[str]) -> Optional[str]:
+    """The engine owning a qualified name: the longest key that is a module-path prefix."""
+    best = None
+    for key in keys:
+        if key == "" or name == key or name.startswith(key + "."):
+            if best is None or len(key) > len(best):
+                best = key
+    return best
+
+
+def _snapshot_buffers(module) -> Dict[str, torch.Tensor]:
+    return {n: b.detach().clone() for n, b in module.named_buffers()}
+
+
+def _load_buffers(module, saved: Dict[str, torch.Tensor]) -> None:
+    with torch.no_grad():
+        for n, b in module.named_buffers():
+            b.copy_(saved[n])
+
+
+def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
+          unbatched: Iterable[str] = ()) -> Tuple[List[dict], Dict[str, torch.Tensor]]:
+    """The LibTorch oracle of DeepSpeed data-parallel training (design.md, "The numerical oracle").
+
+    config: a DeepSpeed config dict (or a path to a JSON file); {"engines": {...}} with inline
+    engine configs is accepted too. Module in train mode. Per optimizer step k, for each micro-step
+    s of the GAS window and each rank r, the forward runs on rank r's rows and back-propagates
+    sum(losses) / (W * G) (tuple outputs: the sum of the elements). Every rank keeps its own
+    buffers (BatchNorm running statistics updated from its own rows); the returned buffers are
+    rank 0's. Per trainable engine: a parameter with requires_grad and no .grad gets a zero
+    gradient; the pre-clip global norm is clipped to gradient_clipping (default 1.0; 0 disables)
+    with clip_grad_norm_'s semantics; the scheduler's lr is set; the optimizer steps. TorchScript's
+    graph-executor optimisations are off (torch.jit.optimized_execution(False)): every op runs
+    through the dispatcher and autograd records its own derivative formulas, with no symbolic
+    autodiff or profiling-dependent graphs.
+
+    Returns (lines, final_state): lines {"step", "loss", "lr", "grad_norm", "loss_scale": 1.0,
+    "skipped": false} (+ "losses" for tuple outputs; + "engines": {key: {"lr", "grad_norm"}} when
+    there are several trainable engines, the top-level lr/grad_norm then being the first one's),
+    final_state all parameters and buffers by qualified name.
+    """
+    if isinstance(config, str):
+        with open(config) as f:
+            config = json.load(f)
+    engines_cfg = engine_configs(config)
+    module = load_module(model_pt)
+    module.train()
+    inputs = bind_inputs(module, load_data(data_pt), unbatched)
+    _, B = check_sizes(inputs, world_size, 1, 0)
+    gas = None
+    for key, cfg in engines_cfg:
+        _check_oracle_supports(key, cfg)
+        what = f"engines.{key}." if len(engines_cfg) > 1 else ""
+        _, g, _ = resolve_batch(cfg, world_size, B, what)
+        if gas is not None and g != gas:
+            raise OracleError(f"engines disagree on gradient_accumulation_steps: {gas} vs {g}")
+        gas = g
+    _, B = check_sizes(inputs, world_size, gas, steps)
+    b = B // world_size
+
+    keys = [k for k, _ in engines_cfg]
+    owned: Dict[str, List[Tuple[str, torch.Tensor]]] = {k: [] for k in keys}
+    for name, p in module.named_parameters():
+        owner = _owner(name, keys)
+        if owner is not None and p.requires_grad:
+            owned[owner].append((name, p))
+    engines = [_Engine(k, cfg, owned[k]) for k, cfg in engines_cfg if cfg.get("optimizer")]
+    if not engines:
+        raise OracleError("no engine has an \"optimizer\" section: nothing to train")
+
+    rank_buffers = [_snapshot_buffers(module) for _ in range(world_size)]
+    n = world_size * gas
+    lines = []
+    with torch.jit.optimized_execution(False):
+        for k in range(steps):
+            for e in engines:
+                for p in e.params:
+                    p.grad = None
+            total = 0.0
+            per: Optional[List[float]] = None
+            is_tuple = False
+            for s in range(k * gas, (k + 1) * gas):
+                for r in range(world_size):
+                    _load_buffers(module, rank_buffers[r])
+                    try:
+                        losses, is_tuple = forward_losses(module, rank_args(inputs, s, r, b))
+                        loss = losses[0]
+                        for extra in losses[1:]:
+                            loss = loss + extra
+                        (loss / n).backward()
+                    except RuntimeError as err:
+                        raise OracleError(f"training step {k + 1}: forward/backward failed at "
+                                          f"micro-step {s}, rank {r} of {world_size}: {err}")
+                    rank_buffers[r] = _snapshot_buffers(module)
+                    vals = [float(l.detach()) for l in losses]
+                    if per is None:
+                        per = [0.0] * len(vals)
+                    for j, v in enumerate(vals):
+                        per[j] += v
+                    total += sum(vals)
+            results = [e.step() for e in engines]
+            line = {"step": k + 1, "loss": total / n}
+            if is_tuple:
+                line["losses"] = [v / n for v in per]
+            line.update({"lr": results[0][0], "grad_norm": results[0][1], "loss_scale": 1.0,
+                         "skipped": False})
+            if len(engines) > 1:
+                line["engines"] = {e.key: {"lr": lr, "grad_norm": norm}
+                                   for e, (lr, norm) in zip(engines, results)}
+            lines.append(line)
+    _load_buffers(module, rank_buffers[0])
+    final_state: Dict[str, torch.Tensor] = {}
+    for name, p in module.named_parameters():
+        final_state[name] = p.detach().clone()
+    for name, buf in module.named_buffers():
+        final_state[name] = buf.detach().clone()
+    return lines, final_state
+
+
+# ---------------------------------------------------------------------------------------------
+# safetensors writing and parameter comparison
+# ---------------------------------------------------------------------------------------------
+_ST_NAMES = {dtype: name for name, dtype in _ST_DTYPES.items()}
+
+
+def write_safetensors(path: str, tensors: Dict[str, torch.Tensor]) -> None:
+    """The safetensors format, by hand (as make_models.py writes it): u64 LE header size, JSON
+    header {name: {dtype, shape, data_offsets}}, raw little-endian tensor bytes."""
+    if sys.byteorder != "little":
+        raise OracleError("writing safetensors needs a little-endian machine")
+    header = {}
+    blobs = []
+    offset = 0
+    for name, t in tensors.items():
+        t = t.detach().contiguous().clone()
+        if t.dtype not in _ST_NAMES:
+            raise OracleError(f"{path}: tensor '{name}' has unsupported dtype {t.dtype}")
+        if t.dtype == torch.bfloat16:
+            raw = t.view(torch.int16).numpy().tobytes()
+        else:
+            raw = t.numpy().tobytes()
+        header[name] = {"dtype": _ST_NAMES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    hdr = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hdr += b" " * ((8 - len(hdr) % 8) % 8)  # spaces: tensor data starts 8-byte aligned
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(hdr)))
+        f.write(hdr)
+        for raw in blobs:
+            f.write(raw)
+    os.replace(tmp, path)
+
+
+def compare_params(ours: Dict[str, torch.Tensor], oracle: Dict[str, torch.Tensor], rtol: float,
+                   atol: float, ours_name: str = "ours", oracle_name: str = "oracle"
+                   ) -> Tuple[bool, str]:
+    """Per tensor, elementwise |ours - oracle| <= atol + rtol * |oracle| (NaN never matches).
+
+    Returns (ok, message). On failure the message names the first failing tensor (in the oracle's
+    order), its largest error, where it is and both values; on success it reports the largest
+    absolute error over all tensors and the largest fraction of the tolerance used.
+    """
+    only_o = [k for k in oracle if k not in ours]
+    only_a = [k for k in ours if k not in oracle]
+    if only_o or only_a:
+        return False, ("tensor names differ" + (f"; missing in {ours_name}: {only_o}" if only_o else "")
+                       + (f"; only in {ours_name}: {only_a}" if only_a else ""))
+    worst_abs, worst_abs_at = 0.0, ""
+    worst_use, worst_use_at = 0.0, ""
+    for name, o in oracle.items():
+        a = ours[name]
+        if list(a.shape) != list(o.shape):
+            return False, f"tensor '{name}': shape {list(a.shape)} in {ours_name}, {list(o.shape)} in {oracle_name}"
+        if a.dtype != o.dtype:
+            return False, f"tensor '{name}': dtype {a.dtype} in {ours_name}, {o.dtype} in {oracle_name}"
+        if o.numel() == 0:
+            continue
+        a64 = a.detach().to(torch.float64)
+        o64 = o.detach().to(torch.float64)
+        diff = (a64 - o64).abs()
+        bound = atol + rtol * o64.abs()
+        diff = torch.where(a64 == o64, torch.zeros_like(diff), diff)  # equal infinities match
+        diff = torch.where(torch.isnan(diff), torch.full_like(diff, math.inf), diff)
+        bad = diff > bound
+        if bool(bad.any()):
+            # report the worst violation (largest diff / bound)
+            use = torch.where(bound > 0, diff / bound, torch.where(diff > 0, torch.full_like(diff, math.inf), diff))
+            flat = int(torch.argmax(torch.where(bad, use, torch.full_like(use, -1.0))))
+            idx = tuple(int(i) for i in _unravel(flat, list(o.shape)))
+            nbad = int(bad.sum())
+            return False, (f"tensor '{name}' differs at {list(idx)} ({nbad} of {o.numel()} elements out "
+                           f"of tolerance): {ours_name} {a64.reshape(-1)[flat].item()!r} vs "
+                           f"{oracle_name} {o64.reshape(-1)[flat].item()!r} (abs err "
+                           f"{diff.reshape(-1)[flat].item():.3g}, tensor max abs err "
+                           f"{float(diff.max()):.3g}; rtol {rtol:g}, atol {atol:g})")
+        m = float(diff.max())
+        if m > worst_abs or not worst_abs_at:
+            flat = int(torch.argmax(diff))
+            worst_abs, worst_abs_at = m, f"'{name}'{list(_unravel(flat, list(o.shape)))}"
+        with torch.no_grad():
+            use = torch.where(bound > 0, diff / bound, torch.zeros_like(diff))
+        u = float(use.max())
+        if u > worst_use or not worst_use_at:
+            worst_use, worst_use_at = u, f"'{name}'"
+    return True, (f"compare-params: {len(oracle)} tensors match (max abs err {worst_abs:.3g} at "
+                  f"{worst_abs_at}; max tolerance use {worst_use:.3g} in {worst_use_at}; rtol {rtol:g}, "
+                  f"atol {atol:g})")
+
+
+def _unravel(flat: int, shape: List[int]) -> List[int]:
+    idx = []
+    for d in reversed(shape):
+        idx.append(flat % d)
+        flat //= d
+    return list(reversed(idx))
+
+
+def load_params(path: str) -> Dict[str, torch.Tensor]:
+    if not os.path.exists(path):
+        raise OracleError(f"{path} does not exist")
+    return read_safetensors(path)
+
+
+def compare_train_lines(ours: List[dict], oracle: List[dict], loss_rtol: float,
+                        lr_rtol: float = 1e-12, norm_rtol: float = 1e-4,
+                        ours_name: str = "ours", oracle_name: str = "oracle") -> Tuple[bool, str]:
+    """Training loss lines: loss(es) as compare_lines does (rtol loss_rtol), then per step lr
+    (rtol lr_rtol), grad_norm (rtol norm_rtol), loss_scale and skipped, and per-engine lr and
+    grad_norm where both sides have an "engines" object. Returns (ok, message)."""
+    ok, msg = compare_lines(ours, oracle, loss_rtol, 0.0, ours_name, oracle_name)
+    if not ok:
+        return ok, msg
+    a = _by_step(ours_name, ours)
+    o = _by_step(oracle_name, oracle)
+    worst_lr = worst_norm = 0.0
+    for step in sorted(o):
+        la, lo = a[step], o[step]
+        checks = [("lr", la.get("lr"), lo.get("lr"), lr_rtol),
+                  ("grad_norm", la.get("grad_norm"), lo.get("grad_norm"), norm_rtol)]
+        if isinstance(la.get("engines"), dict) and isinstance(lo.get("engines"), dict):
+            for key, eo in lo["engines"].items():
+                ea = la["engines"].get(key)
+                if not isinstance(ea, dict):
+                    return False, f"step {step}: {ours_name} has no engine '{key}' in \"engines\""
+                checks += [(f"engines['{key}'].lr", ea.get("lr"), eo["lr"], lr_rtol),
+                           (f"engines['{key}'].grad_norm", ea.get("grad_norm"), eo["grad_norm"],
+                            norm_rtol)]
+        for what, x, y, rtol in checks:
+            if x is None:
+                return False, f"step {step}: {ours_name} has no '{what}'"
+            if not _close(x, y, rtol, 0.0):
+                return False, (f"step {step}: {what} differs: {ours_name} {x!r} vs {oracle_name} "
+                               f"{y!r} (rtol {rtol:g})")
+            if y not in (None, 0) and math.isfinite(float(y)):
+                rel = abs(float(x) - float(y)) / abs(float(y))
+                if what.endswith("lr"):
+                    worst_lr = max(worst_lr, rel)
+                else:
+                    worst_norm = max(worst_norm, rel)
+        if la.get("skipped") not in (False, None) or la.get("loss_scale", 1.0) != lo["loss_scale"]:
+            return False, (f"step {step}: {ours_name} has loss_scale {la.get('loss_scale')!r}, skipped "
+                           f"{la.get('skipped')!r}; {oracle_name} has {lo['loss_scale']!r}, "
+                           f"{lo['skipped']!r}")
+    return True, (msg + f"; lr max rel diff {worst_lr:.3g}, grad_norm max rel diff "
+                  f"{worst_norm:.3g} (rtol {norm_rtol:g})")
+
+
+# ---------------------------------------------------------------------------------------------
 # CLI
 # ---------------------------------------------------------------------------------------------
 def _cmd_eval(args) -> int:
@@ -369,6 +929,33 @@ def _cmd_compare(args) -> int:
         print(msg)
         return 0
     print(f"compare FAILED: {msg}", file=sys.stderr)
+    return 1
+
+
+def _cmd_train(args) -> int:
+    try:
+        with open(args.config) as f:
+            config = json.load(f)
+    except OSError as e:
+        raise OracleError(f"{args.config}: {e.strerror}")
+    except json.JSONDecodeError as e:
+        raise OracleError(f"{args.config}: not JSON: {e}")
+    lines, state = train(args.model, args.data, config, args.steps, args.world_size, args.unbatched)
+    write_jsonl(args.out, lines)
+    if args.save_params:
+        write_safetensors(args.save_params, state)
+    print(f"oracle train: {len(lines)} steps, world size {args.world_size} -> {args.out}"
+          + (f", {args.save_params}" if args.save_params else ""))
+    return 0
+
+
+def _cmd_compare_params(args) -> int:
+    ok, msg = compare_params(load_params(args.ours), load_params(args.oracle), args.rtol, args.atol,
+                             args.ours, args.oracle)
+    if ok:
+        print(msg)
+        return 0
+    print(f"compare-params FAILED: {msg}", file=sys.stderr)
     return 1
 
 
@@ -393,6 +980,26 @@ def main(argv: Optional[List[str]] = None) -> int:
     c.add_argument("--rtol", type=float, default=1e-6)
     c.add_argument("--atol", type=float, default=0.0)
     c.set_defaults(func=_cmd_compare)
+
+    t = sub.add_parser("train", help="train with autograd + torch.optim as DeepSpeed would")
+    t.add_argument("--model", required=True, help="TorchScript archive (.pt)")
+    t.add_argument("--data", required=True, help="data: torch.save dict (.pt) or .safetensors")
+    t.add_argument("--config", required=True, help="DeepSpeed config (JSON)")
+    t.add_argument("--steps", type=int, required=True, help="optimizer steps")
+    t.add_argument("--world-size", type=int, default=1)
+    t.add_argument("--unbatched", action="append", default=[], metavar="NAME",
+                   help="a forward argument shaped [S, ...] that every rank gets whole (repeatable)")
+    t.add_argument("--out", required=True, help="output JSON lines")
+    t.add_argument("--save-params", default=None, metavar="FILE.safetensors",
+                   help="write the final parameters and (rank 0's) buffers")
+    t.set_defaults(func=_cmd_train)
+
+    cp = sub.add_parser("compare-params", help="compare two parameter files tensor by tensor")
+    cp.add_argument("--ours", required=True, help=".safetensors")
+    cp.add_argument("--oracle", required=True, help=".safetensors")
+    cp.add_argument("--rtol", type=float, default=1e-4)
+    cp.add_argument("--atol", type=float, default=1e-4)
+    cp.set_defaults(func=_cmd_compare_params)
 
     args = p.parse_args(argv)
     try:

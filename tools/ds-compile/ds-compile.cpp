@@ -17,6 +17,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -108,6 +109,20 @@ int main(int argc, char **argv) {
   }
   PassManager pm(&context);
   pm.addPass(mlir::ds::createDSAssignEngines(engineOptions));
+  // The training step: DeepSpeed divides every gradient by the accumulation
+  // steps; the backward's seed does it once for all paths.
+  bool anyTrainable = llvm::any_of(session->engines, [](const auto &entry) {
+    return !entry.config.frozen();
+  });
+  if (anyTrainable) {
+    mlir::ds::DSAutodiffOptions autodiffOptions;
+    autodiffOptions.gradScale =
+        1.0 / static_cast<double>(
+                  session->engines.front().config.gradientAccumulationSteps);
+    pm.addPass(mlir::ds::createDSAutodiff(autodiffOptions));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  }
   if (failed(pm.run(*module)))
     return 1;
 

@@ -26,6 +26,9 @@ std::optional<int64_t> staticValueBytes(const ValueDesc &value);
 /// the values it frees. Results of `state` ops are state, not counted;
 /// dynamic or unknown tensors count 0. An `if` counts its larger branch
 /// (values defined in a branch die at its end) and then adds its results.
+/// `grad` ops produce nothing (gradient buffers are not values). For
+/// programs.train the walk spans forward and backward: value slots persist
+/// between the two parts.
 int64_t predictPeakBytes(const Program &program);
 
 } // namespace ds::plan

@@ -158,7 +158,18 @@ struct Constant {
                            std::string bytes);
 };
 
-enum class OpKind { Input, State, SetState, Constant, List, Unpack, Call, If };
+enum class OpKind {
+  Input,
+  State,
+  SetState,
+  Constant,
+  List,
+  Unpack,
+  Call,
+  If,
+  /// programs.train only: adds a value into a parameter's gradient buffer.
+  Grad,
+};
 
 /// "input", "set_state", ... as spelled in the plan.
 const char *opKindName(OpKind kind);
@@ -179,13 +190,13 @@ struct Op {
   OpKind kind = OpKind::Call;
   /// input: position in Plan::inputs.
   int64_t index = 0;
-  /// state, set_state: qualified state name.
+  /// state, set_state, grad: qualified state name.
   std::string name;
   /// call: schema name with overload ("aten::add.Tensor", "aten::linear").
   std::string op;
   /// list, call: operands in order.
   std::vector<ValueId> args;
-  /// unpack, set_state: the operand.
+  /// unpack, set_state, grad: the operand.
   ValueId arg = -1;
   /// if: the condition (a bool value).
   ValueId cond = -1;
@@ -212,6 +223,8 @@ struct Op {
                  std::vector<ValueId> results);
   static Op ifOp(ValueId cond, Branch thenBranch, Branch elseBranch,
                  std::vector<ValueId> results);
+  /// Adds tensor `arg` into the gradient of parameter `name`.
+  static Op grad(std::string name, ValueId arg);
 
   /// "aten::linear" for calls, the kind name ("if", "unpack") otherwise.
   std::string label() const;
@@ -221,6 +234,10 @@ struct Program {
   std::vector<ValueDesc> values;
   std::vector<Op> body;
   std::vector<ValueId> results;
+  /// programs.train (required there): index into the top-level `body` of
+  /// the first backward op. forward() runs body[0, backwardStart), backward()
+  /// the rest. Other programs may carry it; it is checked and ignored.
+  std::optional<int64_t> backwardStart;
 };
 
 struct Plan {
@@ -234,7 +251,8 @@ struct Plan {
   std::vector<StateDesc> state;
   std::vector<InputDesc> inputs;
   std::vector<OutputDesc> outputs;
-  /// "eval" (required), "train" (later); other names are kept, not run.
+  /// "eval" (required), "train" (the training micro-step, optional); other
+  /// names are kept, not run.
   std::map<std::string, Program> programs;
 
   const Program *findProgram(const std::string &name) const;

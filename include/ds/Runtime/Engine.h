@@ -1,8 +1,13 @@
 //===- Engine.h - A loaded plan, its state and its programs -----*- C++ -*-===//
 //
 // The runtime's entry point: loads and validates a plan, resolves its
-// operators, loads its weights, and runs its programs. Issue 4 adds the
-// training step (forward, backward, optimizer step) next to forwardEval.
+// operators, loads its weights, and runs its programs: the eval forward, and
+// training with DeepSpeed's engine API (forward, backward, step,
+// isGradientAccumulationBoundary) over programs.train.
+//
+// Naming: one runtime Engine runs a whole plan; the plan's `engines` (the
+// DeepSpeed engines of the config, e.g. a student and a frozen teacher) are
+// called "DeepSpeed engines" or "plan engines" below.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,13 +19,20 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace ds::runtime {
 
+class GradientBuffers;
+class Optimizer;
 class StateStore;
+namespace detail {
+class Trainer;
+} // namespace detail
 
 struct LoadOptions {
   /// Replaces the plan's `weights`: a .safetensors file, or a TorchScript
@@ -28,6 +40,34 @@ struct LoadOptions {
   std::string weightsPath;
   /// See ExecutorOptions::checkResults.
   bool checkResults = true;
+  /// This process's data-parallel rank: it picks the micro-step seeds.
+  int64_t rank = 0;
+  /// Replaces the engine configs' "seed" (ds-run --seed). Without either,
+  /// the seed is 0.
+  std::optional<int64_t> seed;
+};
+
+/// One plan engine's share of an optimizer step.
+struct EngineStepReport {
+  /// The plan engine's name.
+  std::string engine;
+  /// The learning rate this update used.
+  double lr = 0.0;
+  /// Global L2 norm of the engine's gradients before clipping.
+  double gradNorm = 0.0;
+};
+
+/// What Engine::step() did.
+struct StepReport {
+  /// True on the accumulation boundary, when the parameters were updated.
+  bool updated = false;
+  /// Trainable plan engines in plan order (frozen ones are never updated);
+  /// empty unless `updated`.
+  std::vector<EngineStepReport> engines;
+
+  /// Global norm over all trainable engines' gradients (before clipping):
+  /// sqrt of the sum of the squared engine norms; 0 without any.
+  double gradNorm() const;
 };
 
 class Engine {
@@ -52,7 +92,55 @@ public:
   /// The same, for programs whose inputs or results are not all tensors.
   std::vector<c10::IValue> runEval(const std::vector<c10::IValue> &inputs);
 
+  //===--------------------------------------------------------------------===//
+  // Training (programs.train), mirroring DeepSpeed's engine. Per micro-step:
+  // forward(batch), backward(), step(); step() updates the parameters only
+  // on the accumulation boundary (every gradient_accumulation_steps-th
+  // call). Each throws RuntimeError when called out of order or when the
+  // plan has no train program.
+  //===--------------------------------------------------------------------===//
+
+  /// Whether the plan has programs.train.
+  bool canTrain() const { return train_ != nullptr; }
+  /// Seeds the generator for this micro-step (microStepSeed of the seed,
+  /// globalSteps(), the position in the accumulation window and the rank),
+  /// then runs train body[0, backward_start) on one micro-batch of this
+  /// rank. Returns the losses (the program's results). A forward() whose
+  /// backward() never ran is dropped by the next forward().
+  std::vector<at::Tensor> forward(const std::vector<at::Tensor> &inputs);
+  /// Runs train body[backward_start, end): `grad` ops add into the
+  /// gradient buffers. Requires a forward() before it.
+  void backward();
+  /// True when the next step() updates the parameters, i.e. on the last
+  /// micro-step of an accumulation window (DeepSpeed's
+  /// is_gradient_accumulation_boundary()).
+  bool isGradientAccumulationBoundary() const;
+  /// Ends the micro-step (requires a backward() since the last step()). On
+  /// the boundary, for each trainable plan engine: global-norm clipping to
+  /// its gradient_clipping, its optimizer update at the scheduled LR, the
+  /// scheduler's advance, zeroed gradients.
+  StepReport step();
+
+  /// Optimizer steps taken (DeepSpeed's global_steps).
+  int64_t globalSteps() const { return globalSteps_; }
+  /// Micro-steps ended by step() (DeepSpeed's micro_steps).
+  int64_t microSteps() const { return microSteps_; }
+  /// The run's seed (LoadOptions::seed, else the configs', else 0).
+  uint64_t seed() const;
+  /// The LR the plan engine's next update will use; nullopt for frozen
+  /// engines, unknown names and plans without a train program.
+  std::optional<double> nextLr(const std::string &engine) const;
+  /// The accumulated gradient of a trainable parameter (a view into its
+  /// engine's flat buffer); an undefined tensor for anything else.
+  at::Tensor gradient(const std::string &param) const;
+  /// The plan engine's optimizer; nullptr when frozen or unknown.
+  const Optimizer *optimizer(const std::string &engine) const;
+
+  /// Eval program: live-value bytes measured by its executor; state,
+  /// gradient and optimizer bytes.
   MemoryStats memory() const;
+  /// The same for the train program (forward and backward together).
+  MemoryStats trainMemory() const;
   void resetPeakMemory();
 
   const plan::Plan &plan() const { return *plan_; }
@@ -63,10 +151,24 @@ public:
 private:
   Engine();
 
+  void requireTrain(const char *call) const;
+  MemoryStats fillStateBytes(MemoryStats stats) const;
+
   std::unique_ptr<plan::Plan> plan_;
   std::string origin_;
   std::unique_ptr<StateStore> state_;
   std::unique_ptr<Executor> eval_;
+
+  // Training; null without programs.train.
+  std::unique_ptr<detail::Trainer> trainer_;
+  std::unique_ptr<Executor> train_;
+  int64_t rank_ = 0;
+  int64_t globalSteps_ = 0;
+  int64_t microSteps_ = 0;
+  /// Where the current micro-step is: nothing run, forward done, backward
+  /// done (step() next).
+  enum class Phase { Idle, Forwarded, BackwardDone };
+  Phase phase_ = Phase::Idle;
 };
 
 } // namespace ds::runtime

@@ -23,6 +23,7 @@
 
 namespace ds::runtime {
 
+class GradientBuffers;
 class StateStore;
 
 struct MemoryStats {
@@ -32,6 +33,10 @@ struct MemoryStats {
   int64_t peakBytes = 0;
   /// Bytes of all parameters and buffers.
   int64_t stateBytes = 0;
+  /// Bytes of the flat gradient buffers (training only).
+  int64_t gradientBytes = 0;
+  /// Bytes of the optimizers' flat state buffers (training only).
+  int64_t optimizerBytes = 0;
 };
 
 struct ExecutorOptions {
@@ -42,11 +47,15 @@ struct ExecutorOptions {
 
 class Executor {
 public:
-  /// `plan` and `state` must outlive the executor. `origin` names the plan
-  /// in errors. Throws PlanError for operators the runtime does not know or
-  /// argument counts that do not fit their schemas.
+  /// `plan`, `state` and `gradients` must outlive the executor. `origin`
+  /// names the plan in errors. `grad` ops add into `gradients`; a program
+  /// with grad ops needs them. Throws PlanError for operators the runtime
+  /// does not know, argument counts that do not fit their schemas, and grad
+  /// ops without a gradient buffer (no `gradients`, or a frozen engine's
+  /// parameter).
   Executor(const plan::Plan &plan, const std::string &programName,
-           StateStore &state, std::string origin, ExecutorOptions options = {});
+           StateStore &state, std::string origin, ExecutorOptions options = {},
+           GradientBuffers *gradients = nullptr);
   ~Executor();
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;
@@ -54,6 +63,19 @@ public:
   /// Runs the program on `inputs` (one per plan input, checked against the
   /// plan's dtypes and shapes) and returns its results. Throws RuntimeError.
   std::vector<c10::IValue> run(const std::vector<c10::IValue> &inputs);
+
+  /// A run in parts (programs.train: forward, then backward). start()
+  /// checks and keeps `inputs` and empties the value slots; runRange runs
+  /// top-level ops [begin, end) on the slots as the previous part left them;
+  /// results() reads the program's results (valid once the ops defining
+  /// them have run); finish() drops every value. A part that throws drops
+  /// every value as well: the run is over.
+  void start(const std::vector<c10::IValue> &inputs);
+  void runRange(size_t begin, size_t end);
+  std::vector<c10::IValue> results() const;
+  void finish();
+  /// Top-level ops of the program.
+  size_t size() const;
 
   int64_t currentBytes() const;
   int64_t peakBytes() const;

@@ -99,6 +99,18 @@ LogicalResult SetBufferOp::verifySymbolUses(SymbolTableCollection &table) {
                                   "buffer", table);
 }
 
+LogicalResult GradOp::verifySymbolUses(SymbolTableCollection &table) {
+  if (failed(verifyStateUse<ParamOp>(*this, getParamAttr(),
+                                     getValue().getType(), "param", table)))
+    return failure();
+  auto param = cast<ParamOp>(
+      table.lookupNearestSymbolFrom(*this, getParamAttr().getAttr()));
+  if (!param.getRequiresGrad())
+    return emitOpError() << "gradient of " << getParamAttr()
+                         << ", which does not require grad";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // ConstantOp
 //===----------------------------------------------------------------------===//

@@ -202,6 +202,39 @@ def DS_AtenOp : DS_Op<"aten", [
 }
 
 //===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+def DS_BackwardBeginOp : DS_Op<"backward_begin", [
+    MemoryEffects<[MemWrite]>]> {
+  let summary = "the point where a training step's backward starts";
+  let description = [{
+    Placed by `-ds-autodiff` between the forward (which ends with the losses)
+    and the backward it derives. The runtime's `forward(batch)` runs up to
+    here and `backward()` from here on.
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
+def DS_GradOp : DS_Op<"grad", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemWrite]>]> {
+  let summary = "tie a gradient to its parameter";
+  let description = [{
+    Adds `value` to the gradient of parameter `param` for this micro-step
+    (several `ds.grad` of one parameter add up, e.g. a weight used twice or an
+    expert reached in a branch). A trainable parameter that no `ds.grad`
+    reaches in a micro-step has a zero gradient.
+
+    ```mlir
+    ds.grad @"fc1.weight", %g : tensor<16x8xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, AnyRankedTensor:$value);
+  let assemblyFormat = "$param `,` $value attr-dict `:` type($value)";
+}
+
+//===----------------------------------------------------------------------===//
 // Control flow
 //===----------------------------------------------------------------------===//
 

@@ -1,0 +1,76 @@
+//===- Optimizer.h - Parameter updates at the accumulation boundary -*- C++ -*-//
+//
+// The optimizers DeepSpeed configs name (Adam, AdamW, SGD), computed exactly
+// as torch.optim 1.13 computes them (its single-tensor code paths, op for op,
+// so that results agree with the numerical oracle to the last bits), and
+// global-norm gradient clipping as torch.nn.utils.clip_grad_norm_ does it.
+// Optimizer state (Adam's m and v, SGD's momentum buffer) lives in flat
+// buffers with the engine's gradient layout, one set per engine.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_RUNTIME_OPTIMIZER_H
+#define DS_RUNTIME_OPTIMIZER_H
+
+#include "ds/Config/Config.h"
+#include "ds/Runtime/GradientBuffers.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace ds::runtime {
+
+class Optimizer {
+public:
+  /// State for the parameters of `layout`, zero-initialised.
+  Optimizer(const config::OptimizerConfig &config, const FlatLayout &layout);
+
+  /// One update at learning rate `lr`: `params[i]` (updated in place) with
+  /// gradient `grads[i]`, both in the layout's order. Every parameter
+  /// steps, a zero gradient included (DeepSpeed's flat buffers).
+  ///  - AdamW, and Adam with adam_w_mode (torch.optim.AdamW):
+  ///      p *= 1 - lr*wd; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
+  ///      p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+  ///  - Adam without adam_w_mode (torch.optim.Adam): g += wd*p, then the
+  ///    same moments and update without the decoupled decay.
+  ///  - SGD (torch.optim.SGD): g += wd*p; with momentum, buf = g on the
+  ///    first update, else buf = momentum*buf + (1-dampening)*g; the step
+  ///    direction is buf, or g + momentum*buf with nesterov; p -= lr*step.
+  void step(const std::vector<at::Tensor> &params,
+            const std::vector<at::Tensor> &grads, double lr);
+
+  const config::OptimizerConfig &config() const { return config_; }
+  /// Updates applied so far (torch.optim's per-parameter "step").
+  int64_t steps() const { return steps_; }
+  /// Flat state buffers: Adam's exp_avg and exp_avg_sq, or SGD's
+  /// momentum_buffer (undefined without momentum).
+  const at::Tensor &expAvg() const { return first_; }
+  const at::Tensor &expAvgSq() const { return second_; }
+  const at::Tensor &momentumBuffer() const { return first_; }
+  int64_t bytes() const;
+
+private:
+  void adamStep(const std::vector<at::Tensor> &params,
+                const std::vector<at::Tensor> &grads, double lr);
+  void sgdStep(const std::vector<at::Tensor> &params,
+               const std::vector<at::Tensor> &grads, double lr);
+
+  config::OptimizerConfig config_;
+  int64_t steps_ = 0;
+  at::Tensor first_, second_;
+  std::vector<at::Tensor> firstViews_, secondViews_;
+};
+
+/// torch.nn.utils.clip_grad_norm_(max_norm, norm_type=2) over `grads`:
+/// total = ||(||g_1||, ..., ||g_n||)||, and when maxNorm > 0 every gradient
+/// is multiplied in place by min(1, maxNorm / (total + 1e-6)) (computed as
+/// torch 1.13 does, in float32). Returns the norm before clipping; 0 for no
+/// gradients. maxNorm == 0 only measures (DeepSpeed: clipping disabled).
+double clipGradientsByGlobalNorm(const std::vector<at::Tensor> &grads,
+                                 double maxNorm);
+
+} // namespace ds::runtime
+
+#endif // DS_RUNTIME_OPTIMIZER_H

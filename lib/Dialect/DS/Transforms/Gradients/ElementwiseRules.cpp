@@ -1,0 +1,220 @@
+//===- ElementwiseRules.cpp - gradients of pointwise operators ------------===//
+
+#include "RuleHelpers.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::detail;
+
+namespace {
+
+/// g * s for a Scalar operand s (skipped when s is the constant 1).
+Value scaleBy(GradientBuilder &gb, Value g, Value s) {
+  if (auto f = gb.staticFloat(s); f && *f == 1.0)
+    return g;
+  return gb.aten("aten::mul.Scalar", {g, s}, g.getType());
+}
+
+Value unaryResult(GradientBuilder &gb, StringRef backward, bool useOutput) {
+  Value g = gb.resultGradOrZeros(0);
+  Value x = useOutput ? gb.result(0) : gb.operand(0);
+  return gb.aten(backward, {g, x}, gb.operand(0).getType());
+}
+
+} // namespace
+
+void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
+  t["aten::add.Tensor"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.sumToShapeOf(g, gb.operand(0)));
+    if (gb.needsGrad(1))
+      gb.setGrad(1, gb.sumToShapeOf(scaleBy(gb, g, gb.operand(2)), gb.operand(1)));
+    return success();
+  };
+  t["aten::sub.Tensor"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.sumToShapeOf(g, gb.operand(0)));
+    if (gb.needsGrad(1)) {
+      Value n = gb.aten("aten::neg", {scaleBy(gb, g, gb.operand(2))}, g.getType());
+      gb.setGrad(1, gb.sumToShapeOf(n, gb.operand(1)));
+    }
+    return success();
+  };
+  auto passThrough = [](GradientBuilder &gb) {
+    gb.setGrad(0, gb.resultGradOrZeros(0));
+    return success();
+  };
+  t["aten::add.Scalar"] = passThrough;
+  t["aten::sub.Scalar"] = passThrough;
+  t["aten::contiguous"] = passThrough;
+  t["aten::clone"] = passThrough;
+  t["aten::rsub.Scalar"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.aten("aten::neg", {scaleBy(gb, g, gb.operand(2))},
+                          g.getType()));
+    return success();
+  };
+  t["aten::mul.Tensor"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    Type out = gb.result(0).getType();
+    if (gb.needsGrad(0))
+      gb.setGrad(0, gb.sumToShapeOf(
+                        gb.aten("aten::mul.Tensor", {g, gb.operand(1)}, out),
+                        gb.operand(0)));
+    if (gb.needsGrad(1))
+      gb.setGrad(1, gb.sumToShapeOf(
+                        gb.aten("aten::mul.Tensor", {g, gb.operand(0)}, out),
+                        gb.operand(1)));
+    return success();
+  };
+  t["aten::mul.Scalar"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.aten("aten::mul.Scalar", {g, gb.operand(1)}, g.getType()));
+    return success();
+  };
+  t["aten::div.Tensor"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    Type out = gb.result(0).getType();
+    if (gb.needsGrad(0))
+      gb.setGrad(0, gb.sumToShapeOf(
+                        gb.aten("aten::div.Tensor", {g, gb.operand(1)}, out),
+                        gb.operand(0)));
+    if (gb.needsGrad(1)) {
+      // d(a/b)/db = -(a/b)/b
+      Value q = gb.aten("aten::div.Tensor", {gb.result(0), gb.operand(1)}, out);
+      Value m = gb.aten("aten::mul.Tensor", {g, q}, out);
+      Value n = gb.aten("aten::neg", {m}, out);
+      gb.setGrad(1, gb.sumToShapeOf(n, gb.operand(1)));
+    }
+    return success();
+  };
+  t["aten::div.Scalar"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.aten("aten::div.Scalar", {g, gb.operand(1)}, g.getType()));
+    return success();
+  };
+  t["aten::neg"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.aten("aten::neg", {g}, g.getType()));
+    return success();
+  };
+  t["aten::pow.Tensor_Scalar"] = [](GradientBuilder &gb) -> LogicalResult {
+    Value g = gb.resultGradOrZeros(0);
+    auto e = gb.staticFloat(gb.operand(1));
+    if (!e)
+      return gb.op.emitOpError() << "gradient of pow needs a constant exponent";
+    Type type = gb.operand(0).getType();
+    Value p = gb.aten("aten::pow.Tensor_Scalar",
+                      {gb.operand(0), gb.constFloat(*e - 1.0)}, type);
+    Value s = gb.aten("aten::mul.Scalar", {p, gb.constFloat(*e)}, type);
+    gb.setGrad(0, gb.aten("aten::mul.Tensor", {g, s}, type));
+    return success();
+  };
+  t["aten::sqrt"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    Type type = g.getType();
+    Value twice = gb.aten("aten::mul.Scalar", {gb.result(0), gb.constFloat(2.0)},
+                          type);
+    gb.setGrad(0, gb.aten("aten::div.Tensor", {g, twice}, type));
+    return success();
+  };
+  t["aten::rsqrt"] = [](GradientBuilder &gb) {
+    // d rsqrt(x) = -0.5 * rsqrt(x)^3
+    Value g = gb.resultGradOrZeros(0);
+    Type type = g.getType();
+    Value cube = gb.aten("aten::pow.Tensor_Scalar",
+                         {gb.result(0), gb.constFloat(3.0)}, type);
+    Value s = gb.aten("aten::mul.Scalar", {cube, gb.constFloat(-0.5)}, type);
+    gb.setGrad(0, gb.aten("aten::mul.Tensor", {g, s}, type));
+    return success();
+  };
+  t["aten::exp"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.aten("aten::mul.Tensor", {g, gb.result(0)}, g.getType()));
+    return success();
+  };
+  t["aten::log"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.aten("aten::div.Tensor", {g, gb.operand(0)}, g.getType()));
+    return success();
+  };
+  t["aten::relu"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.aten("aten::threshold_backward",
+                          {g, gb.result(0), gb.constInt(0)}, g.getType()));
+    return success();
+  };
+  t["aten::gelu"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.aten("aten::gelu_backward", {g, gb.operand(0), gb.operand(1)},
+                          g.getType()));
+    return success();
+  };
+  t["aten::silu"] = [](GradientBuilder &gb) {
+    gb.setGrad(0, unaryResult(gb, "aten::silu_backward", false));
+    return success();
+  };
+  t["aten::tanh"] = [](GradientBuilder &gb) {
+    gb.setGrad(0, unaryResult(gb, "aten::tanh_backward", true));
+    return success();
+  };
+  t["aten::sigmoid"] = [](GradientBuilder &gb) {
+    gb.setGrad(0, unaryResult(gb, "aten::sigmoid_backward", true));
+    return success();
+  };
+  auto softmaxLike = [](StringRef backward) {
+    return [backward](GradientBuilder &gb) -> LogicalResult {
+      Value g = gb.resultGradOrZeros(0);
+      Value code = gb.constInt(scalarTypeCode(elementOf(gb.operand(0))));
+      gb.setGrad(0, gb.aten(backward, {g, gb.result(0), gb.operand(1), code},
+                            gb.operand(0).getType()));
+      return success();
+    };
+  };
+  t["aten::softmax.int"] = softmaxLike("aten::_softmax_backward_data");
+  t["aten::log_softmax.int"] = softmaxLike("aten::_log_softmax_backward_data");
+  t["aten::masked_fill.Scalar"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.sumToShapeOf(
+                      gb.aten("aten::masked_fill.Scalar",
+                              {g, gb.operand(1), gb.constFloat(0.0)},
+                              g.getType()),
+                      gb.operand(0)));
+    return success();
+  };
+  t["aten::where.self"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    Value zero = gb.constFloat(0.0);
+    if (gb.needsGrad(1))
+      gb.setGrad(1, gb.sumToShapeOf(
+                        gb.aten("aten::where.ScalarOther",
+                                {gb.operand(0), g, zero}, g.getType()),
+                        gb.operand(1)));
+    if (gb.needsGrad(2))
+      gb.setGrad(2, gb.sumToShapeOf(
+                        gb.aten("aten::where.ScalarSelf",
+                                {gb.operand(0), zero, g}, g.getType()),
+                        gb.operand(2)));
+    return success();
+  };
+  t["aten::to.dtype"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    Value code = gb.constInt(scalarTypeCode(elementOf(gb.operand(0))));
+    Value f = gb.constBool(false);
+    gb.setGrad(0, gb.aten("aten::to.dtype", {g, code, f, f, gb.none()},
+                          gb.operand(0).getType()));
+    return success();
+  };
+  t["aten::dropout"] = [](GradientBuilder &gb) -> LogicalResult {
+    auto p = gb.staticFloat(gb.operand(1));
+    auto c = gb.operand(2).getDefiningOp<ConstantOp>();
+    bool train = !c || cast<IntegerAttr>(c.getValue()).getInt() != 0;
+    if (!train || (p && *p == 0.0)) {
+      gb.setGrad(0, gb.resultGradOrZeros(0));
+      return success();
+    }
+    return gb.op.emitOpError()
+           << "gradient of dropout with p > 0 in training is not supported "
+              "yet (the mask must be kept)";
+  };
+}

@@ -1,0 +1,65 @@
+//===- RuleHelpers.h - shared helpers of the gradient rule files ----------===//
+
+#ifndef DS_LIB_DIALECT_DS_TRANSFORMS_GRADIENTS_RULEHELPERS_H
+#define DS_LIB_DIALECT_DS_TRANSFORMS_GRADIENTS_RULEHELPERS_H
+
+#include "ds/Dialect/DS/Transforms/GradientRules.h"
+
+namespace mlir::ds::detail {
+
+/// ATen's ScalarType code of an element type (as TorchScript passes dtypes).
+inline int64_t scalarTypeCode(Type elem) {
+  if (elem.isF32())
+    return 6;
+  if (elem.isF64())
+    return 7;
+  if (elem.isF16())
+    return 5;
+  if (elem.isBF16())
+    return 15;
+  if (elem.isInteger(64))
+    return 4;
+  return 6;
+}
+
+inline Type elementOf(Value v) {
+  return cast<TensorType>(v.getType()).getElementType();
+}
+
+inline int64_t rankOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getRank();
+}
+
+/// Static int list of a ds.list_construct of constants.
+inline std::optional<SmallVector<int64_t>> staticIntList(GradientBuilder &gb,
+                                                         Value list) {
+  auto construct = list.getDefiningOp<ListConstructOp>();
+  if (!construct)
+    return std::nullopt;
+  SmallVector<int64_t> out;
+  for (Value e : construct.getElements()) {
+    auto i = gb.staticInt(e);
+    if (!i)
+      return std::nullopt;
+    out.push_back(*i);
+  }
+  return out;
+}
+
+/// The sizes of `v` as an int list value (constants when static).
+inline Value sizesOf(GradientBuilder &gb, Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.hasStaticShape())
+    return gb.intList(type.getShape());
+  return gb.aten("aten::size", {v},
+                 ds::ListType::get(gb.b.getContext(), gb.b.getI64Type()));
+}
+
+/// `g` reshaped to the shape of `like`.
+inline Value reshapeLike(GradientBuilder &gb, Value g, Value like) {
+  return gb.aten("aten::reshape", {g, sizesOf(gb, like)}, like.getType());
+}
+
+} // namespace mlir::ds::detail
+
+#endif

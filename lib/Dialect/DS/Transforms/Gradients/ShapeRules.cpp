@@ -1,0 +1,357 @@
+//===- ShapeRules.cpp - gradients of views, reductions and indexing -------===//
+
+#include "RuleHelpers.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::detail;
+
+namespace {
+
+/// `g` of a reduction over `dims` (keepdim false) expanded back to `x`.
+Value expandReduced(GradientBuilder &gb, Value g, Value x,
+                    ArrayRef<int64_t> dims, bool keepDim) {
+  int64_t rank = rankOf(x);
+  if (!keepDim) {
+    SmallVector<int64_t> sorted;
+    for (int64_t d : dims)
+      sorted.push_back(d < 0 ? d + rank : d);
+    llvm::sort(sorted);
+    for (int64_t d : sorted) {
+      auto gt = cast<RankedTensorType>(g.getType());
+      SmallVector<int64_t> shape(gt.getShape());
+      shape.insert(shape.begin() + d, 1);
+      g = gb.aten("aten::unsqueeze", {g, gb.constInt(d)},
+                  RankedTensorType::get(shape, gt.getElementType()));
+    }
+  }
+  return gb.aten("aten::expand", {g, sizesOf(gb, x), gb.constBool(false)},
+                 x.getType());
+}
+
+/// Number of elements of `x` over `dims` (all dims when empty), as a value.
+Value countOver(GradientBuilder &gb, Value x, ArrayRef<int64_t> dims) {
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t rank = type.getRank();
+  int64_t count = 1;
+  bool all = dims.empty();
+  for (int64_t d = 0; d < rank; ++d) {
+    bool in = all || llvm::is_contained(dims, d) ||
+              llvm::is_contained(dims, d - rank);
+    if (!in)
+      continue;
+    if (type.isDynamicDim(d))
+      return all ? gb.aten("aten::numel", {x}, gb.b.getI64Type()) : Value();
+    count *= type.getDimSize(d);
+  }
+  return gb.constInt(count);
+}
+
+LogicalResult reshapeBack(GradientBuilder &gb) {
+  gb.setGrad(0, reshapeLike(gb, gb.resultGradOrZeros(0), gb.operand(0)));
+  return success();
+}
+
+/// Gradient of ops whose results are consecutive pieces of operand 0 along
+/// `dim` (split, chunk): the pieces' gradients concatenated.
+LogicalResult concatPieces(GradientBuilder &gb, Value dim) {
+  SmallVector<Value> pieces;
+  for (unsigned i = 0; i < gb.op.getNumResults(); ++i)
+    pieces.push_back(gb.resultGradOrZeros(i));
+  if (gb.op.getNumResults() == 1 && isa<ds::ListType>(gb.result(0).getType()))
+    return gb.op.emitOpError() << "gradient of an unpacked list result is "
+                                  "not supported";
+  Type elem = UnrankedTensorType::get(elementOf(gb.operand(0)));
+  Value list = ListConstructOp::create(
+      gb.b, gb.op.getLoc(), ds::ListType::get(gb.b.getContext(), elem), pieces);
+  gb.setGrad(0, gb.aten("aten::cat", {list, dim}, gb.operand(0).getType()));
+  return success();
+}
+
+} // namespace
+
+void mlir::ds::rules::addShapeRules(RuleTable &t) {
+  t["aten::view"] = reshapeBack;
+  t["aten::reshape"] = reshapeBack;
+  t["aten::_reshape_alias"] = reshapeBack;
+  t["aten::flatten.using_ints"] = reshapeBack;
+  t["aten::squeeze.dim"] = reshapeBack;
+  t["aten::squeeze"] = reshapeBack;
+  t["aten::unsqueeze"] = reshapeBack;
+  t["aten::transpose.int"] = [](GradientBuilder &gb) {
+    gb.setGrad(0, gb.aten("aten::transpose.int",
+                          {gb.resultGradOrZeros(0), gb.operand(1), gb.operand(2)},
+                          gb.operand(0).getType()));
+    return success();
+  };
+  t["aten::t"] = [](GradientBuilder &gb) {
+    gb.setGrad(0, gb.aten("aten::t", {gb.resultGradOrZeros(0)},
+                          gb.operand(0).getType()));
+    return success();
+  };
+  t["aten::permute"] = [](GradientBuilder &gb) -> LogicalResult {
+    auto dims = staticIntList(gb, gb.operand(1));
+    if (!dims)
+      return gb.op.emitOpError() << "gradient of permute needs constant dims";
+    int64_t rank = dims->size();
+    SmallVector<int64_t> inverse(rank);
+    for (int64_t i = 0; i < rank; ++i)
+      inverse[((*dims)[i] + rank) % rank] = i;
+    gb.setGrad(0, gb.aten("aten::permute",
+                          {gb.resultGradOrZeros(0), gb.intList(inverse)},
+                          gb.operand(0).getType()));
+    return success();
+  };
+  t["aten::expand"] = [](GradientBuilder &gb) {
+    gb.setGrad(0, gb.sumToShapeOf(gb.resultGradOrZeros(0), gb.operand(0)));
+    return success();
+  };
+  t["aten::broadcast_tensors"] = [](GradientBuilder &gb) {
+    auto elements = gb.listOperand(0);
+    SmallVector<Value> grads;
+    for (unsigned i = 0; i < elements.size(); ++i) {
+      Value g = gb.resultGrad(i);
+      grads.push_back(g ? gb.sumToShapeOf(g, elements[i]) : Value());
+    }
+    gb.setListGrads(0, grads);
+    return success();
+  };
+  t["aten::sum"] = [](GradientBuilder &gb) {
+    gb.setGrad(0, expandReduced(gb, gb.resultGradOrZeros(0), gb.operand(0), {},
+                                true));
+    return success();
+  };
+  t["aten::sum.dim_IntList"] = [](GradientBuilder &gb) -> LogicalResult {
+    auto dims = staticIntList(gb, gb.operand(1));
+    auto keep = gb.staticInt(gb.operand(2));
+    if (!dims || !keep)
+      return gb.op.emitOpError() << "gradient of sum needs constant dims";
+    gb.setGrad(0, expandReduced(gb, gb.resultGradOrZeros(0), gb.operand(0),
+                                *dims, *keep));
+    return success();
+  };
+  t["aten::mean"] = [](GradientBuilder &gb) {
+    Value e = expandReduced(gb, gb.resultGradOrZeros(0), gb.operand(0), {},
+                            true);
+    gb.setGrad(0, gb.aten("aten::div.Scalar",
+                          {e, countOver(gb, gb.operand(0), {})},
+                          gb.operand(0).getType()));
+    return success();
+  };
+  t["aten::mean.dim"] = [](GradientBuilder &gb) -> LogicalResult {
+    auto dims = staticIntList(gb, gb.operand(1));
+    auto keep = gb.staticInt(gb.operand(2));
+    if (!dims || !keep)
+      return gb.op.emitOpError() << "gradient of mean needs constant dims";
+    Value count = countOver(gb, gb.operand(0), *dims);
+    if (!count)
+      return gb.op.emitOpError() << "gradient of mean over a dynamic dim";
+    Value e = expandReduced(gb, gb.resultGradOrZeros(0), gb.operand(0), *dims,
+                            *keep);
+    gb.setGrad(0, gb.aten("aten::div.Scalar", {e, count},
+                          gb.operand(0).getType()));
+    return success();
+  };
+  t["aten::split.Tensor"] = [](GradientBuilder &gb) {
+    return concatPieces(gb, gb.operand(2));
+  };
+  t["aten::split.sizes"] = [](GradientBuilder &gb) {
+    return concatPieces(gb, gb.operand(2));
+  };
+  t["aten::split_with_sizes"] = [](GradientBuilder &gb) {
+    return concatPieces(gb, gb.operand(2));
+  };
+  t["aten::chunk"] = [](GradientBuilder &gb) {
+    return concatPieces(gb, gb.operand(2));
+  };
+  t["aten::cat"] = [](GradientBuilder &gb) -> LogicalResult {
+    auto dim = gb.staticInt(gb.operand(1));
+    if (!dim)
+      return gb.op.emitOpError() << "gradient of cat needs a constant dim";
+    Value g = gb.resultGradOrZeros(0);
+    int64_t rank = rankOf(g);
+    int64_t d = *dim < 0 ? *dim + rank : *dim;
+    SmallVector<Value> grads;
+    int64_t offset = 0;
+    for (Value e : gb.listOperand(0)) {
+      auto type = cast<RankedTensorType>(e.getType());
+      if (type.isDynamicDim(d))
+        return gb.op.emitOpError()
+               << "gradient of cat along a dynamic dim is not supported";
+      int64_t len = type.getDimSize(d);
+      grads.push_back(gb.aten("aten::narrow",
+                              {g, gb.constInt(d), gb.constInt(offset),
+                               gb.constInt(len)},
+                              e.getType()));
+      offset += len;
+    }
+    gb.setListGrads(0, grads);
+    return success();
+  };
+  t["aten::stack"] = [](GradientBuilder &gb) -> LogicalResult {
+    auto dim = gb.staticInt(gb.operand(1));
+    if (!dim)
+      return gb.op.emitOpError() << "gradient of stack needs a constant dim";
+    Value g = gb.resultGradOrZeros(0);
+    int64_t d = *dim < 0 ? *dim + rankOf(g) : *dim;
+    SmallVector<Value> grads;
+    int64_t i = 0;
+    for (Value e : gb.listOperand(0))
+      grads.push_back(gb.aten("aten::select.int",
+                              {g, gb.constInt(d), gb.constInt(i++)},
+                              e.getType()));
+    gb.setListGrads(0, grads);
+    return success();
+  };
+  t["aten::slice.Tensor"] = [](GradientBuilder &gb) {
+    Value start = gb.operand(2), end = gb.operand(3);
+    if (isa<ds::NoneType>(start.getType()))
+      start = gb.constInt(0);
+    if (isa<ds::NoneType>(end.getType()))
+      end = gb.constInt(std::numeric_limits<int64_t>::max());
+    gb.setGrad(0, gb.aten("aten::slice_backward",
+                          {gb.resultGradOrZeros(0), sizesOf(gb, gb.operand(0)),
+                           gb.operand(1), start, end, gb.operand(4)},
+                          gb.operand(0).getType()));
+    return success();
+  };
+  t["aten::select.int"] = [](GradientBuilder &gb) {
+    gb.setGrad(0, gb.aten("aten::select_backward",
+                          {gb.resultGradOrZeros(0), sizesOf(gb, gb.operand(0)),
+                           gb.operand(1), gb.operand(2)},
+                          gb.operand(0).getType()));
+    return success();
+  };
+  t["aten::narrow"] = [](GradientBuilder &gb) {
+    // narrow(x, dim, start, length) == slice(x, dim, start, start + length)
+    Value end = gb.aten("aten::add.int", {gb.operand(2), gb.operand(3)},
+                        gb.b.getI64Type());
+    gb.setGrad(0, gb.aten("aten::slice_backward",
+                          {gb.resultGradOrZeros(0), sizesOf(gb, gb.operand(0)),
+                           gb.operand(1), gb.operand(2), end, gb.constInt(1)},
+                          gb.operand(0).getType()));
+    return success();
+  };
+  t["aten::index_select"] = [](GradientBuilder &gb) {
+    Value x = gb.operand(0);
+    Value zeros = gb.aten("aten::zeros_like",
+                          {x, gb.none(), gb.none(), gb.none(), gb.none(),
+                           gb.none()},
+                          x.getType());
+    gb.setGrad(0, gb.aten("aten::index_add",
+                          {zeros, gb.operand(1), gb.operand(2),
+                           gb.resultGradOrZeros(0), gb.constInt(1)},
+                          x.getType()));
+    return success();
+  };
+  t["aten::index_add"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    if (gb.needsGrad(0))
+      gb.setGrad(0, g);
+    if (gb.needsGrad(3)) {
+      Value src = gb.aten("aten::index_select",
+                          {g, gb.operand(1), gb.operand(2)},
+                          gb.operand(3).getType());
+      gb.setGrad(3, gb.aten("aten::mul.Scalar", {src, gb.operand(4)},
+                            gb.operand(3).getType()));
+    }
+    return success();
+  };
+  t["aten::gather"] = [](GradientBuilder &gb) {
+    Value x = gb.operand(0);
+    Value zeros = gb.aten("aten::zeros_like",
+                          {x, gb.none(), gb.none(), gb.none(), gb.none(),
+                           gb.none()},
+                          x.getType());
+    gb.setGrad(0, gb.aten("aten::scatter_add",
+                          {zeros, gb.operand(1), gb.operand(2),
+                           gb.resultGradOrZeros(0)},
+                          x.getType()));
+    return success();
+  };
+  auto scatterIndices = [](GradientBuilder &gb, Value values, Value indices,
+                           Value dim, bool keepDim) {
+    Value x = gb.operand(0);
+    if (!keepDim) {
+      auto vt = cast<RankedTensorType>(values.getType());
+      auto it = cast<RankedTensorType>(indices.getType());
+      auto d = gb.staticInt(dim);
+      int64_t dd = *d < 0 ? *d + rankOf(x) : *d;
+      SmallVector<int64_t> vs(vt.getShape()), is(it.getShape());
+      vs.insert(vs.begin() + dd, 1);
+      is.insert(is.begin() + dd, 1);
+      values = gb.aten("aten::unsqueeze", {values, gb.constInt(dd)},
+                       RankedTensorType::get(vs, vt.getElementType()));
+      indices = gb.aten("aten::unsqueeze", {indices, gb.constInt(dd)},
+                        RankedTensorType::get(is, it.getElementType()));
+    }
+    Value zeros = gb.aten("aten::zeros_like",
+                          {x, gb.none(), gb.none(), gb.none(), gb.none(),
+                           gb.none()},
+                          x.getType());
+    return gb.aten("aten::scatter_add", {zeros, dim, indices, values},
+                   x.getType());
+  };
+  t["aten::topk"] = [scatterIndices](GradientBuilder &gb) {
+    gb.setGrad(0, scatterIndices(gb, gb.resultGradOrZeros(0), gb.result(1),
+                                 gb.operand(2), true));
+    return success();
+  };
+  t["aten::max.dim"] = [scatterIndices](GradientBuilder &gb) -> LogicalResult {
+    auto keep = gb.staticInt(gb.operand(2));
+    if (!keep || !gb.staticInt(gb.operand(1)))
+      return gb.op.emitOpError() << "gradient of max needs a constant dim";
+    gb.setGrad(0, scatterIndices(gb, gb.resultGradOrZeros(0), gb.result(1),
+                                 gb.operand(1), *keep));
+    return success();
+  };
+  t["aten::repeat"] = [](GradientBuilder &gb) -> LogicalResult {
+    auto repeats = staticIntList(gb, gb.operand(1));
+    auto xt = cast<RankedTensorType>(gb.operand(0).getType());
+    if (!repeats || !xt.hasStaticShape())
+      return gb.op.emitOpError() << "gradient of repeat needs static shapes";
+    // g: [r0*s0, r1*s1, ...] (leading dims of repeats beyond x's rank are
+    // pure repeats) -> [r0, s0, r1, s1, ...] -> sum over the r dims.
+    int64_t lead = repeats->size() - xt.getRank();
+    SmallVector<int64_t> split, sumDims;
+    for (int64_t i = 0; i < static_cast<int64_t>(repeats->size()); ++i) {
+      int64_t s = i < lead ? 1 : xt.getDimSize(i - lead);
+      sumDims.push_back(split.size());
+      split.push_back((*repeats)[i]);
+      split.push_back(s);
+    }
+    Value g = gb.resultGradOrZeros(0);
+    Type elem = xt.getElementType();
+    Value r = gb.aten("aten::reshape", {g, gb.intList(split)},
+                      RankedTensorType::get(split, elem));
+    SmallVector<int64_t> summed;
+    for (size_t i = 1; i < split.size(); i += 2)
+      summed.push_back(split[i]);
+    Value s = gb.aten("aten::sum.dim_IntList",
+                      {r, gb.intList(sumDims), gb.constBool(false), gb.none()},
+                      RankedTensorType::get(summed, elem));
+    gb.setGrad(0, gb.aten("aten::reshape", {s, gb.intList(xt.getShape())}, xt));
+    return success();
+  };
+  auto padBack = [](GradientBuilder &gb) -> LogicalResult {
+    auto pad = staticIntList(gb, gb.operand(1));
+    if (!pad)
+      return gb.op.emitOpError() << "gradient of pad needs constant padding";
+    if (gb.op.getOp() == "aten::pad") {
+      auto mode = gb.operand(2).getDefiningOp<ConstantOp>();
+      if (!mode || cast<StringAttr>(mode.getValue()).getValue() != "constant")
+        return gb.op.emitOpError()
+               << "gradient of pad supports mode 'constant' only";
+    }
+    SmallVector<int64_t> negated;
+    for (int64_t p : *pad)
+      negated.push_back(-p);
+    gb.setGrad(0, gb.aten("aten::constant_pad_nd",
+                          {gb.resultGradOrZeros(0), gb.intList(negated),
+                           gb.constFloat(0.0)},
+                          gb.operand(0).getType()));
+    return success();
+  };
+  t["aten::pad"] = padBack;
+  t["aten::constant_pad_nd"] = padBack;
+}

@@ -1,0 +1,139 @@
+//===- EngineTraining.cpp - DeepSpeed's engine API over programs.train ----===//
+//
+// forward / backward / step as DeepSpeed's engine sequences them: step()
+// ends every micro-step and updates only on the accumulation boundary. The
+// train program's value slots persist from forward() to backward() (one
+// executor run in two parts), so activations the backward needs stay alive
+// exactly as the plan's free lists say.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Runtime/Engine.h"
+
+#include "Trainer.h"
+
+#include "ds/Runtime/RuntimeError.h"
+#include "ds/Runtime/Seed.h"
+#include "ds/Runtime/StateStore.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <cmath>
+
+namespace ds::runtime {
+
+double StepReport::gradNorm() const {
+  if (engines.size() == 1)
+    return engines[0].gradNorm;
+  double sum = 0.0;
+  for (const EngineStepReport &engine : engines)
+    sum += engine.gradNorm * engine.gradNorm;
+  return std::sqrt(sum);
+}
+
+void Engine::requireTrain(const char *call) const {
+  if (!train_)
+    throw RuntimeError(origin_ + ": " + call +
+                       ": the plan has no train program (programs.train); "
+                       "it was compiled for evaluation only");
+}
+
+uint64_t Engine::seed() const { return trainer_ ? trainer_->seed() : 0; }
+
+std::vector<at::Tensor>
+Engine::forward(const std::vector<at::Tensor> &inputs) {
+  requireTrain("forward");
+  const plan::Program &program = *plan_->findProgram("train");
+  // A forward whose backward never ran is dropped with its activations.
+  train_->finish();
+  phase_ = Phase::Idle;
+
+  int64_t accumulation = trainer_->gradientAccumulationSteps();
+  at::manual_seed(microStepSeed(trainer_->seed(), uint64_t(globalSteps_),
+                                uint64_t(microSteps_ % accumulation),
+                                uint64_t(rank_)));
+  // The program spells out its backward; nothing here needs autograd.
+  at::NoGradGuard noGrad;
+  train_->start(std::vector<c10::IValue>(inputs.begin(), inputs.end()));
+  train_->runRange(0, size_t(*program.backwardStart));
+  std::vector<c10::IValue> results = train_->results();
+  std::vector<at::Tensor> losses;
+  losses.reserve(results.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].isTensor()) {
+      train_->finish();
+      throw RuntimeError(origin_ + ": programs.train.results[" +
+                         std::to_string(i) + "]: expected a tensor, got " +
+                         results[i].tagKind());
+    }
+    losses.push_back(results[i].toTensor());
+  }
+  phase_ = Phase::Forwarded;
+  return losses;
+}
+
+void Engine::backward() {
+  requireTrain("backward");
+  if (phase_ != Phase::Forwarded)
+    throw RuntimeError(
+        origin_ + ": backward: no forward() to differentiate" +
+        (phase_ == Phase::BackwardDone
+             ? std::string(" (backward() already ran for this micro-step; "
+                           "call step() next)")
+             : std::string()));
+  const plan::Program &program = *plan_->findProgram("train");
+  at::NoGradGuard noGrad;
+  phase_ = Phase::Idle; // A failing backward ends the micro-step.
+  train_->runRange(size_t(*program.backwardStart), train_->size());
+  train_->finish();
+  phase_ = Phase::BackwardDone;
+}
+
+bool Engine::isGradientAccumulationBoundary() const {
+  int64_t accumulation = trainer_ ? trainer_->gradientAccumulationSteps()
+                                  : plan_->gradientAccumulationSteps;
+  return (microSteps_ + 1) % accumulation == 0;
+}
+
+StepReport Engine::step() {
+  requireTrain("step");
+  if (phase_ != Phase::BackwardDone)
+    throw RuntimeError(origin_ + ": step: call backward() first (each "
+                                 "micro-step is forward(), backward(), "
+                                 "step())");
+  StepReport report;
+  if (isGradientAccumulationBoundary()) {
+    report = trainer_->update(*state_);
+    ++globalSteps_;
+  }
+  ++microSteps_;
+  phase_ = Phase::Idle;
+  return report;
+}
+
+std::optional<double> Engine::nextLr(const std::string &engine) const {
+  if (!trainer_)
+    return std::nullopt;
+  for (size_t e = 0; e < plan_->engines.size(); ++e)
+    if (plan_->engines[e].name == engine)
+      return trainer_->nextLr(e);
+  return std::nullopt;
+}
+
+at::Tensor Engine::gradient(const std::string &param) const {
+  if (!trainer_)
+    return at::Tensor();
+  return trainer_->gradients().grad(state_->indexOf(param));
+}
+
+const Optimizer *Engine::optimizer(const std::string &engine) const {
+  if (!trainer_)
+    return nullptr;
+  for (size_t e = 0; e < plan_->engines.size(); ++e)
+    if (plan_->engines[e].name == engine)
+      return trainer_->optimizer(e);
+  return nullptr;
+}
+
+} // namespace ds::runtime

@@ -1,0 +1,49 @@
+// RUN: ds-opt %s -split-input-file -ds-autodiff -verify-diagnostics
+
+ds.param @w : tensor<3xf32> {module = "", module_class = "M", requires_grad}
+func.func @forward(%x: tensor<3xf32>) -> tensor<f32> {
+  %w = ds.get_param @w : tensor<3xf32>
+  %one = ds.constant 1 : i64
+  %a = ds.aten "aten::add.Tensor"(%x, %w, %one) : (tensor<3xf32>, tensor<3xf32>, i64) -> tensor<3xf32>
+  %dim = ds.constant 0 : i64
+  %f = ds.constant false
+  // expected-error @+1 {{operator 'aten::sort' has no gradient rule, but a trainable parameter's gradient flows through it}}
+  %s:2 = ds.aten "aten::sort"(%a, %dim, %f) : (tensor<3xf32>, i64, i1) -> (tensor<3xf32>, tensor<3xi64>)
+  %n = ds.constant unit : !ds.none
+  %l = ds.aten "aten::sum"(%s#0, %n) : (tensor<3xf32>, !ds.none) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+ds.param @w : tensor<3xf32> {module = "", module_class = "M", requires_grad}
+// expected-error @+1 {{a loss must be a scalar tensor, got 'tensor<3xf32>'}}
+func.func @forward(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %w = ds.get_param @w : tensor<3xf32>
+  %one = ds.constant 1 : i64
+  %a = ds.aten "aten::add.Tensor"(%x, %w, %one) : (tensor<3xf32>, tensor<3xf32>, i64) -> tensor<3xf32>
+  return %a : tensor<3xf32>
+}
+
+// -----
+
+// expected-error @below {{no function @forward to differentiate}}
+module {
+  func.func @other() {
+    return
+  }
+}
+
+// -----
+
+ds.param @w : tensor<3xf32> {module = "", module_class = "M", requires_grad}
+func.func @forward(%x: tensor<3xf32>) -> tensor<f32> {
+  %w = ds.get_param @w : tensor<3xf32>
+  %p = ds.constant 0.5 : f64
+  %t = ds.constant true
+  // expected-error @+1 {{gradient of dropout with p > 0 in training is not supported yet}}
+  %d = ds.aten "aten::dropout"(%w, %p, %t) : (tensor<3xf32>, f64, i1) -> tensor<3xf32>
+  %n = ds.constant unit : !ds.none
+  %l = ds.aten "aten::sum"(%d, %n) : (tensor<3xf32>, !ds.none) -> tensor<f32>
+  return %l : tensor<f32>
+}

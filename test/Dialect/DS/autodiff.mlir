@@ -1,0 +1,109 @@
+// RUN: ds-opt %s -split-input-file -ds-autodiff='grad-scale=0.5' | FileCheck %s
+
+// A linear layer with ReLU and an MSE loss: the backward follows the forward
+// in reverse after ds.backward_begin, seeded with grad-scale, and ends with
+// one ds.grad per parameter read.
+ds.param @w : tensor<4x3xf32> {module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+ds.param @b : tensor<4xf32> {module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+// CHECK-LABEL: func.func @forward
+func.func @forward(%x: tensor<2x3xf32>, %y: tensor<2x4xf32>) -> tensor<f32> {
+  %w = ds.get_param @w : tensor<4x3xf32>
+  %b = ds.get_param @b : tensor<4xf32>
+  %h = ds.aten "aten::linear"(%x, %w, %b) {module = "fc"} : (tensor<2x3xf32>, tensor<4x3xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %r = ds.aten "aten::relu"(%h) : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %mean = ds.constant 1 : i64
+  %l = ds.aten "aten::mse_loss"(%r, %y, %mean) : (tensor<2x4xf32>, tensor<2x4xf32>, i64) -> tensor<f32>
+  // CHECK: %[[L:.*]] = ds.aten "aten::mse_loss"
+  // CHECK-NEXT: ds.backward_begin
+  // CHECK-NEXT: %[[SEED:.*]] = ds.constant dense<5.000000e-01> : tensor<f32>
+  // CHECK-NEXT: %[[GR:.*]] = ds.aten "aten::mse_loss_backward"(%[[SEED]],
+  // CHECK: %[[GH:.*]] = ds.aten "aten::threshold_backward"(%[[GR]],
+  // CHECK: ds.aten "aten::mm"
+  // CHECK-SAME: module = "fc"
+  // CHECK: %[[GB:.*]] = ds.aten "aten::sum_to_size"(%[[GH]],
+  // CHECK: ds.grad @b, %[[GB]] : tensor<4xf32>
+  // CHECK: ds.grad @w, %{{.*}} : tensor<4x3xf32>
+  // CHECK-NEXT: return %[[L]] : tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// No gradient for parameters without requires_grad or of a frozen engine,
+// and none through detach; no backward work is spent on them.
+ds.engine @teacher {module = "teacher", frozen}
+ds.param @frozen_w : tensor<3xf32> {module = "", module_class = "M"}
+ds.param @teacher.w : tensor<3xf32> {module = "teacher", module_class = "T", requires_grad, engine = @teacher}
+ds.param @w : tensor<3xf32> {module = "", module_class = "M", requires_grad}
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: ds.grad @frozen_w
+// CHECK-NOT: ds.grad @teacher.w
+// CHECK-NOT: ds.grad @w
+// CHECK: return
+func.func @forward(%x: tensor<3xf32>) -> tensor<f32> {
+  %f = ds.get_param @frozen_w : tensor<3xf32>
+  %t = ds.get_param @teacher.w : tensor<3xf32>
+  %w = ds.get_param @w : tensor<3xf32>
+  %d = ds.aten "aten::detach"(%w) : (tensor<3xf32>) -> tensor<3xf32>
+  %one = ds.constant 1 : i64
+  %a = ds.aten "aten::add.Tensor"(%x, %f, %one) : (tensor<3xf32>, tensor<3xf32>, i64) -> tensor<3xf32>
+  %b = ds.aten "aten::add.Tensor"(%a, %t, %one) : (tensor<3xf32>, tensor<3xf32>, i64) -> tensor<3xf32>
+  %c = ds.aten "aten::mul.Tensor"(%b, %d) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %n = ds.constant unit : !ds.none
+  %s = ds.aten "aten::sum"(%c, %n) : (tensor<3xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// Broadcasting: a [4, 1] parameter added to a [4, 8] input gets its
+// gradient summed back to [4, 1].
+ds.param @bias : tensor<4x1xf32> {module = "", module_class = "M", requires_grad}
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[G:.*]] = ds.aten "aten::sum_to_size"(%{{.*}}, %{{.*}}) : (tensor<4x8xf32>, !ds.list<i64>) -> tensor<4x1xf32>
+// CHECK: ds.grad @bias, %[[G]] : tensor<4x1xf32>
+func.func @forward(%x: tensor<4x8xf32>) -> tensor<f32> {
+  %p = ds.get_param @bias : tensor<4x1xf32>
+  %one = ds.constant 1 : i64
+  %a = ds.aten "aten::add.Tensor"(%x, %p, %one) : (tensor<4x8xf32>, tensor<4x1xf32>, i64) -> tensor<4x8xf32>
+  %n = ds.constant unit : !ds.none
+  %s = ds.aten "aten::sum"(%a, %n) : (tensor<4x8xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// A data-dependent branch is differentiated by a branch on the same
+// condition that recomputes its forward; the parameter read inside gets its
+// gradient inside, the outer input's gradient leaves as a result (in the
+// else branch, which passes %h through, it is the incoming gradient).
+ds.param @expert : tensor<4x4xf32> {module = "experts.0", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+ds.param @proj : tensor<4x4xf32> {module = "proj", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+// CHECK-LABEL: func.func @forward
+// CHECK: ds.backward_begin
+// CHECK: %[[G:.*]] = ds.aten "aten::expand"
+// CHECK: %[[BACK:.*]] = ds.if %arg1 -> (tensor<2x4xf32>) {
+// CHECK:   ds.get_param @expert
+// CHECK:   ds.aten "aten::linear"
+// CHECK:   %[[GX:.*]] = ds.aten "aten::matmul"(%[[G]],
+// CHECK:   ds.grad @expert
+// CHECK:   ds.yield %[[GX]]
+// CHECK: } else {
+// CHECK-NEXT:   ds.yield %[[G]] : tensor<2x4xf32>
+// CHECK-NEXT: }
+// CHECK: ds.aten "aten::reshape"(%[[BACK]],
+// CHECK: ds.grad @proj
+func.func @forward(%x: tensor<2x4xf32>, %c: i1) -> tensor<f32> {
+  %p = ds.get_param @proj : tensor<4x4xf32>
+  %n = ds.constant unit : !ds.none
+  %h = ds.aten "aten::linear"(%x, %p, %n) : (tensor<2x4xf32>, tensor<4x4xf32>, !ds.none) -> tensor<2x4xf32>
+  %r = ds.if %c -> (tensor<2x4xf32>) {
+    %e = ds.get_param @expert : tensor<4x4xf32>
+    %y = ds.aten "aten::linear"(%h, %e, %n) : (tensor<2x4xf32>, tensor<4x4xf32>, !ds.none) -> tensor<2x4xf32>
+    ds.yield %y : tensor<2x4xf32>
+  } else {
+    ds.yield %h : tensor<2x4xf32>
+  }
+  %s = ds.aten "aten::sum"(%r, %n) : (tensor<2x4xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
+}

@@ -1,0 +1,1814 @@
+#!/usr/bin/python3
+"""The gradient table: our gradients of every differentiable op against autograd's.
+
+  grad_table.py --bin BUILD/bin (--op NAME ... | --all) [--workdir DIR] [--dtype f64|f32|both]
+                [--case NAME] [--keep]
+  grad_table.py --list            op names, one per line (CTest registers one test per op)
+  grad_table.py --list-cases      op/case names, one per line
+  grad_table.py --self-check (--op NAME ... | --all)   the cases alone: scripting, the oracle,
+                                  every parameter that should get a gradient gets a non-zero one
+                                  (no ds tools needed)
+
+Every case is a tiny nn.Module defined below whose parameters feed the op under test (several
+shapes, broadcasting parameters such as a [4, 1] parameter added to a [4, 8] input, parameters on
+either side of binary ops), followed by a weighted-sum head (sum(y * t), t random data) so that
+every output element gets a distinct upstream gradient. It is scripted, saved with one micro-step
+of data ([1, B, ...]; unbatched inputs [1, ...]) in a work directory, and run twice:
+
+  ours:   ds-compile with {"train_micro_batch_size_per_gpu": B, "gradient_accumulation_steps": 1,
+          "gradient_clipping": 0.0, "optimizer": {"type": "SGD", "params": {"lr": 1.0}}}, then
+          ds-run --steps 1 --losses --save-params; our gradient is params_before - params_after.
+  oracle: oracle.train() on the same files and config (autograd + torch.optim.SGD; a parameter
+          without a gradient, e.g. behind detach, steps with zero), derived the same way.
+
+With lr = 1 and no momentum both sides compute p - g, so equal gradients give equal derived
+gradients. A case passes when, for every parameter, max|g_ours - g_oracle| <= rtol * max|g_oracle|
++ floor (floor = 4 ulp of the largest |p|, the rounding of the derivation), the loss agrees within
+rtol, and buffers (BatchNorm running statistics) agree within rtol of their scale.
+rtol: 1e-9 for float64 cases (parameters and data in float64), 1e-4 for float32.
+Columns: op, case, dtype, max abs err, max rel err (max abs err / max |oracle gradient|, the worst
+tensor), PASS/FAIL and, on failure, why.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zlib
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import oracle  # noqa: E402
+
+B = 4  # micro-batch (one rank)
+
+OPS = ["linear", "matmul", "mm", "bmm", "add", "sub", "mul", "div", "neg", "pow", "sqrt", "rsqrt",
+       "exp", "log", "relu", "gelu", "silu", "tanh", "sigmoid", "softmax", "log_softmax",
+       "layer_norm", "batch_norm", "embedding", "conv1d", "conv2d", "max_pool2d", "avg_pool2d",
+       "adaptive_avg_pool2d", "flatten", "view", "reshape", "transpose", "permute", "contiguous",
+       "split", "chunk", "slice", "select", "cat", "stack", "squeeze", "unsqueeze", "expand",
+       "masked_fill", "where", "index_select", "index_add", "gather", "sum", "mean", "max", "topk",
+       "cross_entropy", "nll_loss", "mse_loss", "kl_div", "to", "baddbmm", "pad", "repeat",
+       "detach"]
+
+RTOL = {"f64": 1e-9, "f32": 1e-4}
+DTYPES = {"f64": torch.float64, "f32": torch.float32}
+
+
+# ---------------------------------------------------------------------------------------------
+# case registry
+# ---------------------------------------------------------------------------------------------
+class Case:
+    def __init__(self, op: str, name: str, build: Callable, unbatched: Tuple[str, ...],
+                 no_grad: Tuple[str, ...]):
+        self.op = op
+        self.name = name
+        self.build = build            # () -> (nn.Module, {arg: tensor}) built in float64
+        self.unbatched = unbatched    # forward arguments without the batch dimension
+        self.no_grad = no_grad        # parameters whose gradient is zero (detach)
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}/{self.name}"
+
+
+CASES: List[Case] = []
+
+
+def case(op: str, name: str, unbatched: Tuple[str, ...] = (), no_grad: Tuple[str, ...] = ()):
+    assert op in OPS, op
+
+    def register(build):
+        CASES.append(Case(op, name, build, tuple(unbatched), tuple(no_grad)))
+        return build
+    return register
+
+
+def P(*shape, positive: bool = False) -> nn.Parameter:
+    """A float64 parameter: N(0, 1), or in [0.5, 1.5) when positive."""
+    if positive:
+        return nn.Parameter(torch.rand(*shape, dtype=torch.float64) + 0.5)
+    return nn.Parameter(torch.randn(*shape, dtype=torch.float64))
+
+
+def R(*shape) -> torch.Tensor:
+    return torch.randn(*shape, dtype=torch.float64)
+
+
+def Rpos(*shape) -> torch.Tensor:
+    return torch.rand(*shape, dtype=torch.float64) + 0.5
+
+
+def idx(high: int, *shape) -> torch.Tensor:
+    return torch.randint(0, high, shape, dtype=torch.int64)
+
+
+def mask(*shape) -> torch.Tensor:
+    return torch.rand(*shape) < 0.4
+
+
+# ---------------------------------------------------------------------------------------------
+# modules: each forward returns a scalar loss
+# ---------------------------------------------------------------------------------------------
+class LinearM(nn.Module):
+    def __init__(self, fin: int, fout: int, bias: bool):
+        super().__init__()
+        self.fc = nn.Linear(fin, fout, bias=bias).double()
+
+    def forward(self, x, t):
+        return (self.fc(x) * t).sum()
+
+
+class FLinearM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = P(6, 8)
+        self.b = P(6)
+
+    def forward(self, x, t):
+        return (F.linear(x, self.w, self.b) * t).sum()
+
+
+class MatmulXW(nn.Module):
+    def __init__(self, *shape):
+        super().__init__()
+        self.w = P(*shape)
+
+    def forward(self, x, t):
+        return (torch.matmul(x, self.w) * t).sum()
+
+
+class MatmulWX(nn.Module):
+    def __init__(self, *shape):
+        super().__init__()
+        self.w = P(*shape)
+
+    def forward(self, x, t):
+        return (torch.matmul(self.w, x) * t).sum()
+
+
+class MmXW(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = P(8, 5)
+
+    def forward(self, x, t):
+        return (x.mm(self.w) * t).sum()
+
+
+class MmChain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w1 = P(8, 6)
+        self.w2 = P(6, 5)
+
+    def forward(self, x, t):
+        return (torch.mm(x, torch.mm(self.w1, self.w2)) * t).sum()
+
+
+class BmmExpand(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = P(1, 8, 5)
+
+    def forward(self, x, t):
+        return (torch.bmm(x, self.w.expand(x.size(0), 8, 5)) * t).sum()
+
+
+class BmmBoth(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w1 = P(4, 8)
+        self.w2 = P(5, 8)
+
+    def forward(self, x, x2, t):
+        return (torch.bmm(x * self.w1, (x2 * self.w2).transpose(1, 2)) * t).sum()
+
+
+class AddM(nn.Module):
+    def __init__(self, *shape):
+        super().__init__()
+        self.p = P(*shape)
+
+    def forward(self, x, t):
+        return ((x + self.p) * t).sum()
+
+
+class AddAlpha(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(8)
+        self.p2 = P(4, 8)
+
+    def forward(self, x, t):
+        return (torch.add(x * self.p1, self.p2, alpha=2.5) * t).sum()
+
+
+class AddOuter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(4, 1)
+        self.p2 = P(1, 8)
+
+    def forward(self, x, t):
+        return ((self.p1 + self.p2) * x * t).sum()
+
+
+class AddScalar(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        return ((x * self.p + 1.5) * (x * self.p + 1.5) * t).sum()
+
+
+class SubM(nn.Module):
+    def __init__(self, *shape):
+        super().__init__()
+        self.p = P(*shape)
+
+    def forward(self, x, t):
+        return ((x - self.p) * (x - self.p) * t).sum()
+
+
+class SubRev(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        return (torch.exp(self.p - x) * t).sum()
+
+
+class SubAlpha(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(8)
+        self.p2 = P(4, 8)
+
+    def forward(self, x, t):
+        return (torch.sub(x * self.p1, self.p2, alpha=0.5) * t).sum()
+
+
+class RsubScalar(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        y = 1.0 - x * self.p
+        return (y * y * t).sum()
+
+
+class MulM(nn.Module):
+    def __init__(self, *shape):
+        super().__init__()
+        self.p = P(*shape)
+
+    def forward(self, x, t):
+        return (x * self.p * t).sum()
+
+
+class MulParams(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(4, 1)
+        self.p2 = P(1, 8)
+
+    def forward(self, x, t):
+        return (torch.mul(self.p1, self.p2) * x * t).sum()
+
+
+class MulSelf(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        y = x + self.p
+        return (y * y * 3.0 * t).sum()
+
+
+class DivByParam(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8, positive=True)
+
+    def forward(self, x, t):
+        return (x / self.p * t).sum()
+
+
+class DivParamByData(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(4, 1)
+
+    def forward(self, x, t):
+        return (torch.div(self.p, x) * t).sum()
+
+
+class DivScalar(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        y = x * self.p / 3.0
+        return (y * y * t).sum()
+
+
+class NegM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        return (torch.exp(-(x * self.p)) * t).sum()
+
+
+class NegParam(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(4, 1)
+
+    def forward(self, x, t):
+        return ((torch.neg(self.p) + x) * (x - self.p) * t).sum()
+
+
+class PowScalar(nn.Module):
+    def __init__(self, e: float, positive: bool):
+        super().__init__()
+        self.e = e
+        self.p = P(8, positive=positive)
+
+    def forward(self, x, t):
+        return (torch.pow(x * self.p + x, self.e) * t).sum()
+
+
+class PowTensorBase(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8, positive=True)
+
+    def forward(self, x, t):
+        return (torch.pow(self.p, x) * t).sum()
+
+
+class PowTensorExp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(4, 1)
+
+    def forward(self, x, t):
+        return (torch.pow(x, self.p) * t).sum()
+
+
+class PowScalarBase(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        return (torch.pow(2.0, x * self.p) * t).sum()
+
+
+class SqrtM(nn.Module):
+    def __init__(self, *shape):
+        super().__init__()
+        self.p = P(*shape, positive=True)
+
+    def forward(self, x, t):
+        return (torch.sqrt(x * self.p) * t).sum()
+
+
+class RsqrtM(nn.Module):
+    def __init__(self, *shape):
+        super().__init__()
+        self.p = P(*shape, positive=True)
+
+    def forward(self, x, t):
+        return (torch.rsqrt(x * self.p) * t).sum()
+
+
+class LogM(nn.Module):
+    def __init__(self, *shape):
+        super().__init__()
+        self.p = P(*shape, positive=True)
+
+    def forward(self, x, t):
+        return (torch.log(x + self.p) * t).sum()
+
+
+class ExpM(nn.Module):
+    def __init__(self, *shape):
+        super().__init__()
+        self.p = P(*shape)
+
+    def forward(self, x, t):
+        return (torch.exp(x * self.p) * t).sum()
+
+
+class ReluM(nn.Module):
+    def __init__(self, *shape):
+        super().__init__()
+        self.p = P(*shape)
+
+    def forward(self, x, t):
+        return (F.relu(x + self.p) * t).sum()
+
+
+class ReluLinear(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = P(8, 6)
+
+    def forward(self, x, t):
+        return (torch.relu(torch.matmul(x, self.w)) * t).sum()
+
+
+class GeluM(nn.Module):
+    def __init__(self, approximate: str, *shape):
+        super().__init__()
+        self.approximate = approximate
+        self.p = P(*shape)
+        self.b = P(*shape)
+
+    def forward(self, x, t):
+        return (F.gelu(x * self.p + self.b, approximate=self.approximate) * t).sum()
+
+
+class SiluM(nn.Module):
+    def __init__(self, *shape):
+        super().__init__()
+        self.p = P(*shape)
+        self.b = P(*shape)
+
+    def forward(self, x, t):
+        return (F.silu(x * self.p + self.b) * t).sum()
+
+
+class TanhM(nn.Module):
+    def __init__(self, *shape):
+        super().__init__()
+        self.p = P(*shape)
+        self.b = P(*shape)
+
+    def forward(self, x, t):
+        return (torch.tanh(x * self.p + self.b) * t).sum()
+
+
+class SigmoidM(nn.Module):
+    def __init__(self, *shape):
+        super().__init__()
+        self.p = P(*shape)
+        self.b = P(*shape)
+
+    def forward(self, x, t):
+        return (torch.sigmoid(x * self.p + self.b) * t).sum()
+
+
+class SoftmaxM(nn.Module):
+    def __init__(self, dim: int, *shape):
+        super().__init__()
+        self.dim = dim
+        self.p = P(*shape)
+
+    def forward(self, x, t):
+        return (F.softmax(x * self.p, dim=self.dim) * t).sum()
+
+
+class LogSoftmaxM(nn.Module):
+    def __init__(self, dim: int, *shape):
+        super().__init__()
+        self.dim = dim
+        self.p = P(*shape)
+
+    def forward(self, x, t):
+        return (F.log_softmax(x * self.p, dim=self.dim) * t).sum()
+
+
+class LayerNormModule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = P(8, 8)
+        self.ln = nn.LayerNorm(8).double()
+        with torch.no_grad():
+            self.ln.weight.copy_(torch.rand(8, dtype=torch.float64) + 0.5)
+            self.ln.bias.copy_(torch.randn(8, dtype=torch.float64))
+
+    def forward(self, x, t):
+        return (self.ln(torch.matmul(x, self.w)) * t).sum()
+
+
+class LayerNorm2dShape(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(4, 6)
+        self.w = P(4, 6)
+        self.b = P(4, 6)
+
+    def forward(self, x, t):
+        return (F.layer_norm(x * self.p, [4, 6], self.w, self.b) * t).sum()
+
+
+class LayerNormNoAffine(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = P(8, 8)
+
+    def forward(self, x, t):
+        return (F.layer_norm(torch.matmul(x, self.w), [8]) * t).sum()
+
+
+class BatchNorm1dM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = P(8, 8)  # mixes features: its gradient is not zero (a per-feature scale's is)
+        self.bn = nn.BatchNorm1d(8).double()
+        with torch.no_grad():
+            self.bn.weight.copy_(torch.rand(8, dtype=torch.float64) + 0.5)
+            self.bn.bias.copy_(torch.randn(8, dtype=torch.float64))
+
+    def forward(self, x, t):
+        return (self.bn(torch.matmul(x, self.w)) * t).sum()
+
+
+class BatchNorm1d3dM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(4, 6)
+        self.bn = nn.BatchNorm1d(4).double()
+
+    def forward(self, x, t):
+        return (self.bn(x * self.p) * t).sum()
+
+
+class BatchNorm2dM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(3, 4, 4)  # per element, not per channel: not normalised away
+        self.bn = nn.BatchNorm2d(3).double()
+        with torch.no_grad():
+            self.bn.weight.copy_(torch.rand(3, dtype=torch.float64) + 0.5)
+            self.bn.bias.copy_(torch.randn(3, dtype=torch.float64))
+
+    def forward(self, x, t):
+        return (self.bn(x * self.p) * t).sum()
+
+
+class BatchNormFunctional(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = P(8, 8)
+        self.g = P(8, positive=True)
+        self.b = P(8)
+
+    def forward(self, x, t):
+        y = F.batch_norm(torch.matmul(x, self.w), None, None, self.g, self.b, training=True)
+        return (y * t).sum()
+
+
+class EmbeddingM(nn.Module):
+    def __init__(self, padding_idx: Optional[int]):
+        super().__init__()
+        self.emb = nn.Embedding(10, 6, padding_idx=padding_idx).double()
+
+    def forward(self, i, t):
+        return (self.emb(i) * t).sum()
+
+
+class EmbeddingF(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = P(7, 3)
+
+    def forward(self, i, t):
+        return (F.embedding(i, self.w) * t).sum()
+
+
+class ConvM(nn.Module):
+    def __init__(self, conv: nn.Module):
+        super().__init__()
+        self.conv = conv.double()
+
+    def forward(self, x, t):
+        return (self.conv(x) * t).sum()
+
+
+class MaxPoolM(nn.Module):
+    def __init__(self, k: int, s: int, pad: int):
+        super().__init__()
+        self.k = k
+        self.s = s
+        self.pad = pad
+        self.p = P(3, 6, 6)
+
+    def forward(self, x, t):
+        return (F.max_pool2d(x * self.p, self.k, self.s, self.pad) * t).sum()
+
+
+class AvgPoolM(nn.Module):
+    def __init__(self, k: int, s: int, pad: int, include_pad: bool):
+        super().__init__()
+        self.k = k
+        self.s = s
+        self.pad = pad
+        self.include_pad = include_pad
+        self.p = P(3, 6, 6)
+
+    def forward(self, x, t):
+        y = F.avg_pool2d(x * self.p, self.k, self.s, self.pad, count_include_pad=self.include_pad)
+        return (y * t).sum()
+
+
+class AdaptiveAvgM(nn.Module):
+    def __init__(self, h: int, w: int, *shape):
+        super().__init__()
+        self.h = h
+        self.w = w
+        self.p = P(*shape)
+
+    def forward(self, x, t):
+        return (F.adaptive_avg_pool2d(x * self.p, [self.h, self.w]) * t).sum()
+
+
+class FlattenM(nn.Module):
+    def __init__(self, start: int, end: int, *shape):
+        super().__init__()
+        self.start = start
+        self.end = end
+        self.p = P(*shape)
+
+    def forward(self, x, t):
+        return (torch.flatten(x * self.p, self.start, self.end) * t).sum()
+
+
+class ViewMerge(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(3, 4)
+
+    def forward(self, x, t):
+        return ((x * self.p).view(x.size(0), 12) * t).sum()
+
+
+class ViewSplit(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = P(8, 8)
+
+    def forward(self, x, t):
+        return (torch.matmul(x, self.w).view(x.size(0), 2, 4) * t).sum()
+
+
+class ReshapeTransposed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(3, 4)
+
+    def forward(self, x, t):
+        return ((x * self.p).transpose(1, 2).reshape(x.size(0), -1) * t).sum()
+
+
+class ReshapeParam(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(12)
+
+    def forward(self, x, t):
+        return (self.p.reshape(3, 4) * x * t).sum()
+
+
+class TransposeData(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(3, 4)
+
+    def forward(self, x, t):
+        return ((x * self.p).transpose(1, 2) * t).sum()
+
+
+class TransposeParam(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(4, 3)
+
+    def forward(self, x, t):
+        return (x * self.p.transpose(0, 1) * t).sum()
+
+
+class PermuteData(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(2, 3, 4)
+
+    def forward(self, x, t):
+        return ((x * self.p).permute(0, 2, 3, 1) * t).sum()
+
+
+class PermuteParam(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(4, 2, 3)
+
+    def forward(self, x, t):
+        return (self.p.permute(1, 2, 0) * x * t).sum()
+
+
+class ContiguousM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(3, 4)
+
+    def forward(self, x, t):
+        return ((x * self.p).transpose(1, 2).contiguous() * t).sum()
+
+
+class SplitEqual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t0, t1, t2):
+        a, b, c = torch.split(x * self.p, 3, dim=-1)
+        return (a * t0).sum() + (b * t1).sum() + (c * c * t2).sum()
+
+
+class SplitSizes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t0, t1):
+        parts = torch.split(x * self.p, [2, 6], dim=1)
+        return (parts[0] * t0).sum() + (parts[1] * parts[1] * t1).sum()
+
+
+class ChunkM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t0, t1):
+        a, b = torch.chunk(x * self.p, 2, dim=1)
+        return (a * t0).sum() + (b * b * t1).sum()
+
+
+class ChunkUneven(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(3, 7)
+
+    def forward(self, x, t0, t1, t2):
+        parts = (x * self.p).chunk(3, dim=-1)
+        return (parts[0] * t0).sum() + (parts[1] * t1).sum() + (parts[2] * t2).sum()
+
+
+class SliceRange(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        return ((x * self.p)[:, 1:5] * t).sum()
+
+
+class SliceStep(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        return ((x * self.p)[:, ::2] * t).sum()
+
+
+class SliceNegative(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        return ((x * self.p)[:, -3:] * t).sum()
+
+
+class SliceParam(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(10)
+
+    def forward(self, x, t):
+        return (self.p[2:8] * x * t).sum()
+
+
+class SelectDim1(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(4, 5)
+
+    def forward(self, x, t):
+        return ((x * self.p)[:, 2] * t).sum()
+
+
+class SelectParam(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(3, 5)
+
+    def forward(self, x, t):
+        return (self.p[1] * x * t).sum()
+
+
+class SelectNegative(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(4, 5)
+
+    def forward(self, x, t):
+        return ((x * self.p).select(2, -1) * t).sum()
+
+
+class CatDim1(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(8)
+        self.p2 = P(1, 3)
+
+    def forward(self, x, t):
+        y = torch.cat([x * self.p1, self.p2.expand(x.size(0), 3)], dim=1)
+        return (y * t).sum()
+
+
+class CatDim0(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(8)
+        self.p2 = P(2, 8)
+
+    def forward(self, x, t):
+        y = torch.cat([x * self.p1, self.p2], dim=0)
+        return (y * y).sum() + (y * self.p1).sum()
+
+
+class StackDim1(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(8)
+        self.p2 = P(8)
+
+    def forward(self, x, t):
+        return (torch.stack([x * self.p1, x + self.p2], dim=1) * t).sum()
+
+
+class StackDim0(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(8)
+        self.p2 = P(8)
+
+    def forward(self, x, t):
+        y = torch.stack([x * self.p1, x + self.p2])
+        return (y * y * x).sum()
+
+
+class SqueezeLast(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8, 1)
+
+    def forward(self, x, t):
+        return (torch.matmul(x, self.p).squeeze(-1) * t).sum()
+
+
+class SqueezeAll(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(1, 8)
+
+    def forward(self, x, t):
+        return ((x * self.p).squeeze() * t).sum()
+
+
+class SqueezeDim1(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(1, 8)
+
+    def forward(self, x, t):
+        return ((x * self.p).squeeze(1) * t).sum()
+
+
+class UnsqueezeParam(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        return (self.p.unsqueeze(0) * x * t).sum()
+
+
+class UnsqueezeData(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        return ((x * self.p).unsqueeze(1) * t).sum()
+
+
+class ExpandRow(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(1, 8)
+
+    def forward(self, x, t):
+        return (self.p.expand(x.size(0), 8) * x * t).sum()
+
+
+class Expand4x1(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(4, 1)
+
+    def forward(self, x, t):
+        return (self.p.expand(4, 8) * x * t).sum()
+
+
+class ExpandNewDims(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        return (self.p.expand(x.size(0), 3, 8) * x * t).sum()
+
+
+class MaskedFillM(nn.Module):
+    def __init__(self, value: float):
+        super().__init__()
+        self.value = value
+        self.p = P(8)
+
+    def forward(self, x, m, t):
+        return ((x * self.p).masked_fill(m, self.value) * t).sum()
+
+
+class MaskedFillSoftmax(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(4, 8)
+
+    def forward(self, x, m, t):
+        y = (x * self.p).masked_fill(m, float("-inf"))
+        return (F.softmax(y, dim=-1) * t).sum()
+
+
+class WhereData(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(8)
+        self.p2 = P(8)
+
+    def forward(self, x, c, t):
+        return (torch.where(c, x * self.p1, self.p2) * t).sum()
+
+
+class WhereParams(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(4, 1)
+        self.p2 = P(1, 8)
+
+    def forward(self, x, c, t):
+        return (torch.where(c, self.p1, self.p2) * x * t).sum()
+
+
+class IndexSelectTable(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(10, 6)
+
+    def forward(self, i, t):
+        return (self.p.index_select(0, i) * t).sum()
+
+
+class IndexSelectDim1(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, i, t):
+        return (torch.index_select(x * self.p, 1, i) * t).sum()
+
+
+class IndexAddParam(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(10, 6)
+        self.p2 = P(6)
+
+    def forward(self, x, i, t):
+        y = self.p1.index_add(0, i, x * self.p2)
+        return (y * y * t).sum()
+
+
+class IndexAddDim1(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(5)
+        self.p2 = P(3)
+
+    def forward(self, x, s, i, t):
+        y = (x * self.p1).index_add(1, i, s * self.p2)
+        return (y * t).sum()
+
+
+class GatherM(nn.Module):
+    def __init__(self, dim: int, *shape):
+        super().__init__()
+        self.dim = dim
+        self.p = P(*shape)
+
+    def forward(self, x, i, t):
+        return (torch.gather(x * self.p, self.dim, i) * t).sum()
+
+
+class SumDim(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        return ((x * self.p).sum(1) * t).sum()
+
+
+class SumAll(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(3, 4)
+
+    def forward(self, x, t):
+        s = (x * self.p).sum()
+        return s * s
+
+
+class SumDimsKeep(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(3, 4)
+
+    def forward(self, x, t):
+        return (torch.sum(x * self.p, [1, 2], keepdim=True) * t).sum()
+
+
+class MeanDim(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        return ((x * self.p).mean(1) * t).sum()
+
+
+class MeanAll(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(3, 4)
+
+    def forward(self, x, t):
+        s = (x * self.p).mean()
+        return s * s + s
+
+
+class MeanDimsKeep(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(3, 4)
+
+    def forward(self, x, t):
+        return (torch.mean(x * self.p, [1, 2], keepdim=True) * t).sum()
+
+
+class MaxDim(nn.Module):
+    def __init__(self, keepdim: bool):
+        super().__init__()
+        self.keepdim = keepdim
+        self.p = P(8)
+
+    def forward(self, x, t):
+        v, _ = torch.max(x * self.p, dim=1, keepdim=self.keepdim)
+        return (v * t).sum()
+
+
+class MaxAll(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(3, 4)
+
+    def forward(self, x, t):
+        return (x * self.p).max() * 3.0
+
+
+class MaxBinary(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(8)
+        self.p2 = P(8)
+
+    def forward(self, x, x2, t):
+        return (torch.max(x * self.p1, x2 * self.p2) * t).sum()
+
+
+class TopkM(nn.Module):
+    def __init__(self, k: int, dim: int, largest: bool, *shape):
+        super().__init__()
+        self.k = k
+        self.dim = dim
+        self.largest = largest
+        self.p = P(*shape)
+
+    def forward(self, x, t):
+        v, _ = torch.topk(x * self.p, self.k, dim=self.dim, largest=self.largest)
+        return (v * t).sum()
+
+
+class CrossEntropyM(nn.Module):
+    def __init__(self, reduction: str, ignore_index: int, label_smoothing: float):
+        super().__init__()
+        self.reduction = reduction
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+        self.w = P(8, 5)
+        self.b = P(5)
+
+    def forward(self, x, y):
+        logits = torch.matmul(x, self.w) + self.b
+        return F.cross_entropy(logits, y, reduction=self.reduction, ignore_index=self.ignore_index,
+                               label_smoothing=self.label_smoothing)
+
+
+class CrossEntropy3d(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = P(8, 5)
+
+    def forward(self, x, y):
+        logits = torch.matmul(x, self.w).transpose(1, 2)  # [B, C, T]
+        return F.cross_entropy(logits, y)
+
+
+class NllLossM(nn.Module):
+    def __init__(self, reduction: str, ignore_index: int):
+        super().__init__()
+        self.reduction = reduction
+        self.ignore_index = ignore_index
+        self.w = P(8, 5)
+
+    def forward(self, x, y):
+        logp = F.log_softmax(torch.matmul(x, self.w), dim=-1)
+        return F.nll_loss(logp, y, reduction=self.reduction, ignore_index=self.ignore_index)
+
+
+class MseLossM(nn.Module):
+    def __init__(self, reduction: str):
+        super().__init__()
+        self.reduction = reduction
+        self.w = P(8, 4)
+
+    def forward(self, x, y):
+        return F.mse_loss(torch.matmul(x, self.w), y, reduction=self.reduction)
+
+
+class MseLossParamTarget(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(4)
+        self.p2 = P(4)
+
+    def forward(self, x, y):
+        return F.mse_loss(x * self.p1, y * self.p2)
+
+
+class KlDivM(nn.Module):
+    def __init__(self, reduction: str, log_target: bool):
+        super().__init__()
+        self.reduction = reduction
+        self.log_target = log_target
+        self.p1 = P(6)
+        self.p2 = P(6)
+
+    def forward(self, x, y):
+        logp = F.log_softmax(x * self.p1, dim=-1)
+        if self.log_target:
+            target = F.log_softmax(y * self.p2, dim=-1)
+        else:
+            target = F.softmax(y * self.p2, dim=-1)
+        return F.kl_div(logp, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class KlDivDataTarget(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(6)
+
+    def forward(self, x, y):
+        return F.kl_div(F.log_softmax(x * self.p, dim=-1), y, reduction="mean")
+
+
+class ToF64(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        y = (x * self.p).to(torch.float64)
+        return (y * y * t.to(torch.float64)).to(x.dtype).sum()
+
+
+class ToF32(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        y = (x * self.p).to(torch.float32) * t.to(torch.float32)
+        return y.to(x.dtype).sum()
+
+
+class BaddbmmBcast(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bias = P(1, 4, 5)
+        self.w = P(1, 8, 5)
+
+    def forward(self, x, t):
+        y = torch.baddbmm(self.bias, x, self.w.expand(x.size(0), 8, 5), beta=0.5, alpha=2.0)
+        return (y * t).sum()
+
+
+class BaddbmmFull(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p0 = P(4, 5)
+        self.p1 = P(8, 5)
+
+    def forward(self, x, x2, x3, t):
+        return (torch.baddbmm(x2 * self.p0, x, x3 * self.p1) * t).sum()
+
+
+class PadM(nn.Module):
+    def __init__(self, pad: List[int], value: float, *shape):
+        super().__init__()
+        self.pad = pad
+        self.value = value
+        self.p = P(*shape)
+
+    def forward(self, x, t):
+        return (F.pad(x * self.p, self.pad, value=self.value) * t).sum()
+
+
+class RepeatData(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, t):
+        return ((x * self.p).repeat(1, 2) * t).sum()
+
+
+class RepeatParam(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(1, 4)
+
+    def forward(self, x, t):
+        return (self.p.repeat(2, 3) * x * t).sum()
+
+
+class RepeatNewDim(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(4)
+
+    def forward(self, x, t):
+        return (self.p.repeat(3, 1) * x * t).sum()
+
+
+class DetachParam(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(8)
+        self.p2 = P(8)
+
+    def forward(self, x, t):
+        return ((x * self.p1.detach() + x * self.p2) * t).sum()
+
+
+class DetachBranch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(8)
+        self.p2 = P(8)
+
+    def forward(self, x, t):
+        return ((x * self.p1).detach() * (x * self.p2) * t).sum()
+
+
+# ---------------------------------------------------------------------------------------------
+# cases: (module, data) built in float64; data tensors are [B, ...] (batched) or [...] (unbatched)
+# ---------------------------------------------------------------------------------------------
+def _xt(m, xshape, tshape=None):
+    return m, {"x": R(B, *xshape), "t": R(B, *(tshape if tshape is not None else xshape))}
+
+
+case("linear", "2d")(lambda: _xt(LinearM(8, 5, True), [8], [5]))
+case("linear", "3d_nobias")(lambda: _xt(LinearM(8, 5, False), [3, 8], [3, 5]))
+case("linear", "functional_4d")(lambda: _xt(FLinearM(), [2, 3, 8], [2, 3, 6]))
+
+case("matmul", "3d_2d")(lambda: _xt(MatmulXW(8, 5), [4, 8], [4, 5]))
+case("matmul", "2d_1d")(lambda: _xt(MatmulXW(8), [8], []))
+case("matmul", "2d_3d_bcast")(lambda: _xt(MatmulWX(6, 4), [4, 3], [6, 3]))
+case("matmul", "4d_bcast_batch")(lambda: _xt(MatmulXW(1, 2, 4, 5), [2, 3, 4], [2, 3, 5]))
+
+case("mm", "x_w")(lambda: _xt(MmXW(), [8], [5]))
+case("mm", "chain")(lambda: _xt(MmChain(), [8], [5]))
+
+case("bmm", "expanded_param")(lambda: _xt(BmmExpand(), [4, 8], [4, 5]))
+case("bmm", "both_sides")(lambda: (BmmBoth(), {"x": R(B, 4, 8), "x2": R(B, 5, 8), "t": R(B, 4, 5)}))
+
+case("add", "bcast_4x1")(lambda: _xt(AddM(4, 1), [4, 8]))
+case("add", "row")(lambda: _xt(AddM(8), [8]))
+case("add", "alpha")(lambda: _xt(AddAlpha(), [4, 8]))
+case("add", "outer_params")(lambda: _xt(AddOuter(), [4, 8]))
+case("add", "scalar")(lambda: _xt(AddScalar(), [8]))
+
+case("sub", "bcast_4x1")(lambda: _xt(SubM(4, 1), [4, 8]))
+case("sub", "param_minus_data")(lambda: _xt(SubRev(), [8]))
+case("sub", "alpha")(lambda: _xt(SubAlpha(), [4, 8]))
+case("sub", "rsub_scalar")(lambda: _xt(RsubScalar(), [8]))
+
+case("mul", "bcast_4x1")(lambda: _xt(MulM(4, 1), [4, 8]))
+case("mul", "row")(lambda: _xt(MulM(8), [3, 8]))
+case("mul", "outer_params")(lambda: _xt(MulParams(), [4, 8]))
+case("mul", "self_and_scalar")(lambda: _xt(MulSelf(), [8]))
+
+case("div", "by_param")(lambda: _xt(DivByParam(), [8]))
+case("div", "param_by_data")(lambda: (DivParamByData(), {"x": Rpos(B, 4, 8), "t": R(B, 4, 8)}))
+case("div", "scalar")(lambda: _xt(DivScalar(), [8]))
+
+case("neg", "data")(lambda: _xt(NegM(), [8]))
+case("neg", "param_bcast")(lambda: _xt(NegParam(), [4, 8]))
+
+case("pow", "square")(lambda: _xt(PowScalar(2.0, False), [8]))
+case("pow", "cube")(lambda: _xt(PowScalar(3.0, False), [3, 8]))
+case("pow", "fractional")(lambda: (PowScalar(1.5, True), {"x": Rpos(B, 8), "t": R(B, 8)}))
+case("pow", "tensor_base")(lambda: _xt(PowTensorBase(), [8]))
+case("pow", "tensor_exponent")(lambda: (PowTensorExp(), {"x": Rpos(B, 4, 8), "t": R(B, 4, 8)}))
+case("pow", "scalar_base")(lambda: _xt(PowScalarBase(), [8]))
+
+case("sqrt", "row")(lambda: (SqrtM(8), {"x": Rpos(B, 8), "t": R(B, 8)}))
+case("sqrt", "bcast_4x1")(lambda: (SqrtM(4, 1), {"x": Rpos(B, 4, 8), "t": R(B, 4, 8)}))
+case("rsqrt", "row")(lambda: (RsqrtM(8), {"x": Rpos(B, 8), "t": R(B, 8)}))
+case("rsqrt", "bcast_4x1")(lambda: (RsqrtM(4, 1), {"x": Rpos(B, 4, 8), "t": R(B, 4, 8)}))
+case("exp", "row")(lambda: _xt(ExpM(8), [8]))
+case("exp", "bcast_4x1")(lambda: _xt(ExpM(4, 1), [4, 8]))
+case("log", "row")(lambda: (LogM(8), {"x": Rpos(B, 8), "t": R(B, 8)}))
+case("log", "bcast_4x1")(lambda: (LogM(4, 1), {"x": Rpos(B, 4, 8), "t": R(B, 4, 8)}))
+
+case("relu", "row")(lambda: _xt(ReluM(8), [8]))
+case("relu", "bcast_4x1")(lambda: _xt(ReluM(4, 1), [4, 8]))
+case("relu", "after_matmul")(lambda: _xt(ReluLinear(), [3, 8], [3, 6]))
+case("gelu", "erf")(lambda: _xt(GeluM("none", 8), [8]))
+case("gelu", "tanh_bcast")(lambda: _xt(GeluM("tanh", 4, 1), [4, 8]))
+case("silu", "row")(lambda: _xt(SiluM(8), [8]))
+case("silu", "bcast_4x1")(lambda: _xt(SiluM(4, 1), [4, 8]))
+case("tanh", "row")(lambda: _xt(TanhM(8), [8]))
+case("tanh", "bcast_4x1")(lambda: _xt(TanhM(4, 1), [4, 8]))
+case("sigmoid", "row")(lambda: _xt(SigmoidM(8), [8]))
+case("sigmoid", "bcast_4x1")(lambda: _xt(SigmoidM(4, 1), [4, 8]))
+
+case("softmax", "last_dim")(lambda: _xt(SoftmaxM(-1, 8), [8]))
+case("softmax", "dim1_bcast")(lambda: _xt(SoftmaxM(1, 4, 1), [4, 6]))
+case("log_softmax", "last_dim")(lambda: _xt(LogSoftmaxM(-1, 8), [8]))
+case("log_softmax", "dim1_bcast")(lambda: _xt(LogSoftmaxM(1, 4, 1), [4, 6]))
+
+case("layer_norm", "module")(lambda: _xt(LayerNormModule(), [3, 8]))
+case("layer_norm", "2d_shape")(lambda: _xt(LayerNorm2dShape(), [4, 6]))
+case("layer_norm", "no_affine")(lambda: _xt(LayerNormNoAffine(), [8]))
+
+case("batch_norm", "bn1d")(lambda: _xt(BatchNorm1dM(), [8]))
+case("batch_norm", "bn1d_3d_input")(lambda: _xt(BatchNorm1d3dM(), [4, 6]))
+case("batch_norm", "bn2d")(lambda: _xt(BatchNorm2dM(), [3, 4, 4]))
+case("batch_norm", "functional_no_stats")(lambda: _xt(BatchNormFunctional(), [8]))
+
+case("embedding", "module")(lambda: (EmbeddingM(None), {"i": idx(10, B, 5), "t": R(B, 5, 6)}))
+case("embedding", "padding_idx")(lambda: (EmbeddingM(0), {
+    "i": torch.cat([torch.zeros(B, 1, dtype=torch.int64), idx(10, B, 4)], dim=1), "t": R(B, 5, 6)}))
+case("embedding", "functional_1d")(lambda: (EmbeddingF(), {"i": idx(7, B), "t": R(B, 3)}))
+
+case("conv1d", "basic")(lambda: _xt(ConvM(nn.Conv1d(3, 4, 3)), [3, 10], [4, 8]))
+case("conv1d", "stride_pad_nobias")(
+    lambda: _xt(ConvM(nn.Conv1d(3, 4, 3, stride=2, padding=1, bias=False)), [3, 10], [4, 5]))
+case("conv1d", "groups_dilation")(
+    lambda: _xt(ConvM(nn.Conv1d(4, 4, 3, groups=2, dilation=2)), [4, 10], [4, 6]))
+case("conv2d", "basic_pad")(lambda: _xt(ConvM(nn.Conv2d(3, 4, 3, padding=1)), [3, 6, 6], [4, 6, 6]))
+case("conv2d", "stride2")(lambda: _xt(ConvM(nn.Conv2d(3, 4, 3, stride=2)), [3, 7, 7], [4, 3, 3]))
+case("conv2d", "groups_rect_nobias")(
+    lambda: _xt(ConvM(nn.Conv2d(4, 6, (3, 2), groups=2, bias=False)), [4, 5, 5], [6, 3, 4]))
+
+case("max_pool2d", "k2")(lambda: _xt(MaxPoolM(2, 2, 0), [3, 6, 6], [3, 3, 3]))
+case("max_pool2d", "k3_s2_p1")(lambda: _xt(MaxPoolM(3, 2, 1), [3, 6, 6], [3, 3, 3]))
+case("avg_pool2d", "k2")(lambda: _xt(AvgPoolM(2, 2, 0, True), [3, 6, 6], [3, 3, 3]))
+case("avg_pool2d", "k3_s2_p1_include_pad")(lambda: _xt(AvgPoolM(3, 2, 1, True), [3, 6, 6], [3, 3, 3]))
+case("avg_pool2d", "k3_s2_p1_exclude_pad")(lambda: _xt(AvgPoolM(3, 2, 1, False), [3, 6, 6], [3, 3, 3]))
+case("adaptive_avg_pool2d", "to_1x1")(lambda: _xt(AdaptiveAvgM(1, 1, 3, 5, 5), [3, 5, 5], [3, 1, 1]))
+case("adaptive_avg_pool2d", "to_2x3_uneven")(
+    lambda: _xt(AdaptiveAvgM(2, 3, 3, 5, 7), [3, 5, 7], [3, 2, 3]))
+
+case("flatten", "start1")(lambda: _xt(FlattenM(1, -1, 3, 4), [3, 4], [12]))
+case("flatten", "middle_dims")(lambda: _xt(FlattenM(1, 2, 2, 3, 4), [2, 3, 4], [6, 4]))
+case("view", "merge")(lambda: _xt(ViewMerge(), [3, 4], [12]))
+case("view", "split")(lambda: _xt(ViewSplit(), [8], [2, 4]))
+case("reshape", "non_contiguous")(lambda: _xt(ReshapeTransposed(), [3, 4], [12]))
+case("reshape", "param")(lambda: _xt(ReshapeParam(), [3, 4]))
+case("transpose", "data")(lambda: _xt(TransposeData(), [3, 4], [4, 3]))
+case("transpose", "param")(lambda: _xt(TransposeParam(), [3, 4]))
+case("permute", "data_4d")(lambda: _xt(PermuteData(), [2, 3, 4], [3, 4, 2]))
+case("permute", "param")(lambda: _xt(PermuteParam(), [2, 3, 4]))
+case("contiguous", "after_transpose")(lambda: _xt(ContiguousM(), [3, 4], [4, 3]))
+
+case("split", "equal_size")(lambda: (SplitEqual(), {"x": R(B, 8), "t0": R(B, 3), "t1": R(B, 3),
+                                                   "t2": R(B, 2)}))
+case("split", "sizes")(lambda: (SplitSizes(), {"x": R(B, 8), "t0": R(B, 2), "t1": R(B, 6)}))
+case("chunk", "even")(lambda: (ChunkM(), {"x": R(B, 8), "t0": R(B, 4), "t1": R(B, 4)}))
+case("chunk", "uneven")(lambda: (ChunkUneven(), {"x": R(B, 3, 7), "t0": R(B, 3, 3),
+                                                 "t1": R(B, 3, 3), "t2": R(B, 3, 1)}))
+case("slice", "range")(lambda: _xt(SliceRange(), [8], [4]))
+case("slice", "step")(lambda: _xt(SliceStep(), [8], [4]))
+case("slice", "negative_start")(lambda: _xt(SliceNegative(), [8], [3]))
+case("slice", "param")(lambda: _xt(SliceParam(), [6]))
+case("select", "dim1")(lambda: _xt(SelectDim1(), [4, 5], [5]))
+case("select", "param")(lambda: _xt(SelectParam(), [5]))
+case("select", "negative_index")(lambda: _xt(SelectNegative(), [4, 5], [4]))
+case("cat", "dim1_with_param")(lambda: _xt(CatDim1(), [8], [11]))
+case("cat", "dim0")(lambda: _xt(CatDim0(), [8]))
+case("stack", "dim1")(lambda: _xt(StackDim1(), [8], [2, 8]))
+case("stack", "dim0")(lambda: _xt(StackDim0(), [8]))
+case("squeeze", "last")(lambda: _xt(SqueezeLast(), [8], []))
+case("squeeze", "all")(lambda: _xt(SqueezeAll(), [1, 8], [8]))
+case("squeeze", "dim1")(lambda: _xt(SqueezeDim1(), [1, 8], [8]))
+case("unsqueeze", "param")(lambda: _xt(UnsqueezeParam(), [8]))
+case("unsqueeze", "data_bcast")(lambda: _xt(UnsqueezeData(), [8], [3, 8]))
+case("expand", "row")(lambda: _xt(ExpandRow(), [8]))
+case("expand", "4x1_to_4x8")(lambda: _xt(Expand4x1(), [4, 8]))
+case("expand", "new_dims")(lambda: _xt(ExpandNewDims(), [3, 8]))
+
+case("masked_fill", "zero")(lambda: (MaskedFillM(0.0), {"x": R(B, 8), "m": mask(B, 8), "t": R(B, 8)}))
+case("masked_fill", "value")(lambda: (MaskedFillM(2.5), {"x": R(B, 8), "m": mask(B, 8), "t": R(B, 8)}))
+
+
+def _softmax_mask():
+    m = mask(4, 8)
+    m[:, 0] = False  # every row keeps an unmasked element
+    return MaskedFillSoftmax(), {"x": R(B, 4, 8), "m": m, "t": R(B, 4, 8)}
+
+
+case("masked_fill", "neg_inf_softmax_unbatched_mask", unbatched=("m",))(_softmax_mask)
+case("where", "data_cond")(lambda: (WhereData(), {"x": R(B, 8), "c": mask(B, 8), "t": R(B, 8)}))
+case("where", "param_branches_bcast")(
+    lambda: (WhereParams(), {"x": R(B, 4, 8), "c": mask(B, 4, 8), "t": R(B, 4, 8)}))
+
+case("index_select", "table_rows")(lambda: (IndexSelectTable(), {"i": idx(10, B), "t": R(B, 6)}))
+case("index_select", "dim1_unbatched_index", unbatched=("i",))(
+    lambda: (IndexSelectDim1(), {"x": R(B, 8), "i": torch.tensor([5, 1, 5]), "t": R(B, 3)}))
+case("index_add", "into_param", unbatched=("t",))(
+    lambda: (IndexAddParam(), {"x": R(B, 6), "i": torch.tensor([3, 7, 3, 0])[:B], "t": R(10, 6)}))
+case("index_add", "dim1", unbatched=("i",))(
+    lambda: (IndexAddDim1(), {"x": R(B, 5), "s": R(B, 3), "i": torch.tensor([4, 0, 4]),
+                              "t": R(B, 5)}))
+case("gather", "dim1")(lambda: (GatherM(1, 8), {"x": R(B, 8), "i": idx(8, B, 3), "t": R(B, 3)}))
+case("gather", "dim2_repeats")(
+    lambda: (GatherM(2, 4, 6), {"x": R(B, 4, 6), "i": idx(3, B, 4, 5), "t": R(B, 4, 5)}))
+
+case("sum", "dim")(lambda: _xt(SumDim(), [8], []))
+case("sum", "all")(lambda: _xt(SumAll(), [3, 4]))
+case("sum", "dims_keepdim")(lambda: _xt(SumDimsKeep(), [3, 4], [1, 1]))
+case("mean", "dim")(lambda: _xt(MeanDim(), [8], []))
+case("mean", "all")(lambda: _xt(MeanAll(), [3, 4]))
+case("mean", "dims_keepdim")(lambda: _xt(MeanDimsKeep(), [3, 4], [1, 1]))
+case("max", "dim")(lambda: _xt(MaxDim(False), [8], []))
+case("max", "dim_keepdim")(lambda: _xt(MaxDim(True), [8], [1]))
+case("max", "all")(lambda: _xt(MaxAll(), [3, 4]))
+case("max", "binary")(lambda: (MaxBinary(), {"x": R(B, 8), "x2": R(B, 8), "t": R(B, 8)}))
+case("topk", "largest")(lambda: _xt(TopkM(3, -1, True, 8), [8], [3]))
+case("topk", "smallest_dim1")(lambda: _xt(TopkM(2, 1, False, 5, 3), [5, 3], [2, 3]))
+
+case("cross_entropy", "mean")(lambda: (CrossEntropyM("mean", -100, 0.0), {"x": R(B, 8), "y": idx(5, B)}))
+
+
+def _ce_ignore():
+    y = idx(5, B)
+    y[0] = 1
+    y[1] = 3
+    return CrossEntropyM("sum", 1, 0.0), {"x": R(B, 8), "y": y}
+
+
+case("cross_entropy", "sum_ignore_index")(_ce_ignore)
+case("cross_entropy", "label_smoothing")(
+    lambda: (CrossEntropyM("mean", -100, 0.1), {"x": R(B, 8), "y": idx(5, B)}))
+case("cross_entropy", "3d_logits")(lambda: (CrossEntropy3d(), {"x": R(B, 3, 8), "y": idx(5, B, 3)}))
+case("nll_loss", "mean")(lambda: (NllLossM("mean", -100), {"x": R(B, 8), "y": idx(5, B)}))
+
+
+def _nll_ignore():
+    y = idx(5, B)
+    y[0] = 2
+    y[1] = 4
+    return NllLossM("sum", 2), {"x": R(B, 8), "y": y}
+
+
+case("nll_loss", "sum_ignore_index")(_nll_ignore)
+case("mse_loss", "mean")(lambda: (MseLossM("mean"), {"x": R(B, 3, 8), "y": R(B, 3, 4)}))
+case("mse_loss", "sum")(lambda: (MseLossM("sum"), {"x": R(B, 8), "y": R(B, 4)}))
+case("mse_loss", "param_target")(lambda: (MseLossParamTarget(), {"x": R(B, 4), "y": R(B, 4)}))
+case("kl_div", "batchmean_param_target")(lambda: (KlDivM("batchmean", False), {"x": R(B, 6), "y": R(B, 6)}))
+case("kl_div", "sum_log_target")(lambda: (KlDivM("sum", True), {"x": R(B, 6), "y": R(B, 6)}))
+case("kl_div", "mean_data_target")(
+    lambda: (KlDivDataTarget(), {"x": R(B, 6), "y": torch.softmax(R(B, 6), dim=-1)}))
+
+case("to", "float64_and_back")(lambda: _xt(ToF64(), [8]))
+case("to", "float32_and_back")(lambda: _xt(ToF32(), [8]))
+
+case("baddbmm", "bcast_bias_beta_alpha")(lambda: _xt(BaddbmmBcast(), [4, 8], [4, 5]))
+case("baddbmm", "all_operands")(lambda: (BaddbmmFull(), {"x": R(B, 4, 8), "x2": R(B, 4, 5),
+                                                          "x3": R(B, 8, 5), "t": R(B, 4, 5)}))
+case("pad", "last_dim")(lambda: _xt(PadM([1, 2], 0.0, 8), [8], [11]))
+case("pad", "2d_value")(lambda: _xt(PadM([1, 1, 2, 0], 0.5, 3, 4), [3, 4], [5, 6]))
+case("repeat", "data")(lambda: _xt(RepeatData(), [8], [16]))
+case("repeat", "param")(lambda: _xt(RepeatParam(), [2, 12]))
+case("repeat", "param_new_dim")(lambda: _xt(RepeatNewDim(), [3, 4]))
+case("detach", "param", no_grad=("p1",))(lambda: _xt(DetachParam(), [8]))
+case("detach", "branch", no_grad=("p1",))(lambda: _xt(DetachBranch(), [8]))
+
+
+# ---------------------------------------------------------------------------------------------
+# running a case
+# ---------------------------------------------------------------------------------------------
+class Row:
+    def __init__(self, c: Case, dtype: str):
+        self.case = c
+        self.dtype = dtype
+        self.max_abs = float("nan")
+        self.max_rel = float("nan")
+        self.ok = False
+        self.why = ""
+
+    def text(self) -> str:
+        status = "PASS" if self.ok else "FAIL"
+        line = (f"{self.case.op:<20} {self.case.name:<32} {self.dtype:<4} {self.max_abs:>10.3g} "
+                f"{self.max_rel:>10.3g}  {status}")
+        if self.why:
+            line += "  " + self.why
+        return line
+
+
+HEADER = (f"{'op':<20} {'case':<32} {'type':<4} {'max abs':>10} {'max rel':>10}  result")
+
+
+def config_for(batch: int) -> dict:
+    return {"train_micro_batch_size_per_gpu": batch, "gradient_accumulation_steps": 1,
+            "gradient_clipping": 0.0, "optimizer": {"type": "SGD", "params": {"lr": 1.0}}}
+
+
+def materialise(c: Case, dtype: str, directory: str) -> Tuple[str, str, Dict[str, torch.Tensor]]:
+    """Builds, scripts and saves the case; returns (model path, data path, initial state)."""
+    torch.manual_seed(zlib.crc32(c.id.encode()))
+    module, data = c.build()
+    module = module.to(DTYPES[dtype])
+    module.train()
+    scripted = torch.jit.script(module)
+    os.makedirs(directory, exist_ok=True)
+    model_path = os.path.join(directory, "model.pt")
+    data_path = os.path.join(directory, "data.pt")
+    scripted.save(model_path)
+    step = {}
+    for name, t in data.items():
+        if t.is_floating_point():
+            t = t.to(DTYPES[dtype])
+        step[name] = t.unsqueeze(0).contiguous().clone()  # one micro-step: [1, B, ...] / [1, ...]
+    torch.save(step, data_path)
+    initial = {n: p.detach().clone() for n, p in scripted.named_parameters()}
+    initial.update({n: b.detach().clone() for n, b in scripted.named_buffers()})
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(config_for(B), f)
+    return model_path, data_path, initial
+
+
+def derived_grads(initial: Dict[str, torch.Tensor], after: Dict[str, torch.Tensor],
+                  params: List[str]) -> Dict[str, torch.Tensor]:
+    return {n: (initial[n].to(torch.float64) - after[n].to(torch.float64)) for n in params}
+
+
+def judge(row: Row, initial, params: List[str], ours_state, ref_state, ours_loss, ref_loss) -> None:
+    rtol = RTOL[row.dtype]
+    eps = torch.finfo(DTYPES[row.dtype]).eps
+    for name in list(ref_state):
+        if name not in ours_state:
+            row.why = f"ds-run did not save '{name}'"
+            return
+    g_ours = derived_grads(initial, ours_state, params)
+    g_ref = derived_grads(initial, ref_state, params)
+    worst_abs, worst_rel, failure = 0.0, 0.0, ""
+    for name in params:
+        if list(ours_state[name].shape) != list(initial[name].shape):
+            row.why = f"'{name}' saved with shape {list(ours_state[name].shape)}, expected {list(initial[name].shape)}"
+            return
+        err = (g_ours[name] - g_ref[name]).abs()
+        if bool(torch.isnan(err).any()):
+            failure = failure or f"'{name}': NaN gradient"
+            worst_abs = worst_rel = float("nan")
+            continue
+        scale = float(g_ref[name].abs().max())
+        floor = 4 * eps * max(float(initial[name].abs().max()), float(ref_state[name].abs().max()), 1e-300)
+        m = float(err.max())
+        rel = m / scale if scale > 0 else (0.0 if m <= floor else math.inf)
+        worst_abs = max(worst_abs, m)
+        worst_rel = max(worst_rel, rel)
+        if m > rtol * scale + floor and not failure:
+            at = oracle._unravel(int(torch.argmax(err)), list(err.shape))
+            failure = (f"'{name}'{at}: ours {g_ours[name].reshape(-1)[int(torch.argmax(err))].item():.9g}, "
+                       f"autograd {g_ref[name].reshape(-1)[int(torch.argmax(err))].item():.9g}")
+    # buffers (BatchNorm running statistics): compare values
+    for name in ref_state:
+        if name in params:
+            continue
+        a = ours_state[name].to(torch.float64)
+        o = ref_state[name].to(torch.float64)
+        if list(a.shape) != list(o.shape):
+            failure = failure or f"buffer '{name}': shape {list(a.shape)} vs {list(o.shape)}"
+            continue
+        err = float((a - o).abs().max()) if o.numel() else 0.0
+        scale = float(o.abs().max()) if o.numel() else 0.0
+        if not err <= rtol * scale + 4 * eps * scale and not failure:
+            failure = f"buffer '{name}': max abs err {err:.3g} (scale {scale:.3g})"
+    if ours_loss is None or not oracle._close(ours_loss, ref_loss, rtol, 0.0):
+        failure = failure or f"loss: ours {ours_loss!r}, oracle {ref_loss!r}"
+    row.max_abs, row.max_rel = worst_abs, worst_rel
+    row.ok = not failure
+    row.why = failure
+
+
+def run_tool(cmd: List[str]) -> Tuple[bool, str]:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [l for l in (proc.stderr + proc.stdout).splitlines() if l.strip()]
+        first = lines[0] if lines else f"exit {proc.returncode}"
+        return False, f"{os.path.basename(cmd[0])}: {first}"
+    return True, ""
+
+
+def run_case(c: Case, dtype: str, bindir: str, workdir: str) -> Row:
+    row = Row(c, dtype)
+    directory = os.path.join(workdir, c.op, c.name, dtype)
+    try:
+        model, data, initial = materialise(c, dtype, directory)
+    except Exception as e:  # a broken case is a failure of the table, reported as such
+        row.why = f"building the case failed: {type(e).__name__}: {e}"
+        return row
+    params = [n for n, _ in torch.jit.load(model).named_parameters()]
+    config = os.path.join(directory, "config.json")
+    unbatched = sum((["--unbatched", u] for u in c.unbatched), [])
+    plan = os.path.join(directory, "model.plan")
+    ok, why = run_tool([os.path.join(bindir, "ds-compile"), model, "--config", config,
+                        "--example-inputs", data, "-o", plan] + unbatched)
+    if ok:
+        ok, why = run_tool([os.path.join(bindir, "ds-run"), plan, "--data", data, "--steps", "1",
+                            "--losses", os.path.join(directory, "ours.jsonl"), "--save-params",
+                            os.path.join(directory, "ours.safetensors")] + unbatched)
+    if not ok:
+        row.why = why
+        return row
+    try:
+        ours_lines = oracle.read_jsonl(os.path.join(directory, "ours.jsonl"))
+        ours_state = oracle.load_params(os.path.join(directory, "ours.safetensors"))
+        ref_lines, ref_state = oracle.train(model, data, config_for(B), 1, 1, c.unbatched)
+    except oracle.OracleError as e:
+        row.why = str(e)
+        return row
+    ours_loss = ours_lines[0].get("loss") if ours_lines else None
+    judge(row, initial, params, ours_state, ref_state, ours_loss, ref_lines[0]["loss"])
+    return row
+
+
+def self_check_case(c: Case, dtype: str, workdir: str) -> Row:
+    """The case alone: it scripts, the oracle trains it, and every parameter outside no_grad gets
+    a non-zero gradient (those in no_grad exactly zero)."""
+    row = Row(c, dtype)
+    directory = os.path.join(workdir, c.op, c.name, dtype)
+    try:
+        model, data, initial = materialise(c, dtype, directory)
+        lines, state = oracle.train(model, data, config_for(B), 1, 1, c.unbatched)
+    except Exception as e:
+        row.why = f"{type(e).__name__}: {e}"
+        return row
+    params = [n for n, _ in torch.jit.load(model).named_parameters()]
+    grads = derived_grads(initial, state, params)
+    row.max_abs = max(float(g.abs().max()) for g in grads.values())
+    row.max_rel = 0.0
+    for name, g in grads.items():
+        zero = float(g.abs().max()) == 0.0
+        if (name in c.no_grad) != zero:
+            row.why = (f"'{name}': gradient {'zero' if zero else 'non-zero'} (expected "
+                       f"{'zero' if name in c.no_grad else 'non-zero'})")
+            return row
+        if not bool(torch.isfinite(g).all()):
+            row.why = f"'{name}': non-finite gradient"
+            return row
+    if not math.isfinite(lines[0]["loss"]):
+        row.why = "non-finite loss"
+        return row
+    row.ok = True
+    return row
+
+
+def select_cases(ops: List[str], names: List[str]) -> List[Case]:
+    chosen = [c for c in CASES if c.op in ops]
+    if names:
+        chosen = [c for c in chosen if c.name in names]
+    return chosen
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="grad_table.py",
+                                description="our gradients of every differentiable op vs autograd")
+    p.add_argument("--bin", help="directory with ds-compile and ds-run")
+    p.add_argument("--op", action="append", default=[], metavar="NAME", help="op to test (repeatable)")
+    p.add_argument("--all", action="store_true", help="every op")
+    p.add_argument("--case", action="append", default=[], metavar="NAME",
+                   help="only these case names of the chosen ops")
+    p.add_argument("--dtype", choices=["f64", "f32", "both"], default="both")
+    p.add_argument("--workdir", default=None, help="where models, data and outputs go (default: a "
+                   "temporary directory, removed unless a case fails or --keep)")
+    p.add_argument("--keep", action="store_true", help="keep the work directory")
+    p.add_argument("--list", action="store_true", help="print the op names, one per line")
+    p.add_argument("--list-cases", action="store_true", help="print op/case names, one per line")
+    p.add_argument("--self-check", action="store_true",
+                   help="check the cases against the oracle alone (no ds tools)")
+    args = p.parse_args(argv)
+
+    if args.list:
+        for op in OPS:
+            print(op)
+        return 0
+    if args.list_cases:
+        for c in CASES:
+            print(c.id)
+        return 0
+    unknown = [o for o in args.op if o not in OPS]
+    if unknown:
+        p.error(f"unknown op(s) {', '.join(unknown)}; see --list")
+    ops = OPS if args.all else args.op
+    if not ops:
+        p.error("give --op NAME (repeatable), --all, --list or --list-cases")
+    if not args.self_check and not args.bin:
+        p.error("--bin BUILD/bin is required (or --self-check)")
+    cases = select_cases(ops, args.case)
+    if not cases:
+        p.error("no case matches")
+    dtypes = ["f64", "f32"] if args.dtype == "both" else [args.dtype]
+
+    workdir = args.workdir or tempfile.mkdtemp(prefix="grad_table.")
+    os.makedirs(workdir, exist_ok=True)
+    torch.set_num_threads(1)
+    print(HEADER)
+    rows = []
+    for c in cases:
+        for dt in dtypes:
+            if args.self_check:
+                row = self_check_case(c, dt, workdir)
+            else:
+                row = run_case(c, dt, args.bin, workdir)
+            rows.append(row)
+            print(row.text(), flush=True)
+    failed = [r for r in rows if not r.ok]
+    print(f"{len(rows) - len(failed)} of {len(rows)} cases pass"
+          + (f"; FAILED: {', '.join(r.case.id + ' ' + r.dtype for r in failed)}" if failed else ""))
+    if args.workdir is None:
+        if failed or args.keep:
+            print(f"work directory kept: {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
