@@ -978,6 +978,28 @@ LogicalResult GraphImporter::importOperator(jit::Node *node) {
     return success();
   }
 
+  // Training-mode dropout keeps its mask as a value (native_dropout), so that
+  // the backward uses the same mask as the forward.
+  if (name == "aten::dropout" && args[1].isStatic() && args[2].isStatic() &&
+      args[2].example.toBool() && args[1].example.toDouble() > 0.0) {
+    Location l = loc(node);
+    Value x = materialize(args[0], l);
+    auto type = cast<RankedTensorType>(x.getType());
+    auto maskType = RankedTensorType::get(type.getShape(),
+                                          builder.getI1Type());
+    Operation *op = emitAten("aten::native_dropout",
+                             {x, materialize(args[1], l),
+                              materialize(args[2], l)},
+                             {type, maskType}, node);
+    Abstract result = args[0];
+    result.value = op->getResult(0);
+    result.isView = false;
+    result.isParam = result.isBuffer = false;
+    result.path.clear();
+    bind(node->output(), result);
+    return success();
+  }
+
   // Training-mode batch norm updates its running statistics in place.
   if (name == "aten::batch_norm" && args[5].isStatic() &&
       args[5].example.toBool() && args[3].kind == Abstract::Kind::Dynamic)

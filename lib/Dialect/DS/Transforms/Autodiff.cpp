@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ds/Dialect/DS/IR/AtenRegistry.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/GradientRules.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
@@ -200,6 +201,19 @@ LogicalResult Differentiator::backpropIf(IfOp op) {
   if (!anyGrad)
     return success(); // nothing the losses need flows out of the branch
   (void)paramsInside;
+
+  // The branches are recomputed for the backward: a random draw inside
+  // would not repeat the forward's.
+  Operation *random = nullptr;
+  op->walk([&](AtenOp inner) {
+    if (auto info = lookupAtenOp(inner.getOp());
+        info && info->effect == AtenEffect::Random)
+      random = inner;
+  });
+  if (random)
+    return random->emitOpError()
+           << "random operator inside a data-dependent branch cannot be "
+              "differentiated (the branch is recomputed for the backward)";
 
   llvm::SetVector<Value> outer = outerVaryingUses(op, varying);
   SmallVector<Type> types;

@@ -205,6 +205,17 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
                           gb.operand(0).getType()));
     return success();
   };
+  t["aten::native_dropout"] = [](GradientBuilder &gb) -> LogicalResult {
+    auto p = gb.staticFloat(gb.operand(1));
+    if (!p)
+      return gb.op.emitOpError() << "gradient of dropout needs a constant p";
+    Value g = gb.resultGradOrZeros(0);
+    double scale = *p >= 1.0 ? 0.0 : 1.0 / (1.0 - *p);
+    gb.setGrad(0, gb.aten("aten::native_dropout_backward",
+                          {g, gb.result(1), gb.constFloat(scale)},
+                          g.getType()));
+    return success();
+  };
   t["aten::dropout"] = [](GradientBuilder &gb) -> LogicalResult {
     auto p = gb.staticFloat(gb.operand(1));
     auto c = gb.operand(2).getDefiningOp<ConstantOp>();
