@@ -117,7 +117,7 @@ private:
 
   /// forward() returns the losses: they must exist when it ends.
   void checkComputedByForward(ValueId id, const std::string &where) const {
-    if (!program_.backwardStart || liveAfterForward_.empty() ||
+    if (!isTrain_ || !program_.backwardStart || liveAfterForward_.empty() ||
         liveAfterForward_[id])
       return;
     fail(where, "value " + valueName(id) + " is computed by " +
@@ -610,11 +610,10 @@ private:
                                         std::to_string(plan_.outputs.size()));
     if (const Program *train = plan_.findProgram("train");
         train && train->results.size() != plan_.outputs.size())
-      fail("programs.train.results",
-           "the train program returns " +
-               std::to_string(train->results.size()) +
-               " value(s), but \"outputs\" lists " +
-               std::to_string(plan_.outputs.size()));
+      fail("programs.train.results", "the train program returns " +
+                                         std::to_string(train->results.size()) +
+                                         " value(s), but \"outputs\" lists " +
+                                         std::to_string(plan_.outputs.size()));
     for (const auto &[name, program] : plan_.programs)
       ProgramValidator(plan_, program, origin_, name).run();
   }

@@ -41,8 +41,7 @@ void Engine::requireTrain(const char *call) const {
 
 uint64_t Engine::seed() const { return trainer_ ? trainer_->seed() : 0; }
 
-std::vector<at::Tensor>
-Engine::forward(const std::vector<at::Tensor> &inputs) {
+std::vector<at::Tensor> Engine::forward(const std::vector<at::Tensor> &inputs) {
   requireTrain("forward");
   const plan::Program &program = *plan_->findProgram("train");
   // A forward whose backward never ran is dropped with its activations.

@@ -82,7 +82,8 @@ void Optimizer::adamStep(const std::vector<at::Tensor> &params,
     }
     expAvg.mul_(beta1).add_(grad, 1 - beta1);
     expAvgSq.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
-    at::Tensor denom = (expAvgSq.sqrt() / biasCorrection2Sqrt).add_(config_.eps);
+    at::Tensor denom =
+        (expAvgSq.sqrt() / biasCorrection2Sqrt).add_(config_.eps);
     param.addcdiv_(expAvg, denom, -stepSize);
   }
 }

@@ -64,8 +64,8 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
     engine.config = parseConfig(plan, i, origin);
     const config::EngineConfig &config = engine.config;
     if (!config.frozen() && (config.fp16.enabled || config.bf16.enabled))
-      throw RuntimeError(origin + ": engine \"" + engine.name + "\": " +
-                         (config.fp16.enabled ? "fp16" : "bf16") +
+      throw RuntimeError(origin + ": engine \"" + engine.name +
+                         "\": " + (config.fp16.enabled ? "fp16" : "bf16") +
                          " training (fp32 master weights" +
                          (config.fp16.enabled ? ", loss scaling" : "") +
                          ") is not implemented by this runtime yet");

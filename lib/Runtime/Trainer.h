@@ -1,4 +1,4 @@
-//===- Trainer.h - Per-engine training state and the update ------*- C++ -*-===//
+//===- Trainer.h - Per-engine training state and the update ---*- C++ -*-===//
 //
 // What the runtime reads from each engine's DeepSpeed config (the plan's
 // engines[].config, parsed with the compiler's config library) and does at

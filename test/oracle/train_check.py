@@ -42,7 +42,10 @@ class CheckFailed(Exception):
 
 
 def run(cmd, what):
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        raise CheckFailed(f"{what}: cannot run {cmd[0]}: {e.strerror}")
     if proc.returncode != 0:
         raise CheckFailed("%s failed (exit %d): %s\n%s%s" % (
             what, proc.returncode, " ".join(shlex.quote(c) for c in cmd), proc.stdout, proc.stderr))

@@ -13,9 +13,10 @@
 namespace ds::run {
 
 std::string usageText() {
-  return R"(usage: ds-run PLAN --data DATA [--steps N] --eval [options]
+  return R"(usage: ds-run PLAN --data DATA [--steps N] [--eval] [options]
 
-Runs a plan written by ds-compile on a data file.
+Trains a plan written by ds-compile on a data file (or, with --eval, runs
+its forward only).
 
   PLAN                  the plan file (JSON, see docs/plan-format.md)
   --data DATA           training data: a torch.save dict or a .safetensors
@@ -24,10 +25,16 @@ Runs a plan written by ds-compile on a data file.
   --steps N             optimizer steps to run (each consumes
                         gradient_accumulation_steps micro-steps); default:
                         as many whole steps as the data holds
-  --eval                run the plan's eval program (forward only) and
-                        report the loss per step
+  --eval                run the plan's eval program (forward only, no
+                        updates) and report the loss per step
   --losses OUT.jsonl    also write the loss lines to this file (atomically,
                         when the run ends)
+  --save-params OUT.safetensors
+                        write the parameters and buffers, keyed by
+                        qualified name, when the run ends (atomically)
+  --seed S              the seed of dropout masks and every random draw
+                        (an integer >= 0); overrides the config's "seed";
+                        default 0
   --unbatched NAME      forward argument NAME is not batched: shaped [S, ...]
                         in the data file, every rank gets it whole
                         (repeatable; must agree with the plan)
@@ -35,9 +42,12 @@ Runs a plan written by ds-compile on a data file.
                         file keyed by qualified name, or a TorchScript archive
   -h, --help            show this help
 
-Output: one JSON line per step on stdout, {"step": 1, "loss": L}, L the mean
-over ranks and micro-steps; plans whose forward returns several losses also
-get "losses": [...] (one per output) and L is their sum. Errors: one line on
+Output: one JSON line per optimizer step on stdout,
+  {"step": 1, "loss": L, "lr": .., "grad_norm": .., "loss_scale": 1.0,
+   "skipped": false}
+L being the mean over ranks and micro-steps; plans whose forward returns
+several losses also get "losses": [...] (one per output) and L is their sum.
+--eval lines have "step" and "loss" (and "losses") only. Errors: one line on
 stderr, exit code 1.
 )";
 }
@@ -70,12 +80,14 @@ private:
   size_t next_ = 0;
 };
 
-int64_t positiveInteger(const std::string &flag, const std::string &text) {
+/// A decimal integer >= `min`, else a UsageError saying what was expected.
+int64_t integerAtLeast(const std::string &flag, const std::string &text,
+                       long long min, const char *expected) {
   errno = 0;
   char *end = nullptr;
   long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE || value < 1)
-    throw UsageError(flag + ": '" + text + "' is not a positive integer");
+  if (text.empty() || *end != '\0' || errno == ERANGE || value < min)
+    throw UsageError(flag + ": '" + text + "' is not " + expected);
   return value;
 }
 
@@ -122,7 +134,13 @@ Options parseOptions(int argc, char **argv) {
     } else if (flag == "--data") {
       options.dataPath = args.value(flag, inlineValue);
     } else if (flag == "--steps") {
-      options.steps = positiveInteger(flag, args.value(flag, inlineValue));
+      options.steps = integerAtLeast(flag, args.value(flag, inlineValue), 1,
+                                     "a positive integer");
+    } else if (flag == "--seed") {
+      options.seed = integerAtLeast(flag, args.value(flag, inlineValue), 0,
+                                    "an integer >= 0");
+    } else if (flag == "--save-params") {
+      options.saveParamsPath = args.value(flag, inlineValue);
     } else if (flag == "--losses") {
       options.lossesPath = args.value(flag, inlineValue);
     } else if (flag == "--unbatched") {
@@ -140,9 +158,6 @@ Options parseOptions(int argc, char **argv) {
     throw UsageError("missing the plan file (ds-run PLAN --data DATA ...)");
   if (options.dataPath.empty())
     throw UsageError("missing required option --data");
-  if (!options.eval)
-    throw UsageError("training is not implemented yet: pass --eval to run "
-                     "the plan's eval program");
   return options;
 }
 

@@ -22,12 +22,17 @@ struct Options {
   std::string dataPath;
   /// Optimizer steps to run; default: as many whole steps as the data holds.
   std::optional<int64_t> steps;
+  /// Run the eval program instead of training.
   bool eval = false;
   /// JSON-lines output, written atomically at the end.
   std::string lossesPath;
   std::vector<std::string> unbatched;
   /// Replaces the plan's weights.
   std::string weightsPath;
+  /// Final parameters and buffers (safetensors), written atomically.
+  std::string saveParamsPath;
+  /// Overrides the configs' "seed".
+  std::optional<int64_t> seed;
   bool help = false;
 };
 

@@ -8,6 +8,7 @@
 
 #include "EvalLoop.h"
 #include "Options.h"
+#include "TrainLoop.h"
 #include "World.h"
 
 #include <c10/util/Exception.h>
@@ -48,7 +49,10 @@ int main(int argc, char **argv) {
       return 0;
     }
     ds::run::World world = ds::run::World::detect();
-    ds::run::runEval(options, world);
+    if (options.eval)
+      ds::run::runEval(options, world);
+    else
+      ds::run::runTrain(options, world);
     return 0;
   } catch (const ds::run::UsageError &error) {
     return fail(std::string(error.what()) + " (see ds-run --help)");

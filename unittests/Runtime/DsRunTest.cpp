@@ -3,7 +3,9 @@
 #include "TestUtil.h"
 
 #include "ds/Plan/PlanFormat.h"
+#include "ds/Runtime/Engine.h"
 #include "ds/Runtime/Safetensors.h"
+#include "ds/Runtime/StateStore.h"
 
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/torch.h>
@@ -153,7 +155,14 @@ TEST(DsRun, ErrorsAreOneLineAndExitCodeOne) {
       {{plan, "--data", dir.file("data.pt"), "--eval", "--steps"},
        "ds-run: error: option --steps needs a value"},
       {{plan, "--data", dir.file("data.pt")},
-       "ds-run: error: training is not implemented yet: pass --eval"},
+       "ds-run: error: " + plan +
+           ": the plan has no train program (programs.train): it was "
+           "compiled for evaluation only; pass --eval to run its eval "
+           "program"},
+      {{plan, "--data", dir.file("data.pt"), "--seed", "x"},
+       "ds-run: error: --seed: 'x' is not an integer >= 0"},
+      {{plan, "--data", dir.file("data.pt"), "--seed=-1"},
+       "ds-run: error: --seed: '-1' is not an integer >= 0"},
       {{plan, "--data", dir.file("data.pt"), "--eval", "--steps", "3"},
        "has S = 4 micro-steps, but 6 are needed (3 step(s) x 2 gradient "
        "accumulation step(s))"},
@@ -180,4 +189,98 @@ TEST(DsRun, Help) {
   RunResult run = runDsRun(dir, {"--help"});
   EXPECT_EQ(run.exitCode, 0);
   EXPECT_EQ(run.out.rfind("usage: ds-run PLAN --data DATA", 0), 0u);
+}
+
+TEST(DsRun, TrainsAndReportsEveryStep) {
+  TempDir dir;
+  torch::manual_seed(1);
+  runtime::NamedTensors weights = {{"fc.weight", torch::randn({3, 4})},
+                                   {"fc.bias", torch::randn({3})},
+                                   {"extra.scale", torch::randn({2})}};
+  runtime::writeSafetensors(dir.file("w.safetensors"), weights);
+  at::Tensor x = torch::randn({6, 4, 4});
+  at::Tensor t = torch::randn({6, 4, 3});
+  runtime::writeSafetensors(dir.file("data.safetensors"), {{"x", x}, {"t", t}});
+  std::string plan = test::sourceFile("plans/linear_mse_train.json");
+  RunResult run =
+      runDsRun(dir, {plan, "--data", dir.file("data.safetensors"), "--steps",
+                     "3", "--weights", dir.file("w.safetensors"), "--losses",
+                     dir.file("losses.jsonl"), "--save-params",
+                     dir.file("params.safetensors"), "--seed", "3"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(run.out, test::readText(dir.file("losses.jsonl")));
+
+  // The same training in this process: the tool's numbers are the engine's.
+  runtime::LoadOptions options;
+  options.weightsPath = dir.file("w.safetensors");
+  runtime::Engine engine = runtime::Engine::load(plan, options);
+  std::vector<ordered_json> lines = jsonLines(run.out);
+  ASSERT_EQ(lines.size(), 3u);
+  for (int step = 0; step < 3; ++step) {
+    const ordered_json &line = lines[step];
+    std::vector<std::string> keys;
+    for (const auto &item : line.items())
+      keys.push_back(item.key());
+    EXPECT_EQ(keys, (std::vector<std::string>{"step", "loss", "lr", "grad_norm",
+                                              "loss_scale", "skipped"}));
+    double loss = engine.forward({x[step], t[step]})[0].item<double>();
+    engine.backward();
+    runtime::StepReport report = engine.step();
+    EXPECT_EQ(line["step"], step + 1);
+    EXPECT_EQ(line["loss"].get<double>(), loss);
+    EXPECT_EQ(line["lr"].get<double>(), 0.01);
+    EXPECT_EQ(line["grad_norm"].get<double>(), report.gradNorm());
+    EXPECT_EQ(line["loss_scale"].get<double>(), 1.0);
+    EXPECT_EQ(line["skipped"], false);
+  }
+  // Parameters (and buffers, were there any) by qualified name.
+  runtime::NamedTensors saved =
+      runtime::readSafetensors(dir.file("params.safetensors"));
+  ASSERT_EQ(saved.size(), 3u);
+  for (const auto &[name, tensor] : saved) {
+    const at::Tensor &ours =
+        engine.state().tensor(engine.state().indexOf(name));
+    EXPECT_TRUE(tensor.equal(ours)) << name;
+  }
+  EXPECT_FALSE(saved[0].second.equal(weights[0].second)) << "it trained";
+  for (const std::string &name : test::listDir(dir.path()))
+    EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
+
+  // Too little data fails before any work, naming both numbers.
+  RunResult shortData =
+      runDsRun(dir, {plan, "--data", dir.file("data.safetensors"), "--steps",
+                     "7", "--weights", dir.file("w.safetensors")});
+  EXPECT_EQ(shortData.exitCode, 1);
+  EXPECT_NE(shortData.err.find("has S = 6 micro-steps, but 7 are needed (7 "
+                               "step(s) x 1 gradient accumulation step(s))"),
+            std::string::npos)
+      << shortData.err;
+  EXPECT_EQ(shortData.out, "");
+}
+
+TEST(DsRun, TrainLinesForTupleLossesAndFrozenModels) {
+  // The two-loss plan with a train program and no parameters: its one
+  // engine has no optimizer (frozen), so there is no LR and no gradient.
+  TempDir dir;
+  std::string path = writeTwoLossPlan(dir);
+  Plan plan = readPlan(path);
+  Program train = plan.programs.at("eval");
+  train.backwardStart = int64_t(train.body.size());
+  plan.programs["train"] = train;
+  writePlan(plan, path);
+  at::Tensor x = torch::randn({4, 2, 3});
+  saveDict(dir.file("data.pt"), "x", x);
+  RunResult run = runDsRun(dir, {path, "--data", dir.file("data.pt")});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  std::vector<ordered_json> lines = jsonLines(run.out);
+  ASSERT_EQ(lines.size(), 2u); // S = 4, GAS = 2.
+  for (int step = 0; step < 2; ++step) {
+    double sum = (x[2 * step].sum().item<double>() +
+                  x[2 * step + 1].sum().item<double>()) /
+                 2;
+    EXPECT_NEAR(lines[step]["losses"][0].get<double>(), sum, 1e-6);
+    EXPECT_TRUE(lines[step]["lr"].is_null());
+    EXPECT_EQ(lines[step]["grad_norm"].get<double>(), 0.0);
+    EXPECT_EQ(lines[step]["skipped"], false);
+  }
 }

@@ -439,3 +439,49 @@ TEST(Executor, MeasuredPeakWithBranches) {
   engine.forwardEval({torch::ones({32})}); // then branch
   EXPECT_EQ(engine.memory().peakBytes, predicted);
 }
+
+TEST(Executor, MaskedOffBackwardOutputsMayBeUndefined) {
+  // convolution_backward with output_mask [true, true, false] (a conv
+  // without bias) returns an undefined third tensor; it is unused.
+  ProgramBuilder b;
+  ValueId gradOut = b.tensor(DType::Float32, {1, 2, 3, 3});
+  ValueId input = b.tensor(DType::Float32, {1, 1, 5, 5});
+  ValueId weight = b.tensor(DType::Float32, {2, 1, 3, 3});
+  ValueId none = b.scalar(ValueType::None);
+  ValueId one = b.scalar(ValueType::Int);
+  ValueId zero = b.scalar(ValueType::Int);
+  ValueId ones = b.list(ValueType::Int);
+  ValueId zeros = b.list(ValueType::Int);
+  ValueId no = b.scalar(ValueType::Bool);
+  ValueId yes = b.scalar(ValueType::Bool);
+  ValueId mask = b.list(ValueType::Bool);
+  ValueId gradInput = b.tensor(DType::Float32, {1, 1, 5, 5});
+  ValueId gradWeight = b.tensor(DType::Float32, {2, 1, 3, 3});
+  ValueId gradBias = b.tensor(DType::Float32, {2});
+  ValueId total = b.tensor(DType::Float32, {});
+  b.add(Op::input(0, gradOut));
+  b.add(Op::constant(Constant::ofTensor(DType::Float32, {1, 1, 5, 5},
+                                        std::string(25 * 4, '\0')),
+                     input));
+  b.add(Op::constant(Constant::ofTensor(DType::Float32, {2, 1, 3, 3},
+                                        std::string(18 * 4, '\0')),
+                     weight));
+  b.add(Op::constant(Constant::none(), none));
+  b.add(Op::constant(Constant::ofInt(1), one));
+  b.add(Op::constant(Constant::ofInt(0), zero));
+  b.add(Op::list({one, one}, ones));
+  b.add(Op::list({zero, zero}, zeros));
+  b.add(Op::constant(Constant::ofBool(false), no));
+  b.add(Op::constant(Constant::ofBool(true), yes));
+  b.add(Op::list({yes, yes, no}, mask));
+  b.call("aten::convolution_backward",
+         {gradOut, input, weight, none, ones, zeros, ones, no, zeros, one,
+          mask},
+         {gradInput, gradWeight, gradBias}, {gradBias});
+  b.call("aten::sum", {gradWeight}, {total});
+  b.program.results = {total};
+  Engine engine = engineFor(
+      test::makePlan({floatInput("g", {1, 2, 3, 3})}, b.program));
+  std::vector<at::Tensor> out = engine.forwardEval({torch::ones({1, 2, 3, 3})});
+  EXPECT_EQ(out[0].item<float>(), 0.0f); // The input is zero.
+}

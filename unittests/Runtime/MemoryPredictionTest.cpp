@@ -3,6 +3,7 @@
 #include "TestUtil.h"
 
 #include "ds/Plan/MemoryPrediction.h"
+#include "ds/Plan/PlanFormat.h"
 
 using namespace ds::plan;
 
@@ -51,4 +52,12 @@ TEST(MemoryPrediction, IfCountsTheLargerBranch) {
   EXPECT_EQ(predictPeakBytes(b.program), 4040);
   EXPECT_EQ(staticValueBytes(b.program.values[big]), 4000);
   EXPECT_EQ(staticValueBytes(b.program.values[c]), std::nullopt);
+}
+
+TEST(MemoryPrediction, GradOpsProduceNothing) {
+  Plan plan = readPlan(ds::test::sourceFile("plans/linear_mse_train.json"));
+  // The slots of the forward persist into the backward. The peak is at
+  // mse_loss_backward, before its frees: x 64 + t 48 + y 48 + loss 4 +
+  // seed 4 + dy 48 = 216 bytes (grad ops add nothing; state counts 0).
+  EXPECT_EQ(predictPeakBytes(*plan.findProgram("train")), 216);
 }

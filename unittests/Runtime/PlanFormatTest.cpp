@@ -290,3 +290,120 @@ TEST(PlanFormat, WritePlanIsAtomicAndValidates) {
                     PlanError, "cannot create a temporary file");
   EXPECT_EQ(test::listDir(dir.path()), std::vector<std::string>{"out.json"});
 }
+
+//===----------------------------------------------------------------------===//
+// programs.train: grad ops and backward_start
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+ordered_json trainBase() { return planJson("linear_mse_train.json"); }
+
+ordered_json &trainBody(ordered_json &json) {
+  return json["programs"]["train"]["body"];
+}
+
+} // namespace
+
+TEST(PlanFormat, ReadsTheTrainPlan) {
+  Plan plan = readPlan(test::sourceFile("plans/linear_mse_train.json"));
+  const Program *train = plan.findProgram("train");
+  ASSERT_NE(train, nullptr);
+  EXPECT_EQ(train->backwardStart, 6);
+  EXPECT_FALSE(plan.findProgram("eval")->backwardStart.has_value());
+  const Op &grad = train->body[12];
+  EXPECT_EQ(grad.kind, OpKind::Grad);
+  EXPECT_EQ(grad.name, "fc.weight");
+  EXPECT_EQ(grad.arg, 11);
+  EXPECT_TRUE(grad.results.empty());
+  EXPECT_EQ(grad.label(), "grad");
+
+  // Round trip, and the writer's one line per op.
+  ordered_json json = toJson(plan);
+  EXPECT_EQ(json["programs"]["train"]["backward_start"], 6);
+  EXPECT_FALSE(json["programs"]["eval"].contains("backward_start"));
+  EXPECT_EQ(toJson(parsePlan(ordered_json::parse(json.dump()), "rt")), json);
+  EXPECT_NE(
+      printPlan(plan).find("{\"kind\": \"grad\", \"name\": \"fc.weight\", "
+                           "\"arg\": 11, \"free\": [11]}"),
+      std::string::npos);
+  EXPECT_EQ(Op::grad("fc.bias", 14).kind, OpKind::Grad);
+}
+
+TEST(PlanFormat, BadGradOps) {
+  ordered_json json = trainBase();
+  trainBody(json)[12]["name"] = "fc.weights";
+  expectInvalid(json, "programs.train.body[12] (grad): name: the plan has no "
+                      "state named \"fc.weights\"");
+  json = trainBase();
+  json["state"][0]["requires_grad"] = false;
+  expectInvalid(json, "programs.train.body[12] (grad): name: parameter "
+                      "\"fc.weight\" does not require grad");
+  json = trainBase();
+  json["state"].push_back({{"name", "bn.running_mean"},
+                           {"kind", "buffer"},
+                           {"dtype", "float32"},
+                           {"shape", {3}},
+                           {"engine", "model"}});
+  trainBody(json)[16]["name"] = "bn.running_mean";
+  expectInvalid(json, "programs.train.body[16] (grad): name: "
+                      "\"bn.running_mean\" is a buffer; only parameters have "
+                      "gradients");
+  json = trainBase();
+  trainBody(json)[16]["arg"] = 11; // The weight's gradient, already freed.
+  expectInvalid(json, "programs.train.body[16] (grad): arg: value %11 is used "
+                      "after it was freed by programs.train.body[12] (grad)");
+  json = trainBase();
+  trainBody(json)[12]["free"] = ordered_json::array();
+  trainBody(json)[16]["arg"] = 11; // A [3, 4] tensor for the [3] bias.
+  expectInvalid(json, "programs.train.body[16] (grad): arg: %11 (tensor "
+                      "float32 [3, 4]) does not match parameter \"fc.bias\" "
+                      "(float32 [3])");
+  json = trainBase();
+  trainBody(json)[15]["free"] = {9};
+  trainBody(json)[16]["arg"] = 13;
+  expectInvalid(json, "programs.train.body[16] (grad): arg: the value must be "
+                      "tensor, but %13 (list of int) is not");
+  json = trainBase();
+  trainBody(json)[12].erase("arg");
+  expectInvalid(json, "programs.train.body[12] (grad): missing required field "
+                      "\"arg\"");
+  json = trainBase();
+  evalBody(json).push_back({{"kind", "grad"}, {"name", "fc.bias"}, {"arg", 5}});
+  expectInvalid(json, "programs.eval.body[6] (grad): grad ops belong to "
+                      "programs.train");
+}
+
+TEST(PlanFormat, BackwardStart) {
+  ordered_json json = trainBase();
+  json["programs"]["train"].erase("backward_start");
+  expectInvalid(json, "programs.train: missing required field "
+                      "\"backward_start\"");
+  json = trainBase();
+  json["programs"]["train"]["backward_start"] = 18;
+  expectInvalid(json, "programs.train.backward_start: must be in [0, 17] (the "
+                      "body has 17 ops), found 18");
+  json["programs"]["train"]["backward_start"] = -1;
+  expectInvalid(json, "found -1");
+  json["programs"]["train"]["backward_start"] = "6";
+  expectInvalid(json, "programs.train.backward_start: expected an integer");
+  json = trainBase();
+  json["programs"]["train"]["backward_start"] = 5; // Before mse_loss.
+  expectInvalid(json, "programs.train.results[0]: value %5 is computed by "
+                      "programs.train.body[5] (aten::mse_loss), after "
+                      "backward_start (5); the results (the losses) must be "
+                      "computed by the forward part");
+  // Both ends are allowed: an all-backward body has no results to return.
+  json["programs"]["train"]["backward_start"] = 17;
+  EXPECT_NO_THROW(parsePlan(json, "end"));
+  json = trainBase();
+  json["programs"]["train"]["results"] = {5, 5};
+  expectInvalid(json, "programs.train.results: the train program returns 2 "
+                      "value(s), but \"outputs\" lists 1");
+  // Ignored outside programs.train, but still range-checked.
+  json = trainBase();
+  json["programs"]["eval"]["backward_start"] = 3;
+  EXPECT_NO_THROW(parsePlan(json, "eval"));
+  json["programs"]["eval"]["backward_start"] = 9;
+  expectInvalid(json, "programs.eval.backward_start: must be in [0, 6]");
+}

@@ -1,4 +1,4 @@
-//===- Optimizer.h - Parameter updates at the accumulation boundary -*- C++ -*-//
+//===- Optimizer.h - Parameter updates at the boundary --------*- C++ -*-===//
 //
 // The optimizers DeepSpeed configs name (Adam, AdamW, SGD), computed exactly
 // as torch.optim 1.13 computes them (its single-tensor code paths, op for op,

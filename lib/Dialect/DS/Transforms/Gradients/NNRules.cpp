@@ -21,10 +21,10 @@ Value transposeLast(GradientBuilder &gb, Value v) {
                  transposedType(v));
 }
 
-/// `v` as a 2-D [rows, last] tensor.
-Value flatten2D(GradientBuilder &gb, Value v) {
+/// `v` as a 2-D [rows, last] tensor; `last` is its last dim, known from the
+/// weight even where `v`'s type leaves it dynamic.
+Value flatten2D(GradientBuilder &gb, Value v, int64_t last) {
   auto t = cast<RankedTensorType>(v.getType());
-  int64_t last = t.getShape().back();
   int64_t rows = ShapedType::kDynamic;
   if (t.hasStaticShape())
     rows = t.getNumElements() / std::max<int64_t>(last, 1);
@@ -46,7 +46,9 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
     if (gb.needsGrad(0))
       gb.setGrad(0, gb.aten("aten::matmul", {g, w}, x.getType()));
     if (gb.needsGrad(1)) {
-      Value g2 = flatten2D(gb, g), x2 = flatten2D(gb, x);
+      auto wt = cast<RankedTensorType>(w.getType());
+      Value g2 = flatten2D(gb, g, wt.getDimSize(0));
+      Value x2 = flatten2D(gb, x, wt.getDimSize(1));
       gb.setGrad(1, gb.aten("aten::mm", {transposeLast(gb, g2), x2},
                             w.getType()));
     }

@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""Step time of a compiled plan (ds-compile + ds-run) vs LibTorch eager autograd + torch.optim.
+
+  bench/step_time.py --bin build/bin [--model transformer] [--steps 20] [--threads 1]
+
+Both sides train the same TorchScript module on the same data with the same AdamW config and
+thread count, in this one script. ds-run's time per step is taken from two runs of different
+lengths (the difference cancels process start-up and plan loading); the eager side times its
+loop directly after one warm-up step. Prints a markdown table row with the ratio and the BLAS that
+LibTorch loaded.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "test", "oracle"))
+
+
+def blas_in_use():
+    link = "/etc/alternatives/libblas.so.3-x86_64-linux-gnu"
+    try:
+        return os.path.realpath(link)
+    except OSError:
+        return "unknown"
+
+
+def time_ds_run(bin_dir, plan, data, steps, env):
+    cmd = [os.path.join(bin_dir, "ds-run"), plan, "--data", data, "--steps", str(steps)]
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bin", required=True)
+    p.add_argument("--model", default="transformer")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args()
+
+    torch.set_num_threads(args.threads)
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, os.path.join(HERE, "..", "test", "models",
+                                                     "make_models.py"), tmp],
+                       check=True, stdout=subprocess.DEVNULL)
+        model = os.path.join(tmp, args.model + ".pt")
+        data_path = os.path.join(tmp, args.model + ".data.pt")
+        data = torch.load(data_path)
+        s_avail = next(iter(data.values())).shape[0]
+        # Repeat the data so that both runs have enough micro-steps.
+        reps = (args.steps * 2 + s_avail - 1) // s_avail
+        data = {k: v.repeat((reps,) + (1,) * (v.dim() - 1)) for k, v in data.items()}
+        big = os.path.join(tmp, "bench.data.pt")
+        torch.save(data, big)
+        config = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 1,
+                  "gradient_clipping": 1.0,
+                  "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.01}}}
+        cfg = os.path.join(tmp, "cfg.json")
+        with open(cfg, "w") as f:
+            json.dump(config, f)
+        plan = os.path.join(tmp, "model.plan")
+        subprocess.run([os.path.join(args.bin, "ds-compile"), model, "--config", cfg,
+                        "--example-inputs", big, "-o", plan], check=True, env=env)
+        short = time_ds_run(args.bin, plan, big, args.steps // 2, env)
+        long = time_ds_run(args.bin, plan, big, args.steps, env)
+        ours = (long - short) / (args.steps - args.steps // 2)
+
+        module = torch.jit.load(model)
+        module.train()
+        opt = torch.optim.AdamW(module.parameters(), lr=1e-3, weight_decay=0.01)
+        names = list(data.keys())
+
+        def eager_step(s):
+            loss = module(*[data[n][s] for n in names])
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+            opt.step()
+
+        eager_step(0)
+        start = time.perf_counter()
+        for s in range(1, args.steps + 1):
+            eager_step(s)
+        eager = (time.perf_counter() - start) / args.steps
+
+    print("| model | batch | threads | ds-run ms/step | eager ms/step | ratio (ds/eager) | BLAS |")
+    print("|---|---|---|---|---|---|---|")
+    batch = next(iter(data.values())).shape[1]
+    print("| %s | %d | %d | %.3f | %.3f | %.2f | %s |" % (
+        args.model, batch, args.threads, ours * 1e3, eager * 1e3, ours / eager, blas_in_use()))
+
+
+if __name__ == "__main__":
+    main()

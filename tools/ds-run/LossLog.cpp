@@ -1,0 +1,81 @@
+//===- LossLog.cpp - The per-step JSON lines of ds-run --------------------===//
+//
+// A step's loss is the mean over ranks and micro-steps, as DeepSpeed reports
+// it (per output when the forward returns several losses, and their sum as
+// "loss": the scalar one shared backward differentiates).
+//
+//===----------------------------------------------------------------------===//
+
+#include "LossLog.h"
+
+#include "ds/Plan/AtomicFile.h"
+#include "ds/Runtime/DTypes.h"
+#include "ds/Runtime/RuntimeError.h"
+
+#include <cmath>
+#include <iostream>
+
+namespace ds::run {
+
+using runtime::RuntimeError;
+
+LossMeter::LossMeter(const plan::Plan &plan, std::string planPath)
+    : plan_(plan), planPath_(std::move(planPath)),
+      sums_(plan.outputs.size(), 0.0) {}
+
+void LossMeter::add(const std::vector<at::Tensor> &outputs) {
+  for (size_t k = 0; k < sums_.size() && k < outputs.size(); ++k) {
+    if (outputs[k].numel() != 1)
+      throw RuntimeError(planPath_ + ": output " + std::to_string(k) + " (\"" +
+                         plan_.outputs[k].name + "\") is " +
+                         runtime::describeTensor(outputs[k]) +
+                         ", not a scalar; ds-run reports scalar losses");
+    sums_[k] += outputs[k].item<double>();
+  }
+  ++microSteps_;
+}
+
+namespace {
+
+/// JSON has no NaN or infinity: write them as null.
+nlohmann::ordered_json number(double value) {
+  return std::isfinite(value) ? nlohmann::ordered_json(value)
+                              : nlohmann::ordered_json(nullptr);
+}
+
+} // namespace
+
+nlohmann::ordered_json LossMeter::line(int64_t step, const World &world) {
+  world.sumAcrossRanks(sums_);
+  double count = double(microSteps_ * world.size);
+  double total = 0.0;
+  nlohmann::ordered_json losses = nlohmann::ordered_json::array();
+  for (double sum : sums_) {
+    double mean = sum / count;
+    total += mean;
+    losses.push_back(number(mean));
+  }
+  nlohmann::ordered_json json;
+  json["step"] = step;
+  json["loss"] = number(total);
+  if (sums_.size() > 1)
+    json["losses"] = std::move(losses);
+  sums_.assign(sums_.size(), 0.0);
+  microSteps_ = 0;
+  return json;
+}
+
+void LossLog::emit(const nlohmann::ordered_json &line) {
+  if (!world_.isLeader())
+    return;
+  std::string text = line.dump() + "\n";
+  std::cout << text << std::flush;
+  lines_ += text;
+}
+
+void LossLog::writeFile(const std::string &path) const {
+  if (world_.isLeader() && !path.empty())
+    plan::writeFileAtomic(path, lines_);
+}
+
+} // namespace ds::run
