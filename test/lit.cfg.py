@@ -22,6 +22,6 @@ llvm_config.use_default_substitutions()
 config.environment["OMP_NUM_THREADS"] = "1"
 
 tool_dirs = [config.ds_tools_dir, config.llvm_tools_dir]
-tools = ["ds-opt", "ds-import", "ds-compile", "ds-run", "FileCheck", "not",
+tools = ["ds-opt", "ds-import", "ds-translate", "ds-compile", "ds-run", "FileCheck", "not",
          "count", "split-file"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

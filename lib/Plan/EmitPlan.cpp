@@ -348,6 +348,9 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
       desc.moduleClass = decl.getModuleClass().str();
       result.state.push_back(std::move(desc));
     };
+    if (isa<ParamOp, BufferOp>(op) && !op.getAttr("engine"))
+      return op.emitOpError()
+             << "has no engine; run -ds-assign-engines before emitting a plan";
     if (auto param = dyn_cast<ParamOp>(op))
       addState(param, plan::StateKind::Param, param.getRequiresGrad());
     if (auto buffer = dyn_cast<BufferOp>(op))
@@ -367,7 +370,7 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
     input.dtype = *dtypeOf(type.getElementType());
     input.shape = shapeOf(type);
     input.batched = !eval.getArgAttr(arg.getArgNumber(), "ds.unbatched");
-    if (input.batched && !input.shape.empty())
+    if (input.batched && !input.shape.empty() && input.shape[0] > 0)
       result.microBatchPerRank = input.shape[0];
     result.inputs.push_back(std::move(input));
   }
