@@ -670,7 +670,8 @@ LogicalResult GraphImporter::importGetAttr(jit::Node *node) {
   std::string name = node->s(c10::attr::name);
   if (obj.kind != Abstract::Kind::Module)
     return error(node) << "attribute '" << name << "' of a non-module value";
-  std::string full = obj.path.empty() ? name : obj.path + "." + name;
+  std::string full =
+      state.canonical(obj.path.empty() ? name : obj.path + "." + name);
   auto stateIt = state.isParam.find(full);
   if (stateIt != state.isParam.end()) {
     auto object = obj.example.toObject();
@@ -978,21 +979,27 @@ LogicalResult GraphImporter::importOperator(jit::Node *node) {
     return success();
   }
 
-  // Training-mode dropout keeps its mask as a value (native_dropout), so that
-  // the backward uses the same mask as the forward.
+  // Training-mode dropout keeps its mask as a value, so that the backward
+  // uses the forward's mask. Decomposed as ATen's CPU dropout computes it
+  // (noise = bernoulli(1 - p) / (1 - p); out = x * noise), which gives
+  // PyTorch's numbers and random draws exactly.
   if (name == "aten::dropout" && args[1].isStatic() && args[2].isStatic() &&
-      args[2].example.toBool() && args[1].example.toDouble() > 0.0) {
+      args[2].example.toBool() && args[1].example.toDouble() > 0.0 &&
+      args[1].example.toDouble() < 1.0) {
     Location l = loc(node);
     Value x = materialize(args[0], l);
-    auto type = cast<RankedTensorType>(x.getType());
-    auto maskType = RankedTensorType::get(type.getShape(),
-                                          builder.getI1Type());
-    Operation *op = emitAten("aten::native_dropout",
-                             {x, materialize(args[1], l),
-                              materialize(args[2], l)},
-                             {type, maskType}, node);
+    double keep = 1.0 - args[1].example.toDouble();
+    Value keepValue = materializeConstant(c10::IValue(keep), l);
+    Value none = materializeConstant(c10::IValue(), l);
+    Type type = x.getType();
+    Value bits =
+        emitAten("aten::bernoulli.p", {x, keepValue, none}, type, node)
+            ->getResult(0);
+    Value noise =
+        emitAten("aten::div.Scalar", {bits, keepValue}, type, node)->getResult(0);
+    Value out = emitAten("aten::mul.Tensor", {x, noise}, type, node)->getResult(0);
     Abstract result = args[0];
-    result.value = op->getResult(0);
+    result.value = out;
     result.isView = false;
     result.isParam = result.isBuffer = false;
     result.path.clear();

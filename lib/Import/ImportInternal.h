@@ -60,6 +60,13 @@ struct ModuleInfo {
 /// The model's state as declared in IR: qualified name -> kind.
 struct StateTable {
   llvm::StringMap<bool> isParam; // true: parameter, false: buffer
+  /// Tied state (`head.weight = emb.weight`): alias name -> declared name.
+  llvm::StringMap<std::string> aliasOf;
+  /// The declared name of `name` (itself unless it is an alias).
+  std::string canonical(const std::string &name) const {
+    auto it = aliasOf.find(name);
+    return it == aliasOf.end() ? name : it->second;
+  }
   std::map<std::string, std::string> moduleClass; // module path -> class
 };
 

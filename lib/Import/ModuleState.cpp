@@ -27,7 +27,19 @@ StateTable mlir::ds::import::declareState(OpBuilder &builder, Location loc,
     return it == table.moduleClass.end() ? std::string() : it->second;
   };
 
+  // A tensor reachable under several names (tied weights) is one piece of
+  // state, declared under its first name, as named_parameters() lists it
+  // once in PyTorch.
+  std::map<const void *, std::string> seen;
+  auto isAlias = [&](const std::string &name, const at::Tensor &t) {
+    auto [it, inserted] = seen.emplace(t.unsafeGetTensorImpl(), name);
+    if (!inserted)
+      table.aliasOf[name] = it->second;
+    return !inserted;
+  };
   for (const auto &param : module.named_parameters(/*recurse=*/true)) {
+    if (isAlias(param.name, param.value))
+      continue;
     std::string owner = ownerPath(param.name);
     auto op = ParamOp::create(builder, loc, param.name,
                               tensorTypeOf(builder.getContext(), param.value),
@@ -37,6 +49,8 @@ StateTable mlir::ds::import::declareState(OpBuilder &builder, Location loc,
     table.isParam[param.name] = true;
   }
   for (const auto &buffer : module.named_buffers(/*recurse=*/true)) {
+    if (isAlias(buffer.name, buffer.value))
+      continue;
     std::string owner = ownerPath(buffer.name);
     BufferOp::create(builder, loc, buffer.name,
                      tensorTypeOf(builder.getContext(), buffer.value), owner,

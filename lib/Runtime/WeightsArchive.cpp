@@ -1,5 +1,6 @@
 //===- WeightsArchive.cpp - State tensors of a TorchScript archive --------===//
 
+#include <set>
 #include "WeightsArchive.h"
 
 #include "ds/Runtime/RuntimeError.h"
@@ -7,6 +8,7 @@
 #include <torch/script.h>
 
 #include <fstream>
+#include <set>
 
 namespace ds::runtime::detail {
 
@@ -26,10 +28,15 @@ void readTorchScriptState(const std::string &path, NamedTensors &params,
     throw RuntimeError(path + ": not a TorchScript archive (torch.jit.save): " +
                        firstLine(error.what_without_backtrace()));
   }
+  // A tensor reachable under several names (tied weights) is one piece of
+  // state under its first name, as the compiler declares it.
+  std::set<const void *> seen;
   for (const auto &item : module.named_parameters(/*recurse=*/true))
-    params.emplace_back(item.name, item.value.detach());
+    if (seen.insert(item.value.unsafeGetTensorImpl()).second)
+      params.emplace_back(item.name, item.value.detach());
   for (const auto &item : module.named_buffers(/*recurse=*/true))
-    buffers.emplace_back(item.name, item.value.detach());
+    if (seen.insert(item.value.unsafeGetTensorImpl()).second)
+      buffers.emplace_back(item.name, item.value.detach());
 }
 
 } // namespace ds::runtime::detail

@@ -652,6 +652,85 @@ def build_ops_zoo_conv():
                  "size), conv2d, avg_pool2d, max_pool2d, adaptive_avg_pool2d, flatten, cross_entropy."}
 
 
+# ---------------------------------------------------------------------------------------------
+# resnet: in-place ReLU and residual `out += identity` inside submodules (nn.Sequential)
+# tied_lm: a language model whose head shares the embedding's weight, with nn.MultiheadAttention
+#          under a boolean causal attn_mask
+# ---------------------------------------------------------------------------------------------
+class ResBlock(nn.Module):
+    def __init__(self, c: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        out += identity
+        return self.relu(out)
+
+
+class ResNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
+                                  nn.ReLU(inplace=True))
+        self.layers = nn.Sequential(ResBlock(8), ResBlock(8))
+        self.pool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x, y):
+        h = self.pool(self.layers(self.stem(x)))
+        return F.cross_entropy(self.fc(torch.flatten(h, 1)), y)
+
+
+class TiedLM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(20, 16)
+        self.pos = nn.Parameter(torch.randn(6, 16) * 0.1)
+        self.attn = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.ln = nn.LayerNorm(16)
+        self.ff = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 16))
+        self.head = nn.Linear(16, 20, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, idx, tgt):
+        t = idx.size(1)
+        x = self.emb(idx) + self.pos[:t]
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+        a, _ = self.attn(x, x, x, attn_mask=mask, need_weights=False)
+        x = self.ln(x + a)
+        x = x + self.ff(x)
+        return F.cross_entropy(self.head(x).reshape(-1, 20), tgt.reshape(-1))
+
+
+def build_resnet():
+    torch.manual_seed(11)
+    m = ResNet()
+    x = torch.randn(S, B, 3, 8, 8)
+    y = torch.randint(0, 5, (S, B), dtype=torch.int64)
+    return torch.jit.script(m), {"x": x, "y": y}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "x [S,B,3,8,8] f32, y [S,B] int64. ResNet blocks in nn.Sequential with "
+                 "ReLU(inplace=True) and `out += identity`; BatchNorm couples a rank's rows."}
+
+
+def build_tied_lm():
+    torch.manual_seed(12)
+    m = TiedLM()
+    idx = torch.randint(0, 20, (S, B, 6), dtype=torch.int64)
+    tgt = torch.randint(0, 20, (S, B, 6), dtype=torch.int64)
+    return torch.jit.script(m), {"idx": idx, "tgt": tgt}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "idx, tgt [S,B,6] int64. head.weight is emb.weight (tied: one parameter); "
+                 "nn.MultiheadAttention with a boolean causal attn_mask."}
+
+
 BUILDERS = [
     ("mlp", build_mlp),
     ("transformer", build_transformer),
@@ -663,6 +742,8 @@ BUILDERS = [
     ("traced_mlp", build_traced_mlp),
     ("ops_zoo", build_ops_zoo),
     ("ops_zoo_conv", build_ops_zoo_conv),
+    ("resnet", build_resnet),
+    ("tied_lm", build_tied_lm),
 ]
 
 

@@ -12,7 +12,6 @@ import math
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import torch

@@ -19,8 +19,8 @@ Prints a summary with the largest errors; exits 1 on a mismatch or a failing too
 step or tensor, 2 on bad arguments.
 
 World size W > 1: the plan is compiled with --world-size W and ds-run is started through the
-launcher (default `mpirun -n {W}`; {W} is replaced by the world size; --launcher '' runs ds-run
-directly). --keep DIR keeps the config, plan and both sides' outputs there.
+launcher (default `mpirun --oversubscribe -n {W}`, plus --allow-run-as-root when run as root; {W}
+is replaced by the world size; --launcher '' runs ds-run directly). --keep DIR keeps the config, plan and both sides' outputs there.
 """
 
 import argparse
@@ -52,6 +52,15 @@ def run(cmd, what):
     return proc
 
 
+def default_launcher(world_size):
+    """Direct for one rank; else mpirun (--allow-run-as-root when root, as in CI containers;
+    --oversubscribe so that W may exceed the cores)."""
+    if world_size <= 1:
+        return ""
+    root = " --allow-run-as-root" if hasattr(os, "geteuid") and os.geteuid() == 0 else ""
+    return "mpirun" + root + " --oversubscribe -n {W}"
+
+
 def check(args, workdir):
     model = os.path.join(args.models, args.model + ".pt")
     data = args.data or os.path.join(args.models, args.model + ".data.pt")
@@ -74,7 +83,7 @@ def check(args, workdir):
     ours_params = os.path.join(workdir, "ours.safetensors")
     launcher = args.launcher
     if launcher is None:
-        launcher = "mpirun -n {W}" if args.world_size > 1 else ""
+        launcher = default_launcher(args.world_size)
     prefix = shlex.split(launcher.replace("{W}", str(args.world_size)))
     seed = ["--seed", str(args.seed)] if args.seed is not None else []
     run(prefix + [os.path.join(args.bin, "ds-run"), plan, "--data", data, "--steps",
@@ -112,7 +121,8 @@ def main(argv=None):
     p.add_argument("--unbatched", action="append", default=[], metavar="NAME")
     p.add_argument("--world-size", type=int, default=1)
     p.add_argument("--launcher", default=None,
-                   help="command prefix for ds-run when W > 1 (default 'mpirun -n {W}')")
+                   help="command prefix for ds-run ({W}: the world size; default for W > 1: "
+                        "'mpirun --oversubscribe -n {W}', with --allow-run-as-root as root)")
     p.add_argument("--seed", type=int, default=None, help="passed to ds-run")
     p.add_argument("--data", default=None, help="data file (default DIR/NAME.data.pt)")
     p.add_argument("--loss-rtol", type=float, default=1e-5)

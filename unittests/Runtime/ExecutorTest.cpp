@@ -474,14 +474,14 @@ TEST(Executor, MaskedOffBackwardOutputsMayBeUndefined) {
   b.add(Op::constant(Constant::ofBool(false), no));
   b.add(Op::constant(Constant::ofBool(true), yes));
   b.add(Op::list({yes, yes, no}, mask));
-  b.call("aten::convolution_backward",
-         {gradOut, input, weight, none, ones, zeros, ones, no, zeros, one,
-          mask},
-         {gradInput, gradWeight, gradBias}, {gradBias});
+  b.call(
+      "aten::convolution_backward",
+      {gradOut, input, weight, none, ones, zeros, ones, no, zeros, one, mask},
+      {gradInput, gradWeight, gradBias}, {gradBias});
   b.call("aten::sum", {gradWeight}, {total});
   b.program.results = {total};
-  Engine engine = engineFor(
-      test::makePlan({floatInput("g", {1, 2, 3, 3})}, b.program));
+  Engine engine =
+      engineFor(test::makePlan({floatInput("g", {1, 2, 3, 3})}, b.program));
   std::vector<at::Tensor> out = engine.forwardEval({torch::ones({1, 2, 3, 3})});
   EXPECT_EQ(out[0].item<float>(), 0.0f); // The input is zero.
 }

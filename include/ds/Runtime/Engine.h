@@ -27,7 +27,6 @@
 
 namespace ds::runtime {
 
-class GradientBuffers;
 class Optimizer;
 class StateStore;
 namespace detail {

@@ -127,6 +127,7 @@ bool mlir::ds::isNonDifferentiable(StringRef name) {
       "aten::arange.start", "aten::arange.start_step", "aten::ones",
       "aten::zeros",     "aten::zeros_like",  "aten::ones_like",
       "aten::full",      "aten::full_like",   "aten::detach",
+      "aten::bernoulli", "aten::bernoulli.p", "aten::rand_like",
       "aten::Int.Tensor",
       "aten::Bool.Tensor", "aten::Float.Tensor", "aten::item",
       "aten::is_nonzero", "aten::empty.memory_format", "aten::empty_like",

@@ -1,0 +1,77 @@
+//===- Compile.h - TorchScript model + DeepSpeed config -> plan -*- C++ -*-===//
+//
+// The whole compile pipeline behind one call: import the model (training and
+// eval forwards), read the DeepSpeed config, run the passes
+// (-ds-assign-engines, then -ds-autodiff, canonicalize and cse when an engine
+// trains) and emit the plan. ds-compile and the Python package (dsopt) are
+// thin drivers over it, so both compile exactly the same way.
+//
+// Failures come back as text, never as an abort or an escaping exception: a
+// Python interpreter that hosts the compiler must survive a bad model.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_COMPILER_COMPILE_H
+#define DS_COMPILER_COMPILE_H
+
+#include "ds/Plan/Plan.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ds::compiler {
+
+struct CompileOptions {
+  /// The TorchScript archive (torch.jit.script / torch.jit.trace, saved).
+  std::string modelPath;
+  /// The DeepSpeed config: a JSON file (relative engine config paths of the
+  /// multi-engine form resolve against its folder) ...
+  std::string configPath;
+  /// ... or, when configPath is empty, the JSON text itself (Python's dict).
+  /// Relative engine config paths then resolve against configBaseDir (the
+  /// current directory when empty), and errors name it configSourceName.
+  std::string configJson;
+  std::string configBaseDir;
+  std::string configSourceName = "<config>";
+  /// Data file whose shapes the plan is specialised on (`[S, B, ...]`).
+  std::string exampleInputsPath;
+  /// Data-parallel ranks; B / worldSize rows make one rank's micro-batch.
+  unsigned worldSize = 1;
+  /// Forward arguments that are not batched (`[S, ...]` in the data file).
+  std::vector<std::string> unbatched;
+  /// Keep the IR after each stage in CompileResult::irAfterPass.
+  bool keepIR = false;
+  /// Keep only the "final" stage (ds-compile --dump-ir).
+  bool keepFinalIR = false;
+  /// The plan's `producer` field.
+  std::string producer = "ds-compile";
+};
+
+struct CompileResult {
+  /// Validated by the emitter's caller only when written; the weights path
+  /// is absolute so the plan can move.
+  ds::plan::Plan plan;
+  /// With keepIR: (stage, IR text) in pipeline order. Stages: "import",
+  /// then each pass that ran ("ds-assign-engines", and for a trainable
+  /// model "ds-autodiff", "canonicalize", "cse"), then "final": the IR the
+  /// plan is emitted from (engine configs attached).
+  std::vector<std::pair<std::string, std::string>> irAfterPass;
+  /// Warnings the import and passes emitted, one formatted line each.
+  std::vector<std::string> warnings;
+
+  /// The IR after `stage`, or nullptr when it was not kept or never ran.
+  const std::string *findIR(const std::string &stage) const;
+};
+
+/// Runs the pipeline. On failure returns nullopt and sets `error` to the
+/// message: MLIR diagnostics as "<file>:<line>:<col>: <message>" lines (notes
+/// follow as "...: note: ..."), config errors as the config library words
+/// them ("<file>: <key.path>: <detail>"). Never throws.
+std::optional<CompileResult> compile(const CompileOptions &options,
+                                     std::string &error) noexcept;
+
+} // namespace ds::compiler
+
+#endif // DS_COMPILER_COMPILE_H

@@ -1,0 +1,272 @@
+"""dsopt.compile, dsopt.load_plan and dsopt.Plan.
+
+The native compiler reads files: a TorchScript archive, a DeepSpeed config and
+a data file whose shapes the plan is specialised on. This module turns what a
+Python user has at hand (an nn.Module, a dict, a few tensors) into those files,
+in a temporary folder, and calls the same pipeline as ds-compile.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+
+import torch
+
+from . import _dsopt
+from ._tensors import as_tensor
+
+_PathTypes = (str, bytes, os.PathLike)
+
+
+class Plan:
+    """A compiled (or loaded) plan: what ds-compile writes and ds-run runs.
+
+    A plan compiled from an ``nn.Module`` or ``ScriptModule`` takes its initial
+    weights from an archive in a temporary folder that lives as long as the
+    plan; ``save`` copies that archive next to the plan file.
+    """
+
+    def __init__(self, native, owned_dir=None):
+        self._native = native
+        # tempfile.TemporaryDirectory holding the model archive, or None.
+        self._owned_dir = owned_dir
+
+    # -- export -------------------------------------------------------------
+    def save(self, path):
+        """Writes the plan file (validated, atomically) to `path`.
+
+        The plan's weights stay where they are, referenced by absolute path,
+        except an archive dsopt.compile wrote to a temporary folder: it is
+        copied to ``<path without extension>.weights.pt`` and referenced
+        relative to the plan, so the two files move together. A relative
+        weights path of a loaded plan is rewritten relative to `path`.
+        """
+        path = os.path.abspath(os.fspath(path))
+        native = self._native.copy()
+        weights = native.weights
+        if weights is not None:
+            source = weights["path"]
+            if not os.path.isabs(source):
+                source = os.path.join(self._native.base_dir or os.getcwd(), source)
+            folder = os.path.dirname(path)
+            if self._owned_dir is not None:
+                target = os.path.splitext(path)[0] + ".weights.pt"
+                shutil.copyfile(source, target)
+                native.set_weights(weights["kind"], os.path.basename(target))
+            elif not os.path.isabs(weights["path"]):
+                native.set_weights(weights["kind"],
+                                   os.path.relpath(os.path.abspath(source), folder))
+        native.save(path)
+
+    # -- inspection ---------------------------------------------------------
+    def mlir(self, stage="final"):
+        """The IR after `stage`, as text.
+
+        Stages, in pipeline order: ``"import"``, ``"ds-assign-engines"``,
+        then for a trainable model ``"ds-autodiff"``, ``"canonicalize"``,
+        ``"cse"``, and ``"final"`` (the IR the plan is emitted from). Only
+        plans compiled in this process with ``keep_ir=True`` carry IR;
+        anything else raises ValueError naming the stages there are.
+        """
+        return self._native.mlir(stage)
+
+    @property
+    def stages(self):
+        """The stages ``mlir`` accepts for this plan (empty when loaded)."""
+        return list(self._native.stages)
+
+    def report(self):
+        """The plan's summary as a dict (keys in docs/python.md)."""
+        return self._native.report()
+
+    def to_json(self):
+        """The plan file's text."""
+        return self._native.to_json()
+
+    @property
+    def inputs(self):
+        """Forward arguments: dicts with name, dtype, shape (one micro-step of
+        one rank), batched."""
+        return self._native.inputs
+
+    @property
+    def outputs(self):
+        return list(self._native.outputs)
+
+    @property
+    def world_size(self):
+        return self._native.world_size
+
+    @property
+    def micro_batch_per_rank(self):
+        return self._native.micro_batch_per_rank
+
+    @property
+    def gradient_accumulation_steps(self):
+        return self._native.gradient_accumulation_steps
+
+    @property
+    def can_train(self):
+        """Whether the plan has a train program (some engine trains)."""
+        return self._native.can_train
+
+    @property
+    def weights(self):
+        """``{"kind", "path"}`` of the initial weights, or None."""
+        return self._native.weights
+
+    @property
+    def warnings(self):
+        """Warnings the compiler emitted."""
+        return list(self._native.warnings)
+
+    @property
+    def origin(self):
+        """The plan file it was loaded from, or ``"<compiled plan>"``."""
+        return self._native.origin
+
+    def __repr__(self):
+        return "<dsopt.Plan %s: inputs %s, outputs %s, world_size %d, gas %d>" % (
+            self.origin, [i["name"] for i in self.inputs], self.outputs,
+            self.world_size, self.gradient_accumulation_steps)
+
+
+def load_plan(path):
+    """Reads and validates a plan file (dsopt.PlanError when it is invalid)."""
+    return Plan(_dsopt.load_plan(os.fspath(path)))
+
+
+def compile(module_or_path, config, example_inputs, world_size=1, *,
+            unbatched=(), keep_ir=True):
+    """Compiles a model with a DeepSpeed config into a Plan.
+
+    module_or_path: a ``torch.jit.ScriptModule`` (scripted or traced), an
+        ``nn.Module`` (scripted here with torch.jit.script), or the path of a
+        TorchScript archive.
+    config: a DeepSpeed config as a dict or the path of its JSON file; the
+        multi-engine form ``{"engines": {"student": {...}, "teacher": ...}}``
+        too (relative engine config paths in a dict resolve against the
+        current directory).
+    example_inputs: one micro-step of one rank: a tuple of tensors (or numpy
+        arrays) in forward's order, a dict by argument name, or the path of a
+        data file (``[S, B, ...]`` per argument, as ds-run reads). From
+        tensors the data file is built by repeating each batched tensor
+        world_size times along its first dimension.
+    world_size: data-parallel ranks.
+    unbatched: names of forward arguments that are not batched (every rank
+        gets them whole).
+    keep_ir: keep the IR after every pass for ``Plan.mlir(stage)``.
+
+    Errors the compiler reports raise dsopt.CompileError (a ValueError) with
+    its message; wrong argument types raise TypeError.
+    """
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError("world_size must be a positive int, got %r" % (world_size,))
+    if isinstance(unbatched, str):
+        unbatched = [unbatched]
+    unbatched = [str(name) for name in unbatched]
+
+    tmp = tempfile.TemporaryDirectory(prefix="dsopt-")
+    try:
+        model_path, script = _model_file(module_or_path, tmp.name)
+        config_path, config_json = _config_args(config)
+        data_path = _example_file(example_inputs, model_path, script, world_size,
+                                  unbatched, tmp.name)
+        native = _dsopt.compile(model_path, config_path, config_json, os.getcwd(),
+                                "config dict", data_path, world_size, unbatched,
+                                bool(keep_ir))
+    except BaseException:
+        tmp.cleanup()
+        raise
+    if script is None:  # The weights are the user's archive.
+        tmp.cleanup()
+        return Plan(native)
+    return Plan(native, owned_dir=tmp)
+
+
+def _model_file(module_or_path, folder):
+    """(archive path, ScriptModule or None when the user gave a path)."""
+    if isinstance(module_or_path, _PathTypes):
+        return os.fsdecode(os.fspath(module_or_path)), None
+    if isinstance(module_or_path, torch.jit.ScriptModule):
+        script = module_or_path
+    elif isinstance(module_or_path, torch.nn.Module):
+        try:
+            script = torch.jit.script(module_or_path)
+        except Exception as error:
+            raise _dsopt.CompileError(
+                "torch.jit.script cannot script %s (trace it with torch.jit.trace "
+                "and pass the ScriptModule instead): %s"
+                % (type(module_or_path).__name__, error)) from error
+    else:
+        raise TypeError("expected a torch.jit.ScriptModule, an nn.Module or the path "
+                        "of a TorchScript archive, got %s" % type(module_or_path).__name__)
+    path = os.path.join(folder, "model.pt")
+    script.save(path)
+    return path, script
+
+
+def _config_args(config):
+    """(config path, "") or ("", JSON text)."""
+    if isinstance(config, _PathTypes):
+        return os.fsdecode(os.fspath(config)), ""
+    if isinstance(config, Mapping):
+        return "", json.dumps(config)
+    raise TypeError("config must be a dict or the path of a JSON file, got %s"
+                    % type(config).__name__)
+
+
+def _forward_arg_names(model_path, script):
+    """forward's argument names, or None when TorchScript cannot tell."""
+    try:
+        if script is None:
+            script = torch.jit.load(model_path)
+        return [a.name for a in script.forward.schema.arguments][1:]
+    except Exception:  # The compiler reports a bad archive better.
+        return None
+
+
+def _example_file(example_inputs, model_path, script, world_size, unbatched, folder):
+    """The data file for the compiler: the user's path, or one built from
+    per-rank tensors as [1, world_size * rows, ...] (unbatched: [1, ...])."""
+    if isinstance(example_inputs, _PathTypes):
+        return os.fsdecode(os.fspath(example_inputs))
+    if isinstance(example_inputs, Mapping):
+        named = list(example_inputs.items())
+    else:
+        if isinstance(example_inputs, (torch.Tensor,)) or _is_array(example_inputs):
+            example_inputs = (example_inputs,)
+        if not isinstance(example_inputs, (tuple, list)):
+            raise TypeError("example_inputs must be a tuple of tensors, a dict of "
+                            "tensors or the path of a data file, got %s"
+                            % type(example_inputs).__name__)
+        names = _forward_arg_names(model_path, script)
+        if names is not None and len(names) != len(example_inputs):
+            raise ValueError("example_inputs has %d tensor(s), but forward takes %d (%s)"
+                             % (len(example_inputs), len(names), ", ".join(names)))
+        if names is None:  # Positional keys; the compiler checks the count.
+            names = ["in%d" % i for i in range(len(example_inputs))]
+        named = list(zip(names, example_inputs))
+
+    data = {}
+    for name, value in named:
+        tensor = as_tensor(value, "example_inputs[%r]" % (name,))
+        if name in unbatched:
+            # A fresh storage: torch.save writes whole storages.
+            data[str(name)] = tensor.unsqueeze(0).clone(
+                memory_format=torch.contiguous_format)
+            continue
+        if tensor.dim() == 0:
+            raise ValueError("example_inputs[%r] is a 0-dim tensor, which has no batch "
+                             "dimension; name it in unbatched=[...]" % (name,))
+        rows = tensor.repeat((world_size,) + (1,) * (tensor.dim() - 1))  # A copy.
+        data[str(name)] = rows.unsqueeze(0)
+    path = os.path.join(folder, "example.pt")
+    torch.save(data, path)
+    return path
+
+
+def _is_array(value):
+    return type(value).__module__ == "numpy" and type(value).__name__ == "ndarray"

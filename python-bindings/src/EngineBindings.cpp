@@ -1,0 +1,202 @@
+//===- EngineBindings.cpp - _dsopt.Engine, DataFile, safetensors ----------===//
+//
+// The native half of dsopt.Engine: ds::runtime::Engine with tensors crossing
+// as DLPack capsules (Tensors.h). Long calls release the GIL; the Python
+// half (dsopt/_engine.py) gives it DeepSpeed's method names and argument
+// forms.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PyPlan.h"
+#include "Tensors.h"
+
+#include "ds/Runtime/DataFile.h"
+#include "ds/Runtime/Engine.h"
+#include "ds/Runtime/Safetensors.h"
+#include "ds/Runtime/StateStore.h"
+
+#include <pybind11/stl.h>
+
+#include <optional>
+
+namespace py = pybind11;
+using ds::runtime::Engine;
+
+namespace dsopt {
+
+namespace {
+
+Engine makeEngine(const PyPlan &plan, const std::string &weights,
+                  std::optional<int64_t> seed, int64_t rank,
+                  bool checkResults) {
+  ds::runtime::LoadOptions options;
+  options.weightsPath = weights;
+  options.seed = seed;
+  options.rank = rank;
+  options.checkResults = checkResults;
+  // The Engine keeps its own copy: the Python Plan stays usable.
+  py::gil_scoped_release release;
+  return Engine::fromPlan(plan.plan, plan.origin, plan.baseDir, options);
+}
+
+/// Runs `call` on the inputs without the GIL; tensors in and out by DLPack.
+template <typename Call>
+py::list runTensors(const py::list &inputs, Call call) {
+  std::vector<at::Tensor> tensors = tensorsFromPython(inputs);
+  std::vector<at::Tensor> results;
+  {
+    py::gil_scoped_release release;
+    results = call(tensors);
+  }
+  return tensorsToPython(results);
+}
+
+py::dict stepReport(const ds::runtime::StepReport &report) {
+  py::list engines;
+  for (const auto &engine : report.engines)
+    engines.append(py::dict(py::arg("engine") = engine.engine,
+                            py::arg("lr") = engine.lr,
+                            py::arg("grad_norm") = engine.gradNorm));
+  return py::dict(py::arg("updated") = report.updated,
+                  py::arg("engines") = engines,
+                  py::arg("grad_norm") = report.gradNorm());
+}
+
+py::dict memoryReport(const ds::runtime::MemoryStats &stats) {
+  return py::dict(py::arg("current_bytes") = stats.currentBytes,
+                  py::arg("peak_bytes") = stats.peakBytes,
+                  py::arg("state_bytes") = stats.stateBytes,
+                  py::arg("gradient_bytes") = stats.gradientBytes,
+                  py::arg("optimizer_bytes") = stats.optimizerBytes);
+}
+
+/// (name, tensor) pairs as a list of (name, (capsule, is_bool)).
+py::list namedToPython(const ds::runtime::NamedTensors &named) {
+  py::list items;
+  for (const auto &[name, tensor] : named)
+    items.append(py::make_tuple(name, tensorToPython(tensor)));
+  return items;
+}
+
+void bindEngineClass(py::module_ &m) {
+  py::class_<Engine>(m, "Engine")
+      .def(py::init(&makeEngine), py::arg("plan"), py::arg("weights") = "",
+           py::arg("seed") = py::none(), py::arg("rank") = 0,
+           py::arg("check_results") = true)
+      .def("forward",
+           [](Engine &engine, const py::list &inputs) {
+             return runTensors(inputs, [&](const auto &tensors) {
+               return engine.forward(tensors);
+             });
+           })
+      .def("forward_eval",
+           [](Engine &engine, const py::list &inputs) {
+             return runTensors(inputs, [&](const auto &tensors) {
+               return engine.forwardEval(tensors);
+             });
+           })
+      .def("backward", &Engine::backward,
+           py::call_guard<py::gil_scoped_release>())
+      .def("step",
+           [](Engine &engine) {
+             ds::runtime::StepReport report;
+             {
+               py::gil_scoped_release release;
+               report = engine.step();
+             }
+             return stepReport(report);
+           })
+      .def("is_gradient_accumulation_boundary",
+           &Engine::isGradientAccumulationBoundary)
+      .def_property_readonly("can_train", &Engine::canTrain)
+      .def_property_readonly("global_steps", &Engine::globalSteps)
+      .def_property_readonly("micro_steps", &Engine::microSteps)
+      .def_property_readonly("seed", &Engine::seed)
+      .def("next_lr", &Engine::nextLr, py::arg("engine"))
+      .def("gradient",
+           [](const Engine &engine, const std::string &param) {
+             return tensorToPython(engine.gradient(param));
+           })
+      .def("state",
+           [](const Engine &engine) {
+             return namedToPython(engine.state().named());
+           })
+      .def("save_params",
+           [](const Engine &engine, const std::string &path) {
+             ds::runtime::NamedTensors named = engine.state().named();
+             py::gil_scoped_release release;
+             ds::runtime::writeSafetensors(path, named);
+           })
+      .def("memory",
+           [](const Engine &engine) { return memoryReport(engine.memory()); })
+      .def("train_memory",
+           [](const Engine &engine) {
+             return memoryReport(engine.trainMemory());
+           })
+      .def("reset_peak_memory", &Engine::resetPeakMemory);
+}
+
+/// ds-run's view of a data file, so Python loops can feed exactly its rows.
+struct PyDataFile {
+  ds::runtime::DataFile data;
+  int64_t worldSize;
+};
+
+void bindDataFile(py::module_ &m) {
+  py::class_<PyDataFile>(m, "DataFile")
+      .def(py::init([](const std::string &path, const PyPlan &plan,
+                       const std::vector<std::string> &unbatched) {
+             ds::runtime::DataOptions options;
+             options.unbatched = unbatched;
+             return PyDataFile{
+                 ds::runtime::DataFile::load(path, plan.plan, options),
+                 plan.plan.worldSize};
+           }),
+           py::arg("path"), py::arg("plan"), py::arg("unbatched"))
+      .def_property_readonly(
+          "num_micro_steps",
+          [](const PyDataFile &file) { return file.data.numMicroSteps(); })
+      .def(
+          "micro_step",
+          [](const PyDataFile &file, int64_t step, int64_t rank) {
+            if (step < 0 || step >= file.data.numMicroSteps())
+              throw py::index_error("micro-step " + std::to_string(step) +
+                                    " is out of range: " + file.data.path() +
+                                    " holds " +
+                                    std::to_string(file.data.numMicroSteps()));
+            if (rank < 0 || rank >= file.worldSize)
+              throw py::index_error("rank " + std::to_string(rank) +
+                                    " is out of range for world_size " +
+                                    std::to_string(file.worldSize));
+            return tensorsToPython(
+                file.data.sliceMicroStep(step, rank, file.worldSize));
+          },
+          py::arg("step"), py::arg("rank"));
+}
+
+} // namespace
+
+void bindEngine(py::module_ &m) {
+  bindEngineClass(m);
+  bindDataFile(m);
+  m.def("read_safetensors", [](const std::string &path) {
+    return namedToPython(ds::runtime::readSafetensors(path));
+  });
+  m.def("write_safetensors",
+        [](const std::string &path, const py::list &items) {
+          ds::runtime::NamedTensors named;
+          for (py::handle item : items) {
+            auto pair = py::reinterpret_borrow<py::tuple>(item);
+            named.emplace_back(pair[0].cast<std::string>(),
+                               tensorFromPython(pair[1]));
+          }
+          ds::runtime::writeSafetensors(path, named);
+        });
+  // Hands tensors through DLPack and back unchanged: the tests check with it
+  // that no copy happens on either way.
+  m.def("_roundtrip", [](const py::list &items) {
+    return tensorsToPython(tensorsFromPython(items));
+  });
+}
+
+} // namespace dsopt

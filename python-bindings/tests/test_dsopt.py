@@ -1,0 +1,356 @@
+"""Tests of the dsopt package: compile, export, run, errors.
+
+The Python training loop is held to ds-run bit for bit: both drive the same
+runtime over the same plan and rows, so any difference is a bug in the
+bindings (a copy that changes layout, a dtype conversion, a missed call).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import dsopt
+from dsopt import _dsopt
+from dsopt._tensors import from_native_list, to_native_list
+
+from conftest import ROOT
+
+ADAMW_GAS2 = {
+    "train_micro_batch_size_per_gpu": "auto",
+    "gradient_accumulation_steps": 2,
+    "gradient_clipping": 1.0,
+    "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.01}},
+    "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0.0, "warmup_max_lr": 0.01,
+                                                 "warmup_num_steps": 3,
+                                                 "warmup_type": "linear"}},
+}
+
+
+class TinyNet(nn.Module):
+    """A regression MLP with dropout p = 0 (train and eval forwards agree)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1 = nn.Linear(6, 16)
+        self.drop = nn.Dropout(0.0)
+        self.fc2 = nn.Linear(16, 3)
+
+    def forward(self, x, y):
+        return F.mse_loss(self.fc2(self.drop(torch.relu(self.fc1(x)))), y)
+
+
+class Scaled(nn.Module):
+    """A forward with an unbatched argument (a per-feature scale)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x, scale, y):
+        return F.mse_loss(self.fc(x * scale), y)
+
+
+def tiny_batch(rows=4, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(rows, 6, generator=g), torch.randn(rows, 3, generator=g)
+
+
+def tiny_plan(**kwargs):
+    config = dict(ADAMW_GAS2, train_micro_batch_size_per_gpu=4)
+    return dsopt.compile(TinyNet(), config, tiny_batch(), **kwargs)
+
+
+def train(engine, batches):
+    """DeepSpeed's loop; returns each optimizer step's mean loss."""
+    gas = engine.gradient_accumulation_steps()
+    means, total = [], 0.0
+    for i, batch in enumerate(batches):
+        loss = engine(*batch)
+        engine.backward(loss)
+        engine.step()
+        total += loss.item()
+        if (i + 1) % gas == 0:
+            means.append(total / gas)
+            total = 0.0
+    return means
+
+
+# -- compile ----------------------------------------------------------------------------------
+def test_compile_nn_module():
+    model = TinyNet()
+    x, y = tiny_batch()
+    plan = tiny_plan()
+    assert plan.can_train and plan.world_size == 1 and plan.micro_batch_per_rank == 4
+    assert plan.gradient_accumulation_steps == 2
+    assert [(i["name"], i["shape"], i["batched"]) for i in plan.inputs] == [
+        ("x", [4, 6], True), ("y", [4, 3], True)]
+    assert plan.outputs == ["loss"]
+
+    engine = dsopt.Engine(plan)
+    loss = engine(x, y)
+    assert torch.allclose(loss, model(x, y), rtol=1e-6, atol=0)
+    assert not engine.is_gradient_accumulation_boundary()  # GAS 2: micro-step 0 of 2.
+    engine.backward(loss)
+    engine.step()
+    assert engine.global_steps == 0 and engine.micro_steps == 1
+    assert engine.is_gradient_accumulation_boundary()
+
+
+def test_compile_script_module_and_path_agree(models, tmp_path):
+    script = torch.jit.script(TinyNet())
+    path = tmp_path / "tiny.pt"
+    script.save(str(path))
+    config_path = tmp_path / "ds_config.json"
+    config_path.write_text(json.dumps(dict(ADAMW_GAS2, train_micro_batch_size_per_gpu=4)))
+    from_script = dsopt.compile(script, dict(ADAMW_GAS2, train_micro_batch_size_per_gpu=4),
+                                tiny_batch())
+    from_path = dsopt.compile(path, str(config_path), tiny_batch())
+    # Same plan but for where the weights live.
+    a, b = from_script.report(), from_path.report()
+    assert a.pop("weights")["path"] != b.pop("weights")["path"]
+    assert a == b
+    assert from_path.weights == {"kind": "torchscript", "path": str(path)}
+
+
+def test_compile_data_file_and_world_size(models):
+    data = os.path.join(models, "mlp.data.pt")
+    plan = dsopt.compile(os.path.join(models, "mlp.pt"), ADAMW_GAS2, data, world_size=2)
+    assert plan.world_size == 2 and plan.micro_batch_per_rank == 4  # B = 8 rows, 2 ranks
+    # Per-rank tensors are repeated world_size times into the global batch.
+    x, y = torch.load(data)["x"][0][:4], torch.load(data)["y"][0][:4]
+    again = dsopt.compile(os.path.join(models, "mlp.pt"), ADAMW_GAS2, (x, y), world_size=2)
+    assert again.inputs == plan.inputs and again.world_size == 2
+
+
+def test_unbatched_example_input():
+    x, scale, y = torch.randn(4, 4), torch.rand(4), torch.randn(4, 2)
+    plan = dsopt.compile(Scaled(), {"train_micro_batch_size_per_gpu": 4,
+                                    "optimizer": {"type": "SGD", "params": {"lr": 0.1}}},
+                         (x, scale, y), world_size=2, unbatched=["scale"])
+    assert [(i["name"], i["shape"], i["batched"]) for i in plan.inputs] == [
+        ("x", [4, 4], True), ("scale", [4], False), ("y", [4, 2], True)]
+
+
+def test_multi_engine_dict_config(models):
+    path = os.path.join(models, "two_models.pt")  # Distillation: student + teacher.
+    engines = {"student": {"train_micro_batch_size_per_gpu": "auto",
+                           "optimizer": {"type": "AdamW", "params": {"lr": 0.001}}},
+               "teacher": {"train_micro_batch_size_per_gpu": "auto"}}
+    plan = dsopt.compile(path, {"engines": engines}, os.path.join(models, "two_models.data.pt"))
+    report = plan.report()
+    assert [(e["name"], e["frozen"]) for e in report["engines"]] == [
+        ("student", False), ("teacher", True)]
+
+
+# -- export -----------------------------------------------------------------------------------
+def test_save_load_round_trip(tmp_path):
+    plan = tiny_plan()
+    plan.save(tmp_path / "tiny.plan")
+    # The archive of a module compiled from Python travels with the plan.
+    assert (tmp_path / "tiny.weights.pt").exists()
+    moved = tmp_path / "moved"
+    shutil.copytree(tmp_path, moved, ignore=shutil.ignore_patterns("moved"))
+    loaded = dsopt.load_plan(moved / "tiny.plan")
+    assert loaded.weights == {"kind": "torchscript", "path": "tiny.weights.pt"}
+    a, b = plan.report(), loaded.report()
+    a.pop("weights"), b.pop("weights")
+    assert a == b
+    assert json.loads(loaded.to_json())["programs"] == json.loads(plan.to_json())["programs"]
+
+    # Trained from memory or from the file: the same numbers.
+    batches = [tiny_batch(seed=s) for s in range(4)]
+    assert train(dsopt.Engine(plan), batches) == train(dsopt.Engine(str(moved / "tiny.plan")),
+                                                       batches)
+    # Saving a loaded plan elsewhere keeps its weights reachable.
+    (tmp_path / "elsewhere").mkdir()
+    loaded.save(tmp_path / "elsewhere" / "tiny.plan")
+    again = dsopt.load_plan(tmp_path / "elsewhere" / "tiny.plan")
+    assert again.weights["path"] == os.path.join("..", "moved", "tiny.weights.pt")
+    dsopt.Engine(again)
+
+
+def test_mlir_after_each_pass(tmp_path):
+    plan = tiny_plan()
+    assert plan.stages == ["import", "ds-assign-engines", "ds-autodiff", "canonicalize",
+                           "cse", "final"]
+    assert "ds.grad" in plan.mlir("ds-autodiff")
+    assert "ds.grad" not in plan.mlir("import")
+    assert "ds.engine @model" in plan.mlir("ds-assign-engines")
+    assert plan.mlir() == plan.mlir("final")
+    with pytest.raises(ValueError, match="stages of this compile are: import"):
+        plan.mlir("ds-bogus")
+    plan.save(tmp_path / "p.plan")
+    with pytest.raises(ValueError, match="carries no IR"):
+        dsopt.load_plan(tmp_path / "p.plan").mlir("cse")
+    assert dsopt.compile(TinyNet(), dict(ADAMW_GAS2, train_micro_batch_size_per_gpu=4),
+                         tiny_batch(), keep_ir=False).stages == []
+
+
+def test_report():
+    report = tiny_plan().report()
+    params = 6 * 16 + 16 + 16 * 3 + 3
+    assert report["state"]["count"] == {"param": 4, "buffer": 0, "trainable_param": 4}
+    assert report["state"]["bytes"] == {"param": 4 * params, "buffer": 0,
+                                        "trainable_param": 4 * params}
+    train_program = report["programs"]["train"]
+    assert train_program["ops_by_kind"]["grad"] == 4
+    assert train_program["forward_ops"] + train_program["backward_ops"] == train_program["ops"]
+    assert report["programs"]["eval"]["predicted_peak_bytes"] > 0
+    assert report["engines"] == [{"name": "model", "module": "", "frozen": False}]
+
+
+# -- run --------------------------------------------------------------------------------------
+def run_ds(bin_dir, plan_path, data_path, steps, tmp_path):
+    losses, params = tmp_path / "ds.jsonl", tmp_path / "ds.safetensors"
+    subprocess.run([os.path.join(bin_dir, "ds-run"), str(plan_path), "--data", str(data_path),
+                    "--steps", str(steps), "--losses", str(losses),
+                    "--save-params", str(params)], check=True, stdout=subprocess.DEVNULL)
+    lines = [json.loads(line) for line in open(losses)]
+    return lines, dsopt.read_safetensors(params)
+
+
+@pytest.mark.parametrize("model,feed", [("mlp", "datafile"), ("transformer", "torch.load")])
+def test_python_loop_equals_ds_run(bin_dir, models, tmp_path, model, feed):
+    data_path = os.path.join(models, model + ".data.pt")
+    plan = dsopt.compile(os.path.join(models, model + ".pt"), ADAMW_GAS2, data_path)
+    plan.save(tmp_path / "model.plan")
+    steps = 3
+    expected, params = run_ds(bin_dir, tmp_path / "model.plan", data_path, steps, tmp_path)
+
+    engine = dsopt.Engine(str(tmp_path / "model.plan"))
+    if feed == "datafile":  # The rows ds-run feeds, by its own reader.
+        batches = list(dsopt.load_data(data_path, plan))[:steps * 2]
+    else:  # What a user writes: micro-step s is data[k][s] (one rank).
+        data = torch.load(data_path)
+        batches = [tuple(data[i["name"]][s] for i in plan.inputs) for s in range(steps * 2)]
+    losses = train(engine, batches)
+
+    assert losses == [line["loss"] for line in expected]  # Bitwise, not approximately.
+    state = engine.state_dict()
+    assert list(state) == list(params)
+    for name, tensor in params.items():
+        assert torch.equal(state[name], tensor), name
+
+
+def test_eval_mode_and_numpy():
+    model = TinyNet().eval()
+    engine = dsopt.Engine(tiny_plan())
+    x, y = tiny_batch()
+    engine.eval()
+    assert torch.allclose(engine(x.numpy(), y.numpy()), model(x, y), rtol=1e-6, atol=0)
+    assert engine(x=x, y=y).item() == engine((x, y)).item() == engine({"x": x, "y": y}).item()
+    assert engine.micro_steps == 0  # Eval forwards are not micro-steps.
+    engine.train()
+    loss = engine(np.ascontiguousarray(x.numpy()), y.numpy())
+    engine.backward(loss)
+    engine.step()
+
+
+def test_zero_copy():
+    tensors = [torch.randn(3, 5), torch.randn(4, 6)[:, ::2], torch.tensor([True, False]),
+               torch.zeros(2, dtype=torch.bfloat16)]
+    back = from_native_list(_dsopt._roundtrip(to_native_list(tensors, "t")))
+    for a, b in zip(tensors, back):
+        assert (a.data_ptr(), a.stride(), a.dtype) == (b.data_ptr(), b.stride(), b.dtype)
+    array = np.arange(4, dtype=np.float32)
+    from_native_list(_dsopt._roundtrip(to_native_list([array], "a")))[0][0] = 7
+    assert array[0] == 7
+
+    # state_dict() hands out the engine's own storage: steps show through.
+    engine = dsopt.Engine(tiny_plan())
+    weight = engine.state_dict()["fc1.weight"]
+    before = weight.clone()
+    # Three updates: the warmup's first LRs are 0 (WarmupLR from warmup_min_lr 0).
+    train(engine, [tiny_batch(seed=s) for s in range(6)])
+    assert weight.data_ptr() == engine.state_dict()["fc1.weight"].data_ptr()
+    assert not torch.equal(weight, before)
+
+
+def test_save_params_and_weights(tmp_path):
+    engine = dsopt.Engine(tiny_plan())
+    train(engine, [tiny_batch(seed=s) for s in range(6)])
+    engine.save_params(tmp_path / "p.safetensors")
+    restored = dsopt.Engine(tiny_plan(), weights=tmp_path / "p.safetensors")
+    for name, tensor in engine.state_dict().items():
+        assert torch.equal(restored.state_dict()[name], tensor)
+    with pytest.raises(NotImplementedError):
+        engine.save_checkpoint(str(tmp_path))
+
+
+# -- errors -----------------------------------------------------------------------------------
+def test_errors_carry_the_cpp_message(models, tmp_path):
+    config = dict(ADAMW_GAS2, train_micro_batch_size_per_gpu=8)
+    data = os.path.join(models, "mlp.data.pt")
+    with pytest.raises(ValueError, match="cannot open the model: no such file"):
+        dsopt.compile(tmp_path / "missing.pt", config, data)
+    with pytest.raises(dsopt.CompileError, match="bogus: unknown key"):
+        dsopt.compile(os.path.join(models, "mlp.pt"), dict(config, bogus=1), data)
+    with pytest.raises(ValueError, match=r"\(4\) \* world size \(1\) = 4 does not match the "
+                                         r"data's global micro-batch B = 8"):
+        dsopt.compile(os.path.join(models, "mlp.pt"),
+                      dict(config, train_micro_batch_size_per_gpu=4), data)
+    with pytest.raises(ValueError, match="unsupported operator 'aten::fft_rfft'"):
+        dsopt.compile(os.path.join(models, "bad_unsupported_op.pt"), config,
+                      os.path.join(models, "bad_unsupported_op.data.pt"))
+    with pytest.raises(ValueError, match="example_inputs has 1 tensor"):
+        dsopt.compile(TinyNet(), config, (torch.zeros(8, 6),))
+    with pytest.raises(ValueError, match="world_size"):
+        dsopt.compile(TinyNet(), config, tiny_batch(), world_size=0)
+    with pytest.raises(TypeError):
+        dsopt.compile(42, config, data)
+    with pytest.raises(TypeError):
+        dsopt.compile(TinyNet(), 42, tiny_batch())
+
+    (tmp_path / "bad.plan").write_text('{"format": "ds-plan", "version": 7}')
+    with pytest.raises(dsopt.PlanError, match="newer than this runtime supports"):
+        dsopt.load_plan(tmp_path / "bad.plan")
+
+    engine = dsopt.Engine(tiny_plan())
+    with pytest.raises(RuntimeError, match=r"expected float32 \[4, 6\], got float32 \[4, 5\]"):
+        engine(torch.zeros(4, 5), torch.zeros(4, 3))
+    with pytest.raises(dsopt.EngineError, match="expected 2 input"):
+        engine(torch.zeros(4, 6))
+    with pytest.raises(RuntimeError, match="no forward"):
+        engine.backward()
+    with pytest.raises(RuntimeError, match="call backward\\(\\) first"):
+        engine.step()
+    loss = engine(*tiny_batch())
+    with pytest.raises(ValueError, match="pass the loss the last forward returned"):
+        engine.backward(loss * 2)
+    engine.backward(loss)  # The engine is still usable after every error above.
+    engine.step()
+    with pytest.raises(dsopt.EngineError, match="cannot load weights"):
+        dsopt.Engine(tiny_plan(), weights=tmp_path / "missing.safetensors")
+    with pytest.raises(dsopt.EngineError):
+        dsopt.load_data(data, tiny_plan())
+
+
+# -- the README example -----------------------------------------------------------------------
+def test_train_example_equals_ds_run(bin_dir, tmp_path):
+    out = tmp_path / "example"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "transformer",
+                                                       "train.py"),
+                          "--steps", "4", "--out", str(out), "--losses",
+                          str(tmp_path / "py.jsonl")],
+                         env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "loss: step 1" in run.stdout
+
+    config = os.path.join(ROOT, "examples", "transformer", "ds_config.json")
+    subprocess.run([os.path.join(bin_dir, "ds-compile"), str(out / "model.pt"), "--config",
+                    config, "--example-inputs", str(out / "data.pt"), "-o",
+                    str(tmp_path / "model.plan")], check=True)
+    expected, _ = run_ds(bin_dir, tmp_path / "model.plan", out / "data.pt", 4, tmp_path)
+    ours = [json.loads(line) for line in open(tmp_path / "py.jsonl")]
+    assert [(l["loss"], l["lr"], l["grad_norm"]) for l in ours] == [
+        (l["loss"], l["lr"], l["grad_norm"]) for l in expected]
