@@ -105,7 +105,7 @@ def test_compile_nn_module():
     assert engine.is_gradient_accumulation_boundary()
 
 
-def test_compile_script_module_and_path_agree(models, tmp_path):
+def test_compile_script_module_and_path_agree(tmp_path):
     script = torch.jit.script(TinyNet())
     path = tmp_path / "tiny.pt"
     script.save(str(path))
@@ -126,7 +126,8 @@ def test_compile_data_file_and_world_size(models):
     plan = dsopt.compile(os.path.join(models, "mlp.pt"), ADAMW_GAS2, data, world_size=2)
     assert plan.world_size == 2 and plan.micro_batch_per_rank == 4  # B = 8 rows, 2 ranks
     # Per-rank tensors are repeated world_size times into the global batch.
-    x, y = torch.load(data)["x"][0][:4], torch.load(data)["y"][0][:4]
+    tensors = torch.load(data)
+    x, y = tensors["x"][0][:4], tensors["y"][0][:4]
     again = dsopt.compile(os.path.join(models, "mlp.pt"), ADAMW_GAS2, (x, y), world_size=2)
     assert again.inputs == plan.inputs and again.world_size == 2
 

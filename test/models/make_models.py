@@ -731,6 +731,26 @@ def build_tied_lm():
                  "nn.MultiheadAttention with a boolean causal attn_mask."}
 
 
+class Dropper(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 16)
+        self.drop = nn.Dropout(0.3)
+        self.out = nn.Linear(16, 4)
+
+    def forward(self, x, y):
+        return F.mse_loss(self.out(self.drop(torch.relu(self.fc(x)))), y)
+
+
+def build_dropout():
+    torch.manual_seed(13)
+    m = Dropper()
+    return torch.jit.script(m), {"x": torch.randn(S, B, 8), "y": torch.randn(S, B, 4)}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "x [S,B,8], y [S,B,4] f32. Dropout(p=0.3) in training: masks drawn per "
+                 "(seed, step, micro-step, rank) on both sides (runtime and oracle)."}
+
+
 BUILDERS = [
     ("mlp", build_mlp),
     ("transformer", build_transformer),
@@ -744,6 +764,7 @@ BUILDERS = [
     ("ops_zoo_conv", build_ops_zoo_conv),
     ("resnet", build_resnet),
     ("tied_lm", build_tied_lm),
+    ("dropout", build_dropout),
 ]
 
 

@@ -662,8 +662,28 @@ def _load_buffers(module, saved: Dict[str, torch.Tensor]) -> None:
             b.copy_(saved[n])
 
 
+_M64 = (1 << 64) - 1
+
+
+def _splitmix64(x: int) -> int:
+    x = (x + 0x9E3779B97F4A7C15) & _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+def micro_step_seed(seed: int, step: int, micro: int, rank: int) -> int:
+    """The seed of one micro-step's random draws, as the runtime computes it (docs/runtime.md):
+    dropout masks depend only on (seed, optimizer step, position in the accumulation window, rank)."""
+    h = _splitmix64(seed)
+    h = _splitmix64(h ^ step)
+    h = _splitmix64(h ^ micro)
+    return _splitmix64(h ^ rank)
+
+
 def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
-          unbatched: Iterable[str] = ()) -> Tuple[List[dict], Dict[str, torch.Tensor]]:
+          unbatched: Iterable[str] = (), seed: Optional[int] = None
+          ) -> Tuple[List[dict], Dict[str, torch.Tensor]]:
     """The LibTorch oracle of DeepSpeed data-parallel training (design.md, "The numerical oracle").
 
     config: a DeepSpeed config dict (or a path to a JSON file); {"engines": {...}} with inline
@@ -686,6 +706,8 @@ def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
     if isinstance(config, str):
         with open(config) as f:
             config = json.load(f)
+    if seed is None:
+        seed = int(config.get("seed", 0)) if isinstance(config, dict) else 0
     engines_cfg = engine_configs(config)
     module = load_module(model_pt)
     module.train()
@@ -726,6 +748,7 @@ def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
             for s in range(k * gas, (k + 1) * gas):
                 for r in range(world_size):
                     _load_buffers(module, rank_buffers[r])
+                    torch.manual_seed(micro_step_seed(seed, k, s - k * gas, r))
                     try:
                         losses, is_tuple = forward_losses(module, rank_args(inputs, s, r, b))
                         loss = losses[0]

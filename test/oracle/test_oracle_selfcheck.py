@@ -20,7 +20,8 @@ sys.path.insert(0, HERE)
 import oracle  # noqa: E402
 
 REQUIRED_MODELS = ["mlp", "transformer", "encoder", "cnn", "moe", "two_models", "two_losses",
-                   "traced_mlp", "ops_zoo", "ops_zoo_conv", "resnet", "tied_lm"]
+                   "traced_mlp", "ops_zoo", "ops_zoo_conv", "resnet", "tied_lm",
+                   "dropout"]
 
 ERROR_FILES = ["bad_unsupported_op.pt", "bad_unsupported_op.data.pt", "bad_dynamic_loop.pt",
                "bad_dynamic_loop.data.pt", "not_torchscript.pt", "truncated.pt",

@@ -92,7 +92,8 @@ def check(args, workdir):
 
     try:
         expected_lines, expected_state = oracle.train(model, data, config, args.steps,
-                                                      args.world_size, args.unbatched)
+                                                      args.world_size, args.unbatched,
+                                                      seed=args.seed)
     except oracle.OracleError as e:
         raise CheckFailed(f"oracle: {e}")
     oracle.write_jsonl(os.path.join(workdir, "oracle.jsonl"), expected_lines)
