@@ -5,6 +5,7 @@
 #include "Trainer.h"
 
 #include "ds/Plan/PlanFormat.h"
+#include "ds/Runtime/Communicator.h"
 #include "ds/Runtime/RuntimeError.h"
 #include "ds/Runtime/StateStore.h"
 
@@ -42,6 +43,14 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
                         const std::string &baseDir,
                         const LoadOptions &options) {
   plan::validatePlan(plan, origin);
+  // Before anything expensive: every rank fails alike on a mismatch.
+  if (options.communicator && options.communicator->size() != plan.worldSize)
+    throw RuntimeError(
+        origin + ": the plan was compiled for --world-size " +
+        std::to_string(plan.worldSize) + ", but " +
+        std::to_string(options.communicator->size()) +
+        (options.communicator->size() == 1 ? " rank was" : " ranks were") +
+        " launched");
   Engine engine;
   // The plan lives on the heap: the state store and executors point into it
   // and must survive moves of the Engine.
@@ -57,10 +66,12 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
       *engine.plan_, "eval", *engine.state_, origin, executorOptions);
   // Training: configs first (they decide which parameters get gradients),
   // then the train program's operators and grad ops.
-  engine.rank_ = options.rank;
+  engine.communicator_ = options.communicator;
+  engine.rank_ =
+      options.communicator ? options.communicator->rank() : options.rank;
   if (engine.plan_->findProgram("train")) {
-    engine.trainer_ =
-        std::make_unique<detail::Trainer>(*engine.plan_, origin, options.seed);
+    engine.trainer_ = std::make_unique<detail::Trainer>(
+        *engine.plan_, origin, options.seed, options.communicator);
     engine.train_ = std::make_unique<Executor>(
         *engine.plan_, "train", *engine.state_, origin, executorOptions,
         &engine.trainer_->gradients());
@@ -83,7 +94,34 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
                        " state tensor(s) but names no weights file; pass "
                        "one (ds-run --weights FILE)");
   }
+  engine.broadcastState();
   return engine;
+}
+
+int64_t Engine::worldSize() const {
+  return communicator_ ? communicator_->size() : 1;
+}
+
+void Engine::broadcastState() {
+  if (worldSize() <= 1)
+    return;
+  // DeepSpeed broadcasts the model from rank 0 when it wraps it: ranks that
+  // loaded different files (or initialised differently) still start equal.
+  std::vector<CommHandle> handles;
+  std::vector<std::pair<int64_t, at::Tensor>> copies;
+  for (size_t i = 0; i < state_->size(); ++i) {
+    at::Tensor tensor = state_->tensor(int64_t(i));
+    if (!tensor.defined() || tensor.numel() == 0)
+      continue;
+    if (!tensor.is_contiguous()) {
+      tensor = tensor.contiguous();
+      copies.emplace_back(int64_t(i), tensor);
+    }
+    handles.push_back(communicator_->broadcast(tensor, 0));
+  }
+  waitAll(handles);
+  for (auto &[index, tensor] : copies)
+    state_->assign(index, tensor);
 }
 
 std::vector<c10::IValue>

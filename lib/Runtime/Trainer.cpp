@@ -51,11 +51,28 @@ config::EngineConfig parseConfig(const plan::Plan &plan, size_t index,
   return parsed;
 }
 
+/// Elements per all-reduce bucket: zero_optimization.reduce_bucket_size.
+/// The runtime parses configs with a placeholder hidden size, so an "auto"
+/// left in a (hand-written) plan takes DeepSpeed's default instead; the
+/// compiler resolves "auto" before it writes a plan.
+int64_t reduceBucketElements(const config::EngineConfig &config) {
+  const config::ordered_json &source = config.source;
+  auto zero = source.find("zero_optimization");
+  if (zero != source.end() && zero->is_object()) {
+    auto size = zero->find("reduce_bucket_size");
+    if (size != zero->end() && size->is_string())
+      return config::ZeroConfig().reduceBucketSize;
+  }
+  return config.zero.reduceBucketSize;
+}
+
 } // namespace
 
 Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
-                 std::optional<int64_t> seedOverride)
+                 std::optional<int64_t> seedOverride,
+                 std::shared_ptr<Communicator> communicator)
     : plan_(plan), accumulation_(plan.gradientAccumulationSteps) {
+  const int64_t worldSize = communicator ? communicator->size() : 1;
   std::optional<int64_t> configSeed;
   std::string seedEngine;
   for (size_t i = 0; i < plan.engines.size(); ++i) {
@@ -69,6 +86,15 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
                          " training (fp32 master weights" +
                          (config.fp16.enabled ? ", loss scaling" : "") +
                          ") is not implemented by this runtime yet");
+    // Stages 1-3 need the compiler's partition plan; running them as stage
+    // 0 would give the same numbers without the memory savings asked for.
+    if (!config.frozen() && config.zero.stage > 0 && worldSize > 1)
+      throw RuntimeError(origin + ": engine \"" + engine.name +
+                         "\": zero_optimization.stage " +
+                         std::to_string(config.zero.stage) + " on " +
+                         std::to_string(worldSize) +
+                         " ranks is not implemented by this runtime yet "
+                         "(it runs ZeRO stage 0: all-reduced gradients)");
     if (config.seed) {
       if (configSeed && *configSeed != *config.seed && !seedOverride)
         throw plan::PlanError(
@@ -101,10 +127,18 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
     }
   }
   gradients_ = std::make_unique<GradientBuffers>(plan, trainable);
-  for (size_t e = 0; e < engines_.size(); ++e)
+  std::vector<EngineReduction> reductions(engines_.size());
+  for (size_t e = 0; e < engines_.size(); ++e) {
     if (const auto &optimizer = engines_[e].config.optimizer)
       engines_[e].optimizer =
           std::make_unique<Optimizer>(*optimizer, gradients_->layout(e));
+    // One rank has nothing to reduce; frozen engines have no gradients.
+    if (worldSize > 1 && engines_[e].optimizer)
+      reductions[e] = stage0Reduction(gradients_->layout(e).numel,
+                                      reduceBucketElements(engines_[e].config));
+  }
+  reducer_ = std::make_unique<GradientReducer>(std::move(communicator),
+                                               std::move(reductions));
 }
 
 std::optional<double> Trainer::nextLr(size_t engine) const {
@@ -121,10 +155,16 @@ std::optional<double> Trainer::nextLr(size_t engine) const {
 StepReport Trainer::update(StateStore &state) {
   StepReport report;
   report.updated = true;
+  // All reductions in flight at once: engine e + 1's overlaps engine e's
+  // update.
+  for (size_t e = 0; e < engines_.size(); ++e)
+    if (engines_[e].optimizer)
+      reducer_->start(e, gradients_->flat(e));
   for (size_t e = 0; e < engines_.size(); ++e) {
     EngineState &engine = engines_[e];
     if (!engine.optimizer)
       continue; // Frozen: no gradients, never updated.
+    reducer_->wait(e);
     const std::vector<at::Tensor> &grads = gradients_->views(e);
     double gradNorm =
         clipGradientsByGlobalNorm(grads, engine.config.gradientClipping);

@@ -39,15 +39,19 @@ RunSetup setUpRun(const Options &options, const World &world, bool training) {
   runtime::LoadOptions loadOptions;
   loadOptions.weightsPath = options.weightsPath;
   loadOptions.rank = world.rank;
+  loadOptions.communicator = world.comm;
   loadOptions.seed = options.seed;
   runtime::Engine engine = runtime::Engine::load(options.planPath, loadOptions);
   const plan::Plan &plan = engine.plan();
+  // The engine checks this against its communicator; a World without one
+  // (one rank) is checked here.
   if (plan.worldSize != world.size)
     throw RuntimeError(options.planPath +
-                       ": the plan was compiled for "
-                       "world_size " +
+                       ": the plan was compiled for --world-size " +
                        std::to_string(plan.worldSize) + ", but " +
-                       std::to_string(world.size) + " rank(s) are running");
+                       std::to_string(world.size) +
+                       (world.size == 1 ? " rank was" : " ranks were") +
+                       " launched");
   if (plan.outputs.empty())
     throw RuntimeError(options.planPath +
                        ": the forward returns nothing; ds-run reports the "

@@ -54,6 +54,7 @@ void runTrain(const Options &options, const World &world) {
   LossLog log(world);
   Progress progress("train");
   for (int64_t step = 1; step <= run.steps; ++step) {
+    world.faultPoint(step); // DS_TEST_FAULT (test/mpi), else nothing.
     runtime::StepReport report;
     for (int64_t micro = 0; micro < accumulation; ++micro) {
       int64_t index = (step - 1) * accumulation + micro;

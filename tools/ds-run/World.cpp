@@ -1,29 +1,151 @@
 //===- World.cpp - This process's rank and the number of ranks ------------===//
+//
+// MPI is initialised only under a launcher: a plain `ds-run` must not pay
+// for it (nor need mpirun), and an MPI singleton of Open MPI starts helper
+// daemons. Under a launcher, the rank count MPI reports is checked against
+// the launcher's own variable, which catches N copies of a program each
+// believing it is rank 0 of 1 (e.g. MPICH's mpiexec starting an Open MPI
+// build).
+//
+//===----------------------------------------------------------------------===//
 
 #include "World.h"
 
+#include <ATen/Parallel.h>
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <unistd.h>
 
 namespace ds::run {
 
+namespace {
+
+const char *env(const char *name) {
+  const char *value = std::getenv(name);
+  return value && *value ? value : nullptr;
+}
+
+/// The launcher's rank count, when it says: (count, variable).
+std::pair<int64_t, const char *> launcherSize() {
+  for (const char *variable : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char *value = env(variable))
+      return {std::atoll(value), variable};
+  return {0, nullptr};
+}
+
+bool launched() {
+  return env("OMPI_COMM_WORLD_SIZE") || env("PMIX_RANK") || env("PMI_SIZE");
+}
+
+World::Fault parseFault() {
+  World::Fault fault;
+  const char *text = env("DS_TEST_FAULT");
+  if (!text)
+    return fault;
+  char mode[16] = {0};
+  long long rank = -1, step = -1;
+  char tail = 0;
+  if (std::sscanf(text, "%15[a-z]:%lld:%lld%c", mode, &rank, &step, &tail) !=
+          3 ||
+      rank < 0 || step < 1 ||
+      (std::string(mode) != "exit" && std::string(mode) != "hang" &&
+       std::string(mode) != "kill"))
+    throw std::runtime_error(std::string("DS_TEST_FAULT: '") + text +
+                             "' is not MODE:RANK:STEP (MODE exit, hang or "
+                             "kill; RANK >= 0; STEP >= 1)");
+  fault.mode = mode;
+  fault.rank = rank;
+  fault.step = step;
+  return fault;
+}
+
+/// Ranks sharing the cores: LibTorch would otherwise start one thread per
+/// core in every rank and oversubscribe them.
+void divideCores(int64_t size) {
+  if (size <= 1 || env("OMP_NUM_THREADS"))
+    return;
+  int64_t local = size;
+  if (const char *value = env("OMPI_COMM_WORLD_LOCAL_SIZE"))
+    local = std::max<int64_t>(1, std::atoll(value));
+  int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
+  at::set_num_threads(int(std::max<int64_t>(1, cores / local)));
+}
+
+} // namespace
+
 World World::detect() {
-  // Refuse to run N copies of a single-rank program under a launcher: each
-  // would think it is rank 0 of 1 and write the same outputs.
-  for (const char *variable : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
-    const char *value = std::getenv(variable);
-    if (value && std::atoi(value) > 1)
-      throw std::runtime_error(
-          std::string("launched with ") + value + " ranks (" + variable +
-          "), but this ds-run runs a single rank only (MPI support is not "
-          "built yet)");
+  World world;
+  world.fault = parseFault();
+  if (!launched()) {
+    world.comm = runtime::createLocalCommunicator();
+    return world;
   }
-  return World();
+  auto [expected, variable] = launcherSize();
+  if (!runtime::mpiCommunicatorAvailable()) {
+    if (expected > 1)
+      throw std::runtime_error(
+          "launched with " + std::to_string(expected) + " ranks (" +
+          variable + "), but this ds-run was built without MPI");
+    world.comm = runtime::createLocalCommunicator();
+    return world;
+  }
+  runtime::CommOptions options = runtime::CommOptions::fromEnvironment();
+  options.messagePrefix = "ds-run: error: ";
+  world.comm = runtime::createMpiCommunicator(options);
+  world.rank = world.comm->rank();
+  world.size = world.comm->size();
+  if (expected > 0 && expected != world.size)
+    throw std::runtime_error(
+        "launched with " + std::to_string(expected) + " ranks (" + variable +
+        "), but MPI reports " + std::to_string(world.size) +
+        ": the launcher does not belong to the MPI library ds-run was built "
+        "with");
+  divideCores(world.size);
+  return world;
 }
 
 void World::sumAcrossRanks(std::vector<double> &values) const {
-  (void)values; // One rank: the local sum is the global sum.
+  if (size <= 1 || !comm || values.empty())
+    return;
+  at::Tensor sums = at::tensor(values, at::kDouble);
+  comm->allReduce(sums, runtime::ReduceOp::Sum).wait();
+  const double *data = sums.data_ptr<double>();
+  std::copy(data, data + values.size(), values.begin());
+}
+
+void World::abortIfOthersRun(int exitCode) const {
+  if (size <= 1 || !comm)
+    return;
+  // An error every rank hits (a plan that does not fit) would make every
+  // rank abort at once, and mpirun then garbles its report. Rank 0 goes
+  // first; the others follow unless mpirun has ended them by then.
+  if (rank != 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  comm->abort(exitCode);
+}
+
+void World::faultPoint(int64_t step) const {
+  if (fault.mode.empty() || fault.rank != rank || fault.step != step)
+    return;
+  std::fprintf(stderr, "ds-run: DS_TEST_FAULT: rank %lld: %s at step %lld\n",
+               static_cast<long long>(rank), fault.mode.c_str(),
+               static_cast<long long>(step));
+  std::fflush(stderr);
+  std::fflush(stdout);
+  if (fault.mode == "exit")
+    std::_Exit(3);
+  if (fault.mode == "kill")
+    std::raise(SIGKILL);
+  while (true) // hang: a rank that stops answering
+    pause();
 }
 
 } // namespace ds::run

@@ -1,15 +1,21 @@
 //===- World.h - This process's rank and the number of ranks ----*- C++ -*-===//
 //
 // The one place ds-run learns its rank and world size, and the one place
-// that combines per-rank numbers. Single-rank for now; MPI replaces the
-// body of these functions later.
+// that combines per-rank numbers. Started directly, ds-run is rank 0 of 1
+// and needs no MPI; started by an MPI launcher (mpirun -n W), it initialises
+// MPI and takes rank and size from it. The World owns the run's
+// Communicator, which the engine shares for the gradient reduction.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DS_TOOLS_DSRUN_WORLD_H
 #define DS_TOOLS_DSRUN_WORLD_H
 
+#include "ds/Runtime/Communicator.h"
+
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 namespace ds::run {
@@ -17,15 +23,42 @@ namespace ds::run {
 struct World {
   int64_t rank = 0;
   int64_t size = 1;
+  /// The ranks' communicator: MPI under a launcher, else the local one.
+  /// Null only in a default-constructed World (one rank).
+  std::shared_ptr<runtime::Communicator> comm;
 
-  /// Throws std::runtime_error when launched with several ranks (mpirun),
-  /// which this build does not support yet.
+  /// Detects the launcher: Open MPI's mpirun (OMPI_COMM_WORLD_SIZE) or a
+  /// PMI/PMIx launcher (PMIX_RANK, PMI_SIZE) starts MPI; otherwise one
+  /// local rank. Under several ranks, sets LibTorch's intra-op threads to
+  /// the cores per local rank unless OMP_NUM_THREADS says otherwise. Throws
+  /// std::runtime_error (MPI missing or failing, a launcher that does not
+  /// match the MPI library, a bad DS_COMM_TIMEOUT_SECONDS or DS_TEST_FAULT).
   static World detect();
 
   /// Element-wise sum over all ranks, in place (identity for one rank).
+  /// Every rank must call it at the same point.
   void sumAcrossRanks(std::vector<double> &values) const;
 
   bool isLeader() const { return rank == 0; }
+
+  /// After an error on this rank of a multi-rank run: ends the whole job
+  /// (the other ranks would wait for this one until their timeout). Returns
+  /// when this is the only rank.
+  void abortIfOthersRun(int exitCode) const;
+
+  /// Test hook for the failure tests (test/mpi): with
+  /// DS_TEST_FAULT=MODE:RANK:STEP, rank RANK exits (MODE exit: code 3,
+  /// without MPI_Finalize, like a crash), hangs (hang) or is killed
+  /// (kill: SIGKILL) when training step STEP (1-based) begins.
+  void faultPoint(int64_t step) const;
+
+  /// Parsed DS_TEST_FAULT; mode empty when unset.
+  struct Fault {
+    std::string mode;
+    int64_t rank = -1;
+    int64_t step = -1;
+  };
+  Fault fault;
 };
 
 } // namespace ds::run

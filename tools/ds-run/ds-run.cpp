@@ -15,6 +15,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 
 namespace {
@@ -33,34 +34,45 @@ std::string oneLine(std::string text) {
   return line;
 }
 
-int fail(const std::string &message) {
+/// With several ranks the line names the rank, and the whole job ends here:
+/// the other ranks would otherwise wait for this one until their timeout.
+int fail(const std::string &message,
+         const std::optional<ds::run::World> &world = std::nullopt) {
   std::cout.flush();
-  std::fprintf(stderr, "ds-run: error: %s\n", oneLine(message).c_str());
+  std::string rank;
+  if (world && world->size > 1)
+    rank = "rank " + std::to_string(world->rank) + ": ";
+  std::fprintf(stderr, "ds-run: error: %s%s\n", rank.c_str(),
+               oneLine(message).c_str());
+  if (world)
+    world->abortIfOthersRun(1);
   return 1;
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
+  // Outside the try: an error must still reach the other ranks.
+  std::optional<ds::run::World> world;
   try {
     ds::run::Options options = ds::run::parseOptions(argc, argv);
     if (options.help) {
       std::cout << ds::run::usageText();
       return 0;
     }
-    ds::run::World world = ds::run::World::detect();
+    world = ds::run::World::detect();
     if (options.eval)
-      ds::run::runEval(options, world);
+      ds::run::runEval(options, *world);
     else
-      ds::run::runTrain(options, world);
+      ds::run::runTrain(options, *world);
     return 0;
   } catch (const ds::run::UsageError &error) {
-    return fail(std::string(error.what()) + " (see ds-run --help)");
+    return fail(std::string(error.what()) + " (see ds-run --help)", world);
   } catch (const c10::Error &error) {
-    return fail(error.what_without_backtrace());
+    return fail(error.what_without_backtrace(), world);
   } catch (const std::exception &error) {
-    return fail(error.what());
+    return fail(error.what(), world);
   } catch (...) {
-    return fail("unknown exception");
+    return fail("unknown exception", world);
   }
 }

@@ -27,6 +27,7 @@
 
 namespace ds::runtime {
 
+class Communicator;
 class Optimizer;
 class StateStore;
 namespace detail {
@@ -40,7 +41,15 @@ struct LoadOptions {
   /// See ExecutorOptions::checkResults.
   bool checkResults = true;
   /// This process's data-parallel rank: it picks the micro-step seeds.
+  /// Ignored when `communicator` is given (its rank() is the rank).
   int64_t rank = 0;
+  /// The data-parallel ranks (ds-run's World makes it). When given, its
+  /// size() must equal the plan's world_size; the state is broadcast from
+  /// rank 0 after loading (as DeepSpeed does when it wraps a model), and
+  /// training averages the gradients over the ranks at every accumulation
+  /// boundary (ZeRO stage 0). Null: this process trains alone, as rank
+  /// `rank`, with no reduction (tests that emulate one rank of several).
+  std::shared_ptr<Communicator> communicator;
   /// Replaces the engine configs' "seed" (ds-run --seed). Without either,
   /// the seed is 0.
   std::optional<int64_t> seed;
@@ -115,9 +124,13 @@ public:
   /// is_gradient_accumulation_boundary()).
   bool isGradientAccumulationBoundary() const;
   /// Ends the micro-step (requires a backward() since the last step()). On
-  /// the boundary, for each trainable plan engine: global-norm clipping to
-  /// its gradient_clipping, its optimizer update at the scheduled LR, the
-  /// scheduler's advance, zeroed gradients.
+  /// the boundary, for each trainable plan engine: with several ranks, the
+  /// average of its flat gradient buffer over the ranks (all-reduce in
+  /// reduce_bucket_size buckets; every rank must call step() in step); then
+  /// global-norm clipping to its gradient_clipping, its optimizer update at
+  /// the scheduled LR, the scheduler's advance, zeroed gradients. Buffers
+  /// (BatchNorm statistics) are not reduced: each rank keeps its own, as
+  /// DeepSpeed does, and rank 0's are the ones to save.
   StepReport step();
 
   /// Optimizer steps taken (DeepSpeed's global_steps).
@@ -142,6 +155,15 @@ public:
   MemoryStats trainMemory() const;
   void resetPeakMemory();
 
+  /// This process's data-parallel rank and the number of ranks (1 without
+  /// a communicator).
+  int64_t rank() const { return rank_; }
+  int64_t worldSize() const;
+  /// Null when loaded without one.
+  const std::shared_ptr<Communicator> &communicator() const {
+    return communicator_;
+  }
+
   const plan::Plan &plan() const { return *plan_; }
   const std::string &origin() const { return origin_; }
   StateStore &state() { return *state_; }
@@ -152,11 +174,14 @@ private:
 
   void requireTrain(const char *call) const;
   MemoryStats fillStateBytes(MemoryStats stats) const;
+  /// Every state tensor from rank 0 (several ranks only).
+  void broadcastState();
 
   std::unique_ptr<plan::Plan> plan_;
   std::string origin_;
   std::unique_ptr<StateStore> state_;
   std::unique_ptr<Executor> eval_;
+  std::shared_ptr<Communicator> communicator_;
 
   // Training; null without programs.train.
   std::unique_ptr<detail::Trainer> trainer_;

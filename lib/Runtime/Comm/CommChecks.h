@@ -28,13 +28,13 @@ const char *collectiveName(Collective kind);
 /// A defined, contiguous CPU tensor; `role` ("tensor", "input", "output")
 /// names it in the message. Throws CommError.
 void checkBuffer(Collective kind, const char *role, const at::Tensor &tensor);
-/// checkBuffer plus a dtype reductions support.
-void checkReducible(Collective kind, const char *role,
-                    const at::Tensor &tensor);
+/// checkBuffer plus a dtype that `op` can reduce (Avg: floating point).
+void checkReducible(Collective kind, const char *role, const at::Tensor &tensor,
+                    ReduceOp op);
 /// Block sizes and dtypes of a reduce-scatter over `size` ranks; input and
 /// output must not overlap.
 void checkReduceScatter(const at::Tensor &output, const at::Tensor &input,
-                        int64_t size);
+                        int64_t size, ReduceOp op);
 /// Block sizes and dtypes of an all-gather. Returns true for the in-place
 /// form (input is rank `rank`'s block of output); any other overlap is an
 /// error.

@@ -98,14 +98,18 @@ void checkBuffer(Collective kind, const char *role, const at::Tensor &tensor) {
                    describeLayout(tensor));
 }
 
-void checkReducible(Collective kind, const char *role,
-                    const at::Tensor &tensor) {
+void checkReducible(Collective kind, const char *role, const at::Tensor &tensor,
+                    ReduceOp op) {
   checkBuffer(kind, role, tensor);
   switch (tensor.scalar_type()) {
   case at::kFloat:
   case at::kDouble:
+    return;
   case at::kInt:
   case at::kLong:
+    if (op == ReduceOp::Avg)
+      fail(kind, "avg needs a floating-point tensor, got " +
+                     scalarTypeName(tensor.scalar_type()));
     return;
   default:
     fail(kind, std::string("cannot reduce ") +
@@ -116,10 +120,10 @@ void checkReducible(Collective kind, const char *role,
 }
 
 void checkReduceScatter(const at::Tensor &output, const at::Tensor &input,
-                        int64_t size) {
+                        int64_t size, ReduceOp op) {
   Collective kind = Collective::ReduceScatter;
-  checkReducible(kind, "input", input);
-  checkReducible(kind, "output", output);
+  checkReducible(kind, "input", input, op);
+  checkReducible(kind, "output", output, op);
   if (input.scalar_type() != output.scalar_type())
     fail(kind, "input and output dtypes differ (" +
                    scalarTypeName(input.scalar_type()) + " vs " +

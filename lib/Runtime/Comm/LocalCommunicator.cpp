@@ -21,13 +21,14 @@ public:
   int64_t size() const override { return 1; }
   const char *backendName() const override { return "local"; }
 
-  CommHandle allReduce(const at::Tensor &tensor, ReduceOp) override {
-    detail::checkReducible(detail::Collective::AllReduce, "tensor", tensor);
+  CommHandle allReduce(const at::Tensor &tensor, ReduceOp op) override {
+    detail::checkReducible(detail::Collective::AllReduce, "tensor", tensor,
+                           op);
     return CommHandle();
   }
   CommHandle reduceScatter(const at::Tensor &output, const at::Tensor &input,
-                           ReduceOp) override {
-    detail::checkReduceScatter(output, input, 1);
+                           ReduceOp op) override {
+    detail::checkReduceScatter(output, input, 1, op);
     output.view(-1).copy_(input.view(-1));
     return CommHandle();
   }

@@ -2,6 +2,8 @@
 
 #include "RuleHelpers.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::ds;
 using namespace mlir::ds::detail;
@@ -108,6 +110,83 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
                       {gb.operand(0), gb.constFloat(*e - 1.0)}, type);
     Value s = gb.aten("aten::mul.Scalar", {p, gb.constFloat(*e)}, type);
     gb.setGrad(0, gb.aten("aten::mul.Tensor", {g, s}, type));
+    return success();
+  };
+  t["aten::pow.Tensor_Tensor"] = [](GradientBuilder &gb) {
+    // d a^e / da = e * a^(e - 1); d a^e / de = a^e * log(a)
+    Value g = gb.resultGradOrZeros(0);
+    Value a = gb.operand(0), e = gb.operand(1);
+    Type out = gb.result(0).getType();
+    if (gb.needsGrad(0)) {
+      Value em1 = gb.aten("aten::sub.Scalar", {e, gb.constInt(1), gb.constInt(1)},
+                          e.getType());
+      Value p = gb.aten("aten::pow.Tensor_Tensor", {a, em1}, out);
+      Value d = gb.aten("aten::mul.Tensor", {p, e}, out);
+      gb.setGrad(0, gb.sumToShapeOf(gb.aten("aten::mul.Tensor", {g, d}, out), a));
+    }
+    if (gb.needsGrad(1)) {
+      Value la = gb.aten("aten::log", {a}, a.getType());
+      Value d = gb.aten("aten::mul.Tensor", {gb.result(0), la}, out);
+      gb.setGrad(1, gb.sumToShapeOf(gb.aten("aten::mul.Tensor", {g, d}, out), e));
+    }
+    return success();
+  };
+  t["aten::pow.Scalar"] = [](GradientBuilder &gb) -> LogicalResult {
+    // s^e: d/de = s^e * log(s)
+    auto base = gb.staticFloat(gb.operand(0));
+    if (!base)
+      return gb.op.emitOpError() << "gradient of pow needs a constant base";
+    Value g = gb.resultGradOrZeros(0);
+    Type out = gb.result(0).getType();
+    Value d = gb.aten("aten::mul.Scalar",
+                      {gb.result(0), gb.constFloat(std::log(*base))}, out);
+    gb.setGrad(1, gb.aten("aten::mul.Tensor", {g, d}, out));
+    return success();
+  };
+  auto maximumLike = [](GradientBuilder &gb) {
+    // Ties share the gradient equally, as PyTorch's maximum does.
+    Value g = gb.resultGradOrZeros(0);
+    Value a = gb.operand(0), b = gb.operand(1);
+    Type out = gb.result(0).getType();
+    auto boolOf = [&](Type t) {
+      auto r = cast<RankedTensorType>(t);
+      return RankedTensorType::get(r.getShape(), gb.b.getI1Type());
+    };
+    Value eq = gb.aten("aten::eq.Tensor", {a, b}, boolOf(out));
+    Value half = gb.aten("aten::div.Scalar", {g, gb.constFloat(2.0)}, out);
+    Value shared = gb.aten("aten::where.self", {eq, half, g}, out);
+    Value zero = gb.constFloat(0.0);
+    if (gb.needsGrad(0)) {
+      Value lt = gb.aten("aten::lt.Tensor", {a, b}, boolOf(out));
+      gb.setGrad(0, gb.sumToShapeOf(gb.aten("aten::masked_fill.Scalar",
+                                            {shared, lt, zero}, out),
+                                    a));
+    }
+    if (gb.needsGrad(1)) {
+      Value gt = gb.aten("aten::gt.Tensor", {a, b}, boolOf(out));
+      gb.setGrad(1, gb.sumToShapeOf(gb.aten("aten::masked_fill.Scalar",
+                                            {shared, gt, zero}, out),
+                                    b));
+    }
+    return success();
+  };
+  t["aten::maximum"] = maximumLike;
+  t["aten::max.other"] = maximumLike;
+  t["aten::max"] = [](GradientBuilder &gb) {
+    // Full reduction: the gradient is shared evenly among the maxima.
+    Value g = gb.resultGradOrZeros(0);
+    Value a = gb.operand(0);
+    auto at = cast<RankedTensorType>(a.getType());
+    auto maskType = RankedTensorType::get(at.getShape(), gb.b.getI1Type());
+    Value mask = gb.aten("aten::eq.Tensor", {a, gb.result(0)}, maskType);
+    Value f = gb.constBool(false);
+    Value maskF = gb.aten("aten::to.dtype",
+                          {mask, gb.constInt(scalarTypeCode(at.getElementType())),
+                           f, f, gb.none()},
+                          at);
+    Value count = gb.aten("aten::sum", {maskF, gb.none()}, g.getType());
+    Value share = gb.aten("aten::div.Tensor", {g, count}, g.getType());
+    gb.setGrad(0, gb.aten("aten::mul.Tensor", {maskF, share}, at));
     return success();
   };
   t["aten::sqrt"] = [](GradientBuilder &gb) {

@@ -51,18 +51,76 @@ void mlir::ds::rules::addLossRules(RuleTable &t) {
     //                    label_smoothing) == nll_loss(log_softmax(x, 1), ...)
     Value x = gb.operand(0);
     auto smoothing = gb.staticFloat(gb.operand(5));
-    if (!smoothing || *smoothing != 0.0)
+    auto reduction = gb.staticInt(gb.operand(3));
+    if (!smoothing || !reduction)
+      return gb.op.emitOpError() << "gradient of cross_entropy needs constant "
+                                    "label_smoothing and reduction";
+    if (*smoothing != 0.0 &&
+        (rankOf(x) != 2 || !isa<ds::NoneType>(gb.operand(2).getType()) ||
+         *reduction == 0))
       return gb.op.emitOpError()
-             << "gradient of cross_entropy with label smoothing is not "
-                "supported";
-    if (rankOf(x) != 2 && rankOf(x) != 4)
+             << "gradient of cross_entropy with label smoothing is supported "
+                "for [N, C] inputs without class weights and with a mean or "
+                "sum reduction";
+    if (rankOf(x) < 2 || rankOf(x) > 4)
       return gb.op.emitOpError() << "gradient of cross_entropy supports "
-                                    "[N, C] and [N, C, H, W] inputs";
+                                    "[N, C], [N, C, T] and [N, C, H, W] inputs";
     Value one = gb.constInt(1);
     Value logp = gb.aten("aten::log_softmax.int", {x, one, gb.none()},
                          x.getType());
-    Value gl = nllBackward(gb, gb.resultGradOrZeros(0), logp, gb.operand(1),
+    Value target = gb.operand(1);
+    Value nllInput = logp;
+    if (rankOf(x) == 3) {
+      // [N, C, T] as [N, C, T, 1], as ATen's nll_loss_nd does.
+      auto xt = cast<RankedTensorType>(x.getType());
+      auto tt = cast<RankedTensorType>(target.getType());
+      SmallVector<int64_t> xs(xt.getShape()), ts(tt.getShape());
+      xs.push_back(1);
+      ts.push_back(1);
+      nllInput = gb.aten("aten::unsqueeze", {logp, gb.constInt(3)},
+                         RankedTensorType::get(xs, xt.getElementType()));
+      target = gb.aten("aten::unsqueeze", {target, gb.constInt(2)},
+                       RankedTensorType::get(ts, tt.getElementType()));
+    }
+    Value gl = nllBackward(gb, gb.resultGradOrZeros(0), nllInput, target,
                            gb.operand(2), gb.operand(3), gb.operand(4));
+    if (rankOf(x) == 3)
+      gl = gb.aten("aten::squeeze.dim", {gl, gb.constInt(3)}, x.getType());
+    if (*smoothing != 0.0) {
+      // loss = (1 - e) * nll + e / C * smooth, smooth = -sum_c logp over the
+      // rows whose target is not ignore_index (mean: divided by their count).
+      auto xt = cast<RankedTensorType>(x.getType());
+      Type elem = xt.getElementType();
+      Value g = gb.resultGradOrZeros(0);
+      gl = gb.aten("aten::mul.Scalar", {gl, gb.constFloat(1.0 - *smoothing)},
+                   x.getType());
+      auto tt = cast<RankedTensorType>(gb.operand(1).getType());
+      auto rowsBool = RankedTensorType::get(tt.getShape(), gb.b.getI1Type());
+      auto rows = RankedTensorType::get(tt.getShape(), elem);
+      Value keep = gb.aten("aten::ne.Scalar", {gb.operand(1), gb.operand(4)},
+                           rowsBool);
+      Value f = gb.constBool(false);
+      Value keepF = gb.aten("aten::to.dtype",
+                            {keep, gb.constInt(scalarTypeCode(elem)), f, f,
+                             gb.none()},
+                            rows);
+      Value scale = gb.aten("aten::mul.Scalar",
+                            {g, gb.constFloat(-*smoothing /
+                                              xt.getDimSize(1))},
+                            g.getType());
+      if (*reduction == 1) {
+        Value count = gb.aten("aten::sum", {keepF, gb.none()}, g.getType());
+        scale = gb.aten("aten::div.Tensor", {scale, count}, g.getType());
+      }
+      Value perRow = gb.aten("aten::mul.Tensor", {keepF, scale}, rows);
+      SmallVector<int64_t> colShape(tt.getShape());
+      colShape.push_back(1);
+      Value col = gb.aten("aten::unsqueeze", {perRow, gb.constInt(1)},
+                          RankedTensorType::get(colShape, elem));
+      Value smooth = gb.aten("aten::expand_as", {col, x}, x.getType());
+      gl = gb.aten("aten::add.Tensor", {gl, smooth, gb.constInt(1)},
+                   x.getType());
+    }
     Value code = gb.constInt(scalarTypeCode(elementOf(x)));
     gb.setGrad(0, gb.aten("aten::_log_softmax_backward_data",
                           {gl, logp, one, code}, x.getType()));

@@ -77,10 +77,36 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
   t["aten::matmul"] = [](GradientBuilder &gb) -> LogicalResult {
     Value g = gb.resultGradOrZeros(0);
     Value a = gb.operand(0), b = gb.operand(1);
+    Type out = gb.result(0).getType();
+    // Matrix-vector products: [n, k] @ [k] and [k] @ [k, m].
+    auto unsqueezed = [&](Value v, int64_t dim) {
+      auto t = cast<RankedTensorType>(v.getType());
+      SmallVector<int64_t> shape(t.getShape());
+      shape.insert(shape.begin() + (dim < 0 ? shape.size() + 1 + dim : dim), 1);
+      return gb.aten("aten::unsqueeze", {v, gb.constInt(dim)},
+                     RankedTensorType::get(shape, t.getElementType()));
+    };
+    if (rankOf(a) == 2 && rankOf(b) == 1) {
+      if (gb.needsGrad(0)) // outer(g, b)
+        gb.setGrad(0, gb.aten("aten::mul.Tensor", {unsqueezed(g, -1), b},
+                              a.getType()));
+      if (gb.needsGrad(1))
+        gb.setGrad(1, gb.aten("aten::matmul", {transposeLast(gb, a), g},
+                              b.getType()));
+      return success();
+    }
+    if (rankOf(a) == 1 && rankOf(b) == 2) {
+      if (gb.needsGrad(0))
+        gb.setGrad(0, gb.aten("aten::matmul", {b, g}, a.getType()));
+      if (gb.needsGrad(1)) // outer(a, g)
+        gb.setGrad(1, gb.aten("aten::mul.Tensor", {unsqueezed(a, -1), g},
+                              b.getType()));
+      return success();
+    }
     if (rankOf(a) < 2 || rankOf(b) < 2)
       return gb.op.emitOpError()
-             << "gradient of matmul with a 1-D operand is not supported";
-    Type out = gb.result(0).getType();
+             << "gradient of matmul with a 1-D operand is supported for "
+                "matrix-vector products only";
     if (gb.needsGrad(0)) {
       Value ga = gb.aten("aten::matmul", {g, transposeLast(gb, b)}, out);
       // Broadcast batch dims and the [.., n, k] shape: reduce to a's shape.
@@ -139,11 +165,18 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
                          gb.operand(4)},
                         {xt, statType, statType});
     Value w = gb.operand(2), b = gb.operand(3);
+    // Without an affine weight/bias the backward still has three results
+    // (undefined tensors); they are typed as the normalized shape.
+    SmallVector<int64_t> normShape(
+        xt.getShape().end() - normalized->size(), xt.getShape().end());
+    auto normType = RankedTensorType::get(normShape, xt.getElementType());
+    Type wType = isa<ds::NoneType>(w.getType()) ? Type(normType) : w.getType();
+    Type bType = isa<ds::NoneType>(b.getType()) ? Type(normType) : b.getType();
     auto grads = gb.atenN(
         "aten::native_layer_norm_backward",
         {gb.resultGradOrZeros(0), x, gb.operand(1), fwd[1], fwd[2], w, b,
          outputMask(gb, 0, 2, 3)},
-        {xt, w.getType(), b.getType()});
+        {xt, wType, bType});
     gb.setGrad(0, grads[0]);
     if (gb.needsGrad(2))
       gb.setGrad(2, grads[1]);

@@ -1,0 +1,335 @@
+//===- MpiCommCheck.cpp - The MPI communicator on real ranks ---------------===//
+//
+// Run under mpirun (ctest does, on 2 and 4 ranks; unittests/Runtime/
+// CMakeLists.txt). Checks every collective's result against what it must
+// be, on every rank; that reductions give bitwise the same result on every
+// rank (data parallelism relies on it to keep parameters equal); that many
+// collectives may be in flight at once and waited in any order; and
+// measures how much of a started collective progresses while the caller
+// computes (printed, not asserted: timing depends on the machine's load).
+//
+//   MpiCommCheck            the checks and the overlap measurement
+//   MpiCommCheck --timeout  rank 1 joins a collective 4 s late; rank 0,
+//                           with a 1 s timeout in Throw mode, must get a
+//                           CommTimeoutError naming the collective, then
+//                           the collective completes once rank 1 arrives
+//
+// Exit code 0 when every check passes on this rank; each failure prints a
+// line "rank R: FAIL: ...".
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Runtime/Communicator.h"
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace ds::runtime;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t R = 0, W = 1;
+int failures = 0;
+
+std::shared_ptr<Communicator> &comm() {
+  static std::shared_ptr<Communicator> communicator;
+  return communicator;
+}
+
+void check(bool ok, const std::string &what) {
+  if (!ok) {
+    ++failures;
+    std::fprintf(stderr, "rank %lld: FAIL: %s\n", (long long)R, what.c_str());
+  }
+}
+
+bool same(const at::Tensor &a, const at::Tensor &b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
+         a.equal(b);
+}
+
+/// Rank r's contribution: values that depend on the rank and position.
+at::Tensor contribution(int64_t rank, int64_t n, at::ScalarType type) {
+  return (at::arange(n, at::kDouble) * 0.5 + double(rank * 1000 + 1))
+      .to(type);
+}
+
+void checkAllReduce() {
+  for (at::ScalarType type : {at::kFloat, at::kDouble, at::kLong}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+      if (op == ReduceOp::Avg && type == at::kLong)
+        continue;
+      const int64_t n = 1000;
+      // Exact in every dtype: integral contributions are summed as such.
+      at::Tensor expected = contribution(0, n, type).to(at::kDouble);
+      for (int64_t r = 1; r < W; ++r) {
+        at::Tensor part = contribution(r, n, type).to(at::kDouble);
+        expected = op == ReduceOp::Max ? at::maximum(expected, part)
+                                       : expected + part;
+      }
+      if (op == ReduceOp::Avg)
+        expected = expected / double(W);
+      at::Tensor tensor = contribution(R, n, type);
+      comm()->allReduce(tensor, op).wait();
+      check(same(tensor, expected.to(type)),
+            std::string("allReduce ") + reduceOpName(op) + " " +
+                c10::toString(type));
+    }
+  }
+}
+
+void checkBitwiseAgreement() {
+  // Random addends whose sum rounds differently in different orders: every
+  // rank must still get the same bits.
+  at::Tensor tensor =
+      at::randn({1 << 16}, at::TensorOptions().dtype(at::kFloat)) *
+      double(R + 1);
+  comm()->allReduce(tensor, ReduceOp::Avg).wait();
+  at::Tensor all = at::empty({W * tensor.numel()}, tensor.options());
+  comm()->allGather(all, tensor).wait();
+  bool equal = true;
+  for (int64_t r = 0; r < W; ++r)
+    equal = equal && same(all.narrow(0, r * tensor.numel(), tensor.numel()),
+                          tensor);
+  check(equal, "allReduce results are bitwise equal on every rank");
+}
+
+void checkReduceScatter() {
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+    const int64_t n = 777;
+    at::Tensor expected = contribution(0, W * n, at::kDouble);
+    for (int64_t r = 1; r < W; ++r) {
+      at::Tensor part = contribution(r, W * n, at::kDouble);
+      expected = op == ReduceOp::Max ? at::maximum(expected, part)
+                                     : expected + part;
+    }
+    if (op == ReduceOp::Avg)
+      expected = expected / double(W);
+    at::Tensor input = contribution(R, W * n, at::kFloat);
+    at::Tensor output = at::full({n}, -1.0f);
+    comm()->reduceScatter(output, input, op).wait();
+    check(same(output, expected.narrow(0, R * n, n).to(at::kFloat)),
+          std::string("reduceScatter ") + reduceOpName(op));
+    check(same(input, contribution(R, W * n, at::kFloat)),
+          "reduceScatter leaves its input alone");
+  }
+}
+
+void checkAllGather() {
+  for (at::ScalarType type : {at::kFloat, at::kBFloat16, at::kLong}) {
+    const int64_t n = 333;
+    at::Tensor expected = at::cat(
+        [&] {
+          std::vector<at::Tensor> parts;
+          for (int64_t r = 0; r < W; ++r)
+            parts.push_back(contribution(r, n, type));
+          return parts;
+        }(),
+        0);
+    at::Tensor output = at::zeros({W * n}, type);
+    comm()->allGather(output, contribution(R, n, type)).wait();
+    check(same(output, expected),
+          std::string("allGather ") + c10::toString(type));
+    // In place: this rank's block of the output is the input (ZeRO's
+    // gather of updated shards into the flat buffer).
+    at::Tensor flat = at::zeros({W * n}, type);
+    flat.narrow(0, R * n, n).copy_(contribution(R, n, type));
+    comm()->allGather(flat, flat.narrow(0, R * n, n)).wait();
+    check(same(flat, expected),
+          std::string("allGather in place ") + c10::toString(type));
+  }
+}
+
+void checkBroadcast() {
+  for (int64_t root : {int64_t(0), W - 1}) {
+    at::Tensor tensor = contribution(R, 4097, at::kFloat).view({17, 241});
+    comm()->broadcast(tensor, root).wait();
+    check(same(tensor, contribution(root, 4097, at::kFloat).view({17, 241})),
+          "broadcast from rank " + std::to_string(root));
+  }
+  comm()->barrier().wait();
+}
+
+void checkManyInFlight() {
+  // Sixteen collectives in flight, waited in reverse order.
+  std::vector<at::Tensor> tensors;
+  std::vector<CommHandle> handles;
+  for (int64_t i = 0; i < 16; ++i) {
+    tensors.push_back(at::full({(i + 1) * 1000}, double(R + i)));
+    handles.push_back(comm()->allReduce(tensors.back(), ReduceOp::Sum));
+  }
+  for (int64_t i = 15; i >= 0; --i) {
+    handles[size_t(i)].wait();
+    double expected = double(W * (W - 1) / 2 + W * i);
+    check(tensors[size_t(i)].eq(expected).all().item<bool>(),
+          "in-flight allReduce " + std::to_string(i));
+  }
+}
+
+void checkBadArguments() {
+  auto refuses = [](auto call, const char *text) {
+    try {
+      call();
+      check(false, std::string("expected a CommError: ") + text);
+    } catch (const CommError &error) {
+      check(std::strstr(error.what(), text) != nullptr,
+            std::string("message '") + error.what() + "' lacks '" + text +
+                "'");
+    }
+  };
+  refuses([] { comm()->allReduce(at::zeros({4, 4}).t(), ReduceOp::Sum); },
+          "must be contiguous");
+  refuses([] { comm()->allReduce(at::zeros({4}, at::kHalf), ReduceOp::Sum); },
+          "cannot reduce float16");
+  refuses(
+      [] {
+        comm()->reduceScatter(at::zeros({3}), at::zeros({3 * W + 1}),
+                              ReduceOp::Sum);
+      },
+      "the input must hold size() x output elements");
+  refuses([] { comm()->broadcast(at::zeros({3}), W); }, "is not a rank");
+}
+
+/// Seconds of `iterations` 256x256 matmuls.
+double compute(int64_t iterations) {
+  at::Tensor a = at::randn({256, 256});
+  at::Tensor b = at::randn({256, 256});
+  Clock::time_point start = Clock::now();
+  for (int64_t i = 0; i < iterations; ++i)
+    a = at::mm(a, b).div_(16.0);
+  (void)a.sum().item<float>();
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+/// How much of a started collective completes while this rank computes.
+void measureOverlap() {
+  const int64_t n = 16 << 20; // 64 MiB of float32.
+  at::Tensor big = at::ones({n});
+  at::Tensor shard = at::empty({n / W});
+  at::Tensor gathered = at::empty({n});
+  struct Case {
+    const char *name;
+    std::function<CommHandle()> start;
+  };
+  std::vector<Case> cases = {
+      {"allReduce", [&] { return comm()->allReduce(big, ReduceOp::Avg); }},
+      {"reduceScatter",
+       [&] { return comm()->reduceScatter(shard, big, ReduceOp::Avg); }},
+      {"allGather",
+       [&] { return comm()->allGather(gathered, big.narrow(0, 0, n / W)); }},
+  };
+  // The compute per case lasts about as long as the collective alone: the
+  // stringent case, where only a collective that progresses in the
+  // background finishes by the time the compute does.
+  compute(10); // Warm-up.
+  at::Tensor perIteration = at::tensor({compute(50) / 50}, at::kDouble);
+  comm()->allReduce(perIteration, ReduceOp::Max).wait();
+  for (const Case &c : cases) {
+    c.start().wait(); // Warm-up (buffers, connections).
+    comm()->barrier().wait();
+    Clock::time_point start = Clock::now();
+    c.start().wait();
+    at::Tensor alone = at::tensor({seconds(start)}, at::kDouble);
+    comm()->allReduce(alone, ReduceOp::Max).wait();
+    double commAlone = alone.item<double>();
+    int64_t count = std::max<int64_t>(
+        1, int64_t(commAlone / perIteration.item<double>()));
+    double computeAlone = compute(count);
+    comm()->barrier().wait();
+    CommHandle handle = c.start();
+    double overlapped = compute(count);
+    Clock::time_point waitStart = Clock::now();
+    handle.wait();
+    double waited = seconds(waitStart);
+    double hidden = commAlone > 0 ? 1.0 - waited / commAlone : 1.0;
+    if (R == 0)
+      std::printf("overlap %s 64 MiB on %lld ranks: alone %.3f s; started, "
+                  "then %.3f s of compute (%.3f s without communication, "
+                  "slowdown %.2fx), then waited %.3f s: %.0f%% of the "
+                  "collective hidden\n",
+                  c.name, (long long)W, commAlone, overlapped, computeAlone,
+                  overlapped / computeAlone, waited,
+                  100.0 * std::max(0.0, hidden));
+  }
+}
+
+int timeoutCheck() {
+  CommHandle handle;
+  at::Tensor tensor = at::full({8}, double(R + 1), at::kDouble);
+  if (R == 1)
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+  handle = comm()->allReduce(tensor, ReduceOp::Sum);
+  if (R == 0) {
+    bool timedOut = false;
+    while (true) {
+      try {
+        handle.wait();
+        break;
+      } catch (const CommTimeoutError &error) {
+        if (!timedOut)
+          std::printf("rank 0: got CommTimeoutError: %s\n", error.what());
+        check(std::strstr(error.what(),
+                          "rank 0: collective allReduce #0 (sum, 8 x "
+                          "float64) timed out after 1 s (a peer rank may "
+                          "have died)") != nullptr,
+              std::string("timeout message: ") + error.what());
+        timedOut = true;
+      }
+    }
+    check(timedOut, "rank 0 saw a timeout while rank 1 was late");
+  } else {
+    handle.wait();
+  }
+  check(tensor.eq(double(W * (W + 1) / 2)).all().item<bool>(),
+        "the late allReduce completes");
+  return failures ? 1 : 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  bool timeout = argc > 1 && std::string(argv[1]) == "--timeout";
+  try {
+    CommOptions options = CommOptions::fromEnvironment();
+    if (timeout) {
+      options.timeoutSeconds = 1;
+      options.onTimeout = CommOptions::OnTimeout::Throw;
+    }
+    comm() = createMpiCommunicator(options);
+    R = comm()->rank();
+    W = comm()->size();
+    at::manual_seed(uint64_t(R) + 7);
+    if (timeout)
+      return timeoutCheck();
+    checkAllReduce();
+    checkBitwiseAgreement();
+    checkReduceScatter();
+    checkAllGather();
+    checkBroadcast();
+    checkManyInFlight();
+    checkBadArguments();
+    measureOverlap();
+    comm()->barrier().wait();
+  } catch (const std::exception &error) {
+    std::fprintf(stderr, "rank %lld: FAIL: %s\n", (long long)R, error.what());
+    return 1;
+  }
+  if (R == 0)
+    std::printf("MpiCommCheck on %lld ranks: %s\n", (long long)W,
+                failures ? "FAILED" : "all checks passed");
+  return failures ? 1 : 0;
+}
