@@ -24,6 +24,62 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "oracle"))
 
 
+class Block(torch.nn.Module):
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.ln1 = torch.nn.LayerNorm(d)
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.proj = torch.nn.Linear(d, d)
+        self.ln2 = torch.nn.LayerNorm(d)
+        self.fc = torch.nn.Linear(d, 4 * d)
+        self.out = torch.nn.Linear(4 * d, d)
+        self.heads = heads
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q = q.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+        k = k.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+        v = v.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / (d // self.heads) ** 0.5)
+        mask = torch.ones(t, t).tril() == 0
+        att = torch.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(b, t, d)
+        x = x + self.proj(y)
+        return x + self.out(torch.nn.functional.gelu(self.fc(self.ln2(x))))
+
+
+class GPT(torch.nn.Module):
+    """A few-million-parameter GPT for the benchmark (d=256, 4 blocks, T=64)."""
+
+    def __init__(self, vocab: int = 512, d: int = 256, layers: int = 4, t: int = 64):
+        super().__init__()
+        self.tok = torch.nn.Embedding(vocab, d)
+        self.pos = torch.nn.Embedding(t, d)
+        self.blocks = torch.nn.ModuleList([Block(d, 4) for _ in range(layers)])
+        self.ln = torch.nn.LayerNorm(d)
+        self.head = torch.nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx, targets):
+        b, t = idx.shape
+        x = self.tok(idx) + self.pos(torch.arange(t))
+        for blk in self.blocks:
+            x = blk(x)
+        logits = self.head(self.ln(x))
+        return torch.nn.functional.cross_entropy(logits.view(b * t, -1), targets.view(b * t))
+
+
+def make_gpt(tmp, steps_needed, batch):
+    torch.manual_seed(0)
+    model = os.path.join(tmp, "gpt.pt")
+    torch.jit.script(GPT()).save(model)
+    data = {"idx": torch.randint(0, 512, (steps_needed, batch, 64)),
+            "targets": torch.randint(0, 512, (steps_needed, batch, 64))}
+    path = os.path.join(tmp, "gpt.data.pt")
+    torch.save(data, path)
+    return model, path
+
+
 def blas_in_use():
     link = "/etc/alternatives/libblas.so.3-x86_64-linux-gnu"
     try:
@@ -42,7 +98,9 @@ def time_ds_run(bin_dir, plan, data, steps, env):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bin", required=True)
-    p.add_argument("--model", default="transformer")
+    p.add_argument("--model", default="gpt",
+                   help="gpt (defined here, ~3.4M parameters) or a test model name")
+    p.add_argument("--batch", type=int, default=8, help="micro-batch of the gpt model")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
@@ -50,11 +108,14 @@ def main():
     torch.set_num_threads(args.threads)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, os.path.join(HERE, "..", "test", "models",
-                                                     "make_models.py"), tmp],
-                       check=True, stdout=subprocess.DEVNULL)
-        model = os.path.join(tmp, args.model + ".pt")
-        data_path = os.path.join(tmp, args.model + ".data.pt")
+        if args.model == "gpt":
+            model, data_path = make_gpt(tmp, args.steps * 2 + 2, args.batch)
+        else:
+            subprocess.run([sys.executable, os.path.join(HERE, "..", "test", "models",
+                                                         "make_models.py"), tmp],
+                           check=True, stdout=subprocess.DEVNULL)
+            model = os.path.join(tmp, args.model + ".pt")
+            data_path = os.path.join(tmp, args.model + ".data.pt")
         data = torch.load(data_path)
         s_avail = next(iter(data.values())).shape[0]
         # Repeat the data so that both runs have enough micro-steps.
@@ -93,11 +154,13 @@ def main():
             eager_step(s)
         eager = (time.perf_counter() - start) / args.steps
 
-    print("| model | batch | threads | ds-run ms/step | eager ms/step | ratio (ds/eager) | BLAS |")
-    print("|---|---|---|---|---|---|---|")
     batch = next(iter(data.values())).shape[1]
-    print("| %s | %d | %d | %.3f | %.3f | %.2f | %s |" % (
-        args.model, batch, args.threads, ours * 1e3, eager * 1e3, ours / eager, blas_in_use()))
+    params = sum(p.numel() for p in module.parameters())
+    print("| model | params | batch | threads | ds-run ms/step | eager ms/step | ratio (ds/eager) | BLAS |")
+    print("|---|---|---|---|---|---|---|---|")
+    print("| %s | %d | %d | %d | %.2f | %.2f | %.2f | %s |" % (
+        args.model, params, batch, args.threads, ours * 1e3, eager * 1e3, ours / eager,
+        blas_in_use()))
 
 
 if __name__ == "__main__":
