@@ -59,7 +59,10 @@ OPS = ["linear", "matmul", "mm", "bmm", "add", "sub", "mul", "div", "neg", "pow"
        "split", "chunk", "slice", "select", "cat", "stack", "squeeze", "unsqueeze", "expand",
        "masked_fill", "where", "index_select", "index_add", "gather", "sum", "mean", "max", "topk",
        "cross_entropy", "nll_loss", "mse_loss", "kl_div", "to", "baddbmm", "pad", "repeat",
-       "detach"]
+       "detach",
+       # beyond the issue's list: common activations and pointwise ops
+       "leaky_relu", "elu", "softplus", "hardtanh", "abs", "clamp", "erf", "square",
+       "reciprocal", "minimum"]
 
 # The TorchScript node kinds (after inlining) that count as the op: every case of an op has one.
 OP_KINDS = {op: ["aten::" + op] for op in OPS}
@@ -462,6 +465,42 @@ class SiluM(nn.Module):
 
     def forward(self, x, t):
         return (F.silu(x * self.p + self.b) * t).sum()
+
+
+class PointwiseM(nn.Module):
+    """(f(x * p + b) * t).sum() for the activation `kind` (TorchScript needs the branch static)."""
+
+    def __init__(self, kind: str, *shape):
+        super().__init__()
+        self.p = P(*shape)
+        self.b = P(*shape)
+        self.kind = kind
+
+    def forward(self, x, t):
+        z = x * self.p + self.b
+        if self.kind == "leaky_relu":
+            y = F.leaky_relu(z, 0.2)
+        elif self.kind == "elu":
+            y = F.elu(z, alpha=1.3)
+        elif self.kind == "softplus":
+            y = F.softplus(z, beta=2.0, threshold=1.0)
+        elif self.kind == "hardtanh":
+            y = F.hardtanh(z, -0.5, 0.5)
+        elif self.kind == "abs":
+            y = torch.abs(z)
+        elif self.kind == "clamp":
+            y = torch.clamp(z, -0.3, 0.4)
+        elif self.kind == "clamp_min":
+            y = torch.clamp(z, min=-0.2)
+        elif self.kind == "erf":
+            y = torch.erf(z)
+        elif self.kind == "square":
+            y = torch.square(z)
+        elif self.kind == "reciprocal":
+            y = torch.reciprocal(z * z + 1.0)
+        else:
+            y = torch.minimum(z, t * self.p)
+        return (y * t).sum()
 
 
 class TanhM(nn.Module):
@@ -1397,6 +1436,11 @@ case("relu", "after_matmul")(lambda: _xt(ReluLinear(), [3, 8], [3, 6]))
 case("gelu", "erf")(lambda: _xt(GeluM("none", 8), [8]))
 case("gelu", "tanh_bcast")(lambda: _xt(GeluM("tanh", 4, 1), [4, 8]))
 case("silu", "row")(lambda: _xt(SiluM(8), [8]))
+for _kind, _op in [("leaky_relu", "leaky_relu"), ("elu", "elu"), ("softplus", "softplus"),
+                   ("hardtanh", "hardtanh"), ("abs", "abs"), ("clamp", "clamp"),
+                   ("clamp_min", "clamp"), ("erf", "erf"), ("square", "square"),
+                   ("reciprocal", "reciprocal"), ("minimum", "minimum")]:
+    case(_op, _kind)((lambda k: lambda: _xt(PointwiseM(k, 8), [8]))(_kind))
 case("silu", "bcast_4x1")(lambda: _xt(SiluM(4, 1), [4, 8]))
 case("tanh", "row")(lambda: _xt(TanhM(8), [8]))
 case("tanh", "bcast_4x1")(lambda: _xt(TanhM(4, 1), [4, 8]))

@@ -171,6 +171,118 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
     return success();
   };
   t["aten::maximum"] = maximumLike;
+  t["aten::minimum"] = [maximumLike](GradientBuilder &gb) {
+    // min(a, b) == -max(-a, -b): the same tie rule with the roles swapped.
+    Value g = gb.resultGradOrZeros(0);
+    Value a = gb.operand(0), b = gb.operand(1);
+    Type out = gb.result(0).getType();
+    auto boolOf = [&](Type t) {
+      auto r = cast<RankedTensorType>(t);
+      return RankedTensorType::get(r.getShape(), gb.b.getI1Type());
+    };
+    Value eq = gb.aten("aten::eq.Tensor", {a, b}, boolOf(out));
+    Value half = gb.aten("aten::div.Scalar", {g, gb.constFloat(2.0)}, out);
+    Value shared = gb.aten("aten::where.self", {eq, half, g}, out);
+    Value zero = gb.constFloat(0.0);
+    if (gb.needsGrad(0)) {
+      Value gt = gb.aten("aten::gt.Tensor", {a, b}, boolOf(out));
+      gb.setGrad(0, gb.sumToShapeOf(gb.aten("aten::masked_fill.Scalar",
+                                            {shared, gt, zero}, out),
+                                    a));
+    }
+    if (gb.needsGrad(1)) {
+      Value lt = gb.aten("aten::lt.Tensor", {a, b}, boolOf(out));
+      gb.setGrad(1, gb.sumToShapeOf(gb.aten("aten::masked_fill.Scalar",
+                                            {shared, lt, zero}, out),
+                                    b));
+    }
+    (void)maximumLike;
+    return success();
+  };
+  t["aten::leaky_relu"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.aten("aten::leaky_relu_backward",
+                          {g, gb.operand(0), gb.operand(1), gb.constBool(false)},
+                          g.getType()));
+    return success();
+  };
+  t["aten::elu"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.aten("aten::elu_backward",
+                          {g, gb.operand(1), gb.operand(2), gb.operand(3),
+                           gb.constBool(false), gb.operand(0)},
+                          g.getType()));
+    return success();
+  };
+  t["aten::softplus"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.aten("aten::softplus_backward",
+                          {g, gb.operand(0), gb.operand(1), gb.operand(2)},
+                          g.getType()));
+    return success();
+  };
+  t["aten::hardtanh"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.aten("aten::hardtanh_backward",
+                          {g, gb.operand(0), gb.operand(1), gb.operand(2)},
+                          g.getType()));
+    return success();
+  };
+  t["aten::abs"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    Value sign = gb.aten("aten::sign", {gb.operand(0)}, g.getType());
+    gb.setGrad(0, gb.aten("aten::mul.Tensor", {g, sign}, g.getType()));
+    return success();
+  };
+  t["aten::square"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    Value twice = gb.aten("aten::mul.Scalar", {gb.operand(0), gb.constFloat(2.0)},
+                          g.getType());
+    gb.setGrad(0, gb.aten("aten::mul.Tensor", {g, twice}, g.getType()));
+    return success();
+  };
+  t["aten::reciprocal"] = [](GradientBuilder &gb) {
+    // d(1/x) = -(1/x)^2
+    Value g = gb.resultGradOrZeros(0);
+    Type type = g.getType();
+    Value sq = gb.aten("aten::mul.Tensor", {gb.result(0), gb.result(0)}, type);
+    Value m = gb.aten("aten::mul.Tensor", {g, sq}, type);
+    gb.setGrad(0, gb.aten("aten::neg", {m}, type));
+    return success();
+  };
+  t["aten::erf"] = [](GradientBuilder &gb) {
+    // d erf(x) = 2 / sqrt(pi) * exp(-x^2)
+    Value g = gb.resultGradOrZeros(0);
+    Type type = g.getType();
+    Value x = gb.operand(0);
+    Value sq = gb.aten("aten::mul.Tensor", {x, x}, type);
+    Value e = gb.aten("aten::exp", {gb.aten("aten::neg", {sq}, type)}, type);
+    Value d = gb.aten("aten::mul.Scalar", {e, gb.constFloat(1.1283791670955126)},
+                      type);
+    gb.setGrad(0, gb.aten("aten::mul.Tensor", {g, d}, type));
+    return success();
+  };
+  t["aten::clamp"] = [](GradientBuilder &gb) {
+    // The gradient passes where min <= x <= max.
+    Value g = gb.resultGradOrZeros(0);
+    Value x = gb.operand(0);
+    auto xt = cast<RankedTensorType>(x.getType());
+    auto maskType = RankedTensorType::get(xt.getShape(), gb.b.getI1Type());
+    Value mask;
+    if (!isa<ds::NoneType>(gb.operand(1).getType()))
+      mask = gb.aten("aten::ge.Scalar", {x, gb.operand(1)}, maskType);
+    if (!isa<ds::NoneType>(gb.operand(2).getType())) {
+      Value le = gb.aten("aten::le.Scalar", {x, gb.operand(2)}, maskType);
+      mask = mask ? gb.aten("aten::logical_and", {mask, le}, maskType) : le;
+    }
+    if (!mask) {
+      gb.setGrad(0, g);
+      return success();
+    }
+    gb.setGrad(0, gb.aten("aten::where.ScalarOther", {mask, g, gb.constFloat(0.0)},
+                          g.getType()));
+    return success();
+  };
   t["aten::max.other"] = maximumLike;
   t["aten::max"] = [](GradientBuilder &gb) {
     // Full reduction: the gradient is shared evenly among the maxima.
