@@ -1,4 +1,5 @@
-//===- GradientReduction.h - Gradients across ranks at the boundary -*- C++ -*-===//
+//===- GradientReduction.h - Gradients across ranks at the boundary -*- C++
+//-*-===//
 //
 // What happens to each engine's flat gradient buffer between the last
 // backward of an accumulation window and the engine's clipping. ZeRO stage 0

@@ -46,12 +46,10 @@ RunSetup setUpRun(const Options &options, const World &world, bool training) {
   // The engine checks this against its communicator; a World without one
   // (one rank) is checked here.
   if (plan.worldSize != world.size)
-    throw RuntimeError(options.planPath +
-                       ": the plan was compiled for --world-size " +
-                       std::to_string(plan.worldSize) + ", but " +
-                       std::to_string(world.size) +
-                       (world.size == 1 ? " rank was" : " ranks were") +
-                       " launched");
+    throw RuntimeError(
+        options.planPath + ": the plan was compiled for --world-size " +
+        std::to_string(plan.worldSize) + ", but " + std::to_string(world.size) +
+        (world.size == 1 ? " rank was" : " ranks were") + " launched");
   if (plan.outputs.empty())
     throw RuntimeError(options.planPath +
                        ": the forward returns nothing; ds-run reports the "

@@ -11,8 +11,8 @@
 
 #include "World.h"
 
-#include <ATen/Parallel.h>
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <chrono>
@@ -91,9 +91,9 @@ World World::detect() {
   auto [expected, variable] = launcherSize();
   if (!runtime::mpiCommunicatorAvailable()) {
     if (expected > 1)
-      throw std::runtime_error(
-          "launched with " + std::to_string(expected) + " ranks (" +
-          variable + "), but this ds-run was built without MPI");
+      throw std::runtime_error("launched with " + std::to_string(expected) +
+                               " ranks (" + variable +
+                               "), but this ds-run was built without MPI");
     world.comm = runtime::createLocalCommunicator();
     return world;
   }

@@ -1,4 +1,5 @@
-//===- MpiCommCheck.cpp - The MPI communicator on real ranks ---------------===//
+//===- MpiCommCheck.cpp - The MPI communicator on real ranks
+//---------------===//
 //
 // Run under mpirun (ctest does, on 2 and 4 ranks; unittests/Runtime/
 // CMakeLists.txt). Checks every collective's result against what it must
@@ -60,8 +61,7 @@ bool same(const at::Tensor &a, const at::Tensor &b) {
 
 /// Rank r's contribution: values that depend on the rank and position.
 at::Tensor contribution(int64_t rank, int64_t n, at::ScalarType type) {
-  return (at::arange(n, at::kDouble) * 0.5 + double(rank * 1000 + 1))
-      .to(type);
+  return (at::arange(n, at::kDouble) * 0.5 + double(rank * 1000 + 1)).to(type);
 }
 
 void checkAllReduce() {
@@ -74,16 +74,16 @@ void checkAllReduce() {
       at::Tensor expected = contribution(0, n, type).to(at::kDouble);
       for (int64_t r = 1; r < W; ++r) {
         at::Tensor part = contribution(r, n, type).to(at::kDouble);
-        expected = op == ReduceOp::Max ? at::maximum(expected, part)
-                                       : expected + part;
+        expected =
+            op == ReduceOp::Max ? at::maximum(expected, part) : expected + part;
       }
       if (op == ReduceOp::Avg)
         expected = expected / double(W);
       at::Tensor tensor = contribution(R, n, type);
       comm()->allReduce(tensor, op).wait();
-      check(same(tensor, expected.to(type)),
-            std::string("allReduce ") + reduceOpName(op) + " " +
-                c10::toString(type));
+      check(same(tensor, expected.to(type)), std::string("allReduce ") +
+                                                 reduceOpName(op) + " " +
+                                                 c10::toString(type));
     }
   }
 }
@@ -99,8 +99,8 @@ void checkBitwiseAgreement() {
   comm()->allGather(all, tensor).wait();
   bool equal = true;
   for (int64_t r = 0; r < W; ++r)
-    equal = equal && same(all.narrow(0, r * tensor.numel(), tensor.numel()),
-                          tensor);
+    equal = equal &&
+            same(all.narrow(0, r * tensor.numel(), tensor.numel()), tensor);
   check(equal, "allReduce results are bitwise equal on every rank");
 }
 
@@ -110,8 +110,8 @@ void checkReduceScatter() {
     at::Tensor expected = contribution(0, W * n, at::kDouble);
     for (int64_t r = 1; r < W; ++r) {
       at::Tensor part = contribution(r, W * n, at::kDouble);
-      expected = op == ReduceOp::Max ? at::maximum(expected, part)
-                                     : expected + part;
+      expected =
+          op == ReduceOp::Max ? at::maximum(expected, part) : expected + part;
     }
     if (op == ReduceOp::Avg)
       expected = expected / double(W);
@@ -183,12 +183,14 @@ void checkBadArguments() {
       check(false, std::string("expected a CommError: ") + text);
     } catch (const CommError &error) {
       check(std::strstr(error.what(), text) != nullptr,
-            std::string("message '") + error.what() + "' lacks '" + text +
-                "'");
+            std::string("message '") + error.what() + "' lacks '" + text + "'");
     }
   };
-  refuses([] { comm()->allReduce(at::zeros({4, 4}).t(), ReduceOp::Sum); },
-          "must be contiguous");
+  refuses(
+      [] {
+        comm()->allReduce(at::zeros({4, 4}).t(), ReduceOp::Sum);
+      },
+      "must be contiguous");
   refuses([] { comm()->allReduce(at::zeros({4}, at::kHalf), ReduceOp::Sum); },
           "cannot reduce float16");
   refuses(
@@ -246,8 +248,8 @@ void measureOverlap() {
     at::Tensor alone = at::tensor({seconds(start)}, at::kDouble);
     comm()->allReduce(alone, ReduceOp::Max).wait();
     double commAlone = alone.item<double>();
-    int64_t count = std::max<int64_t>(
-        1, int64_t(commAlone / perIteration.item<double>()));
+    int64_t count =
+        std::max<int64_t>(1, int64_t(commAlone / perIteration.item<double>()));
     double computeAlone = compute(count);
     comm()->barrier().wait();
     CommHandle handle = c.start();

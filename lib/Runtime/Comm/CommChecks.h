@@ -19,8 +19,13 @@
 
 namespace ds::runtime::detail {
 
-enum class Collective { AllReduce, ReduceScatter, AllGather, Broadcast,
-                        Barrier };
+enum class Collective {
+  AllReduce,
+  ReduceScatter,
+  AllGather,
+  Broadcast,
+  Barrier
+};
 
 /// "allReduce", "reduceScatter", ...
 const char *collectiveName(Collective kind);

@@ -39,8 +39,7 @@ CommOptions CommOptions::fromEnvironment() {
   errno = 0;
   char *end = nullptr;
   double seconds = std::strtod(text, &end);
-  if (*end != '\0' || errno == ERANGE || !std::isfinite(seconds) ||
-      seconds < 0)
+  if (*end != '\0' || errno == ERANGE || !std::isfinite(seconds) || seconds < 0)
     throw CommError(std::string("DS_COMM_TIMEOUT_SECONDS: '") + text +
                     "' is not a number of seconds >= 0 (0 waits forever)");
   options.timeoutSeconds = seconds;
@@ -130,8 +129,8 @@ void checkReduceScatter(const at::Tensor &output, const at::Tensor &input,
                    scalarTypeName(output.scalar_type()) + ")");
   if (input.numel() != output.numel() * size)
     fail(kind, "the input must hold size() x output elements: " +
-                   std::to_string(input.numel()) + " != " +
-                   std::to_string(size) + " x " +
+                   std::to_string(input.numel()) +
+                   " != " + std::to_string(size) + " x " +
                    std::to_string(output.numel()));
   if (output.numel() > 0 && overlaps(input, output))
     fail(kind, "input and output overlap");
@@ -148,8 +147,8 @@ bool checkAllGather(const at::Tensor &output, const at::Tensor &input,
                    scalarTypeName(output.scalar_type()) + ")");
   if (output.numel() != input.numel() * size)
     fail(kind, "the output must hold size() x input elements: " +
-                   std::to_string(output.numel()) + " != " +
-                   std::to_string(size) + " x " +
+                   std::to_string(output.numel()) +
+                   " != " + std::to_string(size) + " x " +
                    std::to_string(input.numel()));
   if (input.numel() == 0 || !overlaps(input, output))
     return false;

@@ -22,8 +22,7 @@ public:
   const char *backendName() const override { return "local"; }
 
   CommHandle allReduce(const at::Tensor &tensor, ReduceOp op) override {
-    detail::checkReducible(detail::Collective::AllReduce, "tensor", tensor,
-                           op);
+    detail::checkReducible(detail::Collective::AllReduce, "tensor", tensor, op);
     return CommHandle();
   }
   CommHandle reduceScatter(const at::Tensor &output, const at::Tensor &input,

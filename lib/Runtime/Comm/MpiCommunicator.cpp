@@ -174,8 +174,7 @@ bool MpiCore::initialise() {
     return false;
   };
   int provided = MPI_THREAD_SINGLE;
-  int code =
-      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   if (code != MPI_SUCCESS)
     return failed("MPI_Init_thread failed: " + mpiErrorText(code));
   // A private communicator: collectives of other libraries in the process
@@ -213,8 +212,9 @@ void MpiCore::run() {
       if (active.empty())
         wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       else if (idle)
-        wake_.wait_for(lock, kPollSleep,
-                       [&] { return stopping_ || !queue_.empty(); });
+        // Only new work cuts the sleep short: a stop waits for the
+        // in-flight collectives anyway.
+        wake_.wait_for(lock, kPollSleep, [&] { return !queue_.empty(); });
       fresh.swap(queue_);
       if (stopping_ && !stopSeen) {
         stopSeen = true;
@@ -251,13 +251,12 @@ void MpiCore::run() {
       if (stopSeen && options_.timeoutSeconds > 0 &&
           Clock::now() - stopTime >
               std::chrono::duration<double>(options_.timeoutSeconds)) {
-        std::fprintf(stderr,
-                     "%srank %lld: MPI shutdown: collective %s still "
-                     "unfinished after %g s (a peer rank may have died)\n",
-                     options_.messagePrefix.c_str(),
-                     static_cast<long long>(rank_),
-                     active.front()->description.c_str(),
-                     options_.timeoutSeconds);
+        std::fprintf(
+            stderr,
+            "%srank %lld: MPI shutdown: collective %s still "
+            "unfinished after %g s (a peer rank may have died)\n",
+            options_.messagePrefix.c_str(), static_cast<long long>(rank_),
+            active.front()->description.c_str(), options_.timeoutSeconds);
         std::fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, 1);
         std::_Exit(1);
@@ -288,23 +287,21 @@ void MpiCore::begin(Operation &operation) {
   MPI_Request *request = &o.request;
   switch (o.kind) {
   case Collective::AllReduce:
-    code = MPI_Iallreduce(MPI_IN_PLACE, o.tensor.data_ptr(),
-                          int(o.tensor.numel()),
-                          reductionType(o.tensor.scalar_type()), mpiOp(o.op),
-                          comm_, request);
+    code = MPI_Iallreduce(
+        MPI_IN_PLACE, o.tensor.data_ptr(), int(o.tensor.numel()),
+        reductionType(o.tensor.scalar_type()), mpiOp(o.op), comm_, request);
     break;
   case Collective::ReduceScatter:
-    code = MPI_Ireduce_scatter_block(o.input.data_ptr(), o.tensor.data_ptr(),
-                                     int(o.tensor.numel()),
-                                     reductionType(o.tensor.scalar_type()),
-                                     mpiOp(o.op), comm_, request);
+    code = MPI_Ireduce_scatter_block(
+        o.input.data_ptr(), o.tensor.data_ptr(), int(o.tensor.numel()),
+        reductionType(o.tensor.scalar_type()), mpiOp(o.op), comm_, request);
     break;
   case Collective::AllGather: {
     // Bytes: gathering moves data without interpreting it (any dtype).
     int bytes = int(o.input.nbytes());
-    code = MPI_Iallgather(o.inPlace ? MPI_IN_PLACE : o.input.data_ptr(),
-                          bytes, MPI_BYTE, o.tensor.data_ptr(), bytes,
-                          MPI_BYTE, comm_, request);
+    code = MPI_Iallgather(o.inPlace ? MPI_IN_PLACE : o.input.data_ptr(), bytes,
+                          MPI_BYTE, o.tensor.data_ptr(), bytes, MPI_BYTE, comm_,
+                          request);
     break;
   }
   case Collective::Broadcast:
@@ -338,9 +335,8 @@ void MpiCore::complete(Operation &operation, const std::string &error) {
 
 CommHandle MpiCore::enqueue(std::shared_ptr<Operation> operation) {
   // Counts are C ints in MPI 3.1.
-  int64_t elements = operation->tensor.defined()
-                         ? int64_t(operation->tensor.nbytes())
-                         : 0;
+  int64_t elements =
+      operation->tensor.defined() ? int64_t(operation->tensor.nbytes()) : 0;
   if (elements > INT_MAX)
     throw CommError(std::string(collectiveName(operation->kind)) + ": " +
                     std::to_string(elements) +
@@ -354,8 +350,8 @@ CommHandle MpiCore::enqueue(std::shared_ptr<Operation> operation) {
     queue_.push_back(operation);
   }
   wake_.notify_one();
-  return CommHandle(std::make_shared<MpiWork>(shared_from_this(),
-                                              std::move(operation)));
+  return CommHandle(
+      std::make_shared<MpiWork>(shared_from_this(), std::move(operation)));
 }
 
 bool MpiCore::isCompleted(Operation &operation) {
@@ -401,6 +397,20 @@ void MpiCore::abort(int exitCode) {
 }
 
 void MpiCore::stop() {
+  // A last barrier under the timeout: MPI_Finalize waits for every rank
+  // without one, so a rank that hangs at the end (or never gets there)
+  // would otherwise hang the others forever.
+  try {
+    auto barrier = std::make_shared<Operation>();
+    barrier->kind = Collective::Barrier;
+    barrier->id = nextId();
+    barrier->description = describeCollective(Collective::Barrier, barrier->id,
+                                              at::Tensor(), nullptr) +
+                           " before MPI_Finalize";
+    enqueue(barrier).wait();
+  } catch (const CommError &) {
+    // Throw mode: the drain below ends the job if the barrier never ends.
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -436,8 +446,7 @@ std::shared_ptr<Operation> makeOperation(MpiCore &core, Collective kind,
   operation->kind = kind;
   operation->id = core.nextId();
   operation->tensor = tensor;
-  operation->description =
-      describeCollective(kind, operation->id, tensor, op);
+  operation->description = describeCollective(kind, operation->id, tensor, op);
   return operation;
 }
 
@@ -455,8 +464,8 @@ CommHandle MpiCommunicator::reduceScatter(const at::Tensor &output,
                                           const at::Tensor &input,
                                           ReduceOp op) {
   checkReduceScatter(output, input, size(), op);
-  auto operation = makeOperation(*core_, Collective::ReduceScatter, input,
-                                 reduceOpName(op));
+  auto operation =
+      makeOperation(*core_, Collective::ReduceScatter, input, reduceOpName(op));
   operation->tensor = output;
   operation->input = input;
   operation->op = op;

@@ -29,8 +29,9 @@ public:
   /// Starts the communication thread and waits until it has initialised
   /// MPI. Throws CommError if that fails.
   explicit MpiCommunicator(const CommOptions &options);
-  /// Lets queued and started collectives finish (bounded by the timeout),
-  /// then finalises MPI and joins the thread.
+  /// Meets the other ranks at a last barrier and lets queued and started
+  /// collectives finish (each bounded by the timeout: MPI_Finalize itself
+  /// has none), then finalises MPI and joins the thread.
   ~MpiCommunicator() override;
 
   int64_t rank() const override;
