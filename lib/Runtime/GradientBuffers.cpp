@@ -17,7 +17,7 @@ void FlatLayout::add(int64_t stateIndex, std::vector<int64_t> shape) {
 }
 
 at::Tensor FlatLayout::allocate() const {
-  return at::zeros({numel}, at::TensorOptions().dtype(at::kFloat));
+  return at::zeros({numel}, at::TensorOptions().dtype(dtype));
 }
 
 std::vector<at::Tensor> FlatLayout::views(const at::Tensor &flat) const {
@@ -41,6 +41,15 @@ GradientBuffers::GradientBuffers(const plan::Plan &plan,
       if (plan.engines[e].name != desc.engine)
         continue;
       FlatLayout &layout = engines_[e].layout;
+      at::ScalarType dtype = toScalarType(desc.dtype);
+      if (layout.stateIndices.empty())
+        layout.dtype = dtype;
+      else if (layout.dtype != dtype)
+        throw RuntimeError("engine \"" + plan.engines[e].name +
+                           "\" mixes " + scalarTypeName(layout.dtype) + " and " +
+                           scalarTypeName(dtype) +
+                           " trainable parameters (\"" + desc.name +
+                           "\"); one flat buffer holds one dtype");
       where_[i] = {int64_t(e), int64_t(layout.stateIndices.size())};
       layout.add(int64_t(i), desc.shape);
     }
@@ -74,10 +83,10 @@ void GradientBuffers::accumulate(int64_t stateIndex, const at::Tensor &value) {
       value.sizes() != target.sizes())
     throw RuntimeError(
         "the gradient must be a floating-point tensor shaped like the "
-        "parameter (float32 " +
+        "parameter (" + scalarTypeName(target.scalar_type()) + " " +
         plan::formatShape(target.sizes().vec()) + "), got " +
         (value.defined() ? describeTensor(value) : std::string("undefined")));
-  // add_ converts a lower-precision gradient to the fp32 buffer's dtype.
+  // add_ converts a lower-precision gradient to the buffer's dtype.
   target.add_(value);
 }
 

@@ -119,10 +119,13 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
     for (const EngineState &engine : engines_) {
       if (engine.name != desc.engine || engine.config.frozen())
         continue;
-      if (desc.dtype != plan::DType::Float32)
+      if (desc.dtype != plan::DType::Float32 &&
+          desc.dtype != plan::DType::Float64)
         throw RuntimeError(origin + ": trainable parameter \"" + desc.name +
                            "\" is " + plan::dtypeName(desc.dtype) +
-                           "; this runtime trains float32 parameters only");
+                           "; this runtime trains float32 and float64 "
+                           "parameters (fp16/bf16 need the mixed-precision "
+                           "support of a later issue)");
       trainable[i] = true;
     }
   }

@@ -31,9 +31,12 @@ struct FlatLayout {
   std::vector<std::vector<int64_t>> shapes;
   /// Elements of the whole buffer.
   int64_t numel = 0;
+  /// dtype of the buffer: the parameters' (one dtype per engine; float32,
+  /// or float64 for tight gradient checks).
+  at::ScalarType dtype = at::kFloat;
 
   void add(int64_t stateIndex, std::vector<int64_t> shape);
-  /// A zero-filled fp32 buffer of numel elements.
+  /// A zero-filled buffer of numel elements of `dtype`.
   at::Tensor allocate() const;
   /// One view of `flat` per parameter, shaped like the parameter.
   std::vector<at::Tensor> views(const at::Tensor &flat) const;
