@@ -46,12 +46,12 @@ std::optional<std::string> mlir::ds::import::loadExampleInputs(
     used[std::distance(tensors.begin(), it)] = true;
 
     at::Tensor all = it->second;
-    bool batched = std::find(unbatched.begin(), unbatched.end(), name) ==
-                   unbatched.end();
+    bool batched =
+        std::find(unbatched.begin(), unbatched.end(), name) == unbatched.end();
     int64_t needRank = batched ? 2 : 1;
     if (all.dim() < needRank)
-      return path + ": '" + it->first + "' has shape " +
-             c10::str(all.sizes()) + ", but a " +
+      return path + ": '" + it->first + "' has shape " + c10::str(all.sizes()) +
+             ", but a " +
              (batched ? "batched argument needs [S, B, ...]"
                       : "unbatched argument needs [S, ...]");
     at::Tensor step = all[0];

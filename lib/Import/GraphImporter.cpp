@@ -75,9 +75,9 @@ struct Abstract {
 /// Operators whose result shape depends on tensor data.
 const llvm::StringSet<> &dataDependentShapeOps() {
   static const llvm::StringSet<> ops = {
-      "aten::nonzero", "aten::masked_select", "aten::unique", "aten::_unique",
-      "aten::_unique2", "aten::unique_consecutive", "aten::nonzero_numpy",
-      "aten::unique_dim"};
+      "aten::nonzero",       "aten::masked_select", "aten::unique",
+      "aten::_unique",       "aten::_unique2",      "aten::unique_consecutive",
+      "aten::nonzero_numpy", "aten::unique_dim"};
   return ops;
 }
 
@@ -85,10 +85,10 @@ const llvm::StringSet<> &dataDependentShapeOps() {
 /// in-place updates of views, which would also change the base).
 const llvm::StringSet<> &viewOps() {
   static const llvm::StringSet<> ops = {
-      "aten::view",      "aten::reshape",   "aten::select",  "aten::slice",
-      "aten::transpose", "aten::permute",   "aten::expand",  "aten::squeeze",
-      "aten::unsqueeze", "aten::split",     "aten::chunk",   "aten::narrow",
-      "aten::t",         "aten::flatten",   "aten::unbind",  "aten::detach",
+      "aten::view",       "aten::reshape",   "aten::select", "aten::slice",
+      "aten::transpose",  "aten::permute",   "aten::expand", "aten::squeeze",
+      "aten::unsqueeze",  "aten::split",     "aten::chunk",  "aten::narrow",
+      "aten::t",          "aten::flatten",   "aten::unbind", "aten::detach",
       "aten::as_strided", "aten::expand_as", "aten::alias",  "aten::diagonal"};
   return ops;
 }
@@ -97,8 +97,8 @@ const llvm::StringSet<> &viewOps() {
 /// the others are (they write into a copy of it).
 const llvm::StringSet<> &resultShapedLikeSelf() {
   static const llvm::StringSet<> ops = {
-      "aten::index_add",  "aten::index_copy",    "aten::index_fill",
-      "aten::scatter",    "aten::scatter_add",   "aten::scatter_reduce",
+      "aten::index_add",   "aten::index_copy",     "aten::index_fill",
+      "aten::scatter",     "aten::scatter_add",    "aten::scatter_reduce",
       "aten::masked_fill", "aten::masked_scatter", "aten::index_put"};
   return ops;
 }
@@ -106,14 +106,14 @@ const llvm::StringSet<> &resultShapedLikeSelf() {
 /// Tensor metadata queries: static when the queried facts are.
 const llvm::StringSet<> &metadataQueries() {
   static const llvm::StringSet<> ops = {
-      "prim::device",     "prim::dtype",        "prim::is_cuda",
-      "prim::is_xpu",     "prim::is_sparse",    "prim::is_sparse_csr",
-      "prim::is_mkldnn",  "prim::is_quantized", "prim::is_meta",
-      "prim::is_nested",  "prim::is_vulkan",    "prim::is_ipu",
-      "prim::is_mps",     "prim::is_ort",       "prim::layout",
-      "prim::requires_grad", "aten::dim",       "aten::is_floating_point",
-      "aten::is_complex", "prim::is_cpu",       "aten::__is__",
-      "aten::__isnot__",  "prim::name"};
+      "prim::device",        "prim::dtype",        "prim::is_cuda",
+      "prim::is_xpu",        "prim::is_sparse",    "prim::is_sparse_csr",
+      "prim::is_mkldnn",     "prim::is_quantized", "prim::is_meta",
+      "prim::is_nested",     "prim::is_vulkan",    "prim::is_ipu",
+      "prim::is_mps",        "prim::is_ort",       "prim::layout",
+      "prim::requires_grad", "aten::dim",          "aten::is_floating_point",
+      "aten::is_complex",    "prim::is_cpu",       "aten::__is__",
+      "aten::__isnot__",     "prim::name"};
   return ops;
 }
 
@@ -122,8 +122,8 @@ public:
   GraphImporter(OpBuilder &builder, const torch::jit::Module &model,
                 const StateTable &state, bool training,
                 const std::string &modelPath)
-      : builder(builder), ctx(builder.getContext()), model(model),
-        state(state), training(training), modelPath(modelPath),
+      : builder(builder), ctx(builder.getContext()), model(model), state(state),
+        training(training), modelPath(modelPath),
         unknownLoc(FileLineColLoc::get(ctx, modelPath, 0, 0)) {}
 
   LogicalResult run(jit::Graph &graph, func::FuncOp func,
@@ -940,8 +940,8 @@ LogicalResult GraphImporter::importOperator(jit::Node *node) {
         !t.dynamicDims.empty())
       known = !t.dynamicDims[0];
     if (qualName == "aten::len" && t.kind == Abstract::Kind::List) {
-      bind(node->output(), Abstract::makeStatic(static_cast<int64_t>(
-                               t.elements.size())));
+      bind(node->output(),
+           Abstract::makeStatic(static_cast<int64_t>(t.elements.size())));
       return success();
     }
     if (known && args.size() == 1 ? true : known && args[1].isStatic())
@@ -992,12 +992,12 @@ LogicalResult GraphImporter::importOperator(jit::Node *node) {
     Value keepValue = materializeConstant(c10::IValue(keep), l);
     Value none = materializeConstant(c10::IValue(), l);
     Type type = x.getType();
-    Value bits =
-        emitAten("aten::bernoulli.p", {x, keepValue, none}, type, node)
-            ->getResult(0);
-    Value noise =
-        emitAten("aten::div.Scalar", {bits, keepValue}, type, node)->getResult(0);
-    Value out = emitAten("aten::mul.Tensor", {x, noise}, type, node)->getResult(0);
+    Value bits = emitAten("aten::bernoulli.p", {x, keepValue, none}, type, node)
+                     ->getResult(0);
+    Value noise = emitAten("aten::div.Scalar", {bits, keepValue}, type, node)
+                      ->getResult(0);
+    Value out =
+        emitAten("aten::mul.Tensor", {x, noise}, type, node)->getResult(0);
     Abstract result = args[0];
     result.value = out;
     result.isView = false;
@@ -1045,9 +1045,8 @@ LogicalResult GraphImporter::importOperator(jit::Node *node) {
                        << c10::toString(*schema) << ")";
   auto info = *lookupAtenOp(emitName);
   if (info.numArgs != args.size())
-    return error(node) << "operator '" << emitName << "' takes "
-                       << info.numArgs << " arguments, TorchScript gave "
-                       << args.size();
+    return error(node) << "operator '" << emitName << "' takes " << info.numArgs
+                       << " arguments, TorchScript gave " << args.size();
 
   // Shapes and examples.
   std::vector<c10::IValue> outs;
@@ -1064,7 +1063,8 @@ LogicalResult GraphImporter::importOperator(jit::Node *node) {
     if (a.kind == Abstract::Kind::Dynamic && !a.dynamicDims.empty() &&
         llvm::any_of(a.dynamicDims, [](bool d) { return d; }))
       dynamicInputs = true;
-    if (a.kind == Abstract::Kind::Dynamic && !isa<TensorType>(a.value.getType()))
+    if (a.kind == Abstract::Kind::Dynamic &&
+        !isa<TensorType>(a.value.getType()))
       dynamicInputs = true;
     if (a.kind == Abstract::Kind::List && !a.isStatic())
       for (const Abstract &e : a.elements)
@@ -1114,9 +1114,8 @@ LogicalResult GraphImporter::importOperator(jit::Node *node) {
 
   // A list-returning operator whose length the example fixes (split, chunk,
   // unbind on static shapes) gets one result per element.
-  bool unpackList =
-      ran && outs.size() == 1 && outs[0].isTensorList() && !dynamicInputs &&
-      node->outputs().size() == 1;
+  bool unpackList = ran && outs.size() == 1 && outs[0].isTensorList() &&
+                    !dynamicInputs && node->outputs().size() == 1;
   SmallVector<Type> resultTypes;
   SmallVector<std::vector<bool>> resultDyn;
   if (unpackList) {
@@ -1163,8 +1162,7 @@ LogicalResult GraphImporter::importOperator(jit::Node *node) {
   SmallVector<Abstract> results;
   for (unsigned i = 0; i < op->getNumResults(); ++i)
     results.push_back(makeDynamic(op->getResult(i),
-                                  ran ? outs[i] : c10::IValue(),
-                                  resultDyn[i]));
+                                  ran ? outs[i] : c10::IValue(), resultDyn[i]));
 
   if (mutatedArg >= 0) {
     // Later uses of the mutated value see the result.
@@ -1188,9 +1186,8 @@ LogicalResult GraphImporter::importOperator(jit::Node *node) {
 /// batch_norm without running statistics plus explicit updates:
 ///   running = lerp(running, batch_stat, momentum)
 /// with the unbiased batch variance, as PyTorch updates them.
-LogicalResult
-GraphImporter::importBatchNormTraining(jit::Node *node,
-                                       ArrayRef<Abstract> args) {
+LogicalResult GraphImporter::importBatchNormTraining(jit::Node *node,
+                                                     ArrayRef<Abstract> args) {
   Location l = loc(node);
   const Abstract &input = args[0];
   const Abstract &runningMean = args[3];
@@ -1219,10 +1216,9 @@ GraphImporter::importBatchNormTraining(jit::Node *node,
   Value correction = materializeConstant(c10::IValue(int64_t(1)), l);
   Value keepDim = materializeConstant(c10::IValue(false), l);
   auto statType = cast<RankedTensorType>(runningMean.value.getType());
-  Operation *varMean =
-      emitAten("aten::var_mean.correction",
-               {input.value, dimList, correction, keepDim},
-               {statType, statType}, node);
+  Operation *varMean = emitAten("aten::var_mean.correction",
+                                {input.value, dimList, correction, keepDim},
+                                {statType, statType}, node);
   Value momentum = materialize(args[6], l);
   if (isa<ds::NoneType>(momentum.getType()))
     return error(node) << "batch_norm in training mode without a momentum";

@@ -19,8 +19,9 @@ using namespace mlir;
 using namespace mlir::ds;
 using namespace mlir::ds::import;
 
-OwningOpRef<ModuleOp> mlir::ds::importTorchScript(MLIRContext *context,
-                                                  const ImportOptions &options) {
+OwningOpRef<ModuleOp>
+mlir::ds::importTorchScript(MLIRContext *context,
+                            const ImportOptions &options) {
   context->loadDialect<DSDialect, func::FuncDialect>();
   Location fileLoc = FileLineColLoc::get(context, options.modelPath, 0, 0);
 
@@ -73,9 +74,9 @@ OwningOpRef<ModuleOp> mlir::ds::importTorchScript(MLIRContext *context,
     argNames.push_back(arg.name());
   }
   std::vector<ExampleInput> inputs;
-  if (auto err = loadExampleInputs(options.exampleInputsPath, argNames,
-                                   options.unbatched, options.worldSize,
-                                   inputs)) {
+  if (auto err =
+          loadExampleInputs(options.exampleInputsPath, argNames,
+                            options.unbatched, options.worldSize, inputs)) {
     emitError(FileLineColLoc::get(context, options.exampleInputsPath, 0, 0))
         << *err;
     return nullptr;

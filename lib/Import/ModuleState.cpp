@@ -7,7 +7,8 @@ using namespace mlir;
 using namespace mlir::ds;
 using namespace mlir::ds::import;
 
-/// Module path of a qualified state name: `blocks.0.fc.weight` -> `blocks.0.fc`.
+/// Module path of a qualified state name: `blocks.0.fc.weight` ->
+/// `blocks.0.fc`.
 static std::string ownerPath(const std::string &name) {
   size_t dot = name.rfind('.');
   return dot == std::string::npos ? "" : name.substr(0, dot);

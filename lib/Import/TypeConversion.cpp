@@ -47,12 +47,13 @@ Type mlir::ds::import::elementTypeOf(MLIRContext *ctx, at::ScalarType dtype) {
   }
 }
 
-RankedTensorType mlir::ds::import::tensorTypeOf(
-    MLIRContext *ctx, const at::Tensor &tensor,
-    const std::vector<bool> &dynamicDims) {
+RankedTensorType
+mlir::ds::import::tensorTypeOf(MLIRContext *ctx, const at::Tensor &tensor,
+                               const std::vector<bool> &dynamicDims) {
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < tensor.dim(); ++d) {
-    bool dynamic = d < static_cast<int64_t>(dynamicDims.size()) && dynamicDims[d];
+    bool dynamic =
+        d < static_cast<int64_t>(dynamicDims.size()) && dynamicDims[d];
     shape.push_back(dynamic ? ShapedType::kDynamic : tensor.size(d));
   }
   return RankedTensorType::get(shape, elementTypeOf(ctx, tensor.scalar_type()));

@@ -94,8 +94,7 @@ private:
   LogicalResult emitBlock(Block &block, std::vector<plan::Op> &out);
   LogicalResult emitOp(Operation *op, std::vector<plan::Op> &out);
   void assignFrees(Block &block, std::vector<plan::Op> &ops,
-                   const llvm::DenseSet<Value> &keepAlive,
-                   size_t firstOpIndex);
+                   const llvm::DenseSet<Value> &keepAlive, size_t firstOpIndex);
 
   plan::Program &program;
   llvm::DenseMap<Value, plan::ValueId> ids;
@@ -110,19 +109,20 @@ FailureOr<plan::ValueId> ProgramEmitter::define(Value value) {
     auto dtype = dtypeOf(tensor.getElementType());
     if (!dtype)
       return emitError(value.getLoc()) << "the plan has no dtype for " << type;
-    program.values.push_back(plan::ValueDesc::tensor(id, *dtype, shapeOf(tensor)));
+    program.values.push_back(
+        plan::ValueDesc::tensor(id, *dtype, shapeOf(tensor)));
   } else if (auto list = dyn_cast<mlir::ds::ListType>(type)) {
     auto elem = scalarKindOf(list.getElementType());
     if (!elem || *elem == plan::ValueType::None)
-      return emitError(value.getLoc()) << "the plan has no list of "
-                                       << list.getElementType();
+      return emitError(value.getLoc())
+             << "the plan has no list of " << list.getElementType();
     program.values.push_back(plan::ValueDesc::list(id, *elem));
-  } else if (auto kind = scalarKindOf(type); kind &&
-                                             *kind != plan::ValueType::Tensor) {
+  } else if (auto kind = scalarKindOf(type);
+             kind && *kind != plan::ValueType::Tensor) {
     program.values.push_back(plan::ValueDesc::scalar(id, *kind));
   } else {
-    return emitError(value.getLoc()) << "the plan cannot carry a value of type "
-                                     << type;
+    return emitError(value.getLoc())
+           << "the plan cannot carry a value of type " << type;
   }
   ids[value] = id;
   return id;
@@ -136,7 +136,8 @@ static FailureOr<plan::Constant> constantOf(ConstantOp op) {
   if (isa<mlir::ds::StrType>(type))
     return plan::Constant::ofStr(cast<StringAttr>(value).getValue().str());
   if (type.isInteger(1))
-    return plan::Constant::ofBool(cast<IntegerAttr>(value).getValue().getBoolValue());
+    return plan::Constant::ofBool(
+        cast<IntegerAttr>(value).getValue().getBoolValue());
   if (type.isInteger(64))
     return plan::Constant::ofInt(cast<IntegerAttr>(value).getInt());
   if (type.isF64())
@@ -187,7 +188,8 @@ LogicalResult ProgramEmitter::emitOp(Operation *op,
   } else if (auto get = dyn_cast<GetBufferOp>(op)) {
     out.push_back(plan::Op::state(get.getName().str(), results[0]));
   } else if (auto set = dyn_cast<SetBufferOp>(op)) {
-    out.push_back(plan::Op::setState(set.getName().str(), idOf(set.getValue())));
+    out.push_back(
+        plan::Op::setState(set.getName().str(), idOf(set.getValue())));
   } else if (auto constant = dyn_cast<ConstantOp>(op)) {
     auto value = constantOf(constant);
     if (failed(value))
@@ -222,8 +224,7 @@ LogicalResult ProgramEmitter::emitOp(Operation *op,
       branches[b].yields = args(block.getTerminator()->getOperands());
     }
     out.push_back(plan::Op::ifOp(idOf(ifOp.getCondition()),
-                                 std::move(branches[0]),
-                                 std::move(branches[1]),
+                                 std::move(branches[0]), std::move(branches[1]),
                                  {results.begin(), results.end()}));
   } else {
     return op->emitOpError() << "has no plan form";
@@ -364,7 +365,8 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
   for (BlockArgument arg : eval.getArguments()) {
     auto type = cast<RankedTensorType>(arg.getType());
     plan::InputDesc input;
-    auto name = eval.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "ds.name");
+    auto name =
+        eval.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "ds.name");
     input.name = name ? name.getValue().str()
                       : "in" + std::to_string(arg.getArgNumber());
     input.dtype = *dtypeOf(type.getElementType());

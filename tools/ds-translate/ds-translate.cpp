@@ -1,6 +1,7 @@
 //===- ds-translate.cpp - ds IR -> plan text ------------------------------===//
 //
-// mlir-translate for the ds dialect: `--ds-mlir-to-plan` lowers a module (state,
+// mlir-translate for the ds dialect: `--ds-mlir-to-plan` lowers a module
+// (state,
 // `@forward_eval`, and `@forward` once autodiff has run) to the plan and prints
 // it, so plan emission is testable on small hand-written graphs with FileCheck.
 //

@@ -76,8 +76,7 @@ struct AssignEnginesPass
       EngineSpec *owner = nullptr;
       // A named submodule wins over the root engine.
       for (EngineSpec &spec : specs)
-        if (isUnder(name, spec.prefix) &&
-            (!owner || owner->prefix.empty()))
+        if (isUnder(name, spec.prefix) && (!owner || owner->prefix.empty()))
           owner = &spec;
       if (!owner) {
         op->emitError() << "state '" << name
@@ -87,8 +86,8 @@ struct AssignEnginesPass
         return;
       }
       owner->ownsState = true;
-      op->setAttr("engine", FlatSymbolRefAttr::get(op->getContext(),
-                                                   owner->name));
+      op->setAttr("engine",
+                  FlatSymbolRefAttr::get(op->getContext(), owner->name));
     });
     for (EngineSpec &spec : specs)
       if (!spec.ownsState && !spec.prefix.empty()) {
@@ -101,7 +100,8 @@ struct AssignEnginesPass
       signalPassFailure();
   }
 
-  LogicalResult parseSpecs(ModuleOp module, SmallVectorImpl<EngineSpec> &specs) {
+  LogicalResult parseSpecs(ModuleOp module,
+                           SmallVectorImpl<EngineSpec> &specs) {
     if (engines.empty()) {
       specs.push_back({"model", "", false, false});
     }

@@ -112,7 +112,8 @@ void Differentiator::addGrad(Value v, Value g) {
     return;
   }
   Location loc = g.getLoc();
-  Value one = ConstantOp::create(b, loc, b.getI64Type(), b.getI64IntegerAttr(1));
+  Value one =
+      ConstantOp::create(b, loc, b.getI64Type(), b.getI64IntegerAttr(1));
   OperationState st(loc, AtenOp::getOperationName());
   st.addOperands({it->second, g, one});
   st.addTypes(v.getType());
@@ -175,8 +176,8 @@ LogicalResult Differentiator::backpropAten(AtenOp op) {
 }
 
 /// Outer values that `op`'s regions read and that vary.
-static llvm::SetVector<Value> outerVaryingUses(Operation *op,
-                                               const llvm::DenseSet<Value> &varying) {
+static llvm::SetVector<Value>
+outerVaryingUses(Operation *op, const llvm::DenseSet<Value> &varying) {
   llvm::SetVector<Value> uses;
   op->walk([&](Operation *inner) {
     if (inner == op)
@@ -252,8 +253,8 @@ LogicalResult Differentiator::backpropIf(IfOp op) {
       Value g = inner.grads.lookup(v);
       if (!g) {
         Location loc = op.getLoc();
-        Value none = ConstantOp::create(b, loc, ds::NoneType::get(b.getContext()),
-                                        b.getUnitAttr());
+        Value none = ConstantOp::create(
+            b, loc, ds::NoneType::get(b.getContext()), b.getUnitAttr());
         OperationState st(loc, AtenOp::getOperationName());
         st.addOperands({v, none, none, none, none, none});
         st.addTypes(v.getType());

@@ -17,6 +17,36 @@ Value scaleBy(GradientBuilder &gb, Value g, Value s) {
   return gb.aten("aten::mul.Scalar", {g, s}, g.getType());
 }
 
+/// maximum(a, b) / minimum(a, b): the gradient goes to the larger (smaller)
+/// operand; ties share it equally, as PyTorch's derivatives do.
+LogicalResult extremumGrad(GradientBuilder &gb, bool isMax) {
+  Value g = gb.resultGradOrZeros(0);
+  Value a = gb.operand(0), b = gb.operand(1);
+  Type out = gb.result(0).getType();
+  auto boolType = RankedTensorType::get(cast<RankedTensorType>(out).getShape(),
+                                        gb.b.getI1Type());
+  Value eq = gb.aten("aten::eq.Tensor", {a, b}, boolType);
+  Value half = gb.aten("aten::div.Scalar", {g, gb.constFloat(2.0)}, out);
+  Value shared = gb.aten("aten::where.self", {eq, half, g}, out);
+  Value zero = gb.constFloat(0.0);
+  // a loses where a < b (max) or a > b (min); b loses in the other case.
+  StringRef aLoses = isMax ? "aten::lt.Tensor" : "aten::gt.Tensor";
+  StringRef bLoses = isMax ? "aten::gt.Tensor" : "aten::lt.Tensor";
+  if (gb.needsGrad(0)) {
+    Value lose = gb.aten(aLoses, {a, b}, boolType);
+    gb.setGrad(0, gb.sumToShapeOf(gb.aten("aten::masked_fill.Scalar",
+                                          {shared, lose, zero}, out),
+                                  a));
+  }
+  if (gb.needsGrad(1)) {
+    Value lose = gb.aten(bLoses, {a, b}, boolType);
+    gb.setGrad(1, gb.sumToShapeOf(gb.aten("aten::masked_fill.Scalar",
+                                          {shared, lose, zero}, out),
+                                  b));
+  }
+  return success();
+}
+
 Value unaryResult(GradientBuilder &gb, StringRef backward, bool useOutput) {
   Value g = gb.resultGradOrZeros(0);
   Value x = useOutput ? gb.result(0) : gb.operand(0);
@@ -30,14 +60,16 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
     Value g = gb.resultGradOrZeros(0);
     gb.setGrad(0, gb.sumToShapeOf(g, gb.operand(0)));
     if (gb.needsGrad(1))
-      gb.setGrad(1, gb.sumToShapeOf(scaleBy(gb, g, gb.operand(2)), gb.operand(1)));
+      gb.setGrad(1,
+                 gb.sumToShapeOf(scaleBy(gb, g, gb.operand(2)), gb.operand(1)));
     return success();
   };
   t["aten::sub.Tensor"] = [](GradientBuilder &gb) {
     Value g = gb.resultGradOrZeros(0);
     gb.setGrad(0, gb.sumToShapeOf(g, gb.operand(0)));
     if (gb.needsGrad(1)) {
-      Value n = gb.aten("aten::neg", {scaleBy(gb, g, gb.operand(2))}, g.getType());
+      Value n =
+          gb.aten("aten::neg", {scaleBy(gb, g, gb.operand(2))}, g.getType());
       gb.setGrad(1, gb.sumToShapeOf(n, gb.operand(1)));
     }
     return success();
@@ -52,8 +84,8 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
   t["aten::clone"] = passThrough;
   t["aten::rsub.Scalar"] = [](GradientBuilder &gb) {
     Value g = gb.resultGradOrZeros(0);
-    gb.setGrad(0, gb.aten("aten::neg", {scaleBy(gb, g, gb.operand(2))},
-                          g.getType()));
+    gb.setGrad(
+        0, gb.aten("aten::neg", {scaleBy(gb, g, gb.operand(2))}, g.getType()));
     return success();
   };
   t["aten::mul.Tensor"] = [](GradientBuilder &gb) {
@@ -118,16 +150,18 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
     Value a = gb.operand(0), e = gb.operand(1);
     Type out = gb.result(0).getType();
     if (gb.needsGrad(0)) {
-      Value em1 = gb.aten("aten::sub.Scalar", {e, gb.constInt(1), gb.constInt(1)},
-                          e.getType());
+      Value em1 = gb.aten("aten::sub.Scalar",
+                          {e, gb.constInt(1), gb.constInt(1)}, e.getType());
       Value p = gb.aten("aten::pow.Tensor_Tensor", {a, em1}, out);
       Value d = gb.aten("aten::mul.Tensor", {p, e}, out);
-      gb.setGrad(0, gb.sumToShapeOf(gb.aten("aten::mul.Tensor", {g, d}, out), a));
+      gb.setGrad(0,
+                 gb.sumToShapeOf(gb.aten("aten::mul.Tensor", {g, d}, out), a));
     }
     if (gb.needsGrad(1)) {
       Value la = gb.aten("aten::log", {a}, a.getType());
       Value d = gb.aten("aten::mul.Tensor", {gb.result(0), la}, out);
-      gb.setGrad(1, gb.sumToShapeOf(gb.aten("aten::mul.Tensor", {g, d}, out), e));
+      gb.setGrad(1,
+                 gb.sumToShapeOf(gb.aten("aten::mul.Tensor", {g, d}, out), e));
     }
     return success();
   };
@@ -143,67 +177,24 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
     gb.setGrad(1, gb.aten("aten::mul.Tensor", {g, d}, out));
     return success();
   };
-  auto maximumLike = [](GradientBuilder &gb) {
-    // Ties share the gradient equally, as PyTorch's maximum does.
-    Value g = gb.resultGradOrZeros(0);
-    Value a = gb.operand(0), b = gb.operand(1);
-    Type out = gb.result(0).getType();
-    auto boolOf = [&](Type t) {
-      auto r = cast<RankedTensorType>(t);
-      return RankedTensorType::get(r.getShape(), gb.b.getI1Type());
-    };
-    Value eq = gb.aten("aten::eq.Tensor", {a, b}, boolOf(out));
-    Value half = gb.aten("aten::div.Scalar", {g, gb.constFloat(2.0)}, out);
-    Value shared = gb.aten("aten::where.self", {eq, half, g}, out);
-    Value zero = gb.constFloat(0.0);
-    if (gb.needsGrad(0)) {
-      Value lt = gb.aten("aten::lt.Tensor", {a, b}, boolOf(out));
-      gb.setGrad(0, gb.sumToShapeOf(gb.aten("aten::masked_fill.Scalar",
-                                            {shared, lt, zero}, out),
-                                    a));
-    }
-    if (gb.needsGrad(1)) {
-      Value gt = gb.aten("aten::gt.Tensor", {a, b}, boolOf(out));
-      gb.setGrad(1, gb.sumToShapeOf(gb.aten("aten::masked_fill.Scalar",
-                                            {shared, gt, zero}, out),
-                                    b));
-    }
-    return success();
+  t["aten::maximum"] = [](GradientBuilder &gb) {
+    return extremumGrad(gb, true);
   };
-  t["aten::maximum"] = maximumLike;
-  t["aten::minimum"] = [maximumLike](GradientBuilder &gb) {
-    // min(a, b) == -max(-a, -b): the same tie rule with the roles swapped.
-    Value g = gb.resultGradOrZeros(0);
-    Value a = gb.operand(0), b = gb.operand(1);
-    Type out = gb.result(0).getType();
-    auto boolOf = [&](Type t) {
-      auto r = cast<RankedTensorType>(t);
-      return RankedTensorType::get(r.getShape(), gb.b.getI1Type());
-    };
-    Value eq = gb.aten("aten::eq.Tensor", {a, b}, boolOf(out));
-    Value half = gb.aten("aten::div.Scalar", {g, gb.constFloat(2.0)}, out);
-    Value shared = gb.aten("aten::where.self", {eq, half, g}, out);
-    Value zero = gb.constFloat(0.0);
-    if (gb.needsGrad(0)) {
-      Value gt = gb.aten("aten::gt.Tensor", {a, b}, boolOf(out));
-      gb.setGrad(0, gb.sumToShapeOf(gb.aten("aten::masked_fill.Scalar",
-                                            {shared, gt, zero}, out),
-                                    a));
-    }
-    if (gb.needsGrad(1)) {
-      Value lt = gb.aten("aten::lt.Tensor", {a, b}, boolOf(out));
-      gb.setGrad(1, gb.sumToShapeOf(gb.aten("aten::masked_fill.Scalar",
-                                            {shared, lt, zero}, out),
-                                    b));
-    }
-    (void)maximumLike;
-    return success();
+  t["aten::max.other"] = [](GradientBuilder &gb) {
+    return extremumGrad(gb, true);
+  };
+  t["aten::minimum"] = [](GradientBuilder &gb) {
+    return extremumGrad(gb, false);
+  };
+  t["aten::min.other"] = [](GradientBuilder &gb) {
+    return extremumGrad(gb, false);
   };
   t["aten::leaky_relu"] = [](GradientBuilder &gb) {
     Value g = gb.resultGradOrZeros(0);
-    gb.setGrad(0, gb.aten("aten::leaky_relu_backward",
-                          {g, gb.operand(0), gb.operand(1), gb.constBool(false)},
-                          g.getType()));
+    gb.setGrad(0,
+               gb.aten("aten::leaky_relu_backward",
+                       {g, gb.operand(0), gb.operand(1), gb.constBool(false)},
+                       g.getType()));
     return success();
   };
   t["aten::elu"] = [](GradientBuilder &gb) {
@@ -236,8 +227,8 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
   };
   t["aten::square"] = [](GradientBuilder &gb) {
     Value g = gb.resultGradOrZeros(0);
-    Value twice = gb.aten("aten::mul.Scalar", {gb.operand(0), gb.constFloat(2.0)},
-                          g.getType());
+    Value twice = gb.aten("aten::mul.Scalar",
+                          {gb.operand(0), gb.constFloat(2.0)}, g.getType());
     gb.setGrad(0, gb.aten("aten::mul.Tensor", {g, twice}, g.getType()));
     return success();
   };
@@ -257,8 +248,8 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
     Value x = gb.operand(0);
     Value sq = gb.aten("aten::mul.Tensor", {x, x}, type);
     Value e = gb.aten("aten::exp", {gb.aten("aten::neg", {sq}, type)}, type);
-    Value d = gb.aten("aten::mul.Scalar", {e, gb.constFloat(1.1283791670955126)},
-                      type);
+    Value d = gb.aten("aten::mul.Scalar",
+                      {e, gb.constFloat(1.1283791670955126)}, type);
     gb.setGrad(0, gb.aten("aten::mul.Tensor", {g, d}, type));
     return success();
   };
@@ -279,11 +270,10 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
       gb.setGrad(0, g);
       return success();
     }
-    gb.setGrad(0, gb.aten("aten::where.ScalarOther", {mask, g, gb.constFloat(0.0)},
-                          g.getType()));
+    gb.setGrad(0, gb.aten("aten::where.ScalarOther",
+                          {mask, g, gb.constFloat(0.0)}, g.getType()));
     return success();
   };
-  t["aten::max.other"] = maximumLike;
   t["aten::max"] = [](GradientBuilder &gb) {
     // Full reduction: the gradient is shared evenly among the maxima.
     Value g = gb.resultGradOrZeros(0);
@@ -292,10 +282,11 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
     auto maskType = RankedTensorType::get(at.getShape(), gb.b.getI1Type());
     Value mask = gb.aten("aten::eq.Tensor", {a, gb.result(0)}, maskType);
     Value f = gb.constBool(false);
-    Value maskF = gb.aten("aten::to.dtype",
-                          {mask, gb.constInt(scalarTypeCode(at.getElementType())),
-                           f, f, gb.none()},
-                          at);
+    Value maskF =
+        gb.aten("aten::to.dtype",
+                {mask, gb.constInt(scalarTypeCode(at.getElementType())), f, f,
+                 gb.none()},
+                at);
     Value count = gb.aten("aten::sum", {maskF, gb.none()}, g.getType());
     Value share = gb.aten("aten::div.Tensor", {g, count}, g.getType());
     gb.setGrad(0, gb.aten("aten::mul.Tensor", {maskF, share}, at));
@@ -304,8 +295,8 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
   t["aten::sqrt"] = [](GradientBuilder &gb) {
     Value g = gb.resultGradOrZeros(0);
     Type type = g.getType();
-    Value twice = gb.aten("aten::mul.Scalar", {gb.result(0), gb.constFloat(2.0)},
-                          type);
+    Value twice =
+        gb.aten("aten::mul.Scalar", {gb.result(0), gb.constFloat(2.0)}, type);
     gb.setGrad(0, gb.aten("aten::div.Tensor", {g, twice}, type));
     return success();
   };
@@ -337,8 +328,8 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
   };
   t["aten::gelu"] = [](GradientBuilder &gb) {
     Value g = gb.resultGradOrZeros(0);
-    gb.setGrad(0, gb.aten("aten::gelu_backward", {g, gb.operand(0), gb.operand(1)},
-                          g.getType()));
+    gb.setGrad(0, gb.aten("aten::gelu_backward",
+                          {g, gb.operand(0), gb.operand(1)}, g.getType()));
     return success();
   };
   t["aten::silu"] = [](GradientBuilder &gb) {
@@ -366,26 +357,26 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
   t["aten::log_softmax.int"] = softmaxLike("aten::_log_softmax_backward_data");
   t["aten::masked_fill.Scalar"] = [](GradientBuilder &gb) {
     Value g = gb.resultGradOrZeros(0);
-    gb.setGrad(0, gb.sumToShapeOf(
-                      gb.aten("aten::masked_fill.Scalar",
-                              {g, gb.operand(1), gb.constFloat(0.0)},
-                              g.getType()),
-                      gb.operand(0)));
+    gb.setGrad(0,
+               gb.sumToShapeOf(gb.aten("aten::masked_fill.Scalar",
+                                       {g, gb.operand(1), gb.constFloat(0.0)},
+                                       g.getType()),
+                               gb.operand(0)));
     return success();
   };
   t["aten::where.self"] = [](GradientBuilder &gb) {
     Value g = gb.resultGradOrZeros(0);
     Value zero = gb.constFloat(0.0);
     if (gb.needsGrad(1))
-      gb.setGrad(1, gb.sumToShapeOf(
-                        gb.aten("aten::where.ScalarOther",
-                                {gb.operand(0), g, zero}, g.getType()),
-                        gb.operand(1)));
+      gb.setGrad(1,
+                 gb.sumToShapeOf(gb.aten("aten::where.ScalarOther",
+                                         {gb.operand(0), g, zero}, g.getType()),
+                                 gb.operand(1)));
     if (gb.needsGrad(2))
-      gb.setGrad(2, gb.sumToShapeOf(
-                        gb.aten("aten::where.ScalarSelf",
-                                {gb.operand(0), zero, g}, g.getType()),
-                        gb.operand(2)));
+      gb.setGrad(2,
+                 gb.sumToShapeOf(gb.aten("aten::where.ScalarSelf",
+                                         {gb.operand(0), zero, g}, g.getType()),
+                                 gb.operand(2)));
     return success();
   };
   t["aten::to.dtype"] = [](GradientBuilder &gb) {
@@ -402,9 +393,9 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
       return gb.op.emitOpError() << "gradient of dropout needs a constant p";
     Value g = gb.resultGradOrZeros(0);
     double scale = *p >= 1.0 ? 0.0 : 1.0 / (1.0 - *p);
-    gb.setGrad(0, gb.aten("aten::native_dropout_backward",
-                          {g, gb.result(1), gb.constFloat(scale)},
-                          g.getType()));
+    gb.setGrad(0,
+               gb.aten("aten::native_dropout_backward",
+                       {g, gb.result(1), gb.constFloat(scale)}, g.getType()));
     return success();
   };
   t["aten::dropout"] = [](GradientBuilder &gb) -> LogicalResult {

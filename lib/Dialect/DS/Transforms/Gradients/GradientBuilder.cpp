@@ -46,25 +46,23 @@ Value GradientBuilder::intList(ArrayRef<int64_t> values) {
   SmallVector<Value> items;
   for (int64_t v : values)
     items.push_back(constInt(v));
-  return ListConstructOp::create(b, op.getLoc(),
-                                 ListType::get(b.getContext(), b.getI64Type()),
-                                 items);
+  return ListConstructOp::create(
+      b, op.getLoc(), ListType::get(b.getContext(), b.getI64Type()), items);
 }
 Value GradientBuilder::boolList(ArrayRef<bool> values) {
   SmallVector<Value> items;
   for (bool v : values)
     items.push_back(constBool(v));
-  return ListConstructOp::create(b, op.getLoc(),
-                                 ListType::get(b.getContext(), b.getI1Type()),
-                                 items);
+  return ListConstructOp::create(
+      b, op.getLoc(), ListType::get(b.getContext(), b.getI1Type()), items);
 }
 
 Value GradientBuilder::resultGradOrZeros(unsigned i) {
   if (Value g = resultGrad(i))
     return g;
   Value r = result(i);
-  return aten("aten::zeros_like",
-              {r, none(), none(), none(), none(), none()}, r.getType());
+  return aten("aten::zeros_like", {r, none(), none(), none(), none(), none()},
+              r.getType());
 }
 
 Value GradientBuilder::sumToShapeOf(Value grad, Value like) {
@@ -116,24 +114,57 @@ const GradientRule *mlir::ds::lookupGradientRule(StringRef name) {
 }
 
 bool mlir::ds::isNonDifferentiable(StringRef name) {
-  static const llvm::StringSet<> names = {
-      "aten::nonzero",   "aten::numel",       "aten::size",
-      "aten::size.int",  "aten::eq.Scalar",   "aten::eq.Tensor",
-      "aten::ne.Scalar", "aten::ne.Tensor",   "aten::lt.Scalar",
-      "aten::lt.Tensor", "aten::le.Scalar",   "aten::le.Tensor",
-      "aten::gt.Scalar", "aten::gt.Tensor",   "aten::ge.Scalar",
-      "aten::ge.Tensor", "aten::bitwise_not", "aten::logical_not",
-      "aten::argmax",    "aten::argmin",      "aten::arange",
-      "aten::arange.start", "aten::arange.start_step", "aten::ones",
-      "aten::zeros",     "aten::zeros_like",  "aten::ones_like",
-      "aten::full",      "aten::full_like",   "aten::detach",
-      "aten::bernoulli", "aten::bernoulli.p", "aten::rand_like",
-      "aten::Int.Tensor",
-      "aten::Bool.Tensor", "aten::Float.Tensor", "aten::item",
-      "aten::is_nonzero", "aten::empty.memory_format", "aten::empty_like",
-      "aten::new_zeros", "aten::new_ones",    "aten::one_hot",
-      "prim::NumToTensor.Scalar", "aten::eq.int", "aten::gt.int",
-      "aten::lt.int",    "aten::ge.int",      "aten::le.int",
-      "aten::ne.int",    "aten::len.t",       "aten::__getitem__.t"};
+  static const llvm::StringSet<> names = {"aten::nonzero",
+                                          "aten::numel",
+                                          "aten::size",
+                                          "aten::size.int",
+                                          "aten::eq.Scalar",
+                                          "aten::eq.Tensor",
+                                          "aten::ne.Scalar",
+                                          "aten::ne.Tensor",
+                                          "aten::lt.Scalar",
+                                          "aten::lt.Tensor",
+                                          "aten::le.Scalar",
+                                          "aten::le.Tensor",
+                                          "aten::gt.Scalar",
+                                          "aten::gt.Tensor",
+                                          "aten::ge.Scalar",
+                                          "aten::ge.Tensor",
+                                          "aten::bitwise_not",
+                                          "aten::logical_not",
+                                          "aten::argmax",
+                                          "aten::argmin",
+                                          "aten::arange",
+                                          "aten::arange.start",
+                                          "aten::arange.start_step",
+                                          "aten::ones",
+                                          "aten::zeros",
+                                          "aten::zeros_like",
+                                          "aten::ones_like",
+                                          "aten::full",
+                                          "aten::full_like",
+                                          "aten::detach",
+                                          "aten::bernoulli",
+                                          "aten::bernoulli.p",
+                                          "aten::rand_like",
+                                          "aten::Int.Tensor",
+                                          "aten::Bool.Tensor",
+                                          "aten::Float.Tensor",
+                                          "aten::item",
+                                          "aten::is_nonzero",
+                                          "aten::empty.memory_format",
+                                          "aten::empty_like",
+                                          "aten::new_zeros",
+                                          "aten::new_ones",
+                                          "aten::one_hot",
+                                          "prim::NumToTensor.Scalar",
+                                          "aten::eq.int",
+                                          "aten::gt.int",
+                                          "aten::lt.int",
+                                          "aten::ge.int",
+                                          "aten::le.int",
+                                          "aten::ne.int",
+                                          "aten::len.t",
+                                          "aten::__getitem__.t"};
   return names.contains(name);
 }

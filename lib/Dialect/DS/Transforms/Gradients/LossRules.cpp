@@ -12,7 +12,8 @@ namespace {
 Value nllBackward(GradientBuilder &gb, Value g, Value logp, Value target,
                   Value weight, Value reduction, Value ignoreIndex) {
   bool spatial = rankOf(logp) == 4;
-  StringRef fwdName = spatial ? "aten::nll_loss2d_forward" : "aten::nll_loss_forward";
+  StringRef fwdName =
+      spatial ? "aten::nll_loss2d_forward" : "aten::nll_loss_forward";
   StringRef bwdName =
       spatial ? "aten::nll_loss2d_backward" : "aten::nll_loss_backward";
   auto scalar = RankedTensorType::get({}, elementOf(logp));
@@ -66,8 +67,8 @@ void mlir::ds::rules::addLossRules(RuleTable &t) {
       return gb.op.emitOpError() << "gradient of cross_entropy supports "
                                     "[N, C], [N, C, T] and [N, C, H, W] inputs";
     Value one = gb.constInt(1);
-    Value logp = gb.aten("aten::log_softmax.int", {x, one, gb.none()},
-                         x.getType());
+    Value logp =
+        gb.aten("aten::log_softmax.int", {x, one, gb.none()}, x.getType());
     Value target = gb.operand(1);
     Value nllInput = logp;
     if (rankOf(x) == 3) {
@@ -97,16 +98,14 @@ void mlir::ds::rules::addLossRules(RuleTable &t) {
       auto tt = cast<RankedTensorType>(gb.operand(1).getType());
       auto rowsBool = RankedTensorType::get(tt.getShape(), gb.b.getI1Type());
       auto rows = RankedTensorType::get(tt.getShape(), elem);
-      Value keep = gb.aten("aten::ne.Scalar", {gb.operand(1), gb.operand(4)},
-                           rowsBool);
+      Value keep =
+          gb.aten("aten::ne.Scalar", {gb.operand(1), gb.operand(4)}, rowsBool);
       Value f = gb.constBool(false);
-      Value keepF = gb.aten("aten::to.dtype",
-                            {keep, gb.constInt(scalarTypeCode(elem)), f, f,
-                             gb.none()},
-                            rows);
+      Value keepF = gb.aten(
+          "aten::to.dtype",
+          {keep, gb.constInt(scalarTypeCode(elem)), f, f, gb.none()}, rows);
       Value scale = gb.aten("aten::mul.Scalar",
-                            {g, gb.constFloat(-*smoothing /
-                                              xt.getDimSize(1))},
+                            {g, gb.constFloat(-*smoothing / xt.getDimSize(1))},
                             g.getType());
       if (*reduction == 1) {
         Value count = gb.aten("aten::sum", {keepF, gb.none()}, g.getType());
@@ -151,13 +150,13 @@ void mlir::ds::rules::addLossRules(RuleTable &t) {
     }
     if (gb.needsGrad(1)) {
       // d/dt: log(t) + 1 - input  (or exp(t) * (t + 1 - input) for log_target)
-      Value base = *logTarget ? target
-                              : gb.aten("aten::log", {target}, type);
-      Value diff = gb.aten("aten::sub.Tensor", {base, input, gb.constInt(1)},
-                           type);
+      Value base = *logTarget ? target : gb.aten("aten::log", {target}, type);
+      Value diff =
+          gb.aten("aten::sub.Tensor", {base, input, gb.constInt(1)}, type);
       Value plus = gb.aten("aten::add.Scalar",
                            {diff, gb.constFloat(1.0), gb.constInt(1)}, type);
-      Value d = *logTarget ? gb.aten("aten::mul.Tensor", {p, plus}, type) : plus;
+      Value d =
+          *logTarget ? gb.aten("aten::mul.Tensor", {p, plus}, type) : plus;
       gb.setGrad(1, gb.aten("aten::mul.Tensor", {ge, d}, target.getType()));
     }
     return success();

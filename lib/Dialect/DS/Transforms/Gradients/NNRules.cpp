@@ -49,31 +49,27 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
       auto wt = cast<RankedTensorType>(w.getType());
       Value g2 = flatten2D(gb, g, wt.getDimSize(0));
       Value x2 = flatten2D(gb, x, wt.getDimSize(1));
-      gb.setGrad(1, gb.aten("aten::mm", {transposeLast(gb, g2), x2},
-                            w.getType()));
+      gb.setGrad(1,
+                 gb.aten("aten::mm", {transposeLast(gb, g2), x2}, w.getType()));
     }
     if (gb.needsGrad(2))
       gb.setGrad(2, gb.sumToShapeOf(g, gb.operand(2)));
     return success();
   };
-  t["aten::mm"] = [](GradientBuilder &gb) {
-    Value g = gb.resultGradOrZeros(0);
-    Value a = gb.operand(0), b = gb.operand(1);
-    if (gb.needsGrad(0))
-      gb.setGrad(0, gb.aten("aten::mm", {g, transposeLast(gb, b)}, a.getType()));
-    if (gb.needsGrad(1))
-      gb.setGrad(1, gb.aten("aten::mm", {transposeLast(gb, a), g}, b.getType()));
-    return success();
+  // (a @ b)': ga = g @ b^T, gb = a^T @ g, for mm and bmm alike.
+  auto product = [](StringRef name) {
+    return [name](GradientBuilder &gb) -> LogicalResult {
+      Value g = gb.resultGradOrZeros(0);
+      Value a = gb.operand(0), b = gb.operand(1);
+      if (gb.needsGrad(0))
+        gb.setGrad(0, gb.aten(name, {g, transposeLast(gb, b)}, a.getType()));
+      if (gb.needsGrad(1))
+        gb.setGrad(1, gb.aten(name, {transposeLast(gb, a), g}, b.getType()));
+      return success();
+    };
   };
-  t["aten::bmm"] = [](GradientBuilder &gb) {
-    Value g = gb.resultGradOrZeros(0);
-    Value a = gb.operand(0), b = gb.operand(1);
-    if (gb.needsGrad(0))
-      gb.setGrad(0, gb.aten("aten::bmm", {g, transposeLast(gb, b)}, a.getType()));
-    if (gb.needsGrad(1))
-      gb.setGrad(1, gb.aten("aten::bmm", {transposeLast(gb, a), g}, b.getType()));
-    return success();
-  };
+  t["aten::mm"] = product("aten::mm");
+  t["aten::bmm"] = product("aten::bmm");
   t["aten::matmul"] = [](GradientBuilder &gb) -> LogicalResult {
     Value g = gb.resultGradOrZeros(0);
     Value a = gb.operand(0), b = gb.operand(1);
@@ -91,8 +87,8 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
         gb.setGrad(0, gb.aten("aten::mul.Tensor", {unsqueezed(g, -1), b},
                               a.getType()));
       if (gb.needsGrad(1))
-        gb.setGrad(1, gb.aten("aten::matmul", {transposeLast(gb, a), g},
-                              b.getType()));
+        gb.setGrad(
+            1, gb.aten("aten::matmul", {transposeLast(gb, a), g}, b.getType()));
       return success();
     }
     if (rankOf(a) == 1 && rankOf(b) == 2) {
@@ -132,19 +128,18 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
     Value g = gb.resultGradOrZeros(0);
     Value self = gb.operand(0), b1 = gb.operand(1), b2 = gb.operand(2);
     if (gb.needsGrad(0))
-      gb.setGrad(0, gb.sumToShapeOf(
-                        gb.aten("aten::mul.Scalar", {g, gb.operand(3)},
-                                g.getType()),
-                        self));
+      gb.setGrad(0, gb.sumToShapeOf(gb.aten("aten::mul.Scalar",
+                                            {g, gb.operand(3)}, g.getType()),
+                                    self));
     if (gb.needsGrad(1)) {
       Value m = gb.aten("aten::bmm", {g, transposeLast(gb, b2)}, b1.getType());
-      gb.setGrad(1, gb.aten("aten::mul.Scalar", {m, gb.operand(4)},
-                            b1.getType()));
+      gb.setGrad(1,
+                 gb.aten("aten::mul.Scalar", {m, gb.operand(4)}, b1.getType()));
     }
     if (gb.needsGrad(2)) {
       Value m = gb.aten("aten::bmm", {transposeLast(gb, b1), g}, b2.getType());
-      gb.setGrad(2, gb.aten("aten::mul.Scalar", {m, gb.operand(4)},
-                            b2.getType()));
+      gb.setGrad(2,
+                 gb.aten("aten::mul.Scalar", {m, gb.operand(4)}, b2.getType()));
     }
     return success();
   };
@@ -160,23 +155,22 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
     for (size_t i = 0; i < normalized->size(); ++i)
       statShape[statShape.size() - 1 - i] = 1;
     auto statType = RankedTensorType::get(statShape, xt.getElementType());
-    auto fwd = gb.atenN("aten::native_layer_norm",
-                        {x, gb.operand(1), gb.operand(2), gb.operand(3),
-                         gb.operand(4)},
-                        {xt, statType, statType});
+    auto fwd = gb.atenN(
+        "aten::native_layer_norm",
+        {x, gb.operand(1), gb.operand(2), gb.operand(3), gb.operand(4)},
+        {xt, statType, statType});
     Value w = gb.operand(2), b = gb.operand(3);
     // Without an affine weight/bias the backward still has three results
     // (undefined tensors); they are typed as the normalized shape.
-    SmallVector<int64_t> normShape(
-        xt.getShape().end() - normalized->size(), xt.getShape().end());
+    SmallVector<int64_t> normShape(xt.getShape().end() - normalized->size(),
+                                   xt.getShape().end());
     auto normType = RankedTensorType::get(normShape, xt.getElementType());
     Type wType = isa<ds::NoneType>(w.getType()) ? Type(normType) : w.getType();
     Type bType = isa<ds::NoneType>(b.getType()) ? Type(normType) : b.getType();
-    auto grads = gb.atenN(
-        "aten::native_layer_norm_backward",
-        {gb.resultGradOrZeros(0), x, gb.operand(1), fwd[1], fwd[2], w, b,
-         outputMask(gb, 0, 2, 3)},
-        {xt, wType, bType});
+    auto grads = gb.atenN("aten::native_layer_norm_backward",
+                          {gb.resultGradOrZeros(0), x, gb.operand(1), fwd[1],
+                           fwd[2], w, b, outputMask(gb, 0, 2, 3)},
+                          {xt, wType, bType});
     gb.setGrad(0, grads[0]);
     if (gb.needsGrad(2))
       gb.setGrad(2, grads[1]);
@@ -224,13 +218,13 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
       biasSizes = gb.intList(cast<RankedTensorType>(b.getType()).getShape());
       bType = b.getType();
     }
-    auto grads = gb.atenN(
-        "aten::convolution_backward",
-        {gb.resultGradOrZeros(0), x, w, biasSizes, gb.operand(3), gb.operand(4),
-         gb.operand(5), gb.constBool(false),
-         gb.intList(SmallVector<int64_t>(spatial, 0)), gb.operand(6),
-         outputMask(gb, 0, 1, 2)},
-        {x.getType(), w.getType(), bType});
+    auto grads =
+        gb.atenN("aten::convolution_backward",
+                 {gb.resultGradOrZeros(0), x, w, biasSizes, gb.operand(3),
+                  gb.operand(4), gb.operand(5), gb.constBool(false),
+                  gb.intList(SmallVector<int64_t>(spatial, 0)), gb.operand(6),
+                  outputMask(gb, 0, 1, 2)},
+                 {x.getType(), w.getType(), bType});
     if (gb.needsGrad(0))
       gb.setGrad(0, grads[0]);
     if (gb.needsGrad(1))
@@ -249,20 +243,20 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
                         {x, gb.operand(1), gb.operand(2), gb.operand(3),
                          gb.operand(4), gb.operand(5)},
                         {out, idxType});
-    gb.setGrad(0, gb.aten("aten::max_pool2d_with_indices_backward",
-                          {gb.resultGradOrZeros(0), x, gb.operand(1),
-                           gb.operand(2), gb.operand(3), gb.operand(4),
-                           gb.operand(5), fwd[1]},
-                          x.getType()));
+    gb.setGrad(
+        0, gb.aten("aten::max_pool2d_with_indices_backward",
+                   {gb.resultGradOrZeros(0), x, gb.operand(1), gb.operand(2),
+                    gb.operand(3), gb.operand(4), gb.operand(5), fwd[1]},
+                   x.getType()));
     return success();
   };
   t["aten::avg_pool2d"] = [](GradientBuilder &gb) {
     Value x = gb.operand(0);
-    gb.setGrad(0, gb.aten("aten::avg_pool2d_backward",
-                          {gb.resultGradOrZeros(0), x, gb.operand(1),
-                           gb.operand(2), gb.operand(3), gb.operand(4),
-                           gb.operand(5), gb.operand(6)},
-                          x.getType()));
+    gb.setGrad(
+        0, gb.aten("aten::avg_pool2d_backward",
+                   {gb.resultGradOrZeros(0), x, gb.operand(1), gb.operand(2),
+                    gb.operand(3), gb.operand(4), gb.operand(5), gb.operand(6)},
+                   x.getType()));
     return success();
   };
   t["aten::adaptive_avg_pool2d"] = [](GradientBuilder &gb) {

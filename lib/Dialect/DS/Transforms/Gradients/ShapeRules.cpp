@@ -79,9 +79,10 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
   t["aten::squeeze"] = reshapeBack;
   t["aten::unsqueeze"] = reshapeBack;
   t["aten::transpose.int"] = [](GradientBuilder &gb) {
-    gb.setGrad(0, gb.aten("aten::transpose.int",
-                          {gb.resultGradOrZeros(0), gb.operand(1), gb.operand(2)},
-                          gb.operand(0).getType()));
+    gb.setGrad(0,
+               gb.aten("aten::transpose.int",
+                       {gb.resultGradOrZeros(0), gb.operand(1), gb.operand(2)},
+                       gb.operand(0).getType()));
     return success();
   };
   t["aten::t"] = [](GradientBuilder &gb) {
@@ -117,8 +118,8 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
     return success();
   };
   t["aten::sum"] = [](GradientBuilder &gb) {
-    gb.setGrad(0, expandReduced(gb, gb.resultGradOrZeros(0), gb.operand(0), {},
-                                true));
+    gb.setGrad(
+        0, expandReduced(gb, gb.resultGradOrZeros(0), gb.operand(0), {}, true));
     return success();
   };
   t["aten::sum.dim_IntList"] = [](GradientBuilder &gb) -> LogicalResult {
@@ -131,8 +132,8 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
     return success();
   };
   t["aten::mean"] = [](GradientBuilder &gb) {
-    Value e = expandReduced(gb, gb.resultGradOrZeros(0), gb.operand(0), {},
-                            true);
+    Value e =
+        expandReduced(gb, gb.resultGradOrZeros(0), gb.operand(0), {}, true);
     gb.setGrad(0, gb.aten("aten::div.Scalar",
                           {e, countOver(gb, gb.operand(0), {})},
                           gb.operand(0).getType()));
@@ -146,10 +147,10 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
     Value count = countOver(gb, gb.operand(0), *dims);
     if (!count)
       return gb.op.emitOpError() << "gradient of mean over a dynamic dim";
-    Value e = expandReduced(gb, gb.resultGradOrZeros(0), gb.operand(0), *dims,
-                            *keep);
-    gb.setGrad(0, gb.aten("aten::div.Scalar", {e, count},
-                          gb.operand(0).getType()));
+    Value e =
+        expandReduced(gb, gb.resultGradOrZeros(0), gb.operand(0), *dims, *keep);
+    gb.setGrad(
+        0, gb.aten("aten::div.Scalar", {e, count}, gb.operand(0).getType()));
     return success();
   };
   t["aten::split.Tensor"] = [](GradientBuilder &gb) {
@@ -179,10 +180,10 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
         return gb.op.emitOpError()
                << "gradient of cat along a dynamic dim is not supported";
       int64_t len = type.getDimSize(d);
-      grads.push_back(gb.aten("aten::narrow",
-                              {g, gb.constInt(d), gb.constInt(offset),
-                               gb.constInt(len)},
-                              e.getType()));
+      grads.push_back(
+          gb.aten("aten::narrow",
+                  {g, gb.constInt(d), gb.constInt(offset), gb.constInt(len)},
+                  e.getType()));
       offset += len;
     }
     gb.setListGrads(0, grads);
@@ -234,10 +235,10 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
   };
   t["aten::index_select"] = [](GradientBuilder &gb) {
     Value x = gb.operand(0);
-    Value zeros = gb.aten("aten::zeros_like",
-                          {x, gb.none(), gb.none(), gb.none(), gb.none(),
-                           gb.none()},
-                          x.getType());
+    Value zeros =
+        gb.aten("aten::zeros_like",
+                {x, gb.none(), gb.none(), gb.none(), gb.none(), gb.none()},
+                x.getType());
     gb.setGrad(0, gb.aten("aten::index_add",
                           {zeros, gb.operand(1), gb.operand(2),
                            gb.resultGradOrZeros(0), gb.constInt(1)},
@@ -249,9 +250,9 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
     if (gb.needsGrad(0))
       gb.setGrad(0, g);
     if (gb.needsGrad(3)) {
-      Value src = gb.aten("aten::index_select",
-                          {g, gb.operand(1), gb.operand(2)},
-                          gb.operand(3).getType());
+      Value src =
+          gb.aten("aten::index_select", {g, gb.operand(1), gb.operand(2)},
+                  gb.operand(3).getType());
       gb.setGrad(3, gb.aten("aten::mul.Scalar", {src, gb.operand(4)},
                             gb.operand(3).getType()));
     }
@@ -259,10 +260,10 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
   };
   t["aten::gather"] = [](GradientBuilder &gb) {
     Value x = gb.operand(0);
-    Value zeros = gb.aten("aten::zeros_like",
-                          {x, gb.none(), gb.none(), gb.none(), gb.none(),
-                           gb.none()},
-                          x.getType());
+    Value zeros =
+        gb.aten("aten::zeros_like",
+                {x, gb.none(), gb.none(), gb.none(), gb.none(), gb.none()},
+                x.getType());
     gb.setGrad(0, gb.aten("aten::scatter_add",
                           {zeros, gb.operand(1), gb.operand(2),
                            gb.resultGradOrZeros(0)},
@@ -285,10 +286,10 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
       indices = gb.aten("aten::unsqueeze", {indices, gb.constInt(dd)},
                         RankedTensorType::get(is, it.getElementType()));
     }
-    Value zeros = gb.aten("aten::zeros_like",
-                          {x, gb.none(), gb.none(), gb.none(), gb.none(),
-                           gb.none()},
-                          x.getType());
+    Value zeros =
+        gb.aten("aten::zeros_like",
+                {x, gb.none(), gb.none(), gb.none(), gb.none(), gb.none()},
+                x.getType());
     return gb.aten("aten::scatter_add", {zeros, dim, indices, values},
                    x.getType());
   };
