@@ -8,6 +8,7 @@
 
 #include "ds/Compiler/Compile.h"
 #include "ds/Plan/PlanFormat.h"
+#include "ds/Plan/Report.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/WithColor.h"
@@ -36,6 +37,12 @@ static cl::opt<std::string> outputPath("o", cl::desc("Plan file to write"),
 static cl::opt<std::string>
     dumpIR("dump-ir", cl::desc("Also write the final IR to this file"),
            cl::value_desc("FILE"));
+
+static cl::opt<std::string> reportPath(
+    "report",
+    cl::desc("Also write the predicted memory and communication report "
+             "(JSON, docs/runtime.md \"Reports\")"),
+    cl::value_desc("FILE.json"));
 
 static int fail(const std::string &message) {
   llvm::WithColor::error(llvm::errs(), "ds-compile") << message << "\n";
@@ -70,6 +77,8 @@ int main(int argc, char **argv) {
   }
   try {
     ds::plan::writePlan(result->plan, outputPath);
+    if (!reportPath.empty())
+      ds::plan::writeReport(ds::plan::predictReport(result->plan), reportPath);
   } catch (const std::exception &e) {
     return fail(e.what());
   }

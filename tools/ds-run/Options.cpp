@@ -16,7 +16,9 @@ std::string usageText() {
   return R"(usage: ds-run PLAN --data DATA [--steps N] [--eval] [options]
 
 Trains a plan written by ds-compile on a data file (or, with --eval, runs
-its forward only).
+its forward only). On W data-parallel ranks, launch it with Open MPI:
+  mpirun -n W ds-run PLAN ...      (the plan must be compiled with
+                                    ds-compile --world-size W)
 
   PLAN                  the plan file (JSON, see docs/plan-format.md)
   --data DATA           training data: a torch.save dict or a .safetensors
@@ -32,6 +34,10 @@ its forward only).
   --save-params OUT.safetensors
                         write the parameters and buffers, keyed by
                         qualified name, when the run ends (atomically)
+  --report OUT.json     write the measured memory and communication report
+                        of every rank (bytes of parameters, gradients,
+                        optimizer state, peak; elements communicated per
+                        optimizer step), atomically, when training ends
   --seed S              the seed of dropout masks and every random draw
                         (an integer >= 0); overrides the config's "seed";
                         default 0
@@ -141,6 +147,8 @@ Options parseOptions(int argc, char **argv) {
                                     "an integer >= 0");
     } else if (flag == "--save-params") {
       options.saveParamsPath = args.value(flag, inlineValue);
+    } else if (flag == "--report") {
+      options.reportPath = args.value(flag, inlineValue);
     } else if (flag == "--losses") {
       options.lossesPath = args.value(flag, inlineValue);
     } else if (flag == "--unbatched") {
@@ -158,6 +166,9 @@ Options parseOptions(int argc, char **argv) {
     throw UsageError("missing the plan file (ds-run PLAN --data DATA ...)");
   if (options.dataPath.empty())
     throw UsageError("missing required option --data");
+  if (options.eval && !options.reportPath.empty())
+    throw UsageError("--report measures a training run; it cannot be "
+                     "combined with --eval");
   return options;
 }
 

@@ -31,6 +31,9 @@ struct Options {
   std::string weightsPath;
   /// Final parameters and buffers (safetensors), written atomically.
   std::string saveParamsPath;
+  /// Measured memory and communication report (JSON, docs/runtime.md
+  /// "Reports"), written atomically by rank 0 when training ends.
+  std::string reportPath;
   /// Overrides the configs' "seed".
   std::optional<int64_t> seed;
   bool help = false;

@@ -13,9 +13,13 @@
 #include "Progress.h"
 #include "RunSetup.h"
 
+#include "ds/Plan/Report.h"
+#include "ds/Runtime/Communicator.h"
 #include "ds/Runtime/RuntimeError.h"
 #include "ds/Runtime/Safetensors.h"
 #include "ds/Runtime/StateStore.h"
+
+#include <ATen/ATen.h>
 
 namespace ds::run {
 
@@ -43,11 +47,101 @@ void addStepReport(nlohmann::ordered_json &line,
   }
 }
 
+/// The communicator's volume now (zero without one).
+runtime::CommVolume volumeNow(const World &world) {
+  return world.comm ? world.comm->volume() : runtime::CommVolume();
+}
+
+void addVolume(runtime::CommVolume &sum, const runtime::CommVolume &delta) {
+  sum.allReduce += delta.allReduce;
+  sum.reduceScatter += delta.reduceScatter;
+  sum.allGather += delta.allGather;
+  sum.broadcast += delta.broadcast;
+}
+
+/// This rank's measured numbers, in the order gatherReport reads them.
+std::vector<int64_t> measureRank(const runtime::Engine &engine,
+                                 const runtime::CommVolume &stepVolume,
+                                 int64_t steps) {
+  const runtime::StateStore &state = engine.state();
+  int64_t paramBytes = 0, bufferBytes = 0;
+  for (size_t i = 0; i < state.size(); ++i) {
+    int64_t bytes = int64_t(state.tensor(int64_t(i)).nbytes());
+    if (state.desc(int64_t(i)).kind == plan::StateKind::Param)
+      paramBytes += bytes;
+    else
+      bufferBytes += bytes;
+  }
+  runtime::MemoryStats memory = engine.trainMemory();
+  int64_t peak = memory.peakBytes + paramBytes + bufferBytes +
+                 memory.gradientBytes + memory.optimizerBytes;
+  // Per optimizer step: the run's volume over its steps (exact for stage 0,
+  // where every step moves the same).
+  auto perStep = [&](int64_t elements) { return elements / steps; };
+  return {engine.rank(),
+          paramBytes,
+          memory.gradientBytes,
+          memory.optimizerBytes,
+          bufferBytes,
+          memory.peakBytes,
+          peak,
+          perStep(stepVolume.allReduce),
+          perStep(stepVolume.reduceScatter),
+          perStep(stepVolume.allGather),
+          perStep(stepVolume.broadcast)};
+}
+
+/// Every rank's measureRank numbers, gathered (an all-gather of a small
+/// int64 tensor), as a report; every rank must call it.
+plan::Report gatherReport(const runtime::Engine &engine, const World &world,
+                          const runtime::CommVolume &stepVolume, int64_t steps,
+                          int64_t loadBroadcast) {
+  std::vector<int64_t> mine = measureRank(engine, stepVolume, steps);
+  const int64_t fields = int64_t(mine.size());
+  std::vector<int64_t> all = mine;
+  if (world.comm && world.size > 1) {
+    at::Tensor input = at::tensor(mine, at::kLong);
+    at::Tensor output = at::empty({world.size * fields}, at::kLong);
+    world.comm->allGather(output, input).wait();
+    all.assign(output.data_ptr<int64_t>(),
+               output.data_ptr<int64_t>() + output.numel());
+  }
+  plan::Report report;
+  report.kind = "measured";
+  report.worldSize = world.size;
+  report.gradientAccumulationSteps = engine.plan().gradientAccumulationSteps;
+  report.zeroStage = plan::predictReport(engine.plan()).zeroStage;
+  report.steps = steps;
+  report.loadBroadcastElements = loadBroadcast;
+  for (int64_t r = 0; r < world.size; ++r) {
+    const int64_t *v = all.data() + r * fields;
+    plan::RankReport rank;
+    rank.rank = v[0];
+    rank.paramBytes = v[1];
+    rank.gradBytes = v[2];
+    rank.optimizerStateBytes = v[3];
+    rank.bufferBytes = v[4];
+    rank.activationPeakBytes = v[5];
+    rank.peakBytes = v[6];
+    rank.comm.allReduce = v[7];
+    rank.comm.reduceScatter = v[8];
+    rank.comm.allGather = v[9];
+    rank.comm.broadcast = v[10];
+    report.ranks.push_back(rank);
+  }
+  return report;
+}
+
 } // namespace
 
 void runTrain(const Options &options, const World &world) {
   RunSetup run = setUpRun(options, world, /*training=*/true);
   runtime::Engine &engine = run.engine;
+  // Loading broadcast the state from rank 0: not per-step traffic.
+  const int64_t loadBroadcast = volumeNow(world).broadcast;
+  // The engine's collectives during the micro-steps (the gradient
+  // reduction); ds-run's own loss averaging is left out.
+  runtime::CommVolume stepVolume;
   const int64_t accumulation = engine.plan().gradientAccumulationSteps;
 
   LossMeter meter(engine.plan(), options.planPath);
@@ -58,10 +152,12 @@ void runTrain(const Options &options, const World &world) {
     runtime::StepReport report;
     for (int64_t micro = 0; micro < accumulation; ++micro) {
       int64_t index = (step - 1) * accumulation + micro;
+      runtime::CommVolume before = volumeNow(world);
       meter.add(engine.forward(
           run.data.sliceMicroStep(index, world.rank, world.size)));
       engine.backward();
       report = engine.step();
+      addVolume(stepVolume, volumeNow(world) - before);
     }
     if (!report.updated) // The engine counts micro-steps itself.
       throw runtime::RuntimeError(
@@ -73,6 +169,12 @@ void runTrain(const Options &options, const World &world) {
     progress.update(step, run.steps);
   }
   log.writeFile(options.lossesPath);
+  if (!options.reportPath.empty()) {
+    plan::Report measured =
+        gatherReport(engine, world, stepVolume, run.steps, loadBroadcast);
+    if (world.isLeader())
+      plan::writeReport(measured, options.reportPath);
+  }
   if (world.isLeader() && !options.saveParamsPath.empty())
     runtime::writeSafetensors(options.saveParamsPath, engine.state().named());
 }

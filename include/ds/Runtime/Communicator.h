@@ -26,6 +26,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -117,9 +118,36 @@ struct CommOptions {
   static CommOptions fromEnvironment();
 };
 
+/// Elements moved by the collectives started so far, counted as the ZeRO
+/// paper counts (docs/runtime.md, "Reports"): a collective over a full
+/// (unsharded) buffer of n elements is 2n for all-reduce and n for
+/// reduce-scatter (n = its input), all-gather (n = its output) and
+/// broadcast. One rank moves nothing: a communicator of size 1 counts 0.
+struct CommVolume {
+  int64_t allReduce = 0;
+  int64_t reduceScatter = 0;
+  int64_t allGather = 0;
+  int64_t broadcast = 0;
+
+  int64_t total() const {
+    return allReduce + reduceScatter + allGather + broadcast;
+  }
+  /// Per-kind difference (the volume between two snapshots).
+  CommVolume operator-(const CommVolume &other) const {
+    return {allReduce - other.allReduce, reduceScatter - other.reduceScatter,
+            allGather - other.allGather, broadcast - other.broadcast};
+  }
+};
+
 class Communicator {
 public:
   virtual ~Communicator();
+
+  /// The volume of every collective started on this communicator (counted
+  /// when started, whether or not it has completed). Callers take
+  /// snapshots and subtract (ds-run excludes the load-time broadcast and
+  /// its own loss averaging this way). Thread-safe.
+  CommVolume volume() const;
 
   /// This process's rank, 0 <= rank() < size().
   virtual int64_t rank() const = 0;
@@ -151,6 +179,24 @@ public:
   /// Ends the whole job now with `exitCode` (MPI_Abort): for errors after
   /// which the ranks cannot meet again. The local backend exits.
   [[noreturn]] virtual void abort(int exitCode) = 0;
+
+protected:
+  /// Backends call these when a collective starts, with the element count
+  /// of the full buffer (all-reduce: the tensor; reduce-scatter: the
+  /// input; all-gather: the output; broadcast: the tensor). They apply the
+  /// ZeRO factors and count nothing when size() == 1.
+  void countAllReduce(int64_t numel);
+  void countReduceScatter(int64_t numel);
+  void countAllGather(int64_t numel);
+  void countBroadcast(int64_t numel);
+
+private:
+  void count(std::atomic<int64_t> &counter, int64_t elements);
+
+  std::atomic<int64_t> allReduceElements_{0};
+  std::atomic<int64_t> reduceScatterElements_{0};
+  std::atomic<int64_t> allGatherElements_{0};
+  std::atomic<int64_t> broadcastElements_{0};
 };
 
 /// One rank, no library: collectives complete at once (a reduction over

@@ -26,6 +26,33 @@ const char *reduceOpName(ReduceOp op) {
 CommWork::~CommWork() = default;
 Communicator::~Communicator() = default;
 
+CommVolume Communicator::volume() const {
+  CommVolume volume;
+  volume.allReduce = allReduceElements_.load();
+  volume.reduceScatter = reduceScatterElements_.load();
+  volume.allGather = allGatherElements_.load();
+  volume.broadcast = broadcastElements_.load();
+  return volume;
+}
+
+void Communicator::count(std::atomic<int64_t> &counter, int64_t elements) {
+  if (size() > 1)
+    counter += elements;
+}
+
+void Communicator::countAllReduce(int64_t numel) {
+  count(allReduceElements_, 2 * numel);
+}
+void Communicator::countReduceScatter(int64_t numel) {
+  count(reduceScatterElements_, numel);
+}
+void Communicator::countAllGather(int64_t numel) {
+  count(allGatherElements_, numel);
+}
+void Communicator::countBroadcast(int64_t numel) {
+  count(broadcastElements_, numel);
+}
+
 void waitAll(const std::vector<CommHandle> &handles) {
   for (const CommHandle &handle : handles)
     handle.wait();

@@ -23,6 +23,7 @@ public:
 
   CommHandle allReduce(const at::Tensor &tensor, ReduceOp op) override {
     detail::checkReducible(detail::Collective::AllReduce, "tensor", tensor, op);
+    countAllReduce(tensor.numel()); // One rank: counts 0.
     return CommHandle();
   }
   CommHandle reduceScatter(const at::Tensor &output, const at::Tensor &input,

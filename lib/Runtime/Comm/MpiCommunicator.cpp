@@ -457,6 +457,7 @@ CommHandle MpiCommunicator::allReduce(const at::Tensor &tensor, ReduceOp op) {
   auto operation =
       makeOperation(*core_, Collective::AllReduce, tensor, reduceOpName(op));
   operation->op = op;
+  countAllReduce(tensor.numel());
   return core_->enqueue(std::move(operation));
 }
 
@@ -469,6 +470,7 @@ CommHandle MpiCommunicator::reduceScatter(const at::Tensor &output,
   operation->tensor = output;
   operation->input = input;
   operation->op = op;
+  countReduceScatter(input.numel());
   return core_->enqueue(std::move(operation));
 }
 
@@ -479,6 +481,7 @@ CommHandle MpiCommunicator::allGather(const at::Tensor &output,
       makeOperation(*core_, Collective::AllGather, output, nullptr);
   operation->input = input;
   operation->inPlace = inPlace;
+  countAllGather(output.numel());
   return core_->enqueue(std::move(operation));
 }
 
@@ -489,6 +492,7 @@ CommHandle MpiCommunicator::broadcast(const at::Tensor &tensor, int64_t root) {
       makeOperation(*core_, Collective::Broadcast, tensor, nullptr);
   operation->root = root;
   operation->description += " from rank " + std::to_string(root);
+  countBroadcast(tensor.numel());
   return core_->enqueue(std::move(operation));
 }
 
