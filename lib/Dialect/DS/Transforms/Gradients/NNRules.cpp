@@ -2,6 +2,8 @@
 
 #include "RuleHelpers.h"
 
+#include <array>
+
 using namespace mlir;
 using namespace mlir::ds;
 using namespace mlir::ds::detail;
@@ -30,6 +32,22 @@ Value flatten2D(GradientBuilder &gb, Value v, int64_t last) {
     rows = t.getNumElements() / std::max<int64_t>(last, 1);
   return gb.aten("aten::reshape", {v, gb.intList({-1, last})},
                  RankedTensorType::get({rows, last}, t.getElementType()));
+}
+
+/// Type of an optional weight/bias operand's gradient: its own type, or
+/// `fallback` when the operand is None (the backward still returns an
+/// undefined tensor in that slot).
+Type gradTypeOr(Value operand, Type fallback) {
+  return isa<ds::NoneType>(operand.getType()) ? fallback : operand.getType();
+}
+
+/// Sets the gradients of operands (input, weight, bias) from the three
+/// results of a masked *_backward operator.
+void setMaskedGrads(GradientBuilder &gb, ArrayRef<Value> grads,
+                    std::array<unsigned, 3> operands) {
+  for (unsigned i = 0; i < 3; ++i)
+    if (gb.needsGrad(operands[i]))
+      gb.setGrad(operands[i], grads[i]);
 }
 
 /// Output mask for the *_backward operators that take bool[3].
@@ -165,17 +183,12 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
     SmallVector<int64_t> normShape(xt.getShape().end() - normalized->size(),
                                    xt.getShape().end());
     auto normType = RankedTensorType::get(normShape, xt.getElementType());
-    Type wType = isa<ds::NoneType>(w.getType()) ? Type(normType) : w.getType();
-    Type bType = isa<ds::NoneType>(b.getType()) ? Type(normType) : b.getType();
-    auto grads = gb.atenN("aten::native_layer_norm_backward",
-                          {gb.resultGradOrZeros(0), x, gb.operand(1), fwd[1],
-                           fwd[2], w, b, outputMask(gb, 0, 2, 3)},
-                          {xt, wType, bType});
-    gb.setGrad(0, grads[0]);
-    if (gb.needsGrad(2))
-      gb.setGrad(2, grads[1]);
-    if (gb.needsGrad(3))
-      gb.setGrad(3, grads[2]);
+    auto grads =
+        gb.atenN("aten::native_layer_norm_backward",
+                 {gb.resultGradOrZeros(0), x, gb.operand(1), fwd[1], fwd[2], w,
+                  b, outputMask(gb, 0, 2, 3)},
+                 {xt, gradTypeOr(w, normType), gradTypeOr(b, normType)});
+    setMaskedGrads(gb, grads, {0, 2, 3});
     return success();
   };
   t["aten::batch_norm"] = [](GradientBuilder &gb) -> LogicalResult {
@@ -191,18 +204,12 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
                         {x, w, b, gb.none(), gb.none(), gb.constBool(true),
                          gb.operand(6), gb.operand(7)},
                         {xt, statType, statType});
-    Type wType = isa<ds::NoneType>(w.getType()) ? Type(statType) : w.getType();
-    Type bType = isa<ds::NoneType>(b.getType()) ? Type(statType) : b.getType();
-    auto grads = gb.atenN("aten::native_batch_norm_backward",
-                          {gb.resultGradOrZeros(0), x, w, gb.none(), gb.none(),
-                           fwd[1], fwd[2], gb.constBool(true), gb.operand(7),
-                           outputMask(gb, 0, 1, 2)},
-                          {xt, wType, bType});
-    gb.setGrad(0, grads[0]);
-    if (gb.needsGrad(1))
-      gb.setGrad(1, grads[1]);
-    if (gb.needsGrad(2))
-      gb.setGrad(2, grads[2]);
+    auto grads = gb.atenN(
+        "aten::native_batch_norm_backward",
+        {gb.resultGradOrZeros(0), x, w, gb.none(), gb.none(), fwd[1], fwd[2],
+         gb.constBool(true), gb.operand(7), outputMask(gb, 0, 1, 2)},
+        {xt, gradTypeOr(w, statType), gradTypeOr(b, statType)});
+    setMaskedGrads(gb, grads, {0, 1, 2});
     return success();
   };
   auto conv = [](GradientBuilder &gb) -> LogicalResult {
@@ -213,24 +220,16 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
              << "gradient of convolution with string padding is not supported";
     int64_t spatial = rankOf(x) - 2;
     Value biasSizes = gb.none();
-    Type bType = w.getType();
-    if (!isa<ds::NoneType>(b.getType())) {
+    if (!isa<ds::NoneType>(b.getType()))
       biasSizes = gb.intList(cast<RankedTensorType>(b.getType()).getShape());
-      bType = b.getType();
-    }
     auto grads =
         gb.atenN("aten::convolution_backward",
                  {gb.resultGradOrZeros(0), x, w, biasSizes, gb.operand(3),
                   gb.operand(4), gb.operand(5), gb.constBool(false),
                   gb.intList(SmallVector<int64_t>(spatial, 0)), gb.operand(6),
                   outputMask(gb, 0, 1, 2)},
-                 {x.getType(), w.getType(), bType});
-    if (gb.needsGrad(0))
-      gb.setGrad(0, grads[0]);
-    if (gb.needsGrad(1))
-      gb.setGrad(1, grads[1]);
-    if (gb.needsGrad(2))
-      gb.setGrad(2, grads[2]);
+                 {x.getType(), w.getType(), gradTypeOr(b, w.getType())});
+    setMaskedGrads(gb, grads, {0, 1, 2});
     return success();
   };
   t["aten::conv1d"] = conv;
