@@ -52,13 +52,6 @@ runtime::CommVolume volumeNow(const World &world) {
   return world.comm ? world.comm->volume() : runtime::CommVolume();
 }
 
-void addVolume(runtime::CommVolume &sum, const runtime::CommVolume &delta) {
-  sum.allReduce += delta.allReduce;
-  sum.reduceScatter += delta.reduceScatter;
-  sum.allGather += delta.allGather;
-  sum.broadcast += delta.broadcast;
-}
-
 /// This rank's measured numbers, in the order gatherReport reads them.
 std::vector<int64_t> measureRank(const runtime::Engine &engine,
                                  const runtime::CommVolume &stepVolume,
@@ -157,7 +150,7 @@ void runTrain(const Options &options, const World &world) {
           run.data.sliceMicroStep(index, world.rank, world.size)));
       engine.backward();
       report = engine.step();
-      addVolume(stepVolume, volumeNow(world) - before);
+      stepVolume += volumeNow(world) - before;
     }
     if (!report.updated) // The engine counts micro-steps itself.
       throw runtime::RuntimeError(

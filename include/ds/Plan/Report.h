@@ -30,8 +30,11 @@
 
 namespace ds::plan {
 
-/// Elements per optimizer step, by collective kind (ZeRO counting).
-struct CommVolumeReport {
+/// Elements moved by collectives, by kind, counted as the ZeRO paper counts:
+/// a collective over a full (unsharded) buffer of n elements is 2n for
+/// all-reduce and n for reduce-scatter, all-gather and broadcast. Reports
+/// hold it per optimizer step; the runtime's communicators count with it.
+struct CommVolume {
   int64_t allReduce = 0;
   int64_t reduceScatter = 0;
   int64_t allGather = 0;
@@ -39,6 +42,18 @@ struct CommVolumeReport {
 
   int64_t total() const {
     return allReduce + reduceScatter + allGather + broadcast;
+  }
+  /// Per-kind difference (the volume between two snapshots).
+  CommVolume operator-(const CommVolume &other) const {
+    return {allReduce - other.allReduce, reduceScatter - other.reduceScatter,
+            allGather - other.allGather, broadcast - other.broadcast};
+  }
+  CommVolume &operator+=(const CommVolume &other) {
+    allReduce += other.allReduce;
+    reduceScatter += other.reduceScatter;
+    allGather += other.allGather;
+    broadcast += other.broadcast;
+    return *this;
   }
 };
 
@@ -54,7 +69,7 @@ struct RankReport {
   int64_t activationPeakBytes = 0;
   /// activationPeakBytes + param + buffer + grad + optimizer state bytes.
   int64_t peakBytes = 0;
-  CommVolumeReport comm;
+  CommVolume comm;
 };
 
 struct Report {

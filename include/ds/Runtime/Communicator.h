@@ -22,6 +22,7 @@
 #ifndef DS_RUNTIME_COMMUNICATOR_H
 #define DS_RUNTIME_COMMUNICATOR_H
 
+#include "ds/Plan/Report.h"
 #include "ds/Runtime/RuntimeError.h"
 
 #include <ATen/core/Tensor.h>
@@ -118,26 +119,11 @@ struct CommOptions {
   static CommOptions fromEnvironment();
 };
 
-/// Elements moved by the collectives started so far, counted as the ZeRO
-/// paper counts (docs/runtime.md, "Reports"): a collective over a full
-/// (unsharded) buffer of n elements is 2n for all-reduce and n for
-/// reduce-scatter (n = its input), all-gather (n = its output) and
-/// broadcast. One rank moves nothing: a communicator of size 1 counts 0.
-struct CommVolume {
-  int64_t allReduce = 0;
-  int64_t reduceScatter = 0;
-  int64_t allGather = 0;
-  int64_t broadcast = 0;
-
-  int64_t total() const {
-    return allReduce + reduceScatter + allGather + broadcast;
-  }
-  /// Per-kind difference (the volume between two snapshots).
-  CommVolume operator-(const CommVolume &other) const {
-    return {allReduce - other.allReduce, reduceScatter - other.reduceScatter,
-            allGather - other.allGather, broadcast - other.broadcast};
-  }
-};
+/// Elements moved by the collectives started so far (ZeRO counting, see
+/// plan::CommVolume and docs/runtime.md, "Reports"). n is a reduce-scatter's
+/// input and an all-gather's output. One rank moves nothing: a communicator
+/// of size 1 counts 0.
+using CommVolume = plan::CommVolume;
 
 class Communicator {
 public:
