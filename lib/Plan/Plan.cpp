@@ -28,7 +28,7 @@ constexpr std::array<DTypeInfo, 10> kDTypes = {{
     {DType::Bool, "bool", 1},
 }};
 
-constexpr std::array<std::pair<ValueType, const char *>, 7> kValueTypes = {{
+constexpr std::array<std::pair<ValueType, const char *>, 8> kValueTypes = {{
     {ValueType::Tensor, "tensor"},
     {ValueType::Int, "int"},
     {ValueType::Float, "float"},
@@ -36,9 +36,10 @@ constexpr std::array<std::pair<ValueType, const char *>, 7> kValueTypes = {{
     {ValueType::None, "none"},
     {ValueType::Str, "str"},
     {ValueType::List, "list"},
+    {ValueType::Token, "token"},
 }};
 
-constexpr std::array<std::pair<OpKind, const char *>, 9> kOpKinds = {{
+constexpr std::array<std::pair<OpKind, const char *>, 14> kOpKinds = {{
     {OpKind::Input, "input"},
     {OpKind::State, "state"},
     {OpKind::SetState, "set_state"},
@@ -48,6 +49,11 @@ constexpr std::array<std::pair<OpKind, const char *>, 9> kOpKinds = {{
     {OpKind::Call, "call"},
     {OpKind::If, "if"},
     {OpKind::Grad, "grad"},
+    {OpKind::AllReduce, "all_reduce"},
+    {OpKind::ReduceScatter, "reduce_scatter"},
+    {OpKind::AllGather, "all_gather"},
+    {OpKind::Wait, "wait"},
+    {OpKind::OptimizerStep, "optimizer_step"},
 }};
 
 const DTypeInfo &info(DType dtype) {
@@ -254,6 +260,30 @@ Op Op::grad(std::string name, ValueId arg) {
   return op;
 }
 
+Op Op::collective(OpKind kind, std::string engine, int64_t bucket,
+                  ValueId result) {
+  Op op;
+  op.kind = kind;
+  op.engine = std::move(engine);
+  op.bucket = bucket;
+  op.results = {result};
+  return op;
+}
+
+Op Op::wait(ValueId token) {
+  Op op;
+  op.kind = OpKind::Wait;
+  op.arg = token;
+  return op;
+}
+
+Op Op::optimizerStep(std::string engine) {
+  Op op;
+  op.kind = OpKind::OptimizerStep;
+  op.engine = std::move(engine);
+  return op;
+}
+
 std::string Op::label() const {
   if (kind == OpKind::Call)
     return op;
@@ -274,6 +304,31 @@ const StateDesc *Plan::findState(const std::string &name) const {
     if (desc.name == name)
       return &desc;
   return nullptr;
+}
+
+const EngineDesc *Plan::findEngine(const std::string &name) const {
+  for (const EngineDesc &desc : engines)
+    if (desc.name == name)
+      return &desc;
+  return nullptr;
+}
+
+int64_t PartitionDesc::shardNumel(int64_t worldSize) const {
+  if (stage == 0 || worldSize <= 0)
+    return numel;
+  int64_t total = 0;
+  for (const BucketDesc &bucket : buckets)
+    total += bucket.numel / worldSize;
+  return total;
+}
+
+int64_t PartitionDesc::shardOffset(size_t bucket, int64_t worldSize) const {
+  if (stage == 0 || worldSize <= 0)
+    return bucket < buckets.size() ? buckets[bucket].offset : numel;
+  int64_t offset = 0;
+  for (size_t i = 0; i < bucket && i < buckets.size(); ++i)
+    offset += buckets[i].numel / worldSize;
+  return offset;
 }
 
 std::optional<int64_t> staticNumel(const std::vector<int64_t> &shape) {

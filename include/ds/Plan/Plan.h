@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -24,7 +25,7 @@ namespace ds::plan {
 using ordered_json = nlohmann::ordered_json;
 
 /// The plan format version this library reads and writes.
-inline constexpr int64_t kPlanFormatVersion = 1;
+inline constexpr int64_t kPlanFormatVersion = 2;
 /// The value of the top-level "format" field.
 inline constexpr const char *kPlanFormatName = "ds-plan";
 
@@ -56,7 +57,8 @@ int64_t dtypeSize(DType dtype);
 /// All dtype names, comma separated, for error messages.
 std::string allDTypeNames();
 
-enum class ValueType { Tensor, Int, Float, Bool, None, Str, List };
+/// Token: a started collective, consumed by one `wait` op.
+enum class ValueType { Tensor, Int, Float, Bool, None, Str, List, Token };
 
 /// "tensor", "int", ... as spelled in the plan.
 const char *valueTypeName(ValueType type);
@@ -76,12 +78,92 @@ struct WeightsDesc {
   std::string path;
 };
 
+/// The LR schedule of an engine, lowered from its config's "scheduler"
+/// (docs/config.md has the formulas; the fields mirror DeepSpeed's params).
+struct SchedulerDesc {
+  /// "WarmupLR", "WarmupDecayLR" or "WarmupCosineLR".
+  std::string type = "WarmupLR";
+  double warmupMinLr = 0.0;
+  /// Unset: the optimizer's lr.
+  std::optional<double> warmupMaxLr;
+  int64_t warmupNumSteps = 1000;
+  /// "log" or "linear".
+  std::string warmupType = "log";
+  /// Required by WarmupDecayLR and WarmupCosineLR.
+  std::optional<int64_t> totalNumSteps;
+  double warmupMinRatio = 0.0;
+  double cosMinRatio = 0.0001;
+};
+
+/// An engine's optimizer update, lowered by -ds-lower-optimizer from its
+/// config (every default resolved): what an `optimizer_step` op runs.
+struct OptimizerDesc {
+  /// "adamw" (decoupled weight decay: DeepSpeed's AdamW, and Adam with
+  /// adam_w_mode), "adam" (L2 weight decay added to the gradient:
+  /// torch.optim.Adam) or "sgd".
+  std::string type = "adamw";
+  double lr = 1e-3;
+  /// adam / adamw only.
+  std::array<double, 2> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weightDecay = 0.0;
+  /// sgd only.
+  double momentum = 0.0;
+  double dampening = 0.0;
+  bool nesterov = false;
+  /// Max global L2 norm of the engine's gradients; 0 disables clipping.
+  double gradientClipping = 1.0;
+  std::optional<SchedulerDesc> scheduler;
+};
+
+/// Where a trainable parameter sits in its engine's flat buffers.
+struct FlatParamDesc {
+  /// A `param` state entry of this engine with requires_grad.
+  std::string name;
+  /// Element offset in the flat buffer.
+  int64_t offset = 0;
+};
+
+/// A slice [offset, offset + numel) of an engine's flat buffers that one
+/// collective moves. numel is a multiple of world_size: rank r owns block
+/// [offset + r*n/W, offset + (r+1)*n/W).
+struct BucketDesc {
+  int64_t offset = 0;
+  int64_t numel = 0;
+};
+
+/// How -ds-zero-partition laid out and sharded one trainable engine
+/// (docs/plan-format.md, "Partitioned engines").
+struct PartitionDesc {
+  /// ZeRO stage: 0 (nothing sharded), 1 (optimizer state), 2 (and
+  /// gradients).
+  int64_t stage = 0;
+  /// Elements of the flat gradient (and, stages 1-2, parameter) buffer,
+  /// padding included.
+  int64_t numel = 0;
+  /// Every trainable parameter of the engine, by offset.
+  std::vector<FlatParamDesc> params;
+  /// Disjoint, sorted by offset, covering [0, numel) exactly.
+  std::vector<BucketDesc> buckets;
+
+  /// Elements of one rank's shard: the sum of numel / worldSize over the
+  /// buckets (stage 0: numel, nothing is sharded).
+  int64_t shardNumel(int64_t worldSize) const;
+  /// Where bucket `bucket`'s block lies in a rank's shard: the sum of
+  /// numel / worldSize over the buckets before it.
+  int64_t shardOffset(size_t bucket, int64_t worldSize) const;
+};
+
 struct EngineDesc {
   std::string name;
   /// Submodule path of the TorchScript root; "" for the root itself.
   std::string module;
   /// The engine's DeepSpeed config, as given.
   ordered_json config = ordered_json::object();
+  /// Trainable engines of plans with programs.train: both set. Frozen
+  /// engines (no "optimizer" in the config): neither.
+  std::optional<OptimizerDesc> optimizer;
+  std::optional<PartitionDesc> partition;
 };
 
 enum class StateKind { Param, Buffer };
@@ -169,6 +251,14 @@ enum class OpKind {
   If,
   /// programs.train only: adds a value into a parameter's gradient buffer.
   Grad,
+  /// Collectives over a bucket of an engine's flat buffers (programs.train
+  /// and programs.step); each returns a token that one `wait` consumes.
+  AllReduce,
+  ReduceScatter,
+  AllGather,
+  Wait,
+  /// programs.step only: clip, update and advance the LR of one engine.
+  OptimizerStep,
 };
 
 /// "input", "set_state", ... as spelled in the plan.
@@ -192,11 +282,16 @@ struct Op {
   int64_t index = 0;
   /// state, set_state, grad: qualified state name.
   std::string name;
+  /// all_reduce, reduce_scatter, all_gather, optimizer_step: an engine name.
+  std::string engine;
+  /// all_reduce, reduce_scatter, all_gather: index into the engine's
+  /// partition buckets.
+  int64_t bucket = -1;
   /// call: schema name with overload ("aten::add.Tensor", "aten::linear").
   std::string op;
   /// list, call: operands in order.
   std::vector<ValueId> args;
-  /// unpack, set_state, grad: the operand.
+  /// unpack, set_state, grad, wait (a token): the operand.
   ValueId arg = -1;
   /// if: the condition (a bool value).
   ValueId cond = -1;
@@ -225,6 +320,11 @@ struct Op {
                  std::vector<ValueId> results);
   /// Adds tensor `arg` into the gradient of parameter `name`.
   static Op grad(std::string name, ValueId arg);
+  /// kind is AllReduce, ReduceScatter or AllGather; `result` is a token.
+  static Op collective(OpKind kind, std::string engine, int64_t bucket,
+                       ValueId result);
+  static Op wait(ValueId token);
+  static Op optimizerStep(std::string engine);
 
   /// "aten::linear" for calls, the kind name ("if", "unpack") otherwise.
   std::string label() const;
@@ -251,12 +351,14 @@ struct Plan {
   std::vector<StateDesc> state;
   std::vector<InputDesc> inputs;
   std::vector<OutputDesc> outputs;
-  /// "eval" (required), "train" (the training micro-step, optional); other
+  /// "eval" (required), "train" (the training micro-step, optional),
+  /// "step" (the accumulation boundary's work: required with "train"); other
   /// names are kept, not run.
   std::map<std::string, Program> programs;
 
   const Program *findProgram(const std::string &name) const;
   const StateDesc *findState(const std::string &name) const;
+  const EngineDesc *findEngine(const std::string &name) const;
 };
 
 /// Product of a static shape's entries; nullopt if any entry is dynamic.
