@@ -2,15 +2,21 @@
 """Predicted against measured memory and communication reports (docs/runtime.md, "Reports").
 
   report_check.py --bin BUILD/bin --models DIR [--launcher 'mpirun -n {W}'] [--world-size 1 2]
+                  [--stages 0 1 2] [--gas 1 2] [--bucket N]
 
-For each W: compiles DIR/mlp.pt with AdamW, ZeRO stage 0, GAS 1, `--world-size W --report
+For each stage s, GAS g and W: compiles DIR/mlp.pt with AdamW, `--world-size W --report
 predicted.json`, runs 2 steps with `ds-run --report measured.json` (under the launcher for W > 1)
-and checks, with Psi the plan's parameter elements (all float32):
+and checks, with Psi the trainable elements and Psi' the engine's flat buffer
+(plan engines[0].partition.numel: Psi plus the padding that makes every bucket a multiple of W,
+less than W elements per bucket), all float32, ZeRO's formulas for fp32 Adam:
 
-  - measured param/grad/optimizer_state bytes == predicted == 4 Psi / 4 Psi / 8 Psi (fp32 Adam:
-    16 Psi in all) on every rank;
-  - comm_volume_elements.total == 0 at W = 1 and == 2 Psi (the all-reduce) at W > 1, measured ==
-    predicted;
+  - measured param/grad/optimizer_state bytes == predicted == stage 0: 4 Psi / 4 Psi' / 8 Psi
+    (16 Psi), stage 1: 4 Psi' / 4 Psi' / 8 Psi' / W (8 Psi + 8 Psi / W), stage 2:
+    4 Psi' / 4 Psi' / W / 8 Psi' / W (4 Psi + 12 Psi / W) on every rank;
+  - comm_volume_elements measured == predicted; 0 at W = 1; at W > 1 stage 0 all-reduces 2 Psi',
+    stage 1 reduce-scatters Psi' and all-gathers Psi', stage 2 reduce-scatters g Psi' and
+    all-gathers Psi' (2 Psi at GAS 1 for every stage; (g + 1) Psi for stage 2), plus, for the
+    sharded stages, the clipping norm's scalar all-reduce (2 elements);
   - measured peak_bytes <= predicted (static shapes: equal is expected; both are printed).
 
 Prints one summary line per world size; exits 1 on failure.
@@ -39,15 +45,20 @@ def run(cmd, env=None):
     return proc
 
 
-def check_world(args, tmp, world):
+def check_world(args, tmp, world, stage, gas):
     config = os.path.join(tmp, "ds_config.json")
+    zero = {"stage": stage}
+    if args.bucket:
+        zero["reduce_bucket_size"] = args.bucket
+        zero["allgather_bucket_size"] = args.bucket
     with open(config, "w") as f:
-        json.dump({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 1,
-                   "zero_optimization": {"stage": 0},
+        json.dump({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": gas,
+                   "zero_optimization": zero,
                    "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}, f)
-    plan_path = os.path.join(tmp, "mlp-w%d.plan" % world)
-    predicted_path = os.path.join(tmp, "predicted-w%d.json" % world)
-    measured_path = os.path.join(tmp, "measured-w%d.json" % world)
+    tag = "s%d-g%d-w%d" % (stage, gas, world)
+    plan_path = os.path.join(tmp, "mlp-%s.plan" % tag)
+    predicted_path = os.path.join(tmp, "predicted-%s.json" % tag)
+    measured_path = os.path.join(tmp, "measured-%s.json" % tag)
     run([os.path.join(args.bin, "ds-compile"), os.path.join(args.models, "mlp.pt"),
          "--config", config, "--example-inputs", os.path.join(args.models, "mlp.data.pt"),
          "--world-size", str(world), "-o", plan_path, "--report", predicted_path])
@@ -70,6 +81,9 @@ def check_world(args, tmp, world):
             for d in state["shape"]:
                 n *= d
             psi += n
+    partition = plan["engines"][0]["partition"]
+    padded = partition["numel"]
+    buckets = len(partition["buckets"])
     with open(predicted_path) as f:
         predicted = json.load(f)
     with open(measured_path) as f:
@@ -84,8 +98,24 @@ def check_world(args, tmp, world):
     expect("predicted ranks", len(predicted["ranks"]), world)
     expect("measured ranks", len(measured["ranks"]), world)
     expect("measured ranks' order", [r["rank"] for r in measured["ranks"]], list(range(world)))
-    want = {"param_bytes": 4 * psi, "grad_bytes": 4 * psi, "optimizer_state_bytes": 8 * psi}
-    total = 0 if world == 1 else 2 * psi
+    if not psi <= padded < psi + buckets * world:
+        failures.append("flat buffer of %d elements for Psi = %d in %d buckets: padding is at "
+                        "most W - 1 per bucket" % (padded, psi, buckets))
+    shard = padded // world
+    want = {
+        0: {"param_bytes": 4 * psi, "grad_bytes": 4 * padded, "optimizer_state_bytes": 8 * padded},
+        1: {"param_bytes": 4 * padded, "grad_bytes": 4 * padded,
+            "optimizer_state_bytes": 8 * shard},
+        2: {"param_bytes": 4 * padded, "grad_bytes": 4 * shard, "optimizer_state_bytes": 8 * shard},
+    }[stage]
+    if world == 1:
+        comm = {"all_reduce": 0, "reduce_scatter": 0, "all_gather": 0}
+    else:
+        comm = {0: {"all_reduce": 2 * padded, "reduce_scatter": 0, "all_gather": 0},
+                1: {"all_reduce": 2, "reduce_scatter": padded, "all_gather": padded},
+                2: {"all_reduce": 2, "reduce_scatter": gas * padded, "all_gather": padded},
+                }[stage]
+    total = sum(comm.values())
     for p, m in zip(predicted["ranks"], measured["ranks"]):
         r = m["rank"]
         for key, value in want.items():
@@ -95,17 +125,25 @@ def check_world(args, tmp, world):
         expect("rank %d predicted comm total" % r, pc["total"], total)
         expect("rank %d measured comm total" % r, mc["total"], total)
         expect("rank %d measured comm == predicted" % r, mc, pc)
-        expect("rank %d measured all_reduce" % r, mc["all_reduce"], total)
+        for kind, value in comm.items():
+            expect("rank %d measured %s" % (r, kind), mc[kind], value)
         if m["peak_bytes"] > p["peak_bytes"]:
             failures.append("rank %d: measured peak_bytes %d > predicted %d"
                             % (r, m["peak_bytes"], p["peak_bytes"]))
     m0, p0 = measured["ranks"][0], predicted["ranks"][0]
-    print("report W=%d: Psi=%d param=%d grad=%d optimizer=%d (16 Psi = %d) peak measured=%d "
-          "predicted=%d comm total measured=%d predicted=%d (2 Psi = %d) load broadcast=%d: %s"
-          % (world, psi, m0["param_bytes"], m0["grad_bytes"], m0["optimizer_state_bytes"],
-             16 * psi, m0["peak_bytes"], p0["peak_bytes"],
-             m0["comm_volume_elements"]["total"], p0["comm_volume_elements"]["total"], 2 * psi,
-             measured.get("load_broadcast_elements", 0), "FAIL" if failures else "ok"))
+    state = m0["param_bytes"] + m0["grad_bytes"] + m0["optimizer_state_bytes"]
+    formula = {0: "16 Psi", 1: "8 Psi + 8 Psi/W", 2: "4 Psi + 12 Psi/W"}[stage]
+    formula_bytes = {0: 16 * psi, 1: 8 * psi + 8 * psi / world,
+                     2: 4 * psi + 12 * psi / world}[stage]
+    print("report stage %d GAS %d W=%d: Psi=%d Psi'=%d param=%d grad=%d optimizer=%d state=%d "
+          "(%s = %d) peak measured=%d predicted=%d comm total measured=%d predicted=%d "
+          "(%s) load broadcast=%d: %s"
+          % (stage, gas, world, psi, padded, m0["param_bytes"], m0["grad_bytes"],
+             m0["optimizer_state_bytes"], state, formula, formula_bytes, m0["peak_bytes"],
+             p0["peak_bytes"], m0["comm_volume_elements"]["total"],
+             p0["comm_volume_elements"]["total"],
+             "%d Psi" % (gas + 1 if stage == 2 else 2), measured.get("load_broadcast_elements", 0),
+             "FAIL" if failures else "ok"))
     for failure in failures:
         print("  " + failure)
     return not failures
@@ -117,11 +155,17 @@ def main():
     parser.add_argument("--models", required=True)
     parser.add_argument("--launcher", default=default_launcher())
     parser.add_argument("--world-size", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--stages", type=int, nargs="+", default=[0])
+    parser.add_argument("--gas", type=int, nargs="+", default=[1])
+    parser.add_argument("--bucket", type=int, default=0,
+                        help="reduce_bucket_size and allgather_bucket_size (elements)")
     args = parser.parse_args()
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
-        for world in args.world_size:
-            ok = check_world(args, tmp, world) and ok
+        for stage in args.stages:
+            for gas in args.gas:
+                for world in args.world_size:
+                    ok = check_world(args, tmp, world, stage, gas) and ok
     sys.exit(0 if ok else 1)
 
 
