@@ -84,7 +84,12 @@ void Engine::backward() {
   const plan::Program &program = *plan_->findProgram("train");
   at::NoGradGuard noGrad;
   phase_ = Phase::Idle; // A failing backward ends the micro-step.
-  train_->runRange(size_t(*program.backwardStart), train_->size());
+  try {
+    train_->runRange(size_t(*program.backwardStart), train_->size());
+  } catch (...) {
+    trainer_->abandon();
+    throw;
+  }
   train_->finish();
   phase_ = Phase::BackwardDone;
 }
@@ -103,7 +108,17 @@ StepReport Engine::step() {
                                  "step())");
   StepReport report;
   if (isGradientAccumulationBoundary()) {
-    report = trainer_->update(*state_);
+    // programs.step: the reductions, updates and gathers, as compiled.
+    at::NoGradGuard noGrad;
+    trainer_->beginStep();
+    try {
+      step_->run({});
+    } catch (...) {
+      trainer_->abandon();
+      phase_ = Phase::Idle;
+      throw;
+    }
+    report = trainer_->endStep();
     ++globalSteps_;
   }
   ++microSteps_;
@@ -123,7 +138,7 @@ std::optional<double> Engine::nextLr(const std::string &engine) const {
 at::Tensor Engine::gradient(const std::string &param) const {
   if (!trainer_)
     return at::Tensor();
-  return trainer_->gradients().grad(state_->indexOf(param));
+  return trainer_->gradient(state_->indexOf(param));
 }
 
 const Optimizer *Engine::optimizer(const std::string &engine) const {
