@@ -4,9 +4,10 @@
 // plans/linear_mse_train.json with data-parallel semantics (ZeRO stage 0):
 // state broadcast from rank 0 at load, gradients accumulated locally over
 // the GAS window and averaged over the ranks at the boundary (the plan's
-// all_reduce of each bucket), before clipping. ZeroTest.cpp does stages 1-2. The reference is LibTorch
-// autograd + torch::optim back-propagating sum(loss[r][s]) / (W * GAS), as
-// the oracle does. mpirun-level checks of the same are in test/mpi.
+// all_reduce of each bucket), before clipping. ZeroTest.cpp does stages 1-2.
+// The reference is LibTorch autograd + torch::optim back-propagating
+// sum(loss[r][s]) / (W * GAS), as the oracle does. mpirun-level checks of the
+// same are in test/mpi.
 //
 //===----------------------------------------------------------------------===//
 

@@ -171,10 +171,10 @@ void partitionEngine(plan::Plan &plan, const std::string &engineName,
   for (int64_t offset = 0; offset < end; offset += chunk)
     partition.buckets.push_back(
         {offset, roundUp(std::min(chunk, end - offset), W)});
-  partition.numel = partition.buckets.empty()
-                        ? 0
-                        : partition.buckets.back().offset +
-                              partition.buckets.back().numel;
+  partition.numel =
+      partition.buckets.empty()
+          ? 0
+          : partition.buckets.back().offset + partition.buckets.back().numel;
   engine->partition = partition;
 
   // programs.train: no collectives but stage 2 reduce-scatters.
@@ -262,8 +262,8 @@ void partitionEngine(plan::Plan &plan, const std::string &engineName,
       for (size_t b = 0; b < e->partition->buckets.size(); ++b) {
         plan::ValueId t = token(step);
         gathers.push_back(t);
-        step.body.push_back(plan::Op::collective(plan::OpKind::AllGather, name,
-                                                 int64_t(b), t));
+        step.body.push_back(
+            plan::Op::collective(plan::OpKind::AllGather, name, int64_t(b), t));
       }
   }
   for (plan::ValueId t : gathers)
@@ -283,11 +283,10 @@ plan::Plan zeroPlan(plan::ordered_json json, int64_t worldSize, int64_t stage,
 
 plan::ordered_json optimizerJson(const plan::ordered_json &changes) {
   plan::ordered_json json = {
-      {"type", "adamw"},        {"lr", 0.01},
-      {"betas", {0.9, 0.999}},  {"eps", 1e-8},
-      {"weight_decay", 0.1},    {"momentum", 0.0},
-      {"dampening", 0.0},       {"nesterov", false},
-      {"gradient_clipping", 1.0}, {"scheduler", nullptr}};
+      {"type", "adamw"},     {"lr", 0.01},          {"betas", {0.9, 0.999}},
+      {"eps", 1e-8},         {"weight_decay", 0.1}, {"momentum", 0.0},
+      {"dampening", 0.0},    {"nesterov", false},   {"gradient_clipping", 1.0},
+      {"scheduler", nullptr}};
   for (const auto &item : changes.items())
     json[item.key()] = item.value();
   return json;

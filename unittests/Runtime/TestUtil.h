@@ -68,8 +68,8 @@ plan::Plan makePlan(std::vector<plan::InputDesc> inputs, plan::Program program);
 /// reduce_scatters in programs.train after the last grad op that writes
 /// into each bucket, with their waits at the end of the backward. The
 /// engine must have an optimizer.
-void partitionEngine(plan::Plan &plan, const std::string &engine,
-                     int64_t stage, int64_t bucketElements, int64_t gap = 0);
+void partitionEngine(plan::Plan &plan, const std::string &engine, int64_t stage,
+                     int64_t bucketElements, int64_t gap = 0);
 
 /// `json` (a train plan) for `worldSize` ranks with its first engine
 /// partitioned by partitionEngine; validated.

@@ -290,8 +290,8 @@ TEST(Train, TheOptimizerComesFromThePlanNotTheConfig) {
   engineConfig(json)["optimizer"] = {{"type", "SGD"},
                                      {"params", {{"lr", 5.0}}}};
   engineConfig(json)["gradient_clipping"] = 0.0;
-  engineConfig(json)["scheduler"] = {
-      {"type", "WarmupLR"}, {"params", {{"warmup_max_lr", 7.0}}}};
+  engineConfig(json)["scheduler"] = {{"type", "WarmupLR"},
+                                     {"params", {{"warmup_max_lr", 7.0}}}};
   Engine engine = load(json, dir);
   Reference reference(w);
   reference.optimizer = adamw(reference, 0.01, 0.1);
@@ -302,10 +302,9 @@ TEST(Train, SgdLeavesAParameterWithoutGradientAlone) {
   TempDir dir;
   Weights w = writeWeights(dir);
   ordered_json json = trainPlan();
-  setOptimizer(json, {{"type", "sgd"},
-                      {"lr", 0.1},
-                      {"momentum", 0.9},
-                      {"weight_decay", 0.0}});
+  setOptimizer(
+      json,
+      {{"type", "sgd"}, {"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 0.0}});
   Engine engine = load(json, dir);
   Reference reference(w);
   reference.optimizer = std::make_unique<torch::optim::SGD>(
