@@ -148,8 +148,9 @@ ordered_json reportToJson(const Report &report) {
   json["load_broadcast_elements"] = report.loadBroadcastElements;
   json["comm_volume_counting"] =
       "elements per optimizer step, ZeRO counting (all_reduce 2n, "
-      "reduce_scatter/all_gather/broadcast n over a full buffer of n); "
-      "load-time broadcast excluded";
+      "reduce_scatter/all_gather/broadcast n over a full buffer of n, n a "
+      "bucket's numel; the global-norm scalar all_reduce of a ZeRO stage 1-2 "
+      "engine counts 2); load-time broadcast excluded";
   ordered_json ranks = ordered_json::array();
   for (const RankReport &rank : report.ranks) {
     ordered_json entry = ordered_json::object();

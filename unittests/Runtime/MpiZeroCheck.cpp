@@ -17,6 +17,17 @@
 // Exit code 0 when every check passes on this rank; each failure prints a
 // line "rank R: FAIL: ...".
 //
+// Two more modes, without MPI, check ds-run's measured report (ctest runs
+// them around `mpirun ds-run`, MpiDsRunZero.cmake):
+//   MpiZeroCheck --write DIR STAGE W   writes DIR/plan.json (for W ranks at
+//                                      ZeRO STAGE), DIR/w.safetensors and
+//                                      DIR/data.safetensors
+//   MpiZeroCheck --compare DIR         checks DIR/report.json (ds-run
+//                                      --report) against predictReport of
+//                                      DIR/plan.json, and
+//                                      DIR/params.safetensors against the
+//                                      oracle
+//
 //===----------------------------------------------------------------------===//
 
 #include "TestUtil.h"
@@ -63,12 +74,18 @@ struct Batch {
   at::Tensor x, t; // The whole micro-step: W * ROWS rows.
 };
 
+runtime::NamedTensors makeWeights() {
+  torch::manual_seed(42); // The same on every rank.
+  return {{"fc.weight", torch::randn({3, 4})},
+          {"fc.bias", torch::randn({3})},
+          {"extra.scale", torch::randn({2})}};
+}
+
 std::vector<Batch> makeData() {
   torch::manual_seed(11); // The same on every rank.
   std::vector<Batch> data;
   for (int64_t i = 0; i < STEPS * GAS; ++i)
-    data.push_back(
-        {torch::randn({W * ROWS, 4}), torch::randn({W * ROWS, 3})});
+    data.push_back({torch::randn({W * ROWS, 4}), torch::randn({W * ROWS, 3})});
   return data;
 }
 
@@ -125,8 +142,7 @@ void checkStage(const std::shared_ptr<runtime::Communicator> &comm,
     const at::Tensor &ours =
         engine.state().tensor(engine.state().indexOf(kParams[k]));
     at::Tensor ref = expected[k].detach();
-    double worst =
-        ((ours - ref).abs() - 1e-6 * ref.abs()).max().item<double>();
+    double worst = ((ours - ref).abs() - 1e-6 * ref.abs()).max().item<double>();
     check(worst <= 1e-7, label + kParams[k] + " is off the oracle by " +
                              std::to_string(worst) + " beyond 1e-6 relative");
     mine.push_back(ours.reshape(-1));
@@ -157,8 +173,7 @@ void checkStage(const std::shared_ptr<runtime::Communicator> &comm,
   same(memory.gradientBytes, predicted.gradBytes, "grad_bytes");
   same(memory.optimizerBytes, predicted.optimizerStateBytes,
        "optimizer_state_bytes");
-  same(memory.transientPeakBytes, predicted.transientBytes,
-       "transient_bytes");
+  same(memory.transientPeakBytes, predicted.transientBytes, "transient_bytes");
   if (R == 0)
     std::printf("stage %lld: %lld reduce-scatter + %lld all-gather + %lld "
                 "all-reduce elements per step\n",
@@ -169,7 +184,86 @@ void checkStage(const std::shared_ptr<runtime::Communicator> &comm,
 
 } // namespace
 
-int main() {
+/// --write DIR STAGE W: the files of a ds-run training.
+int writeFiles(const std::string &dir, int64_t stage) {
+  plan::writePlan(zeroPlan(stage), dir + "/plan.json");
+  runtime::writeSafetensors(dir + "/w.safetensors", makeWeights());
+  std::vector<at::Tensor> xs, ts;
+  for (const Batch &b : makeData()) {
+    xs.push_back(b.x);
+    ts.push_back(b.t);
+  }
+  // [S, B, ...]: S micro-steps of the whole batch.
+  runtime::writeSafetensors(dir + "/data.safetensors",
+                            {{"x", at::stack(xs)}, {"t", at::stack(ts)}});
+  return 0;
+}
+
+/// --compare DIR: ds-run's report and parameters.
+int compareFiles(const std::string &dir) {
+  plan::Plan plan = plan::readPlan(dir + "/plan.json");
+  W = plan.worldSize;
+  plan::Report predicted = plan::predictReport(plan);
+  plan::Report measured = plan::reportFromJson(
+      plan::ordered_json::parse(test::readText(dir + "/report.json")));
+  std::string label =
+      "ds-run stage " + std::to_string(predicted.zeroStage) + ": ";
+  check(measured.kind == "measured" && measured.steps == STEPS,
+        label + "not a measured report of " + std::to_string(STEPS) + " steps");
+  check(measured.zeroStage == predicted.zeroStage, label + "zero_stage");
+  check(measured.ranks.size() == size_t(W), label + "a report per rank");
+  for (size_t r = 0; r < measured.ranks.size() && r < size_t(W); ++r) {
+    const plan::RankReport &m = measured.ranks[r];
+    const plan::RankReport &p = predicted.ranks[r];
+    std::string rank = label + "rank " + std::to_string(r) + ": ";
+    auto same = [&](int64_t a, int64_t b, const char *what) {
+      check(a == b, rank + what + ": measured " + std::to_string(a) +
+                        ", predicted " + std::to_string(b));
+    };
+    same(m.paramBytes, p.paramBytes, "param_bytes");
+    same(m.gradBytes, p.gradBytes, "grad_bytes");
+    same(m.optimizerStateBytes, p.optimizerStateBytes, "optimizer_state_bytes");
+    same(m.bufferBytes, p.bufferBytes, "buffer_bytes");
+    same(m.activationPeakBytes, p.activationPeakBytes, "activation_peak_bytes");
+    same(m.transientBytes, p.transientBytes, "transient_bytes");
+    same(m.comm.allReduce, p.comm.allReduce, "all_reduce");
+    same(m.comm.reduceScatter, p.comm.reduceScatter, "reduce_scatter");
+    same(m.comm.allGather, p.comm.allGather, "all_gather");
+    same(m.comm.broadcast, p.comm.broadcast, "broadcast");
+    check(m.peakBytes <= p.peakBytes,
+          rank + "peak_bytes: measured " + std::to_string(m.peakBytes) +
+              " above the predicted bound " + std::to_string(p.peakBytes));
+  }
+  runtime::NamedTensors saved =
+      runtime::readSafetensors(dir + "/params.safetensors");
+  std::vector<at::Tensor> expected = reference(makeWeights(), makeData());
+  for (size_t k = 0; k < kParams.size(); ++k)
+    for (const auto &[name, tensor] : saved)
+      if (name == kParams[k]) {
+        at::Tensor ref = expected[k].detach();
+        double worst =
+            ((tensor - ref).abs() - 1e-6 * ref.abs()).max().item<double>();
+        check(worst <= 1e-7,
+              label + name + " is off the oracle by " + std::to_string(worst));
+      }
+  std::printf("%s%s\n", label.c_str(),
+              failures ? "FAILED" : "report = prediction, parameters = oracle");
+  return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    if (args.size() == 4 && args[0] == "--write") {
+      W = std::stoll(args[3]);
+      return writeFiles(args[1], std::stoll(args[2]));
+    }
+    if (args.size() == 2 && args[0] == "--compare")
+      return compareFiles(args[1]);
+  } catch (const std::exception &error) {
+    std::fprintf(stderr, "FAIL: %s\n", error.what());
+    return 1;
+  }
   try {
     runtime::CommOptions options = runtime::CommOptions::fromEnvironment();
     std::shared_ptr<runtime::Communicator> comm =
@@ -179,10 +273,7 @@ int main() {
     test::TempDir dir;
     // The same weights on every rank (a file per rank: no shared folder
     // is assumed).
-    torch::manual_seed(42);
-    runtime::NamedTensors weights = {{"fc.weight", torch::randn({3, 4})},
-                                     {"fc.bias", torch::randn({3})},
-                                     {"extra.scale", torch::randn({2})}};
+    runtime::NamedTensors weights = makeWeights();
     std::string path = dir.file("w.safetensors");
     runtime::writeSafetensors(path, weights);
     for (int64_t stage : {0, 1, 2})
