@@ -44,8 +44,11 @@ uint64_t Engine::seed() const { return trainer_ ? trainer_->seed() : 0; }
 std::vector<at::Tensor> Engine::forward(const std::vector<at::Tensor> &inputs) {
   requireTrain("forward");
   const plan::Program &program = *plan_->findProgram("train");
-  // A forward whose backward never ran is dropped with its activations.
+  // A forward whose backward never ran is dropped with its activations
+  // (and whatever collectives its part of the program started).
   train_->finish();
+  if (phase_ == Phase::Forwarded)
+    trainer_->abandon();
   phase_ = Phase::Idle;
 
   int64_t accumulation = trainer_->gradientAccumulationSteps();
