@@ -70,9 +70,9 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
   engine.rank_ =
       options.communicator ? options.communicator->rank() : options.rank;
   if (engine.plan_->findProgram("train")) {
-    engine.trainer_ = std::make_unique<detail::Trainer>(
-        *engine.plan_, origin, options.seed, options.communicator,
-        engine.rank_);
+    engine.trainer_ =
+        std::make_unique<detail::Trainer>(*engine.plan_, origin, options.seed,
+                                          options.communicator, engine.rank_);
     engine.train_ = std::make_unique<Executor>(
         *engine.plan_, "train", *engine.state_, origin, executorOptions,
         engine.trainer_.get());

@@ -563,8 +563,8 @@ void Executor::Impl::execute(const Step &step) {
   case OpKind::AllReduce:
   case OpKind::ReduceScatter:
   case OpKind::AllGather: {
-    c10::IValue token = training_->startCollective(
-        op.kind, size_t(step.stateIndex), op.bucket);
+    c10::IValue token =
+        training_->startCollective(op.kind, size_t(step.stateIndex), op.bucket);
     checkResult(step, "result", op.results[0], token);
     set(op.results[0], std::move(token));
     return;

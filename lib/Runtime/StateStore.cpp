@@ -135,9 +135,9 @@ void StateStore::bind(int64_t index, const at::Tensor &storage) {
   const StateDesc &state = desc(index);
   if (storage.scalar_type() != toScalarType(state.dtype) ||
       storage.sizes().vec() != state.shape)
-    throw RuntimeError("internal error: binding \"" + state.name +
-                       "\" (" + describeTensor(state.dtype, state.shape) +
-                       ") to " + describeTensor(storage));
+    throw RuntimeError("internal error: binding \"" + state.name + "\" (" +
+                       describeTensor(state.dtype, state.shape) + ") to " +
+                       describeTensor(storage));
   at::NoGradGuard noGrad;
   if (tensors_[size_t(index)].defined())
     storage.copy_(tensors_[size_t(index)]);

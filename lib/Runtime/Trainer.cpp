@@ -34,10 +34,10 @@ config::OptimizerConfig optimizerConfig(const plan::OptimizerDesc &desc) {
 
 config::SchedulerConfig schedulerConfig(const plan::SchedulerDesc &desc) {
   config::SchedulerConfig config;
-  config.type = desc.type == "WarmupDecayLR" ? config::SchedulerType::WarmupDecayLR
-                : desc.type == "WarmupCosineLR"
-                    ? config::SchedulerType::WarmupCosineLR
-                    : config::SchedulerType::WarmupLR;
+  config.type =
+      desc.type == "WarmupDecayLR"    ? config::SchedulerType::WarmupDecayLR
+      : desc.type == "WarmupCosineLR" ? config::SchedulerType::WarmupCosineLR
+                                      : config::SchedulerType::WarmupLR;
   config.warmupMinLr = desc.warmupMinLr;
   config.warmupMaxLr = desc.warmupMaxLr;
   config.warmupNumSteps = desc.warmupNumSteps;
@@ -55,8 +55,7 @@ bool sectionEnabled(const plan::ordered_json &config, const char *section) {
   if (it == config.end() || !it->is_object())
     return false;
   auto enabled = it->find("enabled");
-  return enabled != it->end() && enabled->is_boolean() &&
-         enabled->get<bool>();
+  return enabled != it->end() && enabled->is_boolean() && enabled->get<bool>();
 }
 
 } // namespace
@@ -88,11 +87,11 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
                             "expected an integer, found " + seed->dump());
     int64_t value = seed->get<int64_t>();
     if (configSeed && *configSeed != value && !seedOverride)
-      throw plan::PlanError(
-          origin, where + ".seed",
-          "is " + std::to_string(value) + ", but engine \"" + seedEngine +
-              "\" says " + std::to_string(*configSeed) +
-              " (a run has one seed; --seed overrides both)");
+      throw plan::PlanError(origin, where + ".seed",
+                            "is " + std::to_string(value) + ", but engine \"" +
+                                seedEngine + "\" says " +
+                                std::to_string(*configSeed) +
+                                " (a run has one seed; --seed overrides both)");
     if (!configSeed) {
       configSeed = value;
       seedEngine = desc.name;
@@ -138,9 +137,8 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
         int64_t index = int64_t(state - plan.state.data());
         if (state->dtype != plan::DType::Float32 &&
             state->dtype != plan::DType::Float64)
-          throw RuntimeError(origin + ": trainable parameter \"" +
-                             state->name + "\" is " +
-                             plan::dtypeName(state->dtype) +
+          throw RuntimeError(origin + ": trainable parameter \"" + state->name +
+                             "\" is " + plan::dtypeName(state->dtype) +
                              "; this runtime trains float32 and float64 "
                              "parameters (fp16/bf16 need the mixed-precision "
                              "support of a later issue)");
@@ -172,14 +170,14 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
     }
     engines_.push_back(std::move(engine));
   }
-  gradients_ = std::make_unique<GradientBuffers>(plan, std::move(layouts),
-                                                 allocateNow);
+  gradients_ =
+      std::make_unique<GradientBuffers>(plan, std::move(layouts), allocateNow);
   for (size_t e = 0; e < engines_.size(); ++e) {
     EngineState &engine = engines_[e];
     // Stage 2 keeps the shard gradient between steps.
     if (engine.stage == 2) {
-      engine.shardGradient = at::zeros(
-          {shardNumel(engine)}, at::TensorOptions().dtype(engine.dtype));
+      engine.shardGradient = at::zeros({shardNumel(engine)},
+                                       at::TensorOptions().dtype(engine.dtype));
     }
   }
 }
@@ -382,8 +380,7 @@ void Trainer::wait(const c10::IValue &token) {
     internalError("wait on a value that is not a token");
   auto it = pending_.find(token.toInt());
   if (it == pending_.end())
-    internalError("wait on an unknown token " +
-                  std::to_string(token.toInt()));
+    internalError("wait on an unknown token " + std::to_string(token.toInt()));
   Pending pending = std::move(it->second);
   pending_.erase(it);
   pending.handle.wait();
