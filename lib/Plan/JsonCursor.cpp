@@ -102,6 +102,12 @@ int64_t JsonCursor::toInt() const {
   return value_->get<int64_t>();
 }
 
+double JsonCursor::toNumber() const {
+  if (!value_->is_number())
+    fail("expected a number, found " + describeJson(*value_));
+  return value_->get<double>();
+}
+
 bool JsonCursor::toBool() const {
   if (!value_->is_boolean())
     fail("expected true or false, found " + describeJson(*value_));

@@ -49,6 +49,8 @@ public:
   void requireObject() const;
   void requireArray() const;
   int64_t toInt() const;
+  /// Any JSON number (integers too).
+  double toNumber() const;
   bool toBool() const;
   std::string toString() const;
   std::vector<int64_t> toIntArray() const;

@@ -35,7 +35,8 @@ ValueType parseValueTypeAt(const JsonCursor &cursor) {
   if (std::optional<ValueType> type = parseValueType(name))
     return *type;
   cursor.fail("unknown value type \"" + name +
-              "\" (expected tensor, int, float, bool, none, str or list)");
+              "\" (expected tensor, int, float, bool, none, str, list or "
+              "token)");
 }
 
 std::string optionalString(const JsonCursor &object, const char *key,
@@ -122,6 +123,9 @@ Constant parseConstant(const JsonCursor &cursor,
     case ValueType::List:
       cursor.fail("list constants are not part of the format; build the list "
                   "with a \"list\" op");
+    case ValueType::Token:
+      cursor.fail("token constants are not part of the format; tokens come "
+                  "from collectives");
     }
   }
   // Unknown result type: read the JSON as it is and let validation report
@@ -203,7 +207,8 @@ private:
     if (!kind)
       kindCursor.fail("unknown op kind \"" + kindName +
                       "\" (expected input, state, set_state, constant, list, "
-                      "unpack, call, if or grad)");
+                      "unpack, call, if, grad, all_reduce, reduce_scatter, "
+                      "all_gather, wait or optimizer_step)");
     Op op;
     op.kind = *kind;
     if (op.kind == OpKind::Call) {
@@ -253,6 +258,19 @@ private:
       op.name = cursor.field("name").toString();
       op.arg = cursor.field("arg").toInt();
       break;
+    case OpKind::AllReduce:
+    case OpKind::ReduceScatter:
+    case OpKind::AllGather:
+      op.engine = cursor.field("engine").toString();
+      op.bucket = cursor.field("bucket").toInt();
+      op.results = {cursor.field("result").toInt()};
+      break;
+    case OpKind::Wait:
+      op.arg = cursor.field("arg").toInt();
+      break;
+    case OpKind::OptimizerStep:
+      op.engine = cursor.field("engine").toString();
+      break;
     }
     if (cursor.has("free"))
       op.free = idList(cursor, "free");
@@ -283,9 +301,12 @@ void checkFormatAndVersion(const JsonCursor &root) {
                        " is newer than this runtime supports (" +
                        std::to_string(kPlanFormatVersion) + ")");
   if (version != kPlanFormatVersion)
-    versionCursor.fail("plan version " + std::to_string(version) +
-                       " is not supported (this runtime reads version " +
-                       std::to_string(kPlanFormatVersion) + ")");
+    versionCursor.fail(
+        "plan version " + std::to_string(version) +
+        " is not supported (this runtime reads version " +
+        std::to_string(kPlanFormatVersion) +
+        "): the plan was written by an older ds-compile; recompile it (version "
+        "2 adds the engines' optimizer and ZeRO partition and programs.step)");
 }
 
 WeightsDesc parseWeights(const JsonCursor &cursor) {
@@ -294,6 +315,81 @@ WeightsDesc parseWeights(const JsonCursor &cursor) {
   weights.kind = cursor.field("kind").toString();
   weights.path = cursor.field("path").toString();
   return weights;
+}
+
+double number(const JsonCursor &object, const char *key) {
+  return object.field(key).toNumber();
+}
+
+/// An optional field that may also be null; nullopt for both.
+std::optional<JsonCursor> nullableField(const JsonCursor &object,
+                                        const char *key) {
+  std::optional<JsonCursor> field = object.optionalField(key);
+  if (field && field->json().is_null())
+    return std::nullopt;
+  return field;
+}
+
+SchedulerDesc parseScheduler(const JsonCursor &cursor) {
+  cursor.requireObject();
+  SchedulerDesc scheduler;
+  scheduler.type = cursor.field("type").toString();
+  scheduler.warmupMinLr = number(cursor, "warmup_min_lr");
+  // Present (the writer resolves every field), null without a value.
+  cursor.field("warmup_max_lr");
+  if (auto maxLr = nullableField(cursor, "warmup_max_lr"))
+    scheduler.warmupMaxLr = maxLr->toNumber();
+  scheduler.warmupNumSteps = cursor.field("warmup_num_steps").toInt();
+  scheduler.warmupType = cursor.field("warmup_type").toString();
+  cursor.field("total_num_steps");
+  if (auto total = nullableField(cursor, "total_num_steps"))
+    scheduler.totalNumSteps = total->toInt();
+  scheduler.warmupMinRatio = number(cursor, "warmup_min_ratio");
+  scheduler.cosMinRatio = number(cursor, "cos_min_ratio");
+  return scheduler;
+}
+
+OptimizerDesc parseOptimizer(const JsonCursor &cursor) {
+  cursor.requireObject();
+  OptimizerDesc optimizer;
+  optimizer.type = cursor.field("type").toString();
+  optimizer.lr = number(cursor, "lr");
+  JsonCursor betas = cursor.field("betas");
+  if (betas.size() != 2)
+    betas.fail("expected two numbers [beta1, beta2], found an array of " +
+               std::to_string(betas.size()));
+  optimizer.betas = {betas.element(0).toNumber(), betas.element(1).toNumber()};
+  optimizer.eps = number(cursor, "eps");
+  optimizer.weightDecay = number(cursor, "weight_decay");
+  optimizer.momentum = number(cursor, "momentum");
+  optimizer.dampening = number(cursor, "dampening");
+  optimizer.nesterov = cursor.field("nesterov").toBool();
+  optimizer.gradientClipping = number(cursor, "gradient_clipping");
+  if (auto scheduler = nullableField(cursor, "scheduler"))
+    optimizer.scheduler = parseScheduler(*scheduler);
+  return optimizer;
+}
+
+PartitionDesc parsePartition(const JsonCursor &cursor) {
+  cursor.requireObject();
+  PartitionDesc partition;
+  partition.stage = cursor.field("stage").toInt();
+  partition.numel = cursor.field("numel").toInt();
+  JsonCursor params = cursor.field("params");
+  for (size_t i = 0; i < params.size(); ++i) {
+    JsonCursor param = params.element(i);
+    param.requireObject();
+    partition.params.push_back(
+        {param.field("name").toString(), param.field("offset").toInt()});
+  }
+  JsonCursor buckets = cursor.field("buckets");
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    JsonCursor bucket = buckets.element(i);
+    bucket.requireObject();
+    partition.buckets.push_back(
+        {bucket.field("offset").toInt(), bucket.field("numel").toInt()});
+  }
+  return partition;
 }
 
 EngineDesc parseEngine(const JsonCursor &cursor) {
@@ -305,6 +401,10 @@ EngineDesc parseEngine(const JsonCursor &cursor) {
     config->requireObject();
     engine.config = config->json();
   }
+  if (auto optimizer = nullableField(cursor, "optimizer"))
+    engine.optimizer = parseOptimizer(*optimizer);
+  if (auto partition = nullableField(cursor, "partition"))
+    engine.partition = parsePartition(*partition);
   return engine;
 }
 

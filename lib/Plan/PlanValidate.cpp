@@ -10,6 +10,9 @@
 
 #include "ds/Plan/PlanFormat.h"
 
+#include <algorithm>
+#include <cmath>
+#include <map>
 #include <set>
 
 namespace ds::plan {
@@ -31,6 +34,32 @@ std::string indexed(const std::string &field, size_t index) {
 }
 
 std::string valueName(ValueId id) { return "%" + std::to_string(id); }
+
+std::string quoted(const std::string &text) { return "\"" + text + "\""; }
+
+bool isCollective(OpKind kind) {
+  return kind == OpKind::AllReduce || kind == OpKind::ReduceScatter ||
+         kind == OpKind::AllGather;
+}
+
+/// Ops that talk to the other ranks (or step the optimizer, which may).
+bool isCommunication(OpKind kind) {
+  return isCollective(kind) || kind == OpKind::Wait ||
+         kind == OpKind::OptimizerStep;
+}
+
+/// Whether the engine's config names an optimizer (DeepSpeed: trainable).
+bool configHasOptimizer(const ordered_json &config) {
+  if (!config.is_object())
+    return false;
+  auto it = config.find("optimizer");
+  return it != config.end() && !it->is_null();
+}
+
+/// Elements of a state entry (its shape is static once checkState ran).
+int64_t stateNumel(const StateDesc &state) {
+  return staticNumel(state.shape).value_or(0);
+}
 
 /// "args[1]: " before a message about that field; nothing for "".
 std::string fieldPrefix(const std::string &field) {
@@ -57,7 +86,7 @@ public:
                    const std::string &origin, const std::string &name)
       : plan_(plan), program_(program), origin_(origin),
         path_("programs." + name), isTrain_(name == "train"),
-        isEval_(name == "eval") {}
+        isEval_(name == "eval"), isStep_(name == "step") {}
 
   void run() {
     checkValues();
@@ -68,11 +97,16 @@ public:
     if (program_.backwardStart &&
         *program_.backwardStart == int64_t(program_.body.size()))
       snapshotForward(); // An empty backward.
+    if (isStep_ && !program_.results.empty())
+      fail(path_ + ".results", "the step program returns nothing, found " +
+                                   std::to_string(program_.results.size()) +
+                                   " result(s)");
     for (size_t i = 0; i < program_.results.size(); ++i) {
       std::string where = path_ + indexed(".results", i);
       use(program_.results[i], where, "");
       checkComputedByForward(program_.results[i], where);
     }
+    checkCollectivesComplete();
   }
 
 private:
@@ -155,6 +189,8 @@ private:
           fail(where, "a list value needs \"elem\" (its element type)");
         if (*value.elem == ValueType::List)
           fail(where, "lists of lists are not part of the format");
+        if (*value.elem == ValueType::Token)
+          fail(where, "lists of tokens are not part of the format");
       } else if (value.elem) {
         fail(where, std::string("\"elem\" is only allowed on list values, "
                                 "this one is ") +
@@ -187,12 +223,16 @@ private:
                       std::to_string(program_.values.size()) + " values)");
   }
 
-  void use(ValueId id, const std::string &where,
-           const std::string &field) const {
+  /// Only `wait` (and `free` lists) may name a token.
+  void use(ValueId id, const std::string &where, const std::string &field,
+           bool tokenAllowed = false) const {
     checkId(id, where, field);
     const ValueState &state = states_[id];
     switch (state.status) {
     case Status::Live:
+      if (!tokenAllowed && desc(id).type == ValueType::Token)
+        fail(where, fieldPrefix(field) + "value " + valueName(id) +
+                        " is a token; only wait ops take tokens");
       return;
     case Status::Undefined:
       fail(where, fieldPrefix(field) + "value " + valueName(id) +
@@ -208,8 +248,12 @@ private:
   }
 
   void define(ValueId id, const std::string &where, const std::string &field,
-              std::vector<ValueId> &definedHere) {
+              std::vector<ValueId> &definedHere, bool tokenAllowed = false) {
     checkId(id, where, field);
+    if (!tokenAllowed && desc(id).type == ValueType::Token)
+      fail(where, fieldPrefix(field) + "value " + valueName(id) +
+                      " is a token; only all_reduce, reduce_scatter and "
+                      "all_gather define tokens");
     ValueState &state = states_[id];
     if (state.status != Status::Undefined)
       fail(where, fieldPrefix(field) + "value " + valueName(id) +
@@ -271,7 +315,7 @@ private:
     if (state.status == Status::Freed)
       fail(where, fieldPrefix(field) + "value " + valueName(id) +
                       " is freed twice (first by " + state.freedAt + ")");
-    use(id, where, field);
+    use(id, where, field, /*tokenAllowed=*/true);
     if (state.depth < depth_)
       fail(where, fieldPrefix(field) + "value " + valueName(id) +
                       " is defined outside this branch (by " + state.definedAt +
@@ -294,8 +338,9 @@ private:
                        op.kind != OpKind::Unpack && op.kind != OpKind::If
                    ? std::string("result")
                    : indexed("results", k),
-               definedHere);
+               definedHere, isCollective(op.kind));
     };
+    checkKindAllowed(op, where);
 
     switch (op.kind) {
     case OpKind::Input: {
@@ -386,8 +431,27 @@ private:
       use(op.arg, where, "arg");
       expectTensor(op.arg, state->dtype, state->shape, where, "arg",
                    "parameter \"" + state->name + "\"");
+      checkGradBeforeReduceScatter(*state, where);
       return;
     }
+    case OpKind::AllReduce:
+    case OpKind::ReduceScatter:
+    case OpKind::AllGather:
+      checkCollective(op, where, definedHere);
+      return;
+    case OpKind::Wait:
+      expectResults(0);
+      use(op.arg, where, "arg", /*tokenAllowed=*/true);
+      expectType(op.arg, ValueType::Token, where, "arg", "the operand");
+      if (auto it = waitedAt_.find(op.arg); it != waitedAt_.end())
+        fail(where, "arg: token " + valueName(op.arg) +
+                        " is waited twice (first by " + it->second + ")");
+      waitedAt_[op.arg] = where;
+      return;
+    case OpKind::OptimizerStep:
+      expectResults(0);
+      checkOptimizerStep(op, where);
+      return;
     case OpKind::If:
       use(op.cond, where, "cond");
       expectType(op.cond, ValueType::Bool, where, "cond", "the condition");
@@ -396,6 +460,215 @@ private:
       defineResults();
       return;
     }
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Collectives, waits and optimizer steps (plan version 2)
+  //===--------------------------------------------------------------------===//
+
+  /// Which program may hold which op kinds, and never inside branches.
+  void checkKindAllowed(const Op &op, const std::string &where) const {
+    bool communication = isCommunication(op.kind);
+    if (isStep_ && !communication)
+      fail(where, "programs.step holds only all_reduce, reduce_scatter, "
+                  "all_gather, wait and optimizer_step ops");
+    if (!communication)
+      return;
+    if (isEval_)
+      fail(where, std::string(opKindName(op.kind)) +
+                      " ops do not belong to programs.eval");
+    if (depth_ > 0)
+      fail(where, std::string(opKindName(op.kind)) +
+                      " ops are not allowed inside \"if\" branches: every "
+                      "rank must run the same collectives in the same order");
+  }
+
+  /// The engine an op names; it must have a partition.
+  const EngineDesc &partitionedEngine(const Op &op,
+                                      const std::string &where) const {
+    const EngineDesc *engine = plan_.findEngine(op.engine);
+    if (!engine)
+      fail(where, "engine: the plan has no engine named " + quoted(op.engine));
+    if (!engine->partition)
+      fail(where, "engine: engine " + quoted(op.engine) +
+                      " has no partition (a frozen engine has no gradients "
+                      "to reduce and no parameters to gather)");
+    return *engine;
+  }
+
+  std::string bucketName(const std::string &engine, int64_t bucket) const {
+    return "bucket " + std::to_string(bucket) + " of engine " + quoted(engine);
+  }
+
+  void checkCollective(const Op &op, const std::string &where,
+                       std::vector<ValueId> &definedHere) {
+    const EngineDesc &engine = partitionedEngine(op, where);
+    const PartitionDesc &partition = *engine.partition;
+    int64_t buckets = int64_t(partition.buckets.size());
+    if (op.bucket < 0 || op.bucket >= buckets)
+      fail(where, "bucket: engine " + quoted(engine.name) + " has " +
+                      std::to_string(buckets) + " bucket(s), found " +
+                      std::to_string(op.bucket));
+    std::string stage = std::to_string(partition.stage);
+    switch (op.kind) {
+    case OpKind::AllReduce:
+      if (partition.stage != 0)
+        fail(where, "all_reduce is for ZeRO stage 0 engines; engine " +
+                        quoted(engine.name) + " is at stage " + stage +
+                        " (its gradients are reduce_scatter'ed)");
+      if (!isStep_)
+        fail(where, "all_reduce belongs to programs.step (stage 0 reduces "
+                    "at the accumulation boundary)");
+      break;
+    case OpKind::ReduceScatter:
+      if (partition.stage == 0)
+        fail(where, "reduce_scatter is for ZeRO stages 1-2; engine " +
+                        quoted(engine.name) +
+                        " is at stage 0 (its gradients are all_reduce'd)");
+      if (partition.stage == 1 && !isStep_)
+        fail(where, "a stage 1 engine's reduce_scatter belongs to "
+                    "programs.step (stage 1 reduces at the accumulation "
+                    "boundary)");
+      if (partition.stage == 2 && !isTrain_)
+        fail(where, "a stage 2 engine's reduce_scatter belongs to "
+                    "programs.train (after the last grad op that writes into "
+                    "its bucket)");
+      break;
+    default: // AllGather
+      if (partition.stage == 0)
+        fail(where, "all_gather is for ZeRO stages 1-2; engine " +
+                        quoted(engine.name) +
+                        " is at stage 0 (its parameters are not sharded)");
+      if (!isStep_)
+        fail(where, "all_gather belongs to programs.step (after the "
+                    "engine's optimizer_step)");
+      break;
+    }
+    auto key = std::make_pair(op.engine, op.bucket);
+    if (op.kind == OpKind::AllGather) {
+      if (!steppedAt_.count(op.engine))
+        fail(where, "all_gather of " + bucketName(op.engine, op.bucket) +
+                        " comes before the engine's optimizer_step (it "
+                        "gathers the updated shards)");
+      if (auto it = gatheredAt_.find(key); it != gatheredAt_.end())
+        fail(where, bucketName(op.engine, op.bucket) +
+                        " is gathered twice (first by " + it->second + ")");
+      gatheredAt_[key] = where;
+    } else {
+      if (auto it = reducedAt_.find(key); it != reducedAt_.end())
+        fail(where, bucketName(op.engine, op.bucket) +
+                        " is reduced twice (first by " + it->second.where +
+                        ")");
+      if (auto it = steppedAt_.find(op.engine); it != steppedAt_.end())
+        fail(where, std::string(opKindName(op.kind)) + " of " +
+                        bucketName(op.engine, op.bucket) +
+                        " comes after the engine's optimizer_step (" +
+                        it->second + ")");
+    }
+    if (op.results.size() != 1)
+      fail(where,
+           "expected 1 result(s), found " + std::to_string(op.results.size()));
+    define(op.results[0], where, "result", definedHere,
+           /*tokenAllowed=*/true);
+    expectType(op.results[0], ValueType::Token, where, "result", "the result");
+    if (op.kind != OpKind::AllGather)
+      reducedAt_[key] = {where, op.results[0]};
+    startedAt_[op.results[0]] = where;
+  }
+
+  void checkOptimizerStep(const Op &op, const std::string &where) {
+    if (!isStep_)
+      fail(where, "optimizer_step belongs to programs.step (the "
+                  "accumulation boundary)");
+    const EngineDesc *engine = plan_.findEngine(op.engine);
+    if (!engine)
+      fail(where, "engine: the plan has no engine named " + quoted(op.engine));
+    if (!engine->optimizer)
+      fail(where, "engine: engine " + quoted(op.engine) +
+                      " has no optimizer (a frozen engine is never updated)");
+    if (auto it = steppedAt_.find(op.engine); it != steppedAt_.end())
+      fail(where, "engine " + quoted(op.engine) + " steps twice (first by " +
+                      it->second + ")");
+    if (engine->partition && engine->partition->stage <= 1) {
+      const char *reduction =
+          engine->partition->stage == 0 ? "all_reduce" : "reduce_scatter";
+      for (size_t b = 0; b < engine->partition->buckets.size(); ++b) {
+        auto it = reducedAt_.find({op.engine, int64_t(b)});
+        if (it == reducedAt_.end())
+          fail(where, "the optimizer_step of engine " + quoted(op.engine) +
+                          " comes before the " + reduction + " of " +
+                          bucketName(op.engine, int64_t(b)) +
+                          " (the update needs the averaged gradients)");
+        if (!waitedAt_.count(it->second.token))
+          fail(where, "the optimizer_step of engine " + quoted(op.engine) +
+                          " comes before the wait for " + it->second.where +
+                          " (token " + valueName(it->second.token) + ")");
+      }
+    }
+    steppedAt_[op.engine] = where;
+  }
+
+  /// Stage 2: a bucket is reduce-scattered after the last grad op that
+  /// writes into it; a later one would be lost.
+  void checkGradBeforeReduceScatter(const StateDesc &state,
+                                    const std::string &where) const {
+    const EngineDesc *engine = plan_.findEngine(state.engine);
+    if (!engine || !engine->partition || engine->partition->stage != 2)
+      return;
+    const PartitionDesc &partition = *engine->partition;
+    auto param = std::find_if(
+        partition.params.begin(), partition.params.end(),
+        [&](const FlatParamDesc &p) { return p.name == state.name; });
+    if (param == partition.params.end())
+      return;
+    int64_t begin = param->offset, end = param->offset + stateNumel(state);
+    for (size_t b = 0; b < partition.buckets.size(); ++b) {
+      const BucketDesc &bucket = partition.buckets[b];
+      if (bucket.offset >= end || bucket.offset + bucket.numel <= begin)
+        continue;
+      auto it = reducedAt_.find({engine->name, int64_t(b)});
+      if (it != reducedAt_.end())
+        fail(where, "name: parameter " + quoted(state.name) + " writes into " +
+                        bucketName(engine->name, int64_t(b)) + ", which " +
+                        it->second.where +
+                        " reduce-scattered already (a bucket is "
+                        "reduce_scatter'ed after the last grad op that "
+                        "writes into it)");
+    }
+  }
+
+  /// At the end of a program: tokens waited, every bucket reduced and
+  /// gathered where the engine's stage says, every trainable engine
+  /// stepped.
+  void checkCollectivesComplete() const {
+    for (const auto &[token, where] : startedAt_)
+      if (!waitedAt_.count(token))
+        fail(path_, "token " + valueName(token) + " (started by " + where +
+                        ") is never waited (every token is waited exactly "
+                        "once, later in the same program)");
+    for (const EngineDesc &engine : plan_.engines) {
+      if (!engine.partition)
+        continue;
+      const PartitionDesc &partition = *engine.partition;
+      for (size_t b = 0; b < partition.buckets.size(); ++b) {
+        auto key = std::make_pair(engine.name, int64_t(b));
+        if (isTrain_ && partition.stage == 2 && !reducedAt_.count(key))
+          fail(path_, bucketName(engine.name, int64_t(b)) +
+                          " (ZeRO stage 2) is never reduce_scatter'ed in "
+                          "programs.train");
+        if (isStep_ && partition.stage >= 1 && engine.optimizer &&
+            !gatheredAt_.count(key))
+          fail(path_, bucketName(engine.name, int64_t(b)) +
+                          " is never all_gather'ed (stages 1-2 gather the "
+                          "updated shards after optimizer_step)");
+      }
+    }
+    if (isStep_)
+      for (const EngineDesc &engine : plan_.engines)
+        if (engine.optimizer && !steppedAt_.count(engine.name))
+          fail(path_, "engine " + quoted(engine.name) +
+                          " has no optimizer_step (every trainable engine "
+                          "steps once at the accumulation boundary)");
   }
 
   const StateDesc *findState(const std::string &name,
@@ -485,8 +758,23 @@ private:
   int depth_ = 0;
   bool isTrain_;
   bool isEval_;
+  bool isStep_;
   /// Indexed by value id; empty until the walk reaches backward_start.
   std::vector<bool> liveAfterForward_;
+
+  struct Reduction {
+    std::string where;
+    ValueId token = -1;
+  };
+  /// (engine, bucket) -> the all_reduce or reduce_scatter of it.
+  std::map<std::pair<std::string, int64_t>, Reduction> reducedAt_;
+  /// (engine, bucket) -> the all_gather of it.
+  std::map<std::pair<std::string, int64_t>, std::string> gatheredAt_;
+  /// Engine -> its optimizer_step.
+  std::map<std::string, std::string> steppedAt_;
+  /// Token -> the collective that started it / the wait that ended it.
+  std::map<ValueId, std::string> startedAt_;
+  std::map<ValueId, std::string> waitedAt_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -513,6 +801,7 @@ public:
     }
     checkEngines();
     checkState();
+    checkTraining();
     checkInputs();
     checkOutputs();
     checkPrograms();
@@ -567,6 +856,212 @@ private:
     }
   }
 
+  //===--------------------------------------------------------------------===//
+  // Optimizers and partitions (plan version 2)
+  //===--------------------------------------------------------------------===//
+
+  void checkTraining() const {
+    const bool training = plan_.findProgram("train") != nullptr;
+    for (size_t i = 0; i < plan_.engines.size(); ++i) {
+      const EngineDesc &engine = plan_.engines[i];
+      std::string where = indexed("engines", i);
+      if (training) {
+        bool trains = configHasOptimizer(engine.config);
+        if (trains && (!engine.optimizer || !engine.partition))
+          fail(where,
+               std::string("the engine's config has an \"optimizer\", "
+                           "so it trains: it needs \"optimizer\" and "
+                           "\"partition\" (missing ") +
+                   (!engine.optimizer ? "\"optimizer\"" : "") +
+                   (!engine.optimizer && !engine.partition ? " and " : "") +
+                   (!engine.partition ? "\"partition\"" : "") + ")");
+        if (!trains && (engine.optimizer || engine.partition))
+          fail(where + (engine.optimizer ? ".optimizer" : ".partition"),
+               "the engine's config has no \"optimizer\" (a frozen engine), "
+               "so it has neither \"optimizer\" nor \"partition\"");
+      }
+      if (engine.optimizer)
+        checkOptimizer(*engine.optimizer, where + ".optimizer");
+      if (engine.partition)
+        checkPartition(engine, *engine.partition, where + ".partition");
+    }
+  }
+
+  void checkFinite(double value, const std::string &where) const {
+    if (!std::isfinite(value))
+      fail(where, "must be a finite number");
+  }
+
+  void checkAtLeast(double value, double low, const std::string &where) const {
+    checkFinite(value, where);
+    if (value < low)
+      fail(where, "must be >= " + formatNumber(low) + ", found " +
+                      formatNumber(value));
+  }
+
+  void checkUnit(double value, const std::string &where, bool closed) const {
+    checkFinite(value, where);
+    if (value < 0 || value > 1 || (!closed && value == 1))
+      fail(where, std::string("must be in [0, 1") + (closed ? "]" : ")") +
+                      ", found " + formatNumber(value));
+  }
+
+  static std::string formatNumber(double value) {
+    return ordered_json(value).dump();
+  }
+
+  void checkOptimizer(const OptimizerDesc &optimizer,
+                      const std::string &where) const {
+    if (optimizer.type != "adamw" && optimizer.type != "adam" &&
+        optimizer.type != "sgd")
+      fail(where + ".type", "unknown optimizer type " + quoted(optimizer.type) +
+                                " (expected \"adamw\", \"adam\" or \"sgd\")");
+    checkAtLeast(optimizer.lr, 0.0, where + ".lr");
+    checkUnit(optimizer.betas[0], where + ".betas[0]", false);
+    checkUnit(optimizer.betas[1], where + ".betas[1]", false);
+    checkAtLeast(optimizer.eps, 0.0, where + ".eps");
+    checkAtLeast(optimizer.weightDecay, 0.0, where + ".weight_decay");
+    checkAtLeast(optimizer.momentum, 0.0, where + ".momentum");
+    checkFinite(optimizer.dampening, where + ".dampening");
+    if (optimizer.type == "sgd" && optimizer.nesterov &&
+        (optimizer.momentum <= 0 || optimizer.dampening != 0))
+      fail(where + ".nesterov",
+           "nesterov needs a momentum > 0 and zero dampening (as "
+           "torch.optim.SGD), found momentum " +
+               formatNumber(optimizer.momentum) + ", dampening " +
+               formatNumber(optimizer.dampening));
+    checkAtLeast(optimizer.gradientClipping, 0.0, where + ".gradient_clipping");
+    if (!optimizer.scheduler)
+      return;
+    const SchedulerDesc &scheduler = *optimizer.scheduler;
+    std::string at = where + ".scheduler";
+    if (scheduler.type != "WarmupLR" && scheduler.type != "WarmupDecayLR" &&
+        scheduler.type != "WarmupCosineLR")
+      fail(at + ".type", "unknown scheduler type " + quoted(scheduler.type) +
+                             " (expected \"WarmupLR\", \"WarmupDecayLR\" or "
+                             "\"WarmupCosineLR\")");
+    if (scheduler.warmupType != "log" && scheduler.warmupType != "linear")
+      fail(at + ".warmup_type", "expected \"log\" or \"linear\", found " +
+                                    quoted(scheduler.warmupType));
+    checkFinite(scheduler.warmupMinLr, at + ".warmup_min_lr");
+    if (scheduler.warmupMaxLr)
+      checkFinite(*scheduler.warmupMaxLr, at + ".warmup_max_lr");
+    if (scheduler.warmupNumSteps < 0)
+      fail(at + ".warmup_num_steps",
+           "must be >= 0, found " + std::to_string(scheduler.warmupNumSteps));
+    if (scheduler.type != "WarmupLR" &&
+        (!scheduler.totalNumSteps || *scheduler.totalNumSteps < 1))
+      fail(at + ".total_num_steps",
+           scheduler.type + " needs total_num_steps >= 1, found " +
+               (scheduler.totalNumSteps
+                    ? std::to_string(*scheduler.totalNumSteps)
+                    : std::string("null")));
+    checkUnit(scheduler.warmupMinRatio, at + ".warmup_min_ratio", true);
+    checkUnit(scheduler.cosMinRatio, at + ".cos_min_ratio", true);
+  }
+
+  /// The flat layout of one engine: parameters inside [0, numel) without
+  /// overlap, every trainable parameter once; buckets sorted, disjoint,
+  /// covering [0, numel), each a multiple of world_size.
+  void checkPartition(const EngineDesc &engine, const PartitionDesc &partition,
+                      const std::string &where) const {
+    if (partition.stage < 0 || partition.stage > 2)
+      fail(where + ".stage", "expected 0, 1 or 2, found " +
+                                 std::to_string(partition.stage) +
+                                 " (ZeRO stage 3 is not part of plan version "
+                                 "2)");
+    if (partition.numel < 0)
+      fail(where + ".numel",
+           "must be >= 0, found " + std::to_string(partition.numel));
+
+    struct Placed {
+      int64_t begin, end;
+      size_t index;
+    };
+    std::vector<Placed> placed;
+    std::map<std::string, size_t> seen;
+    std::optional<DType> dtype;
+    for (size_t k = 0; k < partition.params.size(); ++k) {
+      const FlatParamDesc &param = partition.params[k];
+      std::string at = where + indexed(".params", k);
+      const StateDesc *state = plan_.findState(param.name);
+      if (!state)
+        fail(at + ".name", "the plan has no state named " + quoted(param.name));
+      if (state->kind != StateKind::Param || !state->requiresGrad ||
+          state->engine != engine.name)
+        fail(at + ".name",
+             quoted(param.name) + " is not a trainable parameter of engine " +
+                 quoted(engine.name) +
+                 (state->kind != StateKind::Param ? " (it is a buffer)"
+                  : !state->requiresGrad ? " (\"requires_grad\": false)"
+                                         : " (it belongs to engine " +
+                                               quoted(state->engine) + ")"));
+      if (auto it = seen.find(param.name); it != seen.end())
+        fail(at + ".name", quoted(param.name) + " is placed twice (first by " +
+                               where + indexed(".params", it->second) + ")");
+      seen[param.name] = k;
+      if (dtype && *dtype != state->dtype)
+        fail(at + ".name",
+             quoted(param.name) + " is " + dtypeName(state->dtype) +
+                 ", but the engine's other parameters are " +
+                 dtypeName(*dtype) + " (one flat buffer holds one dtype)");
+      dtype = state->dtype;
+      int64_t numel = stateNumel(*state);
+      if (param.offset < 0 || param.offset + numel > partition.numel)
+        fail(at + ".offset", quoted(param.name) + " (" + std::to_string(numel) +
+                                 " elements at offset " +
+                                 std::to_string(param.offset) +
+                                 ") does not lie inside [0, " +
+                                 std::to_string(partition.numel) + ")");
+      placed.push_back({param.offset, param.offset + numel, k});
+    }
+    std::sort(placed.begin(), placed.end(),
+              [](const Placed &a, const Placed &b) {
+                return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+              });
+    for (size_t k = 1; k < placed.size(); ++k)
+      if (placed[k].begin < placed[k - 1].end) {
+        const FlatParamDesc &a = partition.params[placed[k - 1].index];
+        const FlatParamDesc &b = partition.params[placed[k].index];
+        fail(where + indexed(".params", placed[k].index),
+             quoted(b.name) + " [" + std::to_string(placed[k].begin) + ", " +
+                 std::to_string(placed[k].end) + ") overlaps " +
+                 quoted(a.name) + " [" + std::to_string(placed[k - 1].begin) +
+                 ", " + std::to_string(placed[k - 1].end) + ")");
+      }
+    for (const StateDesc &state : plan_.state)
+      if (state.kind == StateKind::Param && state.requiresGrad &&
+          state.engine == engine.name && !seen.count(state.name))
+        fail(where + ".params", "trainable parameter " + quoted(state.name) +
+                                    " of engine " + quoted(engine.name) +
+                                    " has no place in the flat buffers");
+
+    int64_t next = 0;
+    for (size_t b = 0; b < partition.buckets.size(); ++b) {
+      const BucketDesc &bucket = partition.buckets[b];
+      std::string at = where + indexed(".buckets", b);
+      if (bucket.offset != next)
+        fail(at + ".offset",
+             "expected " + std::to_string(next) +
+                 " (buckets are sorted, disjoint and cover [0, numel) "
+                 "without gaps), found " +
+                 std::to_string(bucket.offset));
+      if (bucket.numel <= 0)
+        fail(at + ".numel",
+             "must be positive, found " + std::to_string(bucket.numel));
+      if (bucket.numel % plan_.worldSize != 0)
+        fail(at + ".numel", std::to_string(bucket.numel) +
+                                " is not a multiple of world_size " +
+                                std::to_string(plan_.worldSize) +
+                                " (each rank owns numel / world_size of it)");
+      next = bucket.offset + bucket.numel;
+    }
+    if (next != partition.numel)
+      fail(where + ".buckets", "the buckets cover [0, " + std::to_string(next) +
+                                   "), but numel is " +
+                                   std::to_string(partition.numel));
+  }
+
   void checkInputs() {
     std::set<std::string> names;
     for (size_t i = 0; i < plan_.inputs.size(); ++i) {
@@ -608,6 +1103,10 @@ private:
                                         std::to_string(eval->results.size()) +
                                         " value(s), but \"outputs\" lists " +
                                         std::to_string(plan_.outputs.size()));
+    if (plan_.findProgram("train") && !plan_.findProgram("step"))
+      fail("programs", "missing required program \"step\" (the "
+                       "accumulation boundary's collectives and "
+                       "optimizer_step; required with \"train\")");
     if (const Program *train = plan_.findProgram("train");
         train && train->results.size() != plan_.outputs.size())
       fail("programs.train.results", "the train program returns " +

@@ -114,6 +114,19 @@ ordered_json opToJson(const Op &op) {
     json["name"] = op.name;
     json["arg"] = op.arg;
     break;
+  case OpKind::AllReduce:
+  case OpKind::ReduceScatter:
+  case OpKind::AllGather:
+    json["engine"] = op.engine;
+    json["bucket"] = op.bucket;
+    json["result"] = singleResult(op);
+    break;
+  case OpKind::Wait:
+    json["arg"] = op.arg;
+    break;
+  case OpKind::OptimizerStep:
+    json["engine"] = op.engine;
+    break;
   }
   // Calls always carry their origin; other ops only when the compiler set it.
   bool isCall = op.kind == OpKind::Call;
@@ -132,6 +145,55 @@ ordered_json blockToJson(const std::vector<Op> &ops) {
   ordered_json json = ordered_json::array();
   for (const Op &op : ops)
     json.push_back(opToJson(op));
+  return json;
+}
+
+ordered_json schedulerToJson(const SchedulerDesc &scheduler) {
+  ordered_json json = ordered_json::object();
+  json["type"] = scheduler.type;
+  json["warmup_min_lr"] = scheduler.warmupMinLr;
+  json["warmup_max_lr"] = scheduler.warmupMaxLr
+                              ? ordered_json(*scheduler.warmupMaxLr)
+                              : ordered_json(nullptr);
+  json["warmup_num_steps"] = scheduler.warmupNumSteps;
+  json["warmup_type"] = scheduler.warmupType;
+  json["total_num_steps"] = scheduler.totalNumSteps
+                                ? ordered_json(*scheduler.totalNumSteps)
+                                : ordered_json(nullptr);
+  json["warmup_min_ratio"] = scheduler.warmupMinRatio;
+  json["cos_min_ratio"] = scheduler.cosMinRatio;
+  return json;
+}
+
+ordered_json optimizerToJson(const OptimizerDesc &optimizer) {
+  ordered_json json = ordered_json::object();
+  json["type"] = optimizer.type;
+  json["lr"] = optimizer.lr;
+  json["betas"] = {optimizer.betas[0], optimizer.betas[1]};
+  json["eps"] = optimizer.eps;
+  json["weight_decay"] = optimizer.weightDecay;
+  json["momentum"] = optimizer.momentum;
+  json["dampening"] = optimizer.dampening;
+  json["nesterov"] = optimizer.nesterov;
+  json["gradient_clipping"] = optimizer.gradientClipping;
+  json["scheduler"] = optimizer.scheduler
+                          ? schedulerToJson(*optimizer.scheduler)
+                          : ordered_json(nullptr);
+  return json;
+}
+
+ordered_json partitionToJson(const PartitionDesc &partition) {
+  ordered_json json = ordered_json::object();
+  json["stage"] = partition.stage;
+  json["numel"] = partition.numel;
+  ordered_json params = ordered_json::array();
+  for (const FlatParamDesc &param : partition.params)
+    params.push_back({{"name", param.name}, {"offset", param.offset}});
+  json["params"] = std::move(params);
+  ordered_json buckets = ordered_json::array();
+  for (const BucketDesc &bucket : partition.buckets)
+    buckets.push_back({{"offset", bucket.offset}, {"numel", bucket.numel}});
+  json["buckets"] = std::move(buckets);
   return json;
 }
 
@@ -215,10 +277,16 @@ ordered_json toJson(const Plan &plan) {
   json["gradient_accumulation_steps"] = plan.gradientAccumulationSteps;
 
   ordered_json engines = ordered_json::array();
-  for (const EngineDesc &engine : plan.engines)
-    engines.push_back({{"name", engine.name},
-                       {"module", engine.module},
-                       {"config", engine.config}});
+  for (const EngineDesc &engine : plan.engines) {
+    ordered_json entry = {{"name", engine.name},
+                          {"module", engine.module},
+                          {"config", engine.config}};
+    if (engine.optimizer)
+      entry["optimizer"] = optimizerToJson(*engine.optimizer);
+    if (engine.partition)
+      entry["partition"] = partitionToJson(*engine.partition);
+    engines.push_back(std::move(entry));
+  }
   json["engines"] = std::move(engines);
 
   ordered_json state = ordered_json::array();

@@ -6,27 +6,12 @@
 #include "ds/Plan/MemoryPrediction.h"
 
 #include <algorithm>
-#include <cctype>
+#include <set>
 #include <stdexcept>
 
 namespace ds::plan {
 
 namespace {
-
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return text;
-}
-
-const ordered_json *optimizerSection(const ordered_json &config) {
-  if (!config.is_object())
-    return nullptr;
-  auto it = config.find("optimizer");
-  if (it == config.end() || it->is_null())
-    return nullptr;
-  return &*it;
-}
 
 int64_t getInt(const ordered_json &object, const char *key,
                const std::string &where) {
@@ -37,32 +22,53 @@ int64_t getInt(const ordered_json &object, const char *key,
   return it->get<int64_t>();
 }
 
-} // namespace
-
-bool engineFrozen(const ordered_json &engineConfig) {
-  return optimizerSection(engineConfig) == nullptr;
+/// Bytes per element of an engine's flat buffers: its parameters' dtype.
+int64_t elementBytes(const Plan &plan, const PartitionDesc &partition) {
+  for (const FlatParamDesc &param : partition.params)
+    if (const StateDesc *state = plan.findState(param.name))
+      return dtypeSize(state->dtype);
+  return 4;
 }
 
-int64_t optimizerStateBytesPerElement(const ordered_json &engineConfig,
-                                      int64_t elementBytes) {
-  const ordered_json *optimizer = optimizerSection(engineConfig);
-  if (!optimizer || !optimizer->is_object())
-    return 0;
-  std::string type;
-  if (auto it = optimizer->find("type");
-      it != optimizer->end() && it->is_string())
-    type = lower(it->get<std::string>());
-  if (type == "sgd") {
-    double momentum = 0.0;
-    if (auto params = optimizer->find("params");
-        params != optimizer->end() && params->is_object())
-      if (auto m = params->find("momentum");
-          m != params->end() && m->is_number())
-        momentum = m->get<double>();
-    return momentum > 0.0 ? elementBytes : 0;
+bool isCollective(OpKind kind) {
+  return kind == OpKind::AllReduce || kind == OpKind::ReduceScatter ||
+         kind == OpKind::AllGather;
+}
+
+/// Adds the volume of `program`'s collectives, run `times` per optimizer
+/// step, to `comm`.
+void countCollectives(const Plan &plan, const Program &program, int64_t times,
+                      CommVolume &comm) {
+  for (const Op &op : program.body) {
+    const EngineDesc *engine = plan.findEngine(op.engine);
+    if (!engine || !engine->partition)
+      continue;
+    const PartitionDesc &partition = *engine->partition;
+    if (op.kind == OpKind::OptimizerStep) {
+      // The global norm over the shards: one scalar all-reduce.
+      if (partition.stage >= 1)
+        comm.allReduce += 2 * times;
+      continue;
+    }
+    if (!isCollective(op.kind) || op.bucket < 0 ||
+        op.bucket >= int64_t(partition.buckets.size()))
+      continue;
+    int64_t n = partition.buckets[size_t(op.bucket)].numel;
+    if (op.kind == OpKind::AllReduce)
+      comm.allReduce += 2 * n * times;
+    else if (op.kind == OpKind::ReduceScatter)
+      comm.reduceScatter += n * times;
+    else
+      comm.allGather += n * times;
   }
-  // Adam, AdamW: exp_avg and exp_avg_sq.
-  return 2 * elementBytes;
+}
+
+} // namespace
+
+int64_t optimizerStatesPerElement(const OptimizerDesc &optimizer) {
+  if (optimizer.type == "sgd")
+    return optimizer.momentum != 0.0 ? 1 : 0;
+  return 2; // adam, adamw: exp_avg and exp_avg_sq.
 }
 
 Report predictReport(const Plan &plan) {
@@ -72,49 +78,59 @@ Report predictReport(const Plan &plan) {
   report.gradientAccumulationSteps = plan.gradientAccumulationSteps;
 
   RankReport rank;
-  int64_t trainableElements = 0, stateElements = 0;
-  const bool training = plan.findProgram("train") != nullptr;
+  const Program *train = plan.findProgram("train");
+  const int64_t worldSize = plan.worldSize;
+  // Parameters that live in a stage 1-2 engine's flat parameter buffer.
+  std::set<std::string> flat;
+  int64_t transientBackward = 0, transientBoundary = 0;
+  for (const EngineDesc &engine : plan.engines) {
+    if (!train || !engine.optimizer || !engine.partition)
+      continue;
+    const PartitionDesc &partition = *engine.partition;
+    const int64_t bytes = elementBytes(plan, partition);
+    const int64_t shard = partition.shardNumel(worldSize);
+    report.zeroStage = std::max(report.zeroStage, partition.stage);
+    if (partition.stage >= 1) {
+      rank.paramBytes += partition.numel * bytes;
+      for (const FlatParamDesc &param : partition.params)
+        flat.insert(param.name);
+    }
+    rank.gradBytes += (partition.stage == 2 ? shard : partition.numel) * bytes;
+    rank.optimizerStateBytes +=
+        optimizerStatesPerElement(*engine.optimizer) * shard * bytes;
+    if (partition.stage == 2) // Full gradient buffer + receive buffer.
+      transientBackward += (partition.numel + shard) * bytes;
+    if (partition.stage == 1) // The shard gradient, at the boundary.
+      transientBoundary += shard * bytes;
+  }
+
+  int64_t stateElements = 0;
   for (const StateDesc &state : plan.state) {
     int64_t numel = staticNumel(state.shape).value_or(0);
     int64_t bytes = numel * dtypeSize(state.dtype);
     stateElements += numel;
-    if (state.kind == StateKind::Buffer) {
+    if (state.kind == StateKind::Buffer)
       rank.bufferBytes += bytes;
-      continue;
-    }
-    rank.paramBytes += bytes;
-    if (!training || !state.requiresGrad)
-      continue;
-    const EngineDesc *engine = nullptr;
-    for (const EngineDesc &candidate : plan.engines)
-      if (candidate.name == state.engine)
-        engine = &candidate;
-    if (!engine || engineFrozen(engine->config))
-      continue;
-    // Every engine's config carries its zero_optimization section.
-    if (auto zero = engine->config.find("zero_optimization");
-        zero != engine->config.end() && zero->is_object())
-      if (auto stage = zero->find("stage");
-          stage != zero->end() && stage->is_number_integer())
-        report.zeroStage = std::max(report.zeroStage, stage->get<int64_t>());
-    trainableElements += numel;
-    rank.gradBytes += bytes;
-    rank.optimizerStateBytes +=
-        numel *
-        optimizerStateBytesPerElement(engine->config, dtypeSize(state.dtype));
+    else if (!flat.count(state.name))
+      rank.paramBytes += bytes;
   }
 
-  const Program *program = plan.findProgram(training ? "train" : "eval");
+  const Program *program = train ? train : plan.findProgram("eval");
   rank.activationPeakBytes = program ? predictPeakBytes(*program) : 0;
-  rank.peakBytes = rank.activationPeakBytes + rank.paramBytes +
-                   rank.bufferBytes + rank.gradBytes + rank.optimizerStateBytes;
-  if (plan.worldSize > 1) {
-    // Stage 0: the flat gradient buffers are all-reduced once per
-    // optimizer step (in buckets; the buckets add up to the buffer).
-    rank.comm.allReduce = 2 * trainableElements;
+  rank.transientBytes = std::max(transientBackward, transientBoundary);
+  rank.peakBytes =
+      rank.paramBytes + rank.bufferBytes + rank.gradBytes +
+      rank.optimizerStateBytes +
+      std::max(rank.activationPeakBytes + transientBackward, transientBoundary);
+  if (worldSize > 1) {
+    if (train) {
+      countCollectives(plan, *train, plan.gradientAccumulationSteps, rank.comm);
+      if (const Program *step = plan.findProgram("step"))
+        countCollectives(plan, *step, 1, rank.comm);
+    }
     report.loadBroadcastElements = stateElements;
   }
-  for (int64_t r = 0; r < plan.worldSize; ++r) {
+  for (int64_t r = 0; r < worldSize; ++r) {
     rank.rank = r;
     report.ranks.push_back(rank);
   }
@@ -132,8 +148,9 @@ ordered_json reportToJson(const Report &report) {
   json["load_broadcast_elements"] = report.loadBroadcastElements;
   json["comm_volume_counting"] =
       "elements per optimizer step, ZeRO counting (all_reduce 2n, "
-      "reduce_scatter/all_gather/broadcast n over a full buffer of n); "
-      "load-time broadcast excluded";
+      "reduce_scatter/all_gather/broadcast n over a full buffer of n, n a "
+      "bucket's numel; the global-norm scalar all_reduce of a ZeRO stage 1-2 "
+      "engine counts 2); load-time broadcast excluded";
   ordered_json ranks = ordered_json::array();
   for (const RankReport &rank : report.ranks) {
     ordered_json entry = ordered_json::object();
@@ -143,6 +160,7 @@ ordered_json reportToJson(const Report &report) {
     entry["optimizer_state_bytes"] = rank.optimizerStateBytes;
     entry["buffer_bytes"] = rank.bufferBytes;
     entry["activation_peak_bytes"] = rank.activationPeakBytes;
+    entry["transient_bytes"] = rank.transientBytes;
     entry["peak_bytes"] = rank.peakBytes;
     entry["comm_volume_elements"] = {
         {"all_reduce", rank.comm.allReduce},
@@ -188,6 +206,8 @@ Report reportFromJson(const ordered_json &json) {
       rank.bufferBytes = getInt(entry, "buffer_bytes", where);
     if (entry.contains("activation_peak_bytes"))
       rank.activationPeakBytes = getInt(entry, "activation_peak_bytes", where);
+    if (entry.contains("transient_bytes"))
+      rank.transientBytes = getInt(entry, "transient_bytes", where);
     auto comm = entry.find("comm_volume_elements");
     if (comm == entry.end() || !comm->is_object())
       throw std::runtime_error("report: " + where +

@@ -70,11 +70,15 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
   engine.rank_ =
       options.communicator ? options.communicator->rank() : options.rank;
   if (engine.plan_->findProgram("train")) {
-    engine.trainer_ = std::make_unique<detail::Trainer>(
-        *engine.plan_, origin, options.seed, options.communicator);
+    engine.trainer_ =
+        std::make_unique<detail::Trainer>(*engine.plan_, origin, options.seed,
+                                          options.communicator, engine.rank_);
     engine.train_ = std::make_unique<Executor>(
         *engine.plan_, "train", *engine.state_, origin, executorOptions,
-        &engine.trainer_->gradients());
+        engine.trainer_.get());
+    engine.step_ = std::make_unique<Executor>(
+        *engine.plan_, "step", *engine.state_, origin, executorOptions,
+        engine.trainer_.get());
   }
 
   const plan::Plan &loaded = *engine.plan_;
@@ -95,6 +99,9 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
                        "one (ds-run --weights FILE)");
   }
   engine.broadcastState();
+  // After the broadcast, so that what moves is each state tensor as loaded.
+  if (engine.trainer_)
+    engine.trainer_->bindParameters(*engine.state_);
   return engine;
 }
 
@@ -147,11 +154,24 @@ Engine::forwardEval(const std::vector<at::Tensor> &inputs) {
 }
 
 MemoryStats Engine::fillStateBytes(MemoryStats stats) const {
-  stats.stateBytes = state_->bytes();
-  if (trainer_) {
-    stats.gradientBytes = trainer_->gradients().bytes();
-    stats.optimizerBytes = trainer_->optimizerBytes();
+  for (size_t i = 0; i < state_->size(); ++i) {
+    const at::Tensor &tensor = state_->tensor(int64_t(i));
+    int64_t bytes = tensor.defined() ? int64_t(tensor.nbytes()) : 0;
+    if (state_->desc(int64_t(i)).kind == plan::StateKind::Buffer)
+      stats.bufferBytes += bytes;
+    else if (!trainer_ || !trainer_->inFlatParameters(int64_t(i)))
+      stats.parameterBytes += bytes;
   }
+  if (trainer_) {
+    // A flat parameter buffer counts whole, padding included.
+    stats.parameterBytes += trainer_->flatParameterBytes();
+    stats.gradientBytes = trainer_->heldGradientBytes();
+    stats.optimizerBytes = trainer_->optimizerBytes();
+    stats.transientBytes = trainer_->transientBytes();
+    stats.transientPeakBytes = trainer_->transientPeakBytes();
+    stats.jointPeakBytes = trainer_->jointPeakBytes();
+  }
+  stats.stateBytes = stats.parameterBytes + stats.bufferBytes;
   return stats;
 }
 
@@ -175,6 +195,8 @@ void Engine::resetPeakMemory() {
   eval_->resetPeak();
   if (train_)
     train_->resetPeak();
+  if (trainer_)
+    trainer_->resetPeaks();
 }
 
 } // namespace ds::runtime

@@ -44,8 +44,11 @@ uint64_t Engine::seed() const { return trainer_ ? trainer_->seed() : 0; }
 std::vector<at::Tensor> Engine::forward(const std::vector<at::Tensor> &inputs) {
   requireTrain("forward");
   const plan::Program &program = *plan_->findProgram("train");
-  // A forward whose backward never ran is dropped with its activations.
+  // A forward whose backward never ran is dropped with its activations
+  // (and whatever collectives its part of the program started).
   train_->finish();
+  if (phase_ == Phase::Forwarded)
+    trainer_->abandon();
   phase_ = Phase::Idle;
 
   int64_t accumulation = trainer_->gradientAccumulationSteps();
@@ -84,7 +87,12 @@ void Engine::backward() {
   const plan::Program &program = *plan_->findProgram("train");
   at::NoGradGuard noGrad;
   phase_ = Phase::Idle; // A failing backward ends the micro-step.
-  train_->runRange(size_t(*program.backwardStart), train_->size());
+  try {
+    train_->runRange(size_t(*program.backwardStart), train_->size());
+  } catch (...) {
+    trainer_->abandon();
+    throw;
+  }
   train_->finish();
   phase_ = Phase::BackwardDone;
 }
@@ -103,7 +111,17 @@ StepReport Engine::step() {
                                  "step())");
   StepReport report;
   if (isGradientAccumulationBoundary()) {
-    report = trainer_->update(*state_);
+    // programs.step: the reductions, updates and gathers, as compiled.
+    at::NoGradGuard noGrad;
+    trainer_->beginStep();
+    try {
+      step_->run({});
+    } catch (...) {
+      trainer_->abandon();
+      phase_ = Phase::Idle;
+      throw;
+    }
+    report = trainer_->endStep();
     ++globalSteps_;
   }
   ++microSteps_;
@@ -123,7 +141,7 @@ std::optional<double> Engine::nextLr(const std::string &engine) const {
 at::Tensor Engine::gradient(const std::string &param) const {
   if (!trainer_)
     return at::Tensor();
-  return trainer_->gradients().grad(state_->indexOf(param));
+  return trainer_->gradient(state_->indexOf(param));
 }
 
 const Optimizer *Engine::optimizer(const std::string &engine) const {

@@ -19,7 +19,6 @@
 
 #include "ds/Plan/PlanError.h"
 #include "ds/Runtime/DTypes.h"
-#include "ds/Runtime/GradientBuffers.h"
 #include "ds/Runtime/RuntimeError.h"
 #include "ds/Runtime/StateStore.h"
 
@@ -170,10 +169,11 @@ class Executor::Impl {
 public:
   Impl(const plan::Plan &plan, const std::string &programName,
        StateStore &state, std::string origin, ExecutorOptions options,
-       GradientBuffers *gradients)
+       TrainingOps *training)
       : plan_(plan), program_(findProgram(plan, programName, origin)),
-        state_(state), gradients_(gradients), origin_(std::move(origin)),
-        options_(options), path_("programs." + programName) {
+        state_(state), training_(training), origin_(std::move(origin)),
+        options_(options), path_("programs." + programName),
+        takesInputs_(programName != "step") {
     build(program_.body, path_ + ".body", steps_);
   }
 
@@ -213,6 +213,8 @@ private:
   struct Step {
     const Op *op = nullptr;
     OpContext context;
+    /// state, set_state, grad: the state entry; collectives and
+    /// optimizer_step: the plan engine.
     int64_t stateIndex = -1;
     c10::IValue constant;
     std::unique_ptr<CallInfo> call;
@@ -236,6 +238,7 @@ private:
   void executeUnpack(const Step &step);
   void executeGrad(const Step &step);
   int64_t gradientIndex(const Op &op, const std::string &where) const;
+  int64_t engineIndex(const Op &op, const std::string &where) const;
 
   [[noreturn]] void fail(const Step &step, const std::string &detail) const {
     throw RuntimeError(step.context, detail);
@@ -255,11 +258,16 @@ private:
     slotBytes_[id] = bytes;
     current_ += bytes;
     peak_ = std::max(peak_, current_);
+    if (bytes && training_)
+      training_->liveBytesChanged(current_);
   }
   void clear(ValueId id) {
-    current_ -= slotBytes_[id];
+    int64_t bytes = slotBytes_[id];
+    current_ -= bytes;
     slotBytes_[id] = 0;
     slots_[id] = c10::IValue();
+    if (bytes && training_)
+      training_->liveBytesChanged(current_);
   }
   void clearAll() {
     for (size_t id = 0; id < slots_.size(); ++id)
@@ -269,10 +277,12 @@ private:
   const plan::Plan &plan_;
   const plan::Program &program_;
   StateStore &state_;
-  GradientBuffers *gradients_;
+  TrainingOps *training_;
   std::string origin_;
   ExecutorOptions options_;
   std::string path_;
+  /// False for programs.step, which has no inputs.
+  bool takesInputs_;
   std::vector<Step> steps_;
 
   // Per run (kept between the parts of a split run).
@@ -310,6 +320,15 @@ void Executor::Impl::build(const std::vector<Op> &ops, const std::string &path,
     case OpKind::Grad:
       step.stateIndex = gradientIndex(op, step.context.where);
       break;
+    case OpKind::AllReduce:
+    case OpKind::ReduceScatter:
+    case OpKind::AllGather:
+    case OpKind::OptimizerStep:
+      step.stateIndex = engineIndex(op, step.context.where);
+      break;
+    case OpKind::Wait:
+      engineIndex(op, step.context.where); // Checks for a training side.
+      break;
     case OpKind::If:
       build(op.thenBranch.body, indexed + ".then.body", step.thenSteps);
       build(op.elseBranch.body, indexed + ".else.body", step.elseSteps);
@@ -326,11 +345,11 @@ void Executor::Impl::build(const std::vector<Op> &ops, const std::string &path,
 int64_t Executor::Impl::gradientIndex(const Op &op,
                                       const std::string &where) const {
   int64_t index = state_.indexOf(op.name);
-  if (!gradients_)
+  if (!training_)
     throw plan::PlanError(origin_, where,
                           "grad ops run only in programs.train (this "
                           "executor has no gradient buffers)");
-  if (!gradients_->has(index)) {
+  if (!training_->hasGradient(index)) {
     const plan::StateDesc &desc = state_.desc(index);
     throw plan::PlanError(
         origin_, where,
@@ -339,6 +358,19 @@ int64_t Executor::Impl::gradientIndex(const Op &op,
             "no \"optimizer\"), so it gets no gradients");
   }
   return index;
+}
+
+int64_t Executor::Impl::engineIndex(const Op &op,
+                                    const std::string &where) const {
+  if (!training_)
+    throw plan::PlanError(origin_, where,
+                          std::string(plan::opKindName(op.kind)) +
+                              " ops run only in training (programs.train and "
+                              "programs.step)");
+  for (size_t e = 0; e < plan_.engines.size(); ++e)
+    if (plan_.engines[e].name == op.engine)
+      return int64_t(e);
+  return -1; // wait: no engine.
 }
 
 std::vector<ValueId>
@@ -421,7 +453,11 @@ Executor::Impl::run(const std::vector<c10::IValue> &inputs) {
 
 void Executor::Impl::start(const std::vector<c10::IValue> &inputs) {
   finish();
-  checkInputs(inputs);
+  if (takesInputs_)
+    checkInputs(inputs);
+  else if (!inputs.empty())
+    throw RuntimeError(origin_ + ": " + path_ + ": takes no inputs, got " +
+                       std::to_string(inputs.size()));
   inputs_ = inputs;
   slots_.assign(program_.values.size(), c10::IValue());
   slotBytes_.assign(program_.values.size(), 0);
@@ -524,6 +560,21 @@ void Executor::Impl::execute(const Step &step) {
   case OpKind::Grad:
     executeGrad(step);
     return;
+  case OpKind::AllReduce:
+  case OpKind::ReduceScatter:
+  case OpKind::AllGather: {
+    c10::IValue token =
+        training_->startCollective(op.kind, size_t(step.stateIndex), op.bucket);
+    checkResult(step, "result", op.results[0], token);
+    set(op.results[0], std::move(token));
+    return;
+  }
+  case OpKind::Wait:
+    training_->wait(get(op.arg));
+    return;
+  case OpKind::OptimizerStep:
+    training_->optimizerStep(size_t(step.stateIndex));
+    return;
   }
 }
 
@@ -531,7 +582,7 @@ void Executor::Impl::executeGrad(const Step &step) {
   const c10::IValue &value = get(step.op->arg);
   if (!value.isTensor())
     fail(step, std::string("arg: expected a tensor, got ") + value.tagKind());
-  gradients_->accumulate(step.stateIndex, value.toTensor());
+  training_->accumulateGradient(step.stateIndex, value.toTensor());
 }
 
 void Executor::Impl::executeCall(const Step &step) {
@@ -729,6 +780,9 @@ void Executor::Impl::checkResult(const Step &step, const std::string &field,
   case ValueType::List:
     ok = value.isList();
     break;
+  case ValueType::Token:
+    ok = value.isInt();
+    break;
   }
   if (!ok)
     fail(step, field + ": the operator returned " + value.tagKind() +
@@ -753,11 +807,13 @@ void Executor::Impl::checkResult(const Step &step, const std::string &field,
 // Executor
 //===----------------------------------------------------------------------===//
 
+TrainingOps::~TrainingOps() = default;
+
 Executor::Executor(const plan::Plan &plan, const std::string &programName,
                    StateStore &state, std::string origin,
-                   ExecutorOptions options, GradientBuffers *gradients)
+                   ExecutorOptions options, TrainingOps *training)
     : impl_(std::make_unique<Impl>(plan, programName, state, std::move(origin),
-                                   options, gradients)) {}
+                                   options, training)) {}
 
 Executor::~Executor() = default;
 

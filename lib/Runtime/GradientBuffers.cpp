@@ -7,12 +7,19 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace ds::runtime {
 
 void FlatLayout::add(int64_t stateIndex, std::vector<int64_t> shape) {
+  place(stateIndex, std::move(shape), numel);
+}
+
+void FlatLayout::place(int64_t stateIndex, std::vector<int64_t> shape,
+                       int64_t offset) {
   stateIndices.push_back(stateIndex);
-  offsets.push_back(numel);
-  numel += plan::staticNumel(shape).value_or(0);
+  offsets.push_back(offset);
+  numel = std::max(numel, offset + plan::staticNumel(shape).value_or(0));
   shapes.push_back(std::move(shape));
 }
 
@@ -31,47 +38,41 @@ std::vector<at::Tensor> FlatLayout::views(const at::Tensor &flat) const {
 }
 
 GradientBuffers::GradientBuffers(const plan::Plan &plan,
-                                 const std::vector<bool> &trainable)
+                                 std::vector<FlatLayout> layouts,
+                                 const std::vector<bool> &allocateNow)
     : engines_(plan.engines.size()), where_(plan.state.size(), {-1, -1}) {
-  for (size_t i = 0; i < plan.state.size(); ++i) {
-    if (i >= trainable.size() || !trainable[i])
-      continue;
-    const plan::StateDesc &desc = plan.state[i];
-    for (size_t e = 0; e < plan.engines.size(); ++e) {
-      if (plan.engines[e].name != desc.engine)
-        continue;
-      FlatLayout &layout = engines_[e].layout;
-      at::ScalarType dtype = toScalarType(desc.dtype);
-      if (layout.stateIndices.empty())
-        layout.dtype = dtype;
-      else if (layout.dtype != dtype)
-        throw RuntimeError("engine \"" + plan.engines[e].name +
-                           "\" mixes " + scalarTypeName(layout.dtype) + " and " +
-                           scalarTypeName(dtype) +
-                           " trainable parameters (\"" + desc.name +
-                           "\"); one flat buffer holds one dtype");
-      where_[i] = {int64_t(e), int64_t(layout.stateIndices.size())};
-      layout.add(int64_t(i), desc.shape);
+  for (size_t e = 0; e < engines_.size() && e < layouts.size(); ++e) {
+    EngineBuffers &engine = engines_[e];
+    engine.layout = std::move(layouts[e]);
+    const FlatLayout &layout = engine.layout;
+    for (size_t k = 0; k < layout.stateIndices.size(); ++k) {
+      int64_t index = layout.stateIndices[k];
+      if (index >= 0 && index < int64_t(where_.size()))
+        where_[size_t(index)] = {int64_t(e), int64_t(k)};
     }
-  }
-  for (EngineBuffers &engine : engines_) {
-    if (engine.layout.stateIndices.empty())
-      continue;
-    engine.flat = engine.layout.allocate();
-    engine.views = engine.layout.views(engine.flat);
+    if (e < allocateNow.size() && allocateNow[e])
+      allocate(e);
   }
 }
 
 bool GradientBuffers::has(int64_t stateIndex) const {
-  return stateIndex >= 0 && stateIndex < int64_t(where_.size()) &&
-         where_[stateIndex].first >= 0;
+  return engineOf(stateIndex) >= 0;
+}
+
+int64_t GradientBuffers::engineOf(int64_t stateIndex) const {
+  if (stateIndex < 0 || stateIndex >= int64_t(where_.size()))
+    return -1;
+  return where_[size_t(stateIndex)].first;
 }
 
 at::Tensor GradientBuffers::grad(int64_t stateIndex) const {
   if (!has(stateIndex))
     return at::Tensor();
-  auto [engine, position] = where_[stateIndex];
-  return engines_[engine].views[position];
+  auto [engine, position] = where_[size_t(stateIndex)];
+  const EngineBuffers &buffers = engines_[size_t(engine)];
+  if (!buffers.flat.defined())
+    return at::Tensor();
+  return buffers.views[size_t(position)];
 }
 
 void GradientBuffers::accumulate(int64_t stateIndex, const at::Tensor &value) {
@@ -83,16 +84,35 @@ void GradientBuffers::accumulate(int64_t stateIndex, const at::Tensor &value) {
       value.sizes() != target.sizes())
     throw RuntimeError(
         "the gradient must be a floating-point tensor shaped like the "
-        "parameter (" + scalarTypeName(target.scalar_type()) + " " +
+        "parameter (" +
+        scalarTypeName(target.scalar_type()) + " " +
         plan::formatShape(target.sizes().vec()) + "), got " +
         (value.defined() ? describeTensor(value) : std::string("undefined")));
   // add_ converts a lower-precision gradient to the buffer's dtype.
   target.add_(value);
 }
 
+void GradientBuffers::allocate(size_t engine) {
+  EngineBuffers &buffers = engines_[engine];
+  if (buffers.flat.defined() || buffers.layout.numel == 0)
+    return;
+  buffers.flat = buffers.layout.allocate();
+  buffers.views = buffers.layout.views(buffers.flat);
+}
+
+void GradientBuffers::release(size_t engine) {
+  engines_[engine].views.clear();
+  engines_[engine].flat = at::Tensor();
+}
+
 void GradientBuffers::zero(size_t engine) {
   if (engines_[engine].flat.defined())
     engines_[engine].flat.zero_();
+}
+
+int64_t GradientBuffers::bytes(size_t engine) const {
+  const FlatLayout &layout = engines_[engine].layout;
+  return layout.numel * int64_t(c10::elementSize(layout.dtype));
 }
 
 int64_t GradientBuffers::bytes() const {

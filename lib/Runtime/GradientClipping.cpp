@@ -15,6 +15,8 @@
 
 #include "ds/Runtime/Optimizer.h"
 
+#include "ds/Runtime/Communicator.h"
+
 #include <ATen/ATen.h>
 
 #include <numeric>
@@ -46,6 +48,24 @@ double clipGradientsByGlobalNorm(const std::vector<at::Tensor> &grads,
     at::Tensor clamped = at::clamp(coef, c10::nullopt, 1.0);
     for (const at::Tensor &grad : grads)
       grad.mul_(clamped);
+  }
+  return total.item<double>();
+}
+
+double clipShardByGlobalNorm(const at::Tensor &shard, double maxNorm,
+                             Communicator *communicator) {
+  at::NoGradGuard noGrad;
+  at::Tensor squares = shard.defined() && shard.numel() > 0
+                           ? shard.to(at::kDouble).square().sum()
+                           : at::zeros({}, at::kDouble);
+  if (communicator && communicator->size() > 1)
+    communicator->allReduce(squares, ReduceOp::Sum).wait();
+  at::ScalarType dtype = shard.defined() ? shard.scalar_type() : at::kFloat;
+  at::Tensor total = squares.sqrt().to(dtype);
+  if (maxNorm > 0.0 && shard.defined() && shard.numel() > 0) {
+    at::Tensor coef = (total + 1e-6).reciprocal() * maxNorm;
+    at::Tensor clamped = at::clamp(coef, c10::nullopt, 1.0);
+    shard.mul_(clamped);
   }
   return total.item<double>();
 }

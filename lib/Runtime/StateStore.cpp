@@ -17,7 +17,8 @@ using plan::StateDesc;
 using plan::StateKind;
 
 StateStore::StateStore(const plan::Plan &plan)
-    : plan_(plan), tensors_(plan.state.size()) {
+    : plan_(plan), tensors_(plan.state.size()),
+      bound_(plan.state.size(), false) {
   for (size_t i = 0; i < plan.state.size(); ++i)
     index_.emplace(plan.state[i].name, int64_t(i));
 }
@@ -120,8 +121,28 @@ void StateStore::install(const NamedTensors &params,
   if (!problems.empty())
     throw RuntimeError(source +
                        " does not match the plan's state: " + problems.join());
-  tensors_ = std::move(tensors);
+  at::NoGradGuard noGrad;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (bound_[i])
+      tensors_[i].copy_(tensors[i]); // Stays in its flat buffer.
+    else
+      tensors_[i] = std::move(tensors[i]);
+  }
   loaded_ = true;
+}
+
+void StateStore::bind(int64_t index, const at::Tensor &storage) {
+  const StateDesc &state = desc(index);
+  if (storage.scalar_type() != toScalarType(state.dtype) ||
+      storage.sizes().vec() != state.shape)
+    throw RuntimeError("internal error: binding \"" + state.name + "\" (" +
+                       describeTensor(state.dtype, state.shape) + ") to " +
+                       describeTensor(storage));
+  at::NoGradGuard noGrad;
+  if (tensors_[size_t(index)].defined())
+    storage.copy_(tensors_[size_t(index)]);
+  tensors_[size_t(index)] = storage;
+  bound_[size_t(index)] = true;
 }
 
 int64_t StateStore::indexOf(const std::string &name) const {

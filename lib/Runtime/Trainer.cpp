@@ -1,186 +1,306 @@
-//===- Trainer.cpp - Per-engine training state and the update -------------===//
+//===- Trainer.cpp - The training side of the executor --------------------===//
 
 #include "Trainer.h"
 
 #include "ds/Plan/PlanError.h"
+#include "ds/Runtime/DTypes.h"
 #include "ds/Runtime/RuntimeError.h"
 #include "ds/Runtime/StateStore.h"
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace ds::runtime::detail {
 
 namespace {
 
-/// One engine's config as the runtime needs it. The plan's top-level batch
-/// numbers are what the compiler resolved, so a config that names no batch
-/// size (hand-written plans, or one that left them to the data) gets them
-/// from the plan; one that names them must agree with the plan.
-config::EngineConfig parseConfig(const plan::Plan &plan, size_t index,
-                                 const std::string &origin) {
-  const plan::EngineDesc &engine = plan.engines[index];
-  std::string where = "engines[" + std::to_string(index) + "].config";
-  config::ordered_json json = engine.config;
-  if (!json.contains("train_batch_size") &&
-      !json.contains("train_micro_batch_size_per_gpu")) {
-    json["train_micro_batch_size_per_gpu"] = plan.microBatchPerRank;
-    if (!json.contains("gradient_accumulation_steps"))
-      json["gradient_accumulation_steps"] = plan.gradientAccumulationSteps;
-  }
-  config::ParseContext context;
-  context.worldSize = plan.worldSize;
-  context.dataMicroBatch = plan.microBatchPerRank * plan.worldSize;
-  // Bucket sizes shape the compiled program, not the runtime's work; any
-  // placeholder lets their "auto" resolve (the compiler resolved them).
-  context.hiddenSize = 1;
-  config::EngineConfig parsed;
-  try {
-    parsed = config::parseEngineConfig(json, context);
-  } catch (const config::ConfigError &error) {
-    throw plan::PlanError(
-        origin, error.keyPath().empty() ? where : where + "." + error.keyPath(),
-        error.detail());
-  }
-  if (parsed.gradientAccumulationSteps != plan.gradientAccumulationSteps)
-    throw plan::PlanError(
-        origin, where + ".gradient_accumulation_steps",
-        "the engine's config gives " +
-            std::to_string(parsed.gradientAccumulationSteps) +
-            ", but the plan's gradient_accumulation_steps is " +
-            std::to_string(plan.gradientAccumulationSteps));
-  return parsed;
+config::OptimizerConfig optimizerConfig(const plan::OptimizerDesc &desc) {
+  config::OptimizerConfig config;
+  config.type = desc.type == "sgd"    ? config::OptimizerType::SGD
+                : desc.type == "adam" ? config::OptimizerType::Adam
+                                      : config::OptimizerType::AdamW;
+  // "adam" is torch.optim.Adam (L2 decay added to the gradient).
+  config.adamWMode = desc.type != "adam";
+  config.lr = desc.lr;
+  config.betas = desc.betas;
+  config.eps = desc.eps;
+  config.weightDecay = desc.weightDecay;
+  config.momentum = desc.momentum;
+  config.dampening = desc.dampening;
+  config.nesterov = desc.nesterov;
+  return config;
 }
 
-/// Elements per all-reduce bucket: zero_optimization.reduce_bucket_size.
-/// The runtime parses configs with a placeholder hidden size, so an "auto"
-/// left in a (hand-written) plan takes DeepSpeed's default instead; the
-/// compiler resolves "auto" before it writes a plan.
-int64_t reduceBucketElements(const config::EngineConfig &config) {
-  const config::ordered_json &source = config.source;
-  auto zero = source.find("zero_optimization");
-  if (zero != source.end() && zero->is_object()) {
-    auto size = zero->find("reduce_bucket_size");
-    if (size != zero->end() && size->is_string())
-      return config::ZeroConfig().reduceBucketSize;
-  }
-  return config.zero.reduceBucketSize;
+config::SchedulerConfig schedulerConfig(const plan::SchedulerDesc &desc) {
+  config::SchedulerConfig config;
+  config.type =
+      desc.type == "WarmupDecayLR"    ? config::SchedulerType::WarmupDecayLR
+      : desc.type == "WarmupCosineLR" ? config::SchedulerType::WarmupCosineLR
+                                      : config::SchedulerType::WarmupLR;
+  config.warmupMinLr = desc.warmupMinLr;
+  config.warmupMaxLr = desc.warmupMaxLr;
+  config.warmupNumSteps = desc.warmupNumSteps;
+  config.warmupType = desc.warmupType == "linear" ? config::WarmupType::Linear
+                                                  : config::WarmupType::Log;
+  config.totalNumSteps = desc.totalNumSteps;
+  config.warmupMinRatio = desc.warmupMinRatio;
+  config.cosMinRatio = desc.cosMinRatio;
+  return config;
+}
+
+/// `config[section].enabled` is true (fp16, bf16).
+bool sectionEnabled(const plan::ordered_json &config, const char *section) {
+  auto it = config.find(section);
+  if (it == config.end() || !it->is_object())
+    return false;
+  auto enabled = it->find("enabled");
+  return enabled != it->end() && enabled->is_boolean() && enabled->get<bool>();
 }
 
 } // namespace
 
 Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
                  std::optional<int64_t> seedOverride,
-                 std::shared_ptr<Communicator> communicator)
-    : plan_(plan), accumulation_(plan.gradientAccumulationSteps) {
-  const int64_t worldSize = communicator ? communicator->size() : 1;
+                 std::shared_ptr<Communicator> communicator, int64_t rank)
+    : plan_(plan), origin_(origin), communicator_(std::move(communicator)),
+      rank_(rank), accumulation_(plan.gradientAccumulationSteps) {
+  if (communicator_) {
+    rank_ = communicator_->rank();
+  } else {
+    // One rank: collectives over one rank (identities, copies).
+    communicator_ = createLocalCommunicator();
+  }
+  worldSize_ = plan.worldSize;
+
+  // The seed: the configs' (they must agree) unless overridden.
   std::optional<int64_t> configSeed;
   std::string seedEngine;
   for (size_t i = 0; i < plan.engines.size(); ++i) {
+    const plan::EngineDesc &desc = plan.engines[i];
+    std::string where = "engines[" + std::to_string(i) + "].config";
+    auto seed = desc.config.find("seed");
+    if (seed == desc.config.end() || seed->is_null())
+      continue;
+    if (!seed->is_number_integer())
+      throw plan::PlanError(origin, where + ".seed",
+                            "expected an integer, found " + seed->dump());
+    int64_t value = seed->get<int64_t>();
+    if (configSeed && *configSeed != value && !seedOverride)
+      throw plan::PlanError(origin, where + ".seed",
+                            "is " + std::to_string(value) + ", but engine \"" +
+                                seedEngine + "\" says " +
+                                std::to_string(*configSeed) +
+                                " (a run has one seed; --seed overrides both)");
+    if (!configSeed) {
+      configSeed = value;
+      seedEngine = desc.name;
+    }
+  }
+  seed_ = uint64_t(seedOverride.value_or(configSeed.value_or(0)));
+
+  std::vector<FlatLayout> layouts(plan.engines.size());
+  std::vector<bool> allocateNow(plan.engines.size(), false);
+  inFlat_.assign(plan.state.size(), false);
+  for (size_t e = 0; e < plan.engines.size(); ++e) {
+    const plan::EngineDesc &desc = plan.engines[e];
     EngineState engine;
-    engine.name = plan.engines[i].name;
-    engine.config = parseConfig(plan, i, origin);
-    const config::EngineConfig &config = engine.config;
-    if (!config.frozen() && (config.fp16.enabled || config.bf16.enabled))
-      throw RuntimeError(origin + ": engine \"" + engine.name +
-                         "\": " + (config.fp16.enabled ? "fp16" : "bf16") +
-                         " training (fp32 master weights" +
-                         (config.fp16.enabled ? ", loss scaling" : "") +
-                         ") is not implemented by this runtime yet");
-    // Stages 1-3 need the compiler's partition plan; running them as stage
-    // 0 would give the same numbers without the memory savings asked for.
-    if (!config.frozen() && config.zero.stage > 0 && worldSize > 1)
-      throw RuntimeError(origin + ": engine \"" + engine.name +
-                         "\": zero_optimization.stage " +
-                         std::to_string(config.zero.stage) + " on " +
-                         std::to_string(worldSize) +
-                         " ranks is not implemented by this runtime yet "
-                         "(it runs ZeRO stage 0: all-reduced gradients)");
-    if (config.seed) {
-      if (configSeed && *configSeed != *config.seed && !seedOverride)
-        throw plan::PlanError(
-            origin, "engines[" + std::to_string(i) + "].config.seed",
-            "is " + std::to_string(*config.seed) + ", but engine \"" +
-                seedEngine + "\" says " + std::to_string(*configSeed) +
-                " (a run has one seed; --seed overrides both)");
-      if (!configSeed) {
-        configSeed = config.seed;
-        seedEngine = engine.name;
+    engine.name = desc.name;
+    if (desc.optimizer && desc.partition) {
+      if (sectionEnabled(desc.config, "fp16") ||
+          sectionEnabled(desc.config, "bf16")) {
+        bool fp16 = sectionEnabled(desc.config, "fp16");
+        throw RuntimeError(origin + ": engine \"" + desc.name +
+                           "\": " + (fp16 ? "fp16" : "bf16") +
+                           " training (fp32 master weights" +
+                           (fp16 ? ", loss scaling" : "") +
+                           ") is not implemented by this runtime yet");
+      }
+      engine.desc = &*desc.optimizer;
+      engine.partition = &*desc.partition;
+      engine.stage = desc.partition->stage;
+      engine.optimizerConfig = optimizerConfig(*desc.optimizer);
+      if (desc.optimizer->scheduler)
+        engine.scheduler = schedulerConfig(*desc.optimizer->scheduler);
+      if (engine.stage >= 1 && worldSize_ != communicator_->size())
+        throw RuntimeError(
+            origin + ": engine \"" + desc.name + "\": ZeRO stage " +
+            std::to_string(engine.stage) + " shards over the plan's " +
+            std::to_string(worldSize_) +
+            " ranks; load it with their communicator (ds-run under mpirun "
+            "-n " +
+            std::to_string(worldSize_) + ")");
+
+      FlatLayout &layout = layouts[e];
+      for (const plan::FlatParamDesc &param : desc.partition->params) {
+        const plan::StateDesc *state = plan.findState(param.name);
+        int64_t index = int64_t(state - plan.state.data());
+        if (state->dtype != plan::DType::Float32 &&
+            state->dtype != plan::DType::Float64)
+          throw RuntimeError(origin + ": trainable parameter \"" + state->name +
+                             "\" is " + plan::dtypeName(state->dtype) +
+                             "; this runtime trains float32 and float64 "
+                             "parameters (fp16/bf16 need the mixed-precision "
+                             "support of a later issue)");
+        layout.dtype = toScalarType(state->dtype);
+        layout.place(index, state->shape, param.offset);
+        if (engine.stage >= 1)
+          inFlat_[size_t(index)] = true;
+      }
+      layout.numel = desc.partition->numel;
+      engine.dtype = layout.dtype;
+      engine.elementBytes = int64_t(c10::elementSize(layout.dtype));
+      allocateNow[e] = engine.stage <= 1;
+
+      if (engine.stage == 0) {
+        // Per-parameter views of flat state: torch.optim's op sequence on
+        // each parameter, bit for bit.
+        engine.optimizer =
+            std::make_unique<Optimizer>(engine.optimizerConfig, layout);
+      } else {
+        // The shard: this rank's block of each bucket. The updates are
+        // element-wise, so blocks give torch.optim's numbers.
+        FlatLayout shard;
+        shard.dtype = layout.dtype;
+        for (size_t b = 0; b < desc.partition->buckets.size(); ++b)
+          shard.add(-1, {blockNumel(engine, int64_t(b))});
+        engine.optimizer =
+            std::make_unique<Optimizer>(engine.optimizerConfig, shard);
       }
     }
     engines_.push_back(std::move(engine));
   }
-  seed_ = uint64_t(seedOverride.value_or(configSeed.value_or(0)));
-
-  std::vector<bool> trainable(plan.state.size(), false);
-  for (size_t i = 0; i < plan.state.size(); ++i) {
-    const plan::StateDesc &desc = plan.state[i];
-    if (desc.kind != plan::StateKind::Param || !desc.requiresGrad)
-      continue;
-    for (const EngineState &engine : engines_) {
-      if (engine.name != desc.engine || engine.config.frozen())
-        continue;
-      if (desc.dtype != plan::DType::Float32 &&
-          desc.dtype != plan::DType::Float64)
-        throw RuntimeError(origin + ": trainable parameter \"" + desc.name +
-                           "\" is " + plan::dtypeName(desc.dtype) +
-                           "; this runtime trains float32 and float64 "
-                           "parameters (fp16/bf16 need the mixed-precision "
-                           "support of a later issue)");
-      trainable[i] = true;
-    }
-  }
-  gradients_ = std::make_unique<GradientBuffers>(plan, trainable);
-  std::vector<EngineReduction> reductions(engines_.size());
-  for (size_t e = 0; e < engines_.size(); ++e) {
-    if (const auto &optimizer = engines_[e].config.optimizer)
-      engines_[e].optimizer =
-          std::make_unique<Optimizer>(*optimizer, gradients_->layout(e));
-    // One rank has nothing to reduce; frozen engines have no gradients.
-    if (worldSize > 1 && engines_[e].optimizer)
-      reductions[e] = stage0Reduction(gradients_->layout(e).numel,
-                                      reduceBucketElements(engines_[e].config));
-  }
-  reducer_ = std::make_unique<GradientReducer>(std::move(communicator),
-                                               std::move(reductions));
-}
-
-std::optional<double> Trainer::nextLr(size_t engine) const {
-  const config::EngineConfig &config = engines_[engine].config;
-  if (!config.optimizer)
-    return std::nullopt;
-  double baseLr = config.optimizer->lr;
-  if (!config.scheduler)
-    return baseLr;
-  return config::schedulerLrForUpdate(*config.scheduler, baseLr,
-                                      engines_[engine].appliedUpdates);
-}
-
-StepReport Trainer::update(StateStore &state) {
-  StepReport report;
-  report.updated = true;
-  // All reductions in flight at once: engine e + 1's overlaps engine e's
-  // update.
-  for (size_t e = 0; e < engines_.size(); ++e)
-    if (engines_[e].optimizer)
-      reducer_->start(e, gradients_->flat(e));
+  gradients_ =
+      std::make_unique<GradientBuffers>(plan, std::move(layouts), allocateNow);
   for (size_t e = 0; e < engines_.size(); ++e) {
     EngineState &engine = engines_[e];
-    if (!engine.optimizer)
-      continue; // Frozen: no gradients, never updated.
-    reducer_->wait(e);
-    const std::vector<at::Tensor> &grads = gradients_->views(e);
-    double gradNorm =
-        clipGradientsByGlobalNorm(grads, engine.config.gradientClipping);
-    double lr = *nextLr(e);
-    std::vector<at::Tensor> params;
-    for (int64_t index : gradients_->layout(e).stateIndices)
-      params.push_back(state.tensor(index));
-    engine.optimizer->step(params, grads, lr);
-    ++engine.appliedUpdates;
-    gradients_->zero(e);
-    report.engines.push_back({engine.name, lr, gradNorm});
+    // Stage 2 keeps the shard gradient between steps.
+    if (engine.stage == 2) {
+      engine.shardGradient = at::zeros({shardNumel(engine)},
+                                       at::TensorOptions().dtype(engine.dtype));
+    }
   }
-  return report;
+}
+
+int64_t Trainer::blockNumel(const EngineState &engine, int64_t bucket) const {
+  return engine.partition->buckets[size_t(bucket)].numel / worldSize_;
+}
+
+int64_t Trainer::shardNumel(const EngineState &engine) const {
+  return engine.partition ? engine.partition->shardNumel(worldSize_) : 0;
+}
+
+void Trainer::bindParameters(StateStore &state) {
+  state_ = &state;
+  at::NoGradGuard noGrad;
+  for (size_t e = 0; e < engines_.size(); ++e) {
+    EngineState &engine = engines_[e];
+    if (!engine.partition || engine.stage == 0)
+      continue;
+    const FlatLayout &layout = gradients_->layout(e);
+    engine.parameters = layout.allocate(); // Padding stays zero.
+    std::vector<at::Tensor> views = layout.views(engine.parameters);
+    for (size_t k = 0; k < views.size(); ++k)
+      state.bind(layout.stateIndices[k], views[k]);
+    engine.parameterBlocks.clear();
+    for (size_t b = 0; b < engine.partition->buckets.size(); ++b) {
+      const plan::BucketDesc &bucket = engine.partition->buckets[b];
+      int64_t block = blockNumel(engine, int64_t(b));
+      engine.parameterBlocks.push_back(
+          engine.parameters.narrow(0, bucket.offset + rank_ * block, block));
+    }
+  }
+}
+
+bool Trainer::inFlatParameters(int64_t stateIndex) const {
+  return stateIndex >= 0 && stateIndex < int64_t(inFlat_.size()) &&
+         inFlat_[size_t(stateIndex)] && state_ != nullptr;
+}
+
+void Trainer::internalError(const std::string &detail) const {
+  throw RuntimeError("internal error: " + detail);
+}
+
+//===----------------------------------------------------------------------===//
+// Transient buffers and memory
+//===----------------------------------------------------------------------===//
+
+void Trainer::addTransient(int64_t bytes) {
+  transient_ += bytes;
+  transientPeak_ = std::max(transientPeak_, transient_);
+  jointPeak_ = std::max(jointPeak_, live_ + transient_);
+}
+
+void Trainer::liveBytesChanged(int64_t bytes) {
+  live_ = bytes;
+  jointPeak_ = std::max(jointPeak_, live_ + transient_);
+}
+
+void Trainer::resetPeaks() {
+  transientPeak_ = transient_;
+  jointPeak_ = live_ + transient_;
+}
+
+void Trainer::ensureFullGradient(size_t e) {
+  if (gradients_->allocated(e))
+    return;
+  EngineState &engine = engines_[e];
+  gradients_->allocate(e);
+  int64_t bytes = gradients_->bytes(e);
+  if (engine.stage == 2) {
+    // Written block by block by the reduce-scatters before it is read.
+    engine.receive = at::empty({shardNumel(engine)},
+                               at::TensorOptions().dtype(engine.dtype));
+    bytes += shardNumel(engine) * engine.elementBytes;
+  }
+  addTransient(bytes);
+}
+
+void Trainer::releaseFullGradient(size_t e) {
+  EngineState &engine = engines_[e];
+  if (engine.stage != 2 || !gradients_->allocated(e))
+    return;
+  gradients_->release(e);
+  engine.receive = at::Tensor();
+  engine.reduceScattersWaited = 0;
+  transient_ -= gradients_->bytes(e) + shardNumel(engine) * engine.elementBytes;
+}
+
+void Trainer::ensureShardGradient(size_t e) {
+  EngineState &engine = engines_[e];
+  if (engine.shardGradient.defined())
+    return;
+  engine.shardGradient =
+      at::zeros({shardNumel(engine)}, at::TensorOptions().dtype(engine.dtype));
+  addTransient(shardNumel(engine) * engine.elementBytes);
+}
+
+void Trainer::releaseShardGradient(size_t e) {
+  EngineState &engine = engines_[e];
+  if (engine.stage != 1 || !engine.shardGradient.defined())
+    return;
+  engine.shardGradient = at::Tensor();
+  transient_ -= shardNumel(engine) * engine.elementBytes;
+}
+
+int64_t Trainer::flatParameterBytes() const {
+  int64_t total = 0;
+  for (const EngineState &engine : engines_)
+    if (engine.parameters.defined())
+      total += int64_t(engine.parameters.nbytes());
+  return total;
+}
+
+int64_t Trainer::heldGradientBytes() const {
+  int64_t total = 0;
+  for (size_t e = 0; e < engines_.size(); ++e) {
+    const EngineState &engine = engines_[e];
+    if (!engine.partition)
+      continue;
+    total += engine.stage == 2 ? shardNumel(engine) * engine.elementBytes
+                               : gradients_->bytes(e);
+  }
+  return total;
 }
 
 int64_t Trainer::optimizerBytes() const {
@@ -189,6 +309,187 @@ int64_t Trainer::optimizerBytes() const {
     if (engine.optimizer)
       total += engine.optimizer->bytes();
   return total;
+}
+
+//===----------------------------------------------------------------------===//
+// The op kinds
+//===----------------------------------------------------------------------===//
+
+bool Trainer::hasGradient(int64_t stateIndex) const {
+  return gradients_->has(stateIndex);
+}
+
+void Trainer::accumulateGradient(int64_t stateIndex, const at::Tensor &value) {
+  int64_t e = gradients_->engineOf(stateIndex);
+  if (e < 0)
+    internalError("a gradient for a parameter without a buffer");
+  // Stage 2: the micro-step's first gradient allocates the buffer.
+  ensureFullGradient(size_t(e));
+  gradients_->accumulate(stateIndex, value);
+}
+
+c10::IValue Trainer::startCollective(plan::OpKind kind, size_t e,
+                                     int64_t bucket) {
+  EngineState &engine = engines_[e];
+  if (!engine.partition)
+    internalError("a collective on engine \"" + engine.name +
+                  "\", which has no partition");
+  const plan::BucketDesc &desc = engine.partition->buckets[size_t(bucket)];
+  const int64_t block = blockNumel(engine, bucket);
+  const int64_t shardOffset =
+      engine.partition->shardOffset(size_t(bucket), worldSize_);
+  CommHandle handle;
+  switch (kind) {
+  case plan::OpKind::AllReduce:
+    handle = communicator_->allReduce(
+        gradients_->flat(e).narrow(0, desc.offset, desc.numel), ReduceOp::Avg);
+    break;
+  case plan::OpKind::ReduceScatter: {
+    // Stage 2: a rank whose micro-step wrote no gradient of this engine
+    // still takes part (with zeros).
+    ensureFullGradient(e);
+    at::Tensor input = gradients_->flat(e).narrow(0, desc.offset, desc.numel);
+    at::Tensor output;
+    if (engine.stage == 1) {
+      // The shard is fresh (zero) at the boundary and each bucket is
+      // reduced once: receiving into it is adding into it.
+      ensureShardGradient(e);
+      output = engine.shardGradient.narrow(0, shardOffset, block);
+    } else {
+      output = engine.receive.narrow(0, shardOffset, block);
+    }
+    handle = communicator_->reduceScatter(output, input, ReduceOp::Avg);
+    break;
+  }
+  case plan::OpKind::AllGather:
+    handle = communicator_->allGather(
+        engine.parameters.narrow(0, desc.offset, desc.numel),
+        engine.parameters.narrow(0, desc.offset + rank_ * block, block));
+    break;
+  default:
+    internalError(std::string("startCollective(") + plan::opKindName(kind) +
+                  ")");
+  }
+  int64_t token = nextToken_++;
+  pending_[token] = Pending{std::move(handle), kind, e, bucket};
+  return c10::IValue(token);
+}
+
+void Trainer::wait(const c10::IValue &token) {
+  if (!token.isInt())
+    internalError("wait on a value that is not a token");
+  auto it = pending_.find(token.toInt());
+  if (it == pending_.end())
+    internalError("wait on an unknown token " + std::to_string(token.toInt()));
+  Pending pending = std::move(it->second);
+  pending_.erase(it);
+  pending.handle.wait();
+  if (pending.kind != plan::OpKind::ReduceScatter)
+    return;
+
+  EngineState &engine = engines_[pending.engine];
+  const plan::BucketDesc &desc =
+      engine.partition->buckets[size_t(pending.bucket)];
+  at::NoGradGuard noGrad;
+  if (engine.stage == 2) {
+    int64_t block = blockNumel(engine, pending.bucket);
+    int64_t offset =
+        engine.partition->shardOffset(size_t(pending.bucket), worldSize_);
+    engine.shardGradient.narrow(0, offset, block)
+        .add_(engine.receive.narrow(0, offset, block));
+    // The end of the engine's backward: the full buffer goes.
+    if (++engine.reduceScattersWaited ==
+        int64_t(engine.partition->buckets.size())) {
+      releaseFullGradient(pending.engine);
+      return;
+    }
+  }
+  gradients_->flat(pending.engine).narrow(0, desc.offset, desc.numel).zero_();
+}
+
+void Trainer::optimizerStep(size_t e) {
+  EngineState &engine = engines_[e];
+  if (!engine.optimizer || !state_)
+    internalError("optimizer_step of engine \"" + engine.name + "\"");
+  for (const auto &[token, pending] : pending_)
+    if (pending.engine == e && pending.kind != plan::OpKind::AllGather)
+      internalError("optimizer_step of engine \"" + engine.name +
+                    "\" while a reduction of it is in flight");
+  at::NoGradGuard noGrad;
+  const double lr = *nextLr(e);
+  const double clipping = engine.desc->gradientClipping;
+  double gradNorm = 0.0;
+  if (engine.stage == 0) {
+    const std::vector<at::Tensor> &grads = gradients_->views(e);
+    gradNorm = clipGradientsByGlobalNorm(grads, clipping);
+    std::vector<at::Tensor> params;
+    for (int64_t index : gradients_->layout(e).stateIndices)
+      params.push_back(state_->tensor(index));
+    engine.optimizer->step(params, grads, lr);
+    gradients_->zero(e);
+  } else {
+    ensureShardGradient(e); // Stage 1 without buckets: an empty shard.
+    gradNorm = clipShardByGlobalNorm(engine.shardGradient, clipping,
+                                     communicator_.get());
+    std::vector<at::Tensor> grads;
+    for (size_t b = 0; b < engine.parameterBlocks.size(); ++b) {
+      int64_t block = blockNumel(engine, int64_t(b));
+      grads.push_back(engine.shardGradient.narrow(
+          0, engine.partition->shardOffset(b, worldSize_), block));
+    }
+    engine.optimizer->step(engine.parameterBlocks, grads, lr);
+    if (engine.stage == 1)
+      releaseShardGradient(e);
+    else
+      engine.shardGradient.zero_();
+  }
+  ++engine.appliedUpdates;
+  engine.stepped = EngineStepReport{engine.name, lr, gradNorm};
+}
+
+void Trainer::beginStep() {
+  for (EngineState &engine : engines_)
+    engine.stepped.reset();
+}
+
+StepReport Trainer::endStep() {
+  StepReport report;
+  report.updated = true;
+  for (EngineState &engine : engines_) {
+    if (!engine.optimizer)
+      continue; // Frozen: no gradients, never updated.
+    if (!engine.stepped)
+      internalError("programs.step did not step engine \"" + engine.name +
+                    "\"");
+    report.engines.push_back(*engine.stepped);
+  }
+  return report;
+}
+
+void Trainer::abandon() {
+  for (auto &[token, pending] : pending_) {
+    try {
+      pending.handle.wait();
+    } catch (const std::exception &) {
+      // The run is failing already; this error says nothing new.
+    }
+  }
+  pending_.clear();
+  for (size_t e = 0; e < engines_.size(); ++e) {
+    releaseFullGradient(e);
+    releaseShardGradient(e);
+  }
+}
+
+std::optional<double> Trainer::nextLr(size_t engine) const {
+  const EngineState &state = engines_[engine];
+  if (!state.desc)
+    return std::nullopt;
+  double baseLr = state.desc->lr;
+  if (!state.scheduler)
+    return baseLr;
+  return config::schedulerLrForUpdate(*state.scheduler, baseLr,
+                                      state.appliedUpdates);
 }
 
 } // namespace ds::runtime::detail

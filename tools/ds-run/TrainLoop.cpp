@@ -56,27 +56,22 @@ runtime::CommVolume volumeNow(const World &world) {
 std::vector<int64_t> measureRank(const runtime::Engine &engine,
                                  const runtime::CommVolume &stepVolume,
                                  int64_t steps) {
-  const runtime::StateStore &state = engine.state();
-  int64_t paramBytes = 0, bufferBytes = 0;
-  for (size_t i = 0; i < state.size(); ++i) {
-    int64_t bytes = int64_t(state.tensor(int64_t(i)).nbytes());
-    if (state.desc(int64_t(i)).kind == plan::StateKind::Param)
-      paramBytes += bytes;
-    else
-      bufferBytes += bytes;
-  }
   runtime::MemoryStats memory = engine.trainMemory();
-  int64_t peak = memory.peakBytes + paramBytes + bufferBytes +
-                 memory.gradientBytes + memory.optimizerBytes;
-  // Per optimizer step: the run's volume over its steps (exact for stage 0,
-  // where every step moves the same).
+  // The persistent bytes, plus the most held at once of the programs' live
+  // values and the transient training buffers.
+  int64_t peak = memory.jointPeakBytes + memory.parameterBytes +
+                 memory.bufferBytes + memory.gradientBytes +
+                 memory.optimizerBytes;
+  // Per optimizer step: the run's volume over its steps (every step moves
+  // the same).
   auto perStep = [&](int64_t elements) { return elements / steps; };
   return {engine.rank(),
-          paramBytes,
+          memory.parameterBytes,
           memory.gradientBytes,
           memory.optimizerBytes,
-          bufferBytes,
+          memory.bufferBytes,
           memory.peakBytes,
+          memory.transientPeakBytes,
           peak,
           perStep(stepVolume.allReduce),
           perStep(stepVolume.reduceScatter),
@@ -115,11 +110,12 @@ plan::Report gatherReport(const runtime::Engine &engine, const World &world,
     rank.optimizerStateBytes = v[3];
     rank.bufferBytes = v[4];
     rank.activationPeakBytes = v[5];
-    rank.peakBytes = v[6];
-    rank.comm.allReduce = v[7];
-    rank.comm.reduceScatter = v[8];
-    rank.comm.allGather = v[9];
-    rank.comm.broadcast = v[10];
+    rank.transientBytes = v[6];
+    rank.peakBytes = v[7];
+    rank.comm.allReduce = v[8];
+    rank.comm.reduceScatter = v[9];
+    rank.comm.allGather = v[10];
+    rank.comm.broadcast = v[11];
     report.ranks.push_back(rank);
   }
   return report;
@@ -132,8 +128,9 @@ void runTrain(const Options &options, const World &world) {
   runtime::Engine &engine = run.engine;
   // Loading broadcast the state from rank 0: not per-step traffic.
   const int64_t loadBroadcast = volumeNow(world).broadcast;
-  // The engine's collectives during the micro-steps (the gradient
-  // reduction); ds-run's own loss averaging is left out.
+  // The engine's collectives during the micro-steps (those of
+  // programs.train and programs.step); ds-run's own loss averaging is left
+  // out.
   runtime::CommVolume stepVolume;
   const int64_t accumulation = engine.plan().gradientAccumulationSteps;
 

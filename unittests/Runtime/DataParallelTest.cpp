@@ -3,10 +3,11 @@
 // Two ranks as two threads (ThreadCommunicator) train the hand-written plan
 // plans/linear_mse_train.json with data-parallel semantics (ZeRO stage 0):
 // state broadcast from rank 0 at load, gradients accumulated locally over
-// the GAS window and averaged over the ranks at the boundary in
-// reduce_bucket_size buckets, before clipping. The reference is LibTorch
-// autograd + torch::optim back-propagating sum(loss[r][s]) / (W * GAS), as
-// the oracle does. mpirun-level checks of the same are in test/mpi.
+// the GAS window and averaged over the ranks at the boundary (the plan's
+// all_reduce of each bucket), before clipping. ZeroTest.cpp does stages 1-2.
+// The reference is LibTorch autograd + torch::optim back-propagating
+// sum(loss[r][s]) / (W * GAS), as the oracle does. mpirun-level checks of the
+// same are in test/mpi.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,17 +33,15 @@ namespace {
 
 constexpr int64_t W = 2, GAS = 2, STEPS = 3;
 
-plan::ordered_json dataParallelPlan() {
+/// W ranks, GAS 2; 17 gradient elements in buckets of 6 (18 with padding):
+/// slices that split fc.weight.
+plan::Plan dataParallelPlan(int64_t stage = 0) {
   plan::ordered_json json = test::planJson("linear_mse_train.json");
-  json["world_size"] = W;
   json["gradient_accumulation_steps"] = GAS;
-  plan::ordered_json &config = json["engines"][0]["config"];
-  config["gradient_accumulation_steps"] = GAS;
-  // 17 gradient elements in buckets of 5: slices that split fc.weight.
-  config["zero_optimization"] = {{"stage", 0}, {"reduce_bucket_size", 5}};
+  json["engines"][0]["config"]["gradient_accumulation_steps"] = GAS;
   // The backward's seed is 1/GAS (the train program's constant %6).
   json["programs"]["train"]["body"][6]["value"] = 1.0 / double(GAS);
-  return json;
+  return test::zeroPlan(json, W, stage, 6);
 }
 
 struct Weights {
@@ -58,14 +57,13 @@ Weights writeWeights(const std::string &path, int seed) {
   return w;
 }
 
-Engine load(const plan::ordered_json &json, const TempDir &dir,
+Engine load(const plan::Plan &plan, const TempDir &dir,
             const std::string &weights,
             std::shared_ptr<runtime::Communicator> comm) {
   runtime::LoadOptions options;
   options.weightsPath = weights;
   options.communicator = std::move(comm);
-  return Engine::fromPlan(plan::parsePlan(json, "dp.json"), "dp.json",
-                          dir.path(), options);
+  return Engine::fromPlan(plan, "dp.json", dir.path(), options);
 }
 
 const at::Tensor &param(const Engine &engine, const std::string &name) {
@@ -93,7 +91,7 @@ TEST(DataParallel, TwoRanksMatchAutogradOverBothRanksRows) {
         micro.push_back({torch::randn({4, 4}), torch::randn({4, 3})});
   }
 
-  plan::ordered_json json = dataParallelPlan();
+  plan::Plan json = dataParallelPlan();
   test::ThreadGroup group(W);
   std::vector<std::vector<double>> losses(W, std::vector<double>(STEPS));
   std::vector<std::vector<StepReport>> reports(W);
@@ -159,13 +157,13 @@ TEST(DataParallel, TwoRanksMatchAutogradOverBothRanksRows) {
         << name;
   }
 
-  // Load: one broadcast per state tensor; each boundary: 17 gradient
-  // elements in buckets of 5.
+  // Load: one broadcast per state tensor; each boundary: the plan's
+  // buckets (17 gradient elements and one of padding in buckets of 6).
   std::vector<std::string> expected = {
       "broadcast 12 from 0", "broadcast 3 from 0", "broadcast 2 from 0"};
   for (int64_t step = 0; step < STEPS; ++step)
-    for (const char *bucket : {"allReduce avg 5", "allReduce avg 5",
-                               "allReduce avg 5", "allReduce avg 2"})
+    for (const char *bucket :
+         {"allReduce avg 6", "allReduce avg 6", "allReduce avg 6"})
       expected.push_back(bucket);
   EXPECT_EQ(group.log(), expected);
 }
@@ -173,26 +171,30 @@ TEST(DataParallel, TwoRanksMatchAutogradOverBothRanksRows) {
 TEST(DataParallel, PlanWorldSizeMustMatchTheRanks) {
   TempDir dir;
   writeWeights(dir.file("w.safetensors"), 1);
-  plan::ordered_json json = dataParallelPlan();
-  json["world_size"] = 1;
-  json["micro_batch_per_rank"] = 4;
+  plan::ordered_json json = test::planJson("linear_mse_train.json");
+  plan::Plan plan = test::zeroPlan(json, 1, 0, 6);
   test::ThreadGroup group(W);
   for (int64_t rank = 0; rank < W; ++rank)
     EXPECT_THROW_WITH(
-        load(json, dir, dir.file("w.safetensors"), group.member(rank)),
+        load(plan, dir, dir.file("w.safetensors"), group.member(rank)),
         RuntimeError,
         "dp.json: the plan was compiled for --world-size 1, but 2 ranks were "
         "launched");
 }
 
-TEST(DataParallel, PartitionedStagesAreNotSilentlyRunAsStageZero) {
+TEST(DataParallel, ShardedStagesNeedTheRanks) {
+  // Stage 0 can emulate one rank of several without a communicator (its
+  // all-reduce is then over one rank); stages 1-2 shard over the plan's
+  // world size and cannot.
   TempDir dir;
   writeWeights(dir.file("w.safetensors"), 1);
-  plan::ordered_json json = dataParallelPlan();
-  json["engines"][0]["config"]["zero_optimization"]["stage"] = 2;
-  test::ThreadGroup group(W);
-  EXPECT_THROW_WITH(
-      load(json, dir, dir.file("w.safetensors"), group.member(0)), RuntimeError,
-      "engine \"model\": zero_optimization.stage 2 on 2 ranks is not "
-      "implemented by this runtime yet");
+  EXPECT_NO_THROW(
+      load(dataParallelPlan(0), dir, dir.file("w.safetensors"), nullptr));
+  for (int64_t stage : {1, 2})
+    EXPECT_THROW_WITH(
+        load(dataParallelPlan(stage), dir, dir.file("w.safetensors"), nullptr),
+        RuntimeError,
+        "dp.json: engine \"model\": ZeRO stage " + std::to_string(stage) +
+            " shards over the plan's 2 ranks; load it with their "
+            "communicator");
 }

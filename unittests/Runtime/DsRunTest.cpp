@@ -3,6 +3,7 @@
 #include "TestUtil.h"
 
 #include "ds/Plan/PlanFormat.h"
+#include "ds/Plan/Report.h"
 #include "ds/Runtime/Engine.h"
 #include "ds/Runtime/Safetensors.h"
 #include "ds/Runtime/StateStore.h"
@@ -267,6 +268,7 @@ TEST(DsRun, TrainLinesForTupleLossesAndFrozenModels) {
   Program train = plan.programs.at("eval");
   train.backwardStart = int64_t(train.body.size());
   plan.programs["train"] = train;
+  plan.programs["step"] = Program(); // Nothing trains.
   writePlan(plan, path);
   at::Tensor x = torch::randn({4, 2, 3});
   saveDict(dir.file("data.pt"), "x", x);
@@ -282,5 +284,46 @@ TEST(DsRun, TrainLinesForTupleLossesAndFrozenModels) {
     EXPECT_TRUE(lines[step]["lr"].is_null());
     EXPECT_EQ(lines[step]["grad_norm"].get<double>(), 0.0);
     EXPECT_EQ(lines[step]["skipped"], false);
+  }
+}
+
+TEST(DsRun, ReportMeasuresWhatEachZeroStagePredicts) {
+  // One rank; mpi-ds-run-zero-2 and -4 do the same on several.
+  TempDir dir;
+  torch::manual_seed(1);
+  runtime::writeSafetensors(dir.file("w.safetensors"),
+                            {{"fc.weight", torch::randn({3, 4})},
+                             {"fc.bias", torch::randn({3})},
+                             {"extra.scale", torch::randn({2})}});
+  runtime::writeSafetensors(
+      dir.file("data.safetensors"),
+      {{"x", torch::randn({4, 4, 4})}, {"t", torch::randn({4, 4, 3})}});
+  for (int64_t stage : {0, 1, 2}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    Plan plan = test::zeroPlan(test::planJson("linear_mse_train.json"), 1,
+                               stage, 6, /*gap=*/1);
+    writePlan(plan, dir.file("plan.json"));
+    RunResult run = runDsRun(dir, {dir.file("plan.json"), "--data",
+                                   dir.file("data.safetensors"), "--weights",
+                                   dir.file("w.safetensors"), "--report",
+                                   dir.file("report.json")});
+    ASSERT_EQ(run.exitCode, 0) << run.err;
+    Report measured = reportFromJson(
+        ordered_json::parse(test::readText(dir.file("report.json"))));
+    const RankReport &m = measured.ranks.at(0);
+    const RankReport p = predictReport(plan).ranks.at(0);
+    EXPECT_EQ(measured.zeroStage, stage);
+    EXPECT_EQ(measured.steps, 4);
+    EXPECT_EQ(m.paramBytes, p.paramBytes);
+    EXPECT_EQ(m.gradBytes, p.gradBytes);
+    EXPECT_EQ(m.optimizerStateBytes, p.optimizerStateBytes);
+    EXPECT_EQ(m.activationPeakBytes, p.activationPeakBytes);
+    EXPECT_EQ(m.transientBytes, p.transientBytes);
+    EXPECT_LE(m.peakBytes, p.peakBytes);
+    EXPECT_EQ(m.comm.total(), 0); // One rank moves nothing.
+    // 20 elements with padding: stage 2 holds the gradient shard (all of
+    // it on one rank), stage 1 a transient shard gradient.
+    EXPECT_EQ(m.gradBytes, 80);
+    EXPECT_EQ(m.transientBytes, stage == 0 ? 0 : stage == 1 ? 80 : 160);
   }
 }

@@ -61,10 +61,15 @@ TEST(PlanFormat, FormatAndVersion) {
   json = base();
   json["version"] = 7;
   expectInvalid(json, "version: plan version 7 is newer than this runtime "
-                      "supports (1)");
+                      "supports (2)");
   json["version"] = 0;
   expectInvalid(json, "plan version 0 is not supported (this runtime reads "
-                      "version 1)");
+                      "version 2)");
+  // Version 1 plans (no optimizer, partition or programs.step): recompile.
+  json["version"] = 1;
+  expectInvalid(json, "test.json: version: plan version 1 is not supported "
+                      "(this runtime reads version 2): the plan was written "
+                      "by an older ds-compile; recompile it");
   json["version"] = "1";
   expectInvalid(json, "version: expected an integer, found string \"1\"");
   json = base();
@@ -337,6 +342,10 @@ TEST(PlanFormat, BadGradOps) {
                       "state named \"fc.weights\"");
   json = trainBase();
   json["state"][0]["requires_grad"] = false;
+  expectInvalid(json, "engines[0].partition.params[0].name: \"fc.weight\" is "
+                      "not a trainable parameter of engine \"model\" "
+                      "(\"requires_grad\": false)");
+  json["engines"][0]["partition"]["params"].erase(0);
   expectInvalid(json, "programs.train.body[12] (grad): name: parameter "
                       "\"fc.weight\" does not require grad");
   json = trainBase();

@@ -2,6 +2,7 @@
 
 #include "TestUtil.h"
 
+#include "ds/Plan/PlanFormat.h"
 #include "ds/Plan/Report.h"
 
 #include <gtest/gtest.h>
@@ -23,31 +24,43 @@ StateDesc param(std::string name, std::vector<int64_t> shape,
   return state;
 }
 
-EngineDesc engine(std::string name, ordered_json config) {
+OptimizerDesc adamw() {
+  OptimizerDesc optimizer;
+  optimizer.type = "adamw";
+  return optimizer;
+}
+
+OptimizerDesc sgd(double momentum) {
+  OptimizerDesc optimizer;
+  optimizer.type = "sgd";
+  optimizer.momentum = momentum;
+  return optimizer;
+}
+
+/// A trainable engine: its config names an optimizer, the plan carries the
+/// lowered one (the config's values do not matter to the report).
+EngineDesc engine(std::string name, std::optional<OptimizerDesc> optimizer) {
   EngineDesc desc;
   desc.name = std::move(name);
-  desc.config = std::move(config);
+  if (optimizer) {
+    desc.config = {{"optimizer", {{"type", optimizer->type}}}};
+    desc.optimizer = optimizer;
+  }
   return desc;
 }
 
 /// Engines: "adam" (AdamW: w 10x10, b 10, a requires_grad=false 5),
 /// "sgdm" (SGD momentum 0.9: 20), "sgd" (plain SGD: 7), "frozen" (no
 /// optimizer: 30); a buffer of 3 float32. A train program whose peak is
-/// [4, 4] float32 input and its scalar sum (68 bytes).
-Plan handWrittenPlan(int64_t worldSize) {
+/// [4, 4] float32 input and its scalar sum (68 bytes). Every trainable
+/// engine at ZeRO `stage` in one bucket (padded to a multiple of W).
+Plan handWrittenPlan(int64_t worldSize, int64_t stage = 0) {
   Plan plan;
   plan.worldSize = worldSize;
-  plan.engines.push_back(engine(
-      "adam", ordered_json::parse(R"({"optimizer": {"type": "AdamW", "params":
-               {"lr": 0.001}}, "zero_optimization": {"stage": 0}})")));
-  plan.engines.push_back(
-      engine("sgdm", ordered_json::parse(
-                         R"({"optimizer": {"type": "sgd", "params": {"lr": 0.1,
-                      "momentum": 0.9}}})")));
-  plan.engines.push_back(engine(
-      "sgd", ordered_json::parse(
-                 R"({"optimizer": {"type": "SGD", "params": {"lr": 0.1}}})")));
-  plan.engines.push_back(engine("frozen", ordered_json::object()));
+  plan.engines.push_back(engine("adam", adamw()));
+  plan.engines.push_back(engine("sgdm", sgd(0.9)));
+  plan.engines.push_back(engine("sgd", sgd(0.0)));
+  plan.engines.push_back(engine("frozen", std::nullopt));
   plan.state.push_back(param("w", {10, 10}, "adam"));
   plan.state.push_back(param("b", {10}, "adam"));
   plan.state.push_back(param("a", {5}, "adam", /*requiresGrad=*/false));
@@ -65,8 +78,14 @@ Plan handWrittenPlan(int64_t worldSize) {
   b.call("aten::sum", {x}, {y}, {x});
   b.program.results = {y};
   b.program.backwardStart = 2;
+  plan.inputs.push_back({"x", DType::Float32, {4, 4}, true});
+  plan.microBatchPerRank = 4;
+  plan.outputs.push_back({"loss", "loss"});
   plan.programs["eval"] = b.program;
   plan.programs["train"] = b.program;
+  for (const char *name : {"adam", "sgdm", "sgd"})
+    ds::test::partitionEngine(plan, name, stage, 1000);
+  validatePlan(plan, "report.json");
   return plan;
 }
 
@@ -94,22 +113,27 @@ TEST(Report, PredictsStateGradientsOptimizerAndPeak) {
 TEST(Report, StageZeroAllReducesTwiceTheTrainableElements) {
   Report report = predictReport(handWrittenPlan(4));
   ASSERT_EQ(report.ranks.size(), 4u);
+  // Buckets are multiples of W = 4: adam 110 -> 112, sgdm 20, sgd 7 -> 8
+  // elements, padding included (140).
   for (int64_t r = 0; r < 4; ++r) {
     const RankReport &rank = report.ranks[size_t(r)];
     EXPECT_EQ(rank.rank, r);
-    EXPECT_EQ(rank.comm.allReduce, 2 * 137);
+    EXPECT_EQ(rank.comm.allReduce, 2 * 140);
     EXPECT_EQ(rank.comm.reduceScatter, 0);
     EXPECT_EQ(rank.comm.allGather, 0);
     EXPECT_EQ(rank.comm.broadcast, 0);
-    EXPECT_EQ(rank.comm.total(), 2 * 137);
-    EXPECT_EQ(rank.gradBytes, 137 * 4);
+    EXPECT_EQ(rank.comm.total(), 2 * 140);
+    EXPECT_EQ(rank.gradBytes, 140 * 4);
+    EXPECT_EQ(rank.optimizerStateBytes, 112 * 8 + 20 * 4);
   }
+  EXPECT_EQ(report.zeroStage, 0);
   EXPECT_EQ(report.loadBroadcastElements, 172 + 3);
 }
 
 TEST(Report, EvalOnlyPlanHasNoGradientsOrOptimizerState) {
   Plan plan = handWrittenPlan(2);
   plan.programs.erase("train");
+  plan.programs.erase("step");
   Report report = predictReport(plan);
   EXPECT_EQ(report.ranks[0].gradBytes, 0);
   EXPECT_EQ(report.ranks[0].optimizerStateBytes, 0);
@@ -118,7 +142,12 @@ TEST(Report, EvalOnlyPlanHasNoGradientsOrOptimizerState) {
 }
 
 TEST(Report, JsonRoundTripHasTheIssueShape) {
-  Report report = predictReport(handWrittenPlan(2));
+  Report report = predictReport(handWrittenPlan(1));
+  report.worldSize = 2;
+  report.ranks.push_back(report.ranks[0]);
+  report.ranks[1].rank = 1;
+  for (RankReport &rank : report.ranks)
+    rank.comm.allReduce = 274;
   ordered_json json = reportToJson(report);
   const ordered_json &rank = json.at("ranks").at(1);
   EXPECT_EQ(rank.at("rank"), 1);
@@ -138,4 +167,96 @@ TEST(Report, JsonRoundTripHasTheIssueShape) {
 
   json["ranks"][0]["comm_volume_elements"]["total"] = 1;
   EXPECT_THROW(reportFromJson(json), std::runtime_error);
+}
+
+namespace {
+
+/// One AdamW engine of Psi = 1024 float32 elements (w 32x32) in buckets of
+/// 256, at ZeRO `stage` on `worldSize` ranks, GAS `gas`; no padding.
+Plan zeroPlan(int64_t worldSize, int64_t stage, int64_t gas = 1) {
+  Plan plan = handWrittenPlan(worldSize);
+  plan.gradientAccumulationSteps = gas;
+  plan.engines = {engine("adam", adamw())};
+  plan.state = {param("w", {32, 32}, "adam")};
+  ds::test::partitionEngine(plan, "adam", stage, 256);
+  validatePlan(plan, "zero.json");
+  return plan;
+}
+
+} // namespace
+
+TEST(Report, ZeroStagesMatchThePapersFormulas) {
+  constexpr int64_t Psi = 1024, W = 4;
+  struct Expected {
+    int64_t stage;
+    int64_t params, grads, optimizer; // bytes
+  };
+  // fp32 AdamW: 4 bytes per parameter, gradient element and moment.
+  for (const Expected &e : {Expected{0, 4 * Psi, 4 * Psi, 8 * Psi},
+                            Expected{1, 4 * Psi, 4 * Psi, 8 * Psi / W},
+                            Expected{2, 4 * Psi, 4 * Psi / W, 8 * Psi / W}}) {
+    SCOPED_TRACE("stage " + std::to_string(e.stage));
+    Report report = predictReport(zeroPlan(W, e.stage));
+    EXPECT_EQ(report.zeroStage, e.stage);
+    ASSERT_EQ(report.ranks.size(), size_t(W));
+    const RankReport &rank = report.ranks[3];
+    EXPECT_EQ(rank.paramBytes, e.params);
+    EXPECT_EQ(rank.gradBytes, e.grads);
+    EXPECT_EQ(rank.optimizerStateBytes, e.optimizer);
+    int64_t state = rank.paramBytes + rank.gradBytes + rank.optimizerStateBytes;
+    if (e.stage == 0)
+      EXPECT_EQ(state, 16 * Psi);
+    if (e.stage == 1)
+      EXPECT_EQ(state, 8 * Psi + 8 * Psi / W);
+    if (e.stage == 2)
+      EXPECT_EQ(state, 4 * Psi + 12 * Psi / W);
+
+    // Transient buffers: stage 1's shard gradient at the boundary (no
+    // value is live then), stage 2's full gradient and receive buffers
+    // during backward.
+    int64_t persistent = state + rank.bufferBytes;
+    if (e.stage == 0) {
+      EXPECT_EQ(rank.transientBytes, 0);
+      EXPECT_EQ(rank.peakBytes, persistent + rank.activationPeakBytes);
+    } else if (e.stage == 1) {
+      EXPECT_EQ(rank.transientBytes, 4 * Psi / W);
+      EXPECT_EQ(rank.peakBytes,
+                persistent + std::max(rank.activationPeakBytes, 4 * Psi / W));
+    } else {
+      EXPECT_EQ(rank.transientBytes, 4 * Psi + 4 * Psi / W);
+      EXPECT_EQ(rank.peakBytes,
+                persistent + rank.activationPeakBytes + 4 * Psi + 4 * Psi / W);
+    }
+
+    // Traffic per step: 2 Psi for every stage (one all-reduce, or a
+    // reduce-scatter and an all-gather), plus the scalar all-reduce of the
+    // global gradient norm when the gradients are sharded.
+    if (e.stage == 0) {
+      EXPECT_EQ(rank.comm.allReduce, 2 * Psi);
+      EXPECT_EQ(rank.comm.total(), 2 * Psi);
+    } else {
+      EXPECT_EQ(rank.comm.reduceScatter, Psi);
+      EXPECT_EQ(rank.comm.allGather, Psi);
+      EXPECT_EQ(rank.comm.allReduce, 2);
+      EXPECT_EQ(rank.comm.total(), 2 * Psi + 2);
+    }
+
+    // One rank moves nothing, whatever the stage.
+    Report alone = predictReport(zeroPlan(1, e.stage));
+    EXPECT_EQ(alone.ranks[0].comm.total(), 0);
+    EXPECT_EQ(alone.loadBroadcastElements, 0);
+  }
+}
+
+TEST(Report, StageTwoReduceScattersEveryMicroStep) {
+  constexpr int64_t Psi = 1024, W = 4, GAS = 3;
+  // Stage 2 reduce-scatters in every micro-step's backward: (g + 1) Psi.
+  const RankReport two = predictReport(zeroPlan(W, 2, GAS)).ranks[0];
+  EXPECT_EQ(two.comm.reduceScatter, GAS * Psi);
+  EXPECT_EQ(two.comm.allGather, Psi);
+  EXPECT_EQ(two.comm.total(), (GAS + 1) * Psi + 2);
+  // Stages 0 and 1 reduce once per step, whatever the accumulation.
+  EXPECT_EQ(predictReport(zeroPlan(W, 0, GAS)).ranks[0].comm.total(), 2 * Psi);
+  EXPECT_EQ(predictReport(zeroPlan(W, 1, GAS)).ranks[0].comm.total(),
+            2 * Psi + 2);
 }

@@ -58,6 +58,28 @@ public:
 /// "loss" output per result.
 plan::Plan makePlan(std::vector<plan::InputDesc> inputs, plan::Program program);
 
+/// What -ds-zero-partition does, for hand-written plans: lays out engine
+/// `engine`'s trainable parameters in plan state order with `gap` padding
+/// elements after each, cuts [0, end) into buckets of `bucketElements`
+/// rounded up to a multiple of the plan's world_size (the last one padded
+/// to a multiple), sets the engine's partition at ZeRO `stage`, and
+/// rewrites programs.step for every trainable engine (reductions, waits,
+/// optimizer_step, gathers) and, for stage 2, places the engine's
+/// reduce_scatters in programs.train after the last grad op that writes
+/// into each bucket, with their waits at the end of the backward. The
+/// engine must have an optimizer.
+void partitionEngine(plan::Plan &plan, const std::string &engine, int64_t stage,
+                     int64_t bucketElements, int64_t gap = 0);
+
+/// `json` (a train plan) for `worldSize` ranks with its first engine
+/// partitioned by partitionEngine; validated.
+plan::Plan zeroPlan(plan::ordered_json json, int64_t worldSize, int64_t stage,
+                    int64_t bucketElements, int64_t gap = 0);
+
+/// The default AdamW of the hand-written train plan with `changes` (plan
+/// field names: "type", "lr", "momentum", ...) applied.
+plan::ordered_json optimizerJson(const plan::ordered_json &changes = {});
+
 } // namespace ds::test
 
 /// Expects `statement` to throw `type` whose what() contains `text`.

@@ -39,6 +39,7 @@ public:
   const char *backendName() const override { return "threads"; }
 
   CommHandle allReduce(const at::Tensor &tensor, ReduceOp op) override {
+    countAllReduce(tensor.numel());
     group_.collective(rank_,
                       std::string("allReduce ") + runtime::reduceOpName(op) +
                           " " + std::to_string(tensor.numel()),
@@ -52,6 +53,7 @@ public:
   }
   CommHandle reduceScatter(const at::Tensor &output, const at::Tensor &input,
                            ReduceOp op) override {
+    countReduceScatter(input.numel());
     group_.collective(
         rank_,
         std::string("reduceScatter ") + runtime::reduceOpName(op) + " " +
@@ -66,6 +68,7 @@ public:
   }
   CommHandle allGather(const at::Tensor &output,
                        const at::Tensor &input) override {
+    countAllGather(output.numel());
     group_.collective(rank_, "allGather " + std::to_string(input.numel()),
                       input.clone(), output,
                       [](const auto &inputs, const auto &outputs) {
@@ -79,6 +82,7 @@ public:
     return CommHandle();
   }
   CommHandle broadcast(const at::Tensor &tensor, int64_t root) override {
+    countBroadcast(tensor.numel());
     group_.collective(rank_,
                       "broadcast " + std::to_string(tensor.numel()) + " from " +
                           std::to_string(root),

@@ -5,7 +5,7 @@
 // the handle it returns is complete). It lets gtest run a data-parallel
 // Engine on several ranks without MPI. Reductions add the ranks in rank
 // order, so every rank gets the same bits, as MPI's do. Every collective
-// is logged ("allReduce avg 5").
+// is logged ("allReduce avg 5") and counted (Communicator::volume()).
 //
 //===----------------------------------------------------------------------===//
 

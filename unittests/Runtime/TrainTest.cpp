@@ -41,6 +41,12 @@ ordered_json &engineConfig(ordered_json &json) {
   return json["engines"][0]["config"];
 }
 
+/// The plan's optimizer (what the runtime runs; the config's is the
+/// compiler's input): the default AdamW with `changes`.
+void setOptimizer(ordered_json &json, const ordered_json &changes) {
+  json["engines"][0]["optimizer"] = test::optimizerJson(changes);
+}
+
 /// GAS everywhere it appears: the plan, the config, and the backward's seed
 /// 1/GAS (the train program's constant %6).
 void setGas(ordered_json &json, int64_t gas) {
@@ -252,10 +258,11 @@ TEST(Train, ClippingReportsThePreClipNorm) {
   for (double clip : {0.05, 0.0}) {
     SCOPED_TRACE("gradient_clipping " + std::to_string(clip));
     ordered_json json = trainPlan();
-    engineConfig(json)["gradient_clipping"] = clip;
     // SGD makes the clipped gradient visible in the update itself.
-    engineConfig(json)["optimizer"] = {{"type", "SGD"},
-                                       {"params", {{"lr", 0.1}}}};
+    setOptimizer(json, {{"type", "sgd"},
+                        {"lr", 0.1},
+                        {"weight_decay", 0.0},
+                        {"gradient_clipping", clip}});
     Engine engine = load(json, dir);
     Reference reference(w);
     reference.clip = clip;
@@ -264,12 +271,29 @@ TEST(Train, ClippingReportsThePreClipNorm) {
     std::vector<Batch> batches = makeBatches(3);
     trainAndCompare(engine, reference, batches, 3, {0.1, 0.1, 0.1});
   }
-  // The default is 1.0 (DeepSpeed's): a config without the key clips.
+  // The plan's 1.0 (the compiler resolved DeepSpeed's default) clips.
   ordered_json json = trainPlan();
   Engine engine = load(json, dir);
   EXPECT_EQ(engine.plan().engines[0].config.count("gradient_clipping"), 0u);
+  EXPECT_EQ(engine.plan().engines[0].optimizer->gradientClipping, 1.0);
   Reference reference(w);
   reference.clip = 1.0;
+  reference.optimizer = adamw(reference, 0.01, 0.1);
+  trainAndCompare(engine, reference, makeBatches(2), 2, {0.01, 0.01});
+}
+
+TEST(Train, TheOptimizerComesFromThePlanNotTheConfig) {
+  TempDir dir;
+  Weights w = writeWeights(dir);
+  ordered_json json = trainPlan();
+  // The config says SGD at lr 5 and no clipping; the plan's AdamW runs.
+  engineConfig(json)["optimizer"] = {{"type", "SGD"},
+                                     {"params", {{"lr", 5.0}}}};
+  engineConfig(json)["gradient_clipping"] = 0.0;
+  engineConfig(json)["scheduler"] = {{"type", "WarmupLR"},
+                                     {"params", {{"warmup_max_lr", 7.0}}}};
+  Engine engine = load(json, dir);
+  Reference reference(w);
   reference.optimizer = adamw(reference, 0.01, 0.1);
   trainAndCompare(engine, reference, makeBatches(2), 2, {0.01, 0.01});
 }
@@ -278,8 +302,9 @@ TEST(Train, SgdLeavesAParameterWithoutGradientAlone) {
   TempDir dir;
   Weights w = writeWeights(dir);
   ordered_json json = trainPlan();
-  engineConfig(json)["optimizer"] = {
-      {"type", "SGD"}, {"params", {{"lr", 0.1}, {"momentum", 0.9}}}};
+  setOptimizer(
+      json,
+      {{"type", "sgd"}, {"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 0.0}});
   Engine engine = load(json, dir);
   Reference reference(w);
   reference.optimizer = std::make_unique<torch::optim::SGD>(
@@ -299,6 +324,8 @@ TEST(Train, FrozenEngineIsNeverUpdated) {
        {"module", "fc"},
        {"config", {{"train_micro_batch_size_per_gpu", 4}}}});
   json["state"][1]["engine"] = "teacher";
+  // The student's flat buffers without it (a padding gap at [12, 15)).
+  json["engines"][0]["partition"]["params"].erase(1);
   ordered_json &body = json["programs"]["train"]["body"];
   ASSERT_EQ(body[16]["kind"], "grad");
   body.erase(16);
@@ -320,6 +347,7 @@ TEST(Train, FrozenEngineIsNeverUpdated) {
   ordered_json withGrad = trainPlan();
   withGrad["engines"] = json["engines"];
   withGrad["state"][1]["engine"] = "teacher";
+  EXPECT_NO_THROW(parsePlan(withGrad, "grad.json")); // A runtime refusal.
   EXPECT_THROW_WITH(load(withGrad, dir), PlanError,
                     "programs.train.body[16] (grad): name: parameter "
                     "\"fc.bias\" of engine \"teacher\" has no gradient "
@@ -330,14 +358,18 @@ TEST(Train, SchedulerGivesEachUpdateItsLearningRate) {
   TempDir dir;
   Weights w = writeWeights(dir);
   ordered_json json = trainPlan();
-  engineConfig(json)["optimizer"] = {{"type", "SGD"},
-                                     {"params", {{"lr", 0.5}}}};
-  engineConfig(json)["scheduler"] = {{"type", "WarmupLR"},
-                                     {"params",
-                                      {{"warmup_min_lr", 0.01},
-                                       {"warmup_max_lr", 0.2},
-                                       {"warmup_num_steps", 3},
-                                       {"warmup_type", "linear"}}}};
+  setOptimizer(json, {{"type", "sgd"},
+                      {"lr", 0.5},
+                      {"weight_decay", 0.0},
+                      {"scheduler",
+                       {{"type", "WarmupLR"},
+                        {"warmup_min_lr", 0.01},
+                        {"warmup_max_lr", 0.2},
+                        {"warmup_num_steps", 3},
+                        {"warmup_type", "linear"},
+                        {"total_num_steps", nullptr},
+                        {"warmup_min_ratio", 0.0},
+                        {"cos_min_ratio", 0.0001}}}});
   Engine engine = load(json, dir);
   config::SchedulerConfig scheduler;
   scheduler.type = config::SchedulerType::WarmupLR;
@@ -399,6 +431,7 @@ TEST(Train, CallsMustComeInOrder) {
   // Plans without a train program cannot train.
   ordered_json evalOnly = trainPlan();
   evalOnly["programs"].erase("train");
+  evalOnly["programs"].erase("step");
   Engine noTrain = load(evalOnly, dir);
   EXPECT_FALSE(noTrain.canTrain());
   EXPECT_THROW_WITH(noTrain.forward({batches[0].x, batches[0].t}), RuntimeError,
@@ -437,6 +470,7 @@ TEST(Train, MicroStepSeedsFixRandomDraws) {
   Plan plan = test::makePlan({{"x", DType::Float32, {2, 3}, true}}, b.program);
   b.program.backwardStart = int64_t(b.program.body.size());
   plan.programs["train"] = b.program;
+  plan.programs["step"] = Program(); // Nothing trains.
   plan.gradientAccumulationSteps = 2;
   plan.engines[0].config = {{"seed", 1234}};
 
@@ -476,24 +510,25 @@ TEST(Train, EngineConfigErrorsNameTheEngine) {
   TempDir dir;
   writeWeights(dir);
   ordered_json json = trainPlan();
-  engineConfig(json)["optimizer"]["type"] = "Lamb";
+  json["engines"][0]["optimizer"]["type"] = "lamb";
   EXPECT_THROW_WITH(load(json, dir), PlanError,
-                    "train.json: engines[0].config.optimizer.type: optimizer "
-                    "\"Lamb\" is not supported");
+                    "train.json: engines[0].optimizer.type: unknown "
+                    "optimizer type \"lamb\" (expected \"adamw\", \"adam\" "
+                    "or \"sgd\")");
   json = trainPlan();
-  engineConfig(json)["gradient_accumulation_steps"] = 3;
+  engineConfig(json)["seed"] = "7";
   EXPECT_THROW_WITH(load(json, dir), PlanError,
-                    "engines[0].config.gradient_accumulation_steps: the "
-                    "engine's config gives 3, but the plan's "
-                    "gradient_accumulation_steps is 1");
+                    "train.json: engines[0].config.seed: expected an "
+                    "integer, found \"7\"");
   json = trainPlan();
   engineConfig(json)["bf16"] = {{"enabled", true}};
   EXPECT_THROW_WITH(load(json, dir), RuntimeError,
                     "engine \"model\": bf16 training (fp32 master weights) "
                     "is not implemented by this runtime yet");
-  // Eval-only plans do not parse configs at all (older plans carry {}).
+  // Eval-only plans do not read configs at all (older plans carry {}).
   json = trainPlan();
   json["programs"].erase("train");
+  json["programs"].erase("step");
   engineConfig(json) = ordered_json::object();
   EXPECT_NO_THROW(load(json, dir));
 }

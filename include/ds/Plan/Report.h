@@ -67,7 +67,17 @@ struct RankReport {
   int64_t bufferBytes = 0;
   /// Live-value bytes of the program at its peak (train, else eval).
   int64_t activationPeakBytes = 0;
-  /// activationPeakBytes + param + buffer + grad + optimizer state bytes.
+  /// Training buffers that exist only for part of a step: stage 2's full
+  /// gradient buffer and reduce-scatter receive buffer (from the first
+  /// gradient of a micro-step's backward to its end), stage 1's shard
+  /// gradient (at the boundary). Predicted: the most held at once;
+  /// measured: the most seen.
+  int64_t transientBytes = 0;
+  /// param + buffer + grad + optimizer state bytes, plus the most held at
+  /// once of live values and transient buffers. Predicted: the larger of
+  /// activationPeakBytes + stage 2's transient buffers (backward) and stage
+  /// 1's (the boundary, when no value is live); measured: the peak of live
+  /// values + transient buffers over the run.
   int64_t peakBytes = 0;
   CommVolume comm;
 };
@@ -76,7 +86,7 @@ struct Report {
   /// "predicted" (ds-compile) or "measured" (ds-run).
   std::string kind = "predicted";
   int64_t worldSize = 1;
-  /// ZeRO stage the numbers are for (only 0 today).
+  /// The highest ZeRO stage of the plan's trainable engines.
   int64_t zeroStage = 0;
   int64_t gradientAccumulationSteps = 1;
   /// Measured reports: optimizer steps the volume is averaged over.
@@ -87,21 +97,26 @@ struct Report {
   std::vector<RankReport> ranks;
 };
 
-/// Bytes of optimizer state per trainable element for an engine config
-/// (DeepSpeed JSON): 2 x element size for Adam/AdamW (m, v), 1 x for SGD
-/// with momentum > 0, 0 for SGD without momentum and frozen engines (no
-/// "optimizer" section). `elementBytes` is the parameters' element size.
-int64_t optimizerStateBytesPerElement(const ordered_json &engineConfig,
-                                      int64_t elementBytes);
+/// Optimizer state tensors per trainable element: 2 for adam/adamw (m, v),
+/// 1 for sgd with momentum != 0, 0 for plain sgd.
+int64_t optimizerStatesPerElement(const OptimizerDesc &optimizer);
 
-/// Whether the engine config has no optimizer (a frozen engine).
-bool engineFrozen(const ordered_json &engineConfig);
-
-/// ZeRO stage 0 prediction for every rank of `plan` (all ranks hold the
-/// same numbers): params, gradients of trainable parameters of non-frozen
-/// engines, optimizer state, predictPeakBytes of programs.train (else
-/// eval) plus all state, gradients and optimizer state; all-reduce 2 x the
-/// trainable elements per optimizer step when world_size > 1.
+/// The prediction for every rank of `plan` from its engines' optimizer and
+/// partition (all ranks hold the same numbers; docs/runtime.md, "Reports"):
+///  - param_bytes: every parameter, except that a stage 1-2 engine's
+///    trainable ones count as its flat parameter buffer (partition.numel
+///    elements, padding included);
+///  - grad_bytes (held between optimizer steps): stages 0-1 the full flat
+///    buffer (numel), stage 2 the shard (shardNumel);
+///  - optimizer_state_bytes: states per element x shard elements (stage 0:
+///    numel) x element size;
+///  - transient_bytes, peak_bytes: see RankReport;
+///  - comm volume per optimizer step, when world_size > 1: the collectives
+///    of programs.train times gradient_accumulation_steps plus those of
+///    programs.step (all_reduce 2n, reduce_scatter and all_gather n, n the
+///    bucket's numel), plus the scalar all-reduce (2) of the global norm of
+///    each stage 1-2 engine's optimizer_step.
+/// Plans without programs.train hold parameters and buffers only.
 Report predictReport(const Plan &plan);
 
 ordered_json reportToJson(const Report &report);

@@ -46,9 +46,10 @@ struct LoadOptions {
   /// The data-parallel ranks (ds-run's World makes it). When given, its
   /// size() must equal the plan's world_size; the state is broadcast from
   /// rank 0 after loading (as DeepSpeed does when it wraps a model), and
-  /// training averages the gradients over the ranks at every accumulation
-  /// boundary (ZeRO stage 0). Null: this process trains alone, as rank
-  /// `rank`, with no reduction (tests that emulate one rank of several).
+  /// the plan's collectives run over it. Null: this process trains alone,
+  /// as rank `rank`, its collectives over one rank (tests that emulate one
+  /// rank of several; only ZeRO stage 0 engines can, since stages 1-2
+  /// shard over the plan's world_size).
   std::shared_ptr<Communicator> communicator;
   /// Replaces the engine configs' "seed" (ds-run --seed). Without either,
   /// the seed is 0.
@@ -124,13 +125,14 @@ public:
   /// is_gradient_accumulation_boundary()).
   bool isGradientAccumulationBoundary() const;
   /// Ends the micro-step (requires a backward() since the last step()). On
-  /// the boundary, for each trainable plan engine: with several ranks, the
-  /// average of its flat gradient buffer over the ranks (all-reduce in
-  /// reduce_bucket_size buckets; every rank must call step() in step); then
-  /// global-norm clipping to its gradient_clipping, its optimizer update at
-  /// the scheduled LR, the scheduler's advance, zeroed gradients. Buffers
-  /// (BatchNorm statistics) are not reduced: each rank keeps its own, as
-  /// DeepSpeed does, and rank 0's are the ones to save.
+  /// the boundary it runs programs.step: for each trainable plan engine the
+  /// reduction of its gradients over the ranks its ZeRO stage prescribes
+  /// (every rank must call step() in step), global-norm clipping to its
+  /// gradient_clipping, its optimizer update at the scheduled LR on this
+  /// rank's shard, the scheduler's advance, zeroed gradients, and (stages
+  /// 1-2) the all-gather of the updated parameters (docs/runtime.md, "ZeRO
+  /// stages"). Buffers (BatchNorm statistics) are not reduced: each rank
+  /// keeps its own, as DeepSpeed does, and rank 0's are the ones to save.
   StepReport step();
 
   /// Optimizer steps taken (DeepSpeed's global_steps).
@@ -142,10 +144,18 @@ public:
   /// The LR the plan engine's next update will use; nullopt for frozen
   /// engines, unknown names and plans without a train program.
   std::optional<double> nextLr(const std::string &engine) const;
-  /// The accumulated gradient of a trainable parameter (a view into its
-  /// engine's flat buffer); an undefined tensor for anything else.
+  /// The gradient of a trainable parameter accumulated on this rank in the
+  /// current accumulation window, before any reduction: a view into its
+  /// engine's full flat gradient buffer. Stages 0 and 1: the buffer lives
+  /// for the whole run and is zero after each update. Stage 2: it exists
+  /// only inside backward() (from the micro-step's first gradient to its
+  /// last reduce-scatter), so between calls this is undefined; the reduced
+  /// gradients are the rank's shard. An undefined tensor for anything else
+  /// (frozen engines, buffers, unknown names).
   at::Tensor gradient(const std::string &param) const;
-  /// The plan engine's optimizer; nullptr when frozen or unknown.
+  /// The plan engine's optimizer; nullptr when frozen or unknown. At ZeRO
+  /// stages 1-2 its state (expAvg(), ...) is this rank's shard: one block
+  /// of each bucket, in bucket order.
   const Optimizer *optimizer(const std::string &engine) const;
 
   /// Eval program: live-value bytes measured by its executor; state,
@@ -186,6 +196,8 @@ private:
   // Training; null without programs.train.
   std::unique_ptr<detail::Trainer> trainer_;
   std::unique_ptr<Executor> train_;
+  /// programs.step, run at the accumulation boundary.
+  std::unique_ptr<Executor> step_;
   int64_t rank_ = 0;
   int64_t globalSteps_ = 0;
   int64_t microSteps_ = 0;

@@ -23,7 +23,6 @@
 
 namespace ds::runtime {
 
-class GradientBuffers;
 class StateStore;
 
 struct MemoryStats {
@@ -31,12 +30,52 @@ struct MemoryStats {
   int64_t currentBytes = 0;
   /// Highest currentBytes since the executor was built or reset.
   int64_t peakBytes = 0;
-  /// Bytes of all parameters and buffers.
+  /// Bytes of all parameters and buffers: parameterBytes + bufferBytes.
   int64_t stateBytes = 0;
-  /// Bytes of the flat gradient buffers (training only).
+  /// Parameters; a ZeRO stage 1-2 engine's trainable parameters count as
+  /// its flat parameter buffer (padding included).
+  int64_t parameterBytes = 0;
+  /// Buffers (BatchNorm statistics).
+  int64_t bufferBytes = 0;
+  /// Gradient bytes held between optimizer steps (training only): the full
+  /// flat gradient buffers of stage 0-1 engines, the shard gradient of
+  /// stage 2 engines.
   int64_t gradientBytes = 0;
-  /// Bytes of the optimizers' flat state buffers (training only).
+  /// Bytes of the optimizers' flat state buffers (training only; the
+  /// rank's shard at stages 1-2).
   int64_t optimizerBytes = 0;
+  /// Training buffers that exist for part of a step (stage 2's full
+  /// gradient and receive buffers, stage 1's shard gradient): held now,
+  /// and the most held at once.
+  int64_t transientBytes = 0;
+  int64_t transientPeakBytes = 0;
+  /// Highest sum of the live values of the train and step programs and the
+  /// transient training buffers (training only).
+  int64_t jointPeakBytes = 0;
+};
+
+/// What the training op kinds do (docs/plan-format.md): the executor
+/// resolves their operands and runs them in program order; the training
+/// side of the runtime (the Trainer) implements them.
+class TrainingOps {
+public:
+  virtual ~TrainingOps();
+  /// Whether a `grad` op may name state entry `stateIndex`.
+  virtual bool hasGradient(int64_t stateIndex) const = 0;
+  /// A `grad` op: adds `value` into the parameter's gradient.
+  virtual void accumulateGradient(int64_t stateIndex,
+                                  const at::Tensor &value) = 0;
+  /// all_reduce, reduce_scatter or all_gather of bucket `bucket` of plan
+  /// engine `engine` (its index in Plan::engines): starts it and returns
+  /// the token that the result value holds until a `wait`.
+  virtual c10::IValue startCollective(plan::OpKind kind, size_t engine,
+                                      int64_t bucket) = 0;
+  /// A `wait` on a token startCollective returned.
+  virtual void wait(const c10::IValue &token) = 0;
+  /// An `optimizer_step` of plan engine `engine`.
+  virtual void optimizerStep(size_t engine) = 0;
+  /// The bytes of the executor's live values changed to `bytes`.
+  virtual void liveBytesChanged(int64_t bytes) { (void)bytes; }
 };
 
 struct ExecutorOptions {
@@ -47,15 +86,16 @@ struct ExecutorOptions {
 
 class Executor {
 public:
-  /// `plan`, `state` and `gradients` must outlive the executor. `origin`
-  /// names the plan in errors. `grad` ops add into `gradients`; a program
-  /// with grad ops needs them. Throws PlanError for operators the runtime
-  /// does not know, argument counts that do not fit their schemas, and grad
-  /// ops without a gradient buffer (no `gradients`, or a frozen engine's
-  /// parameter).
+  /// `plan`, `state` and `training` must outlive the executor. `origin`
+  /// names the plan in errors. `grad`, collective, `wait` and
+  /// `optimizer_step` ops go to `training`; a program with such ops needs
+  /// it. Throws PlanError for operators the runtime does not know, argument
+  /// counts that do not fit their schemas, and training ops it cannot run
+  /// (no `training`, or a grad op naming a frozen engine's parameter).
+  /// programs.step takes no inputs; the other programs take the plan's.
   Executor(const plan::Plan &plan, const std::string &programName,
            StateStore &state, std::string origin, ExecutorOptions options = {},
-           GradientBuffers *gradients = nullptr);
+           TrainingOps *training = nullptr);
   ~Executor();
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;

@@ -71,6 +71,19 @@ private:
 double clipGradientsByGlobalNorm(const std::vector<at::Tensor> &grads,
                                  double maxNorm);
 
+class Communicator;
+
+/// The same clipping when every rank holds a shard of the gradients (ZeRO
+/// stages 1-2): the global norm is sqrt of the sum over the ranks (one
+/// scalar float64 all-reduce over `communicator`, skipped when null or of
+/// size 1) of the sum of squares of each `shard` (computed in float64);
+/// then, as torch computes it in the gradients' dtype, coef = maxNorm /
+/// (norm + 1e-6) clamped to 1 multiplies `shard` in place when maxNorm >
+/// 0. Returns the norm (in the gradients' dtype, as torch's is). Every rank
+/// must call it. An undefined `shard` counts as empty.
+double clipShardByGlobalNorm(const at::Tensor &shard, double maxNorm,
+                             Communicator *communicator);
+
 } // namespace ds::runtime
 
 #endif // DS_RUNTIME_OPTIMIZER_H

@@ -49,6 +49,13 @@ public:
   /// Copies `value` into the storage of entry `index` (set_state). Throws
   /// RuntimeError if its dtype or shape differs from the plan's.
   void assign(int64_t index, const at::Tensor &value);
+  /// Moves entry `index` into `storage` (same dtype and shape; a view of a
+  /// ZeRO engine's flat parameter buffer): its current value is copied in,
+  /// and from then on the entry is that view. Later loads copy into it
+  /// instead of replacing it, so every holder of the flat buffer sees them.
+  void bind(int64_t index, const at::Tensor &storage);
+  /// Whether entry `index` lives in storage given to bind().
+  bool bound(int64_t index) const { return bound_[size_t(index)]; }
   /// Bytes of all state tensors.
   int64_t bytes() const;
   /// (name, tensor) in plan order, for saving.
@@ -57,6 +64,7 @@ public:
 private:
   const plan::Plan &plan_;
   std::vector<at::Tensor> tensors_;
+  std::vector<bool> bound_;
   std::unordered_map<std::string, int64_t> index_;
   bool loaded_ = false;
 };

@@ -1,0 +1,569 @@
+//===- PlanV2Test.cpp - Optimizers, partitions and programs.step ----------===//
+//
+// Plan format version 2 (docs/plan-format.md, "The accumulation boundary"):
+// reading, writing and every validation rule it adds, on the hand-written
+// train plan partitioned for two ranks by test::partitionEngine (17
+// gradient elements in buckets of 6: [0, 6), [6, 12), [12, 18), one
+// element of padding).
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "ds/Plan/PlanFormat.h"
+
+using namespace ds;
+using namespace ds::plan;
+
+namespace {
+
+/// parsePlan on `json` must fail with a message containing `text`.
+void expectInvalid(const ordered_json &json, const std::string &text) {
+  EXPECT_THROW_WITH(parsePlan(json, "v2.json"), PlanError, text);
+}
+
+/// The train plan at `stage` on two ranks. programs.step:
+///  stage 0: all_reduce b0..b2 (tokens %0..%2), waits, optimizer_step;
+///  stage 1: reduce_scatter b0..b2, waits, optimizer_step (body[6]),
+///           all_gather b0..b2 (%3..%5), waits;
+///  stage 2: optimizer_step, all_gather b0..b2, waits.
+/// Stage 2's programs.train: body[13], body[14] reduce_scatter b0, b1
+/// (after the weight's grad op, body[12]); body[19] b2 (after the bias's,
+/// body[18]); body[20..22] the waits.
+ordered_json planAt(int64_t stage) {
+  return toJson(
+      test::zeroPlan(test::planJson("linear_mse_train.json"), 2, stage, 6));
+}
+
+ordered_json &engine(ordered_json &json) { return json["engines"][0]; }
+ordered_json &stepBody(ordered_json &json) {
+  return json["programs"]["step"]["body"];
+}
+ordered_json &trainBody(ordered_json &json) {
+  return json["programs"]["train"]["body"];
+}
+
+} // namespace
+
+TEST(PlanV2, EveryPartitionedStageIsValidAndRoundTrips) {
+  for (int64_t stage : {0, 1, 2}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    ordered_json json = planAt(stage);
+    Plan plan = parsePlan(json, "v2.json");
+    const EngineDesc &model = plan.engines[0];
+    ASSERT_TRUE(model.optimizer && model.partition);
+    EXPECT_EQ(model.partition->stage, stage);
+    EXPECT_EQ(model.partition->numel, 18);
+    EXPECT_EQ(model.partition->buckets.size(), 3u);
+    // A rank's shard: half of each bucket (stage 0 shards nothing).
+    EXPECT_EQ(model.partition->shardNumel(2), stage == 0 ? 18 : 9);
+    EXPECT_EQ(model.partition->shardOffset(2, 2), stage == 0 ? 12 : 6);
+    EXPECT_EQ(toJson(parsePlan(ordered_json::parse(json.dump()), "rt")), json);
+  }
+  // Every field of the optimizer and the scheduler survives.
+  Plan plan = parsePlan(planAt(2), "v2.json");
+  OptimizerDesc &optimizer = *plan.engines[0].optimizer;
+  optimizer.type = "sgd";
+  optimizer.lr = 0.25;
+  optimizer.betas = {0.5, 0.75};
+  optimizer.eps = 1e-6;
+  optimizer.weightDecay = 0.125;
+  optimizer.momentum = 0.9;
+  optimizer.dampening = 0.0;
+  optimizer.nesterov = true;
+  optimizer.gradientClipping = 0.0;
+  SchedulerDesc scheduler;
+  scheduler.type = "WarmupCosineLR";
+  scheduler.warmupMinLr = 0.001;
+  scheduler.warmupNumSteps = 7;
+  scheduler.warmupType = "linear";
+  scheduler.totalNumSteps = 70;
+  scheduler.warmupMinRatio = 0.1;
+  scheduler.cosMinRatio = 0.01;
+  optimizer.scheduler = scheduler;
+  ordered_json json = toJson(plan);
+  EXPECT_TRUE(
+      json["engines"][0]["optimizer"]["scheduler"]["warmup_max_lr"].is_null());
+  Plan back = parsePlan(ordered_json::parse(json.dump()), "rt");
+  EXPECT_EQ(toJson(back), json);
+  const OptimizerDesc &read = *back.engines[0].optimizer;
+  EXPECT_EQ(read.betas[1], 0.75);
+  EXPECT_TRUE(read.nesterov);
+  EXPECT_EQ(read.scheduler->totalNumSteps, 70);
+  EXPECT_FALSE(read.scheduler->warmupMaxLr.has_value());
+
+  // One line per op, as FileCheck tests read them.
+  std::string text = printPlan(back);
+  for (const char *line :
+       {"{\"kind\": \"reduce_scatter\", \"engine\": \"model\", \"bucket\": 0, "
+        "\"result\": 15}",
+        "{\"kind\": \"wait\", \"arg\": 15}",
+        "{\"kind\": \"optimizer_step\", \"engine\": \"model\"}",
+        "{\"kind\": \"all_gather\", \"engine\": \"model\", \"bucket\": 2, "
+        "\"result\": 2}",
+        "{\"id\": 0, \"type\": \"token\"}"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+}
+
+TEST(PlanV2, ReadingChecksTheNewFields) {
+  ordered_json json = planAt(1);
+  engine(json)["optimizer"].erase("eps");
+  expectInvalid(json, "v2.json: engines[0].optimizer: missing required field "
+                      "\"eps\"");
+  json = planAt(1);
+  engine(json)["optimizer"]["betas"] = {0.9};
+  expectInvalid(json, "engines[0].optimizer.betas: expected two numbers "
+                      "[beta1, beta2], found an array of 1");
+  json = planAt(1);
+  engine(json)["optimizer"]["nesterov"] = 0;
+  expectInvalid(json, "engines[0].optimizer.nesterov: expected true or false");
+  json = planAt(1);
+  engine(json)["optimizer"]["scheduler"] = {{"type", "WarmupLR"}};
+  expectInvalid(json, "engines[0].optimizer.scheduler: missing required field "
+                      "\"warmup_min_lr\"");
+  json = planAt(1);
+  engine(json)["partition"]["numel"] = "18";
+  expectInvalid(json, "engines[0].partition.numel: expected an integer, found "
+                      "string \"18\"");
+  json = planAt(1);
+  engine(json)["partition"]["buckets"][1].erase("offset");
+  expectInvalid(json, "engines[0].partition.buckets[1]: missing required "
+                      "field \"offset\"");
+  json = planAt(1);
+  stepBody(json)[0].erase("bucket");
+  expectInvalid(json, "programs.step.body[0] (reduce_scatter): missing "
+                      "required field \"bucket\"");
+  json = planAt(1);
+  stepBody(json)[0]["kind"] = "reduce_scatter_async";
+  expectInvalid(json, "unknown op kind \"reduce_scatter_async\" (expected "
+                      "input, state, set_state, constant, list, unpack, call, "
+                      "if, grad, all_reduce, reduce_scatter, all_gather, wait "
+                      "or optimizer_step)");
+  json = planAt(1);
+  json["programs"]["eval"]["values"].push_back({{"id", 6}, {"type", "token"}});
+  json["programs"]["eval"]["body"].push_back(
+      {{"kind", "constant"}, {"result", 6}, {"value", 1}});
+  expectInvalid(json, "programs.eval.body[6].value (constant): token "
+                      "constants are not part of the format");
+}
+
+TEST(PlanV2, OptimizerValues) {
+  struct Case {
+    const char *key;
+    ordered_json value;
+    const char *message;
+  };
+  for (const Case &c : std::vector<Case>{
+           {"type", "lamb",
+            "engines[0].optimizer.type: unknown optimizer type \"lamb\" "
+            "(expected \"adamw\", \"adam\" or \"sgd\")"},
+           {"lr", -1.0, "engines[0].optimizer.lr: must be >= 0.0, found -1.0"},
+           {"betas",
+            {0.9, 1.0},
+            "engines[0].optimizer.betas[1]: must be in [0, 1), found 1.0"},
+           {"eps", -1e-8, "engines[0].optimizer.eps: must be >= 0.0"},
+           {"weight_decay", -0.1,
+            "engines[0].optimizer.weight_decay: must be >= 0.0"},
+           {"gradient_clipping", -1.0,
+            "engines[0].optimizer.gradient_clipping: must be >= 0.0"},
+       }) {
+    ordered_json json = planAt(0);
+    engine(json)["optimizer"][c.key] = c.value;
+    expectInvalid(json, c.message);
+  }
+  ordered_json json = planAt(0);
+  engine(json)["optimizer"]["type"] = "sgd";
+  engine(json)["optimizer"]["nesterov"] = true;
+  expectInvalid(json, "engines[0].optimizer.nesterov: nesterov needs a "
+                      "momentum > 0 and zero dampening (as torch.optim.SGD), "
+                      "found momentum 0.0, dampening 0.0");
+
+  ordered_json scheduler = {
+      {"type", "WarmupLR"},      {"warmup_min_lr", 0.0},
+      {"warmup_max_lr", 0.01},   {"warmup_num_steps", 10},
+      {"warmup_type", "log"},    {"total_num_steps", nullptr},
+      {"warmup_min_ratio", 0.0}, {"cos_min_ratio", 0.0001}};
+  json = planAt(0);
+  engine(json)["optimizer"]["scheduler"] = scheduler;
+  EXPECT_NO_THROW(parsePlan(json, "ok"));
+  engine(json)["optimizer"]["scheduler"]["type"] = "OneCycle";
+  expectInvalid(json, "engines[0].optimizer.scheduler.type: unknown scheduler "
+                      "type \"OneCycle\"");
+  engine(json)["optimizer"]["scheduler"] = scheduler;
+  engine(json)["optimizer"]["scheduler"]["warmup_type"] = "cosine";
+  expectInvalid(json, "engines[0].optimizer.scheduler.warmup_type: expected "
+                      "\"log\" or \"linear\", found \"cosine\"");
+  engine(json)["optimizer"]["scheduler"] = scheduler;
+  engine(json)["optimizer"]["scheduler"]["type"] = "WarmupDecayLR";
+  expectInvalid(json, "engines[0].optimizer.scheduler.total_num_steps: "
+                      "WarmupDecayLR needs total_num_steps >= 1, found null");
+  engine(json)["optimizer"]["scheduler"]["total_num_steps"] = 100;
+  EXPECT_NO_THROW(parsePlan(json, "ok"));
+}
+
+TEST(PlanV2, TrainableEnginesCarryOptimizerAndPartition) {
+  ordered_json json = planAt(0);
+  engine(json).erase("partition");
+  expectInvalid(json, "v2.json: engines[0]: the engine's config has an "
+                      "\"optimizer\", so it trains: it needs \"optimizer\" "
+                      "and \"partition\" (missing \"partition\")");
+  json = planAt(0);
+  engine(json).erase("partition");
+  engine(json)["optimizer"] = nullptr;
+  expectInvalid(json, "(missing \"optimizer\" and \"partition\")");
+  json = planAt(0);
+  engine(json)["config"].erase("optimizer");
+  expectInvalid(json, "engines[0].optimizer: the engine's config has no "
+                      "\"optimizer\" (a frozen engine), so it has neither "
+                      "\"optimizer\" nor \"partition\"");
+  // Eval-only plans may carry them or not.
+  json = planAt(0);
+  json["programs"].erase("train");
+  json["programs"].erase("step");
+  EXPECT_NO_THROW(parsePlan(json, "eval-only"));
+  engine(json).erase("partition");
+  engine(json).erase("optimizer");
+  EXPECT_NO_THROW(parsePlan(json, "eval-only"));
+}
+
+TEST(PlanV2, PartitionLayout) {
+  ordered_json json = planAt(1);
+  engine(json)["partition"]["stage"] = 3;
+  expectInvalid(json, "engines[0].partition.stage: expected 0, 1 or 2, found "
+                      "3 (ZeRO stage 3 is not part of plan version 2)");
+  auto params = [](ordered_json &json) -> ordered_json & {
+    return engine(json)["partition"]["params"];
+  };
+  json = planAt(1);
+  params(json)[1]["name"] = "fc.bais";
+  expectInvalid(json, "engines[0].partition.params[1].name: the plan has no "
+                      "state named \"fc.bais\"");
+  json = planAt(1);
+  params(json)[2]["name"] = "fc.bias";
+  expectInvalid(json, "engines[0].partition.params[2].name: \"fc.bias\" is "
+                      "placed twice (first by engines[0].partition.params[1])");
+  json = planAt(1);
+  params(json)[1]["offset"] = 10;
+  expectInvalid(json, "engines[0].partition.params[1]: \"fc.bias\" [10, 13) "
+                      "overlaps \"fc.weight\" [0, 12)");
+  json = planAt(1);
+  params(json)[2]["offset"] = 17;
+  expectInvalid(json, "engines[0].partition.params[2].offset: "
+                      "\"extra.scale\" (2 elements at offset 17) does not lie "
+                      "inside [0, 18)");
+  json = planAt(1);
+  params(json)[0]["offset"] = -1;
+  expectInvalid(json, "does not lie inside [0, 18)");
+  json = planAt(1);
+  params(json).erase(2);
+  expectInvalid(json, "engines[0].partition.params: trainable parameter "
+                      "\"extra.scale\" of engine \"model\" has no place in "
+                      "the flat buffers");
+  json = planAt(1);
+  json["state"][2]["dtype"] = "float64";
+  expectInvalid(json, "engines[0].partition.params[2].name: \"extra.scale\" "
+                      "is float64, but the engine's other parameters are "
+                      "float32 (one flat buffer holds one dtype)");
+  json = planAt(1);
+  json["engines"].push_back(
+      {{"name", "other"}, {"config", ordered_json::object()}});
+  json["state"][2]["engine"] = "other";
+  expectInvalid(json, "engines[0].partition.params[2].name: \"extra.scale\" "
+                      "is not a trainable parameter of engine \"model\" (it "
+                      "belongs to engine \"other\")");
+
+  auto buckets = [](ordered_json &json) -> ordered_json & {
+    return engine(json)["partition"]["buckets"];
+  };
+  json = planAt(1);
+  buckets(json)[1]["offset"] = 8;
+  expectInvalid(json, "engines[0].partition.buckets[1].offset: expected 6 "
+                      "(buckets are sorted, disjoint and cover [0, numel) "
+                      "without gaps), found 8");
+  json = planAt(1);
+  buckets(json)[2]["numel"] = 5;
+  expectInvalid(json, "engines[0].partition.buckets[2].numel: 5 is not a "
+                      "multiple of world_size 2 (each rank owns numel / "
+                      "world_size of it)");
+  json = planAt(1);
+  buckets(json)[2]["numel"] = 0;
+  expectInvalid(json, "engines[0].partition.buckets[2].numel: must be "
+                      "positive, found 0");
+  json = planAt(1);
+  engine(json)["partition"]["numel"] = 20;
+  expectInvalid(json, "engines[0].partition.buckets: the buckets cover [0, "
+                      "18), but numel is 20");
+  // A gap between parameters is padding, and so is the tail.
+  json = planAt(1);
+  params(json)[1]["offset"] = 13;
+  params(json)[2]["offset"] = 16;
+  EXPECT_NO_THROW(parsePlan(json, "gaps"));
+}
+
+TEST(PlanV2, ProgramsStepAndTokens) {
+  ordered_json json = planAt(0);
+  json["programs"].erase("step");
+  expectInvalid(json, "v2.json: programs: missing required program \"step\" "
+                      "(the accumulation boundary's collectives and "
+                      "optimizer_step; required with \"train\")");
+  json = planAt(0);
+  json["programs"]["step"]["results"] = {0};
+  expectInvalid(json, "programs.step.results: the step program returns "
+                      "nothing, found 1 result(s)");
+  json = planAt(0);
+  json["programs"]["step"]["values"].push_back({{"id", 3}, {"type", "float"}});
+  stepBody(json).push_back(
+      {{"kind", "constant"}, {"result", 3}, {"value", 1.0}});
+  expectInvalid(json, "programs.step.body[7] (constant): programs.step holds "
+                      "only all_reduce, reduce_scatter, all_gather, wait and "
+                      "optimizer_step ops");
+
+  // Tokens: waited exactly once, only by wait ops.
+  json = planAt(0);
+  stepBody(json).erase(4); // The wait for %1.
+  expectInvalid(json, "programs.step.body[5] (optimizer_step): the "
+                      "optimizer_step of engine \"model\" comes before the "
+                      "wait for programs.step.body[1] (all_reduce) (token "
+                      "%1)");
+  json = planAt(1);
+  stepBody(json).erase(12); // The last all_gather's wait.
+  expectInvalid(json, "programs.step: token %5 (started by "
+                      "programs.step.body[9] (all_gather)) is never waited");
+  json = planAt(1);
+  stepBody(json)[11]["arg"] = 3;
+  expectInvalid(json, "programs.step.body[11] (wait): arg: token %3 is "
+                      "waited twice (first by programs.step.body[10] (wait))");
+  json = planAt(2);
+  trainBody(json)[20]["arg"] = 5; // The loss.
+  expectInvalid(json, "programs.train.body[20] (wait): arg: the operand must "
+                      "be token, but %5 (tensor float32 []) is not");
+  json = planAt(2);
+  trainBody(json)[20]["free"] = {15};
+  EXPECT_NO_THROW(parsePlan(json, "free after wait"));
+  trainBody(json)[14]["free"] = {15};
+  expectInvalid(json, "programs.train.body[20] (wait): arg: value %15 is used "
+                      "after it was freed by programs.train.body[14] "
+                      "(reduce_scatter)");
+  json = planAt(1);
+  json["programs"]["step"]["values"].push_back(
+      {{"id", 6},
+       {"type", "tensor"},
+       {"dtype", "float32"},
+       {"shape", ordered_json::array()}});
+  stepBody(json).push_back(
+      {{"kind", "call"}, {"op", "aten::abs"}, {"args", {0}}, {"results", {6}}});
+  expectInvalid(json, "programs.step.body[13] (aten::abs): programs.step "
+                      "holds only");
+  json = planAt(2);
+  trainBody(json)[17]["args"] = {15, 13}; // The bias's sum, of a token.
+  expectInvalid(json, "programs.train.body[17] (aten::sum.dim_IntList): "
+                      "args[0]: value %15 is a token; only wait ops take "
+                      "tokens");
+  json = planAt(2);
+  json["programs"]["train"]["values"][9]["type"] = "token";
+  json["programs"]["train"]["values"][9].erase("dtype");
+  json["programs"]["train"]["values"][9].erase("shape");
+  expectInvalid(json, "programs.train.body[9] (aten::mse_loss_backward): "
+                      "results[0]: value %9 is a token; only all_reduce, "
+                      "reduce_scatter and all_gather define tokens");
+  json = planAt(1);
+  json["programs"]["step"]["values"][0] = {
+      {"id", 0}, {"type", "list"}, {"elem", "token"}};
+  expectInvalid(json, "programs.step.values[0]: lists of tokens are not part "
+                      "of the format");
+  json = planAt(0);
+  json["programs"]["step"]["values"][0] = {{"id", 0}, {"type", "int"}};
+  expectInvalid(json, "programs.step.body[0] (all_reduce): result: the result "
+                      "must be token, but %0 (int) is not");
+}
+
+TEST(PlanV2, CollectivesFollowTheStageAndTheProgram) {
+  ordered_json json = planAt(0);
+  stepBody(json)[0]["engine"] = "student";
+  expectInvalid(json, "programs.step.body[0] (all_reduce): engine: the plan "
+                      "has no engine named \"student\"");
+  json = planAt(0);
+  json["engines"].push_back(
+      {{"name", "teacher"}, {"config", ordered_json::object()}});
+  stepBody(json)[0]["engine"] = "teacher";
+  expectInvalid(json, "programs.step.body[0] (all_reduce): engine: engine "
+                      "\"teacher\" has no partition (a frozen engine has no "
+                      "gradients to reduce and no parameters to gather)");
+  json = planAt(0);
+  stepBody(json)[0]["bucket"] = 3;
+  expectInvalid(json, "programs.step.body[0] (all_reduce): bucket: engine "
+                      "\"model\" has 3 bucket(s), found 3");
+
+  // The kind against the stage.
+  json = planAt(1);
+  stepBody(json)[0]["kind"] = "all_reduce";
+  expectInvalid(json, "programs.step.body[0] (all_reduce): all_reduce is for "
+                      "ZeRO stage 0 engines; engine \"model\" is at stage 1 "
+                      "(its gradients are reduce_scatter'ed)");
+  json = planAt(0);
+  stepBody(json)[0]["kind"] = "reduce_scatter";
+  expectInvalid(json, "programs.step.body[0] (reduce_scatter): reduce_scatter "
+                      "is for ZeRO stages 1-2; engine \"model\" is at stage 0 "
+                      "(its gradients are all_reduce'd)");
+  json = planAt(0);
+  stepBody(json)[0]["kind"] = "all_gather";
+  expectInvalid(json, "programs.step.body[0] (all_gather): all_gather is for "
+                      "ZeRO stages 1-2; engine \"model\" is at stage 0 (its "
+                      "parameters are not sharded)");
+
+  // The kind against the program: stage 2's reduce_scatter in train, the
+  // rest in step.
+  json = planAt(1);
+  json["programs"]["train"]["values"].push_back(
+      {{"id", 15}, {"type", "token"}});
+  trainBody(json).push_back({{"kind", "reduce_scatter"},
+                             {"engine", "model"},
+                             {"bucket", 0},
+                             {"result", 15}});
+  expectInvalid(json, "programs.train.body[17] (reduce_scatter): a stage 1 "
+                      "engine's reduce_scatter belongs to programs.step");
+  trainBody(json)[17]["kind"] = "all_gather";
+  expectInvalid(json, "programs.train.body[17] (all_gather): all_gather "
+                      "belongs to programs.step (after the engine's "
+                      "optimizer_step)");
+  json = planAt(0);
+  json["programs"]["train"]["values"].push_back(
+      {{"id", 15}, {"type", "token"}});
+  trainBody(json).push_back({{"kind", "all_reduce"},
+                             {"engine", "model"},
+                             {"bucket", 0},
+                             {"result", 15}});
+  expectInvalid(json, "programs.train.body[17] (all_reduce): all_reduce "
+                      "belongs to programs.step (stage 0 reduces at the "
+                      "accumulation boundary)");
+  json = planAt(2);
+  json["programs"]["step"]["values"].push_back({{"id", 3}, {"type", "token"}});
+  ordered_json reduceScatter = {{"kind", "reduce_scatter"},
+                                {"engine", "model"},
+                                {"bucket", 0},
+                                {"result", 3}};
+  stepBody(json).insert(stepBody(json).begin(), reduceScatter);
+  expectInvalid(json, "programs.step.body[0] (reduce_scatter): a stage 2 "
+                      "engine's reduce_scatter belongs to programs.train "
+                      "(after the last grad op that writes into its bucket)");
+  json = planAt(2);
+  json["programs"]["eval"]["values"].push_back({{"id", 6}, {"type", "token"}});
+  json["programs"]["eval"]["body"].push_back({{"kind", "reduce_scatter"},
+                                              {"engine", "model"},
+                                              {"bucket", 0},
+                                              {"result", 6}});
+  expectInvalid(json, "programs.eval.body[6] (reduce_scatter): reduce_scatter "
+                      "ops do not belong to programs.eval");
+
+  // Never inside branches: every rank runs the same collectives.
+  json = planAt(2);
+  ordered_json &train = json["programs"]["train"];
+  train["values"].push_back({{"id", 18}, {"type", "bool"}});
+  ordered_json rs = trainBody(json)[19];
+  trainBody(json).erase(19);
+  ordered_json constant = {
+      {"kind", "constant"}, {"result", 18}, {"value", true}};
+  ordered_json branch = {{"body", ordered_json::array({rs})},
+                         {"yield", ordered_json::array()}};
+  ordered_json empty = {{"body", ordered_json::array()},
+                        {"yield", ordered_json::array()}};
+  ordered_json ifOp = {{"kind", "if"},
+                       {"cond", 18},
+                       {"then", branch},
+                       {"else", empty},
+                       {"results", ordered_json::array()}};
+  trainBody(json).insert(trainBody(json).begin() + 19, constant);
+  trainBody(json).insert(trainBody(json).begin() + 20, ifOp);
+  expectInvalid(json, "programs.train.body[20].then.body[0] (reduce_scatter): "
+                      "reduce_scatter ops are not allowed inside \"if\" "
+                      "branches: every rank must run the same collectives in "
+                      "the same order");
+}
+
+TEST(PlanV2, EveryBucketOnceInOrder) {
+  ordered_json json = planAt(0);
+  stepBody(json)[1]["bucket"] = 0;
+  expectInvalid(json, "programs.step.body[1] (all_reduce): bucket 0 of engine "
+                      "\"model\" is reduced twice (first by "
+                      "programs.step.body[0] (all_reduce))");
+  json = planAt(1);
+  stepBody(json)[8]["bucket"] = 0;
+  expectInvalid(json, "programs.step.body[8] (all_gather): bucket 0 of engine "
+                      "\"model\" is gathered twice (first by "
+                      "programs.step.body[7] (all_gather))");
+  json = planAt(0);
+  stepBody(json)[2]["bucket"] = 1;
+  stepBody(json)[1]["bucket"] = 0;
+  stepBody(json)[0]["bucket"] = 2;
+  EXPECT_NO_THROW(parsePlan(json, "any order"));
+
+  // optimizer_step: after every reduction was waited, once per engine,
+  // before the gathers.
+  json = planAt(0);
+  stepBody(json).erase(5); // The wait for %2,
+  stepBody(json).erase(2); // and the all_reduce of bucket 2.
+  expectInvalid(json, "programs.step.body[4] (optimizer_step): the "
+                      "optimizer_step of engine \"model\" comes before the "
+                      "all_reduce of bucket 2 of engine \"model\" (the update "
+                      "needs the averaged gradients)");
+  json = planAt(0);
+  ordered_json step = stepBody(json)[6];
+  stepBody(json).erase(6);
+  stepBody(json).insert(stepBody(json).begin() + 2, step);
+  expectInvalid(json, "programs.step.body[2] (optimizer_step): the "
+                      "optimizer_step of engine \"model\" comes before the "
+                      "wait for programs.step.body[0] (all_reduce) (token "
+                      "%0)");
+  json = planAt(0);
+  stepBody(json).push_back(stepBody(json)[6]);
+  expectInvalid(json, "programs.step.body[7] (optimizer_step): engine "
+                      "\"model\" steps twice (first by programs.step.body[6] "
+                      "(optimizer_step))");
+  json = planAt(0);
+  stepBody(json).erase(6);
+  expectInvalid(json, "programs.step: engine \"model\" has no optimizer_step "
+                      "(every trainable engine steps once at the accumulation "
+                      "boundary)");
+  json = planAt(0);
+  json["engines"].push_back(
+      {{"name", "teacher"}, {"config", ordered_json::object()}});
+  stepBody(json)[6]["engine"] = "teacher";
+  expectInvalid(json, "programs.step.body[6] (optimizer_step): engine: engine "
+                      "\"teacher\" has no optimizer (a frozen engine is never "
+                      "updated)");
+  json = planAt(0);
+  trainBody(json).push_back({{"kind", "optimizer_step"}, {"engine", "model"}});
+  expectInvalid(json, "programs.train.body[17] (optimizer_step): "
+                      "optimizer_step belongs to programs.step (the "
+                      "accumulation boundary)");
+  json = planAt(1);
+  step = stepBody(json)[6];
+  stepBody(json).erase(6);
+  stepBody(json).insert(stepBody(json).begin() + 9, step);
+  expectInvalid(json, "programs.step.body[6] (all_gather): all_gather of "
+                      "bucket 0 of engine \"model\" comes before the engine's "
+                      "optimizer_step (it gathers the updated shards)");
+  json = planAt(1);
+  stepBody(json).erase(9);
+  stepBody(json).erase(11); // Its wait.
+  expectInvalid(json, "programs.step: bucket 2 of engine \"model\" is never "
+                      "all_gather'ed (stages 1-2 gather the updated shards "
+                      "after optimizer_step)");
+  // Stage 2: each bucket reduce-scattered in train after its last grad op.
+  json = planAt(2);
+  trainBody(json).erase(22); // Waits first: no dangling token.
+  trainBody(json).erase(19);
+  expectInvalid(json, "programs.train: bucket 2 of engine \"model\" (ZeRO "
+                      "stage 2) is never reduce_scatter'ed in programs.train");
+  json = planAt(2);
+  // Bucket 2's reduce-scatter before the bias's grad op (body[18]).
+  ordered_json early = trainBody(json)[19];
+  trainBody(json).erase(19);
+  trainBody(json).insert(trainBody(json).begin() + 15, early);
+  expectInvalid(json, "programs.train.body[19] (grad): name: parameter "
+                      "\"fc.bias\" writes into bucket 2 of engine \"model\", "
+                      "which programs.train.body[15] (reduce_scatter) "
+                      "reduce-scattered already (a bucket is "
+                      "reduce_scatter'ed after the last grad op that writes "
+                      "into it)");
+}
