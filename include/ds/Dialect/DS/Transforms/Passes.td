@@ -54,4 +54,42 @@ def DSAutodiff : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DSLowerOptimizer : Pass<"ds-lower-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Lower each engine's optimizer, schedule and clipping to IR";
+  let description = [{
+    Reads the DeepSpeed config (`config`) of every `ds.engine` that is not
+    frozen and creates `func.func @step()`, the work of the gradient
+    accumulation boundary: one `ds.optimizer_step` per trainable engine, in
+    engine order, with every hyperparameter resolved as the runtime resolved
+    it from the config: `"type": "Adam"` becomes `"adamw"` unless
+    `"adam_w_mode": false` makes it `"adam"`, `"AdamW"` is `"adamw"`, `"SGD"`
+    is `"sgd"`; DeepSpeed's defaults fill what the config leaves out
+    (`weight_decay` 0, or 0.01 for `torch_adam` AdamW; `gradient_clipping`
+    1.0); the `scheduler` section becomes the op's `scheduler` dictionary
+    (`warmup_max_lr` resolved to the optimizer's lr where DeepSpeed does).
+
+    ```mlir
+    func.func @step() {
+      ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999],
+          eps = 1.0e-08, weight_decay = 0.01, momentum = 0.0, dampening = 0.0,
+          nesterov = false, gradient_clipping = 1.0}
+      return
+    }
+    ```
+
+    Rejects, with an error on the engine naming the config key: a config the
+    config library rejects, a trainable engine whose config has no
+    `optimizer` (it should be frozen), and Adam's `eps` 0. A module that
+    already has a `@step` is an error. Run `-ds-zero-partition` afterwards to
+    place the collectives around the updates.
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", "0",
+           "Data-parallel ranks the configs are checked against (0: the "
+           "module's ds.world_size, else 1)">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 #endif // DS_DIALECT_DS_TRANSFORMS_PASSES_TD
