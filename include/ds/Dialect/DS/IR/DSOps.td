@@ -373,6 +373,12 @@ class DS_CollectiveOp<string mnemonic>
   let results = (outs DS_TokenType:$token);
   let assemblyFormat = "$bucket attr-dict";
   let hasVerifier = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::FlatSymbolRefAttr":$bucket), [{
+      build($_builder, $_state,
+            ::mlir::ds::TokenType::get($_builder.getContext()), bucket);
+    }]>
+  ];
   code commonDescription = [{
 
     The collective is asynchronous: it starts here and its token is waited by

@@ -92,4 +92,58 @@ def DSLowerOptimizer : Pass<"ds-lower-optimizer", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
+  let summary = "Lay engines out in flat buffers, cut buckets, place ZeRO's collectives";
+  let description = [{
+    For every trainable engine, reads its ZeRO stage from the config
+    (`zero_optimization.stage`, 0 to 2; stage 3 is an error) and:
+
+    1. lays its trainable parameters (`requires_grad`, engine not frozen) out
+       in one flat buffer, in the order their gradients are complete in the
+       backward of `func` (a parameter whose last `ds.grad` comes first goes
+       first; a `ds.grad` inside a `ds.if` counts at the `ds.if`; parameters
+       without a `ds.grad` go last; ties keep declaration order), so that the
+       first buckets are ready first;
+    2. cuts the buffer into buckets of at most `reduce_bucket_size` parameter
+       elements (stage 0) or `min(reduce_bucket_size, allgather_bucket_size)`
+       (stages 1-2), never splitting a parameter (a parameter larger than
+       that has a bucket of its own), and pads each bucket with zeros at its
+       end to a multiple of the world size;
+    3. records the layout (`zero_stage` and `flat_numel` on the `ds.engine`,
+       `flat_offset` on each trainable `ds.param`, one `ds.bucket` per bucket)
+       and places the collectives, as docs/plan-format.md fixes them:
+       - stage 0: in `@step`, `ds.all_reduce` of every bucket, then per
+         engine the `ds.wait`s and its `ds.optimizer_step`;
+       - stage 1: in `@step`, `ds.reduce_scatter` of every bucket, then per
+         engine the waits, its update and `ds.all_gather` of every bucket,
+         whose waits end `@step`;
+       - stage 2: in `func`, a `ds.reduce_scatter` of each bucket right after
+         the top-level op that holds the last `ds.grad` writing into it (a
+         bucket no `ds.grad` writes is reduced at the end of the backward),
+         and every wait at the end of the backward; in `@step` the update,
+         then the all-gathers and their waits.
+       With several engines, every engine's reductions start before the
+       first engine waits, so their communication overlaps.
+
+    Run after `-ds-autodiff` (stage 2 needs the backward) and
+    `-ds-lower-optimizer` (the collectives go around the
+    `ds.optimizer_step`s in `@step`). docs/zero.md shows each stage's IR.
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", "0",
+           "Data-parallel ranks (0: the module's ds.world_size, else 1); "
+           "recorded as the module's ds.world_size">,
+    Option<"funcName", "func", "std::string", "\"forward\"",
+           "The training function whose backward stage 2 reduces in">
+  ];
+  let statistics = [
+    Statistic<"numBuckets", "buckets", "Buckets made">,
+    Statistic<"numCollectives", "collectives", "Collectives placed">,
+    Statistic<"paddingElements", "padding-elements",
+              "Zero elements added to fill buckets to the world size">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 #endif // DS_DIALECT_DS_TRANSFORMS_PASSES_TD
