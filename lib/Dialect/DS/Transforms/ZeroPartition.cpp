@@ -240,7 +240,6 @@ void ZeroPartitionPass::declare(OpBuilder &builder, EngineLayout &layout) {
 LogicalResult
 ZeroPartitionPass::placeStep(func::FuncOp step,
                              MutableArrayRef<EngineLayout> engines) {
-  Block &body = step.getBody().front();
   // Everything goes before the op after the last update (the return).
   Operation *anchor = nullptr;
   for (EngineLayout &layout : engines)
@@ -248,7 +247,6 @@ ZeroPartitionPass::placeStep(func::FuncOp step,
       anchor = layout.step;
   anchor = anchor->getNextNode();
   OpBuilder builder(anchor);
-  (void)body;
 
   SmallVector<SmallVector<Value>> reductions(engines.size());
   for (auto [e, layout] : llvm::enumerate(engines)) {
@@ -329,14 +327,12 @@ ZeroPartitionPass::placeBackward(func::FuncOp train,
       continue;
     for (auto [b, bucket] : llvm::enumerate(layout.buckets)) {
       int64_t after = -1;
-      bool complete = true;
       for (ParamOp param : bucket.params) {
         auto it = grads.find(param.getSymName());
         if (it == grads.end())
           continue;
         after = std::max(after, it->second.topLevel);
       }
-      (void)complete;
       ready.push_back({after, e, b});
     }
   }

@@ -146,4 +146,34 @@ def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def DSPrintSchedule : Pass<"ds-print-schedule", "::mlir::ModuleOp"> {
+  let summary = "Print the per-rank order of compute and collectives";
+  let description = [{
+    Prints, for the training function `func` and for `@step`, the order in
+    which every rank runs compute and collectives, numbering the lines. Runs
+    of compute ops are compressed (`forward: 17 ops`, `backward: 22 ops
+    (through grad @fc1.bias)`, naming the last `ds.grad` of the run); a
+    `ds.if` counts as one op. Each collective names its engine, its bucket
+    and the bucket's elements and points at the line of its wait; the
+    header says whether the order is the same on every rank (it is when no
+    collective lies inside a `ds.if`, which the verifier guarantees). The IR
+    is not changed.
+
+    ```
+    schedule of @forward (identical on every rank: no collective is inside a ds.if)
+       1  forward: 17 ops
+       2  backward: 22 ops (through grad @fc1.bias)
+       3  reduce_scatter @model bucket 0 (84 elements) -> wait at 6
+       4  backward: 1 op (through grad @fc1.weight)
+       5  reduce_scatter @model bucket 1 (128 elements) -> wait at 7
+       6  wait reduce_scatter @model bucket 0
+       7  wait reduce_scatter @model bucket 1
+    ```
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"forward\"",
+           "The training function to print besides @step">
+  ];
+}
+
 #endif // DS_DIALECT_DS_TRANSFORMS_PASSES_TD
