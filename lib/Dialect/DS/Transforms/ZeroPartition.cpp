@@ -132,7 +132,7 @@ private:
 /// The last ds.grad of every parameter in `train`, by top-level op.
 static llvm::StringMap<GradPosition> gradPositions(func::FuncOp train) {
   llvm::StringMap<GradPosition> positions;
-  if (!train)
+  if (!train || train.isExternal())
     return positions;
   int64_t topLevel = 0, sequence = 0;
   for (Operation &op : train.getBody().front()) {
@@ -304,10 +304,13 @@ ZeroPartitionPass::placeBackward(func::FuncOp train,
   Block &body = train.getBody().front();
   SmallVector<Operation *> topLevel;
   Operation *backwardBegin = nullptr;
+  int64_t backwardIndex = 0;
   for (Operation &op : body) {
-    topLevel.push_back(&op);
-    if (isa<BackwardBeginOp>(op))
+    if (isa<BackwardBeginOp>(op)) {
       backwardBegin = &op;
+      backwardIndex = topLevel.size();
+    }
+    topLevel.push_back(&op);
   }
   if (!backwardBegin)
     return train.emitError() << "ZeRO stage 2 reduces gradients in the "
@@ -331,7 +334,8 @@ ZeroPartitionPass::placeBackward(func::FuncOp train,
         auto it = grads.find(param.getSymName());
         if (it == grads.end())
           continue;
-        after = std::max(after, it->second.topLevel);
+        // Never before the backward starts (a ds.grad belongs after it).
+        after = std::max({after, it->second.topLevel, backwardIndex});
       }
       ready.push_back({after, e, b});
     }
@@ -410,6 +414,8 @@ void ZeroPartitionPass::runOnOperation() {
   }
 
   auto train = module.lookupSymbol<func::FuncOp>(funcName);
+  if (train && train.isExternal())
+    train = nullptr;
   llvm::StringMap<GradPosition> grads = gradPositions(train);
   bool failedAny = false;
   for (EngineLayout &layout : engines)
