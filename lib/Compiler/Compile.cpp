@@ -163,10 +163,22 @@ std::optional<CompileResult> run(MLIRContext &context,
     return std::nullopt;
   }
 
+  // Engines first: the passes after them read each engine's config, which
+  // is attached (as given) as soon as the engines exist.
+  PassManager engines(&context);
+  if (options.keepIR)
+    engines.addInstrumentation(
+        std::make_unique<IRSnapshots>(result.irAfterPass));
+  engines.addPass(mlir::ds::createDSAssignEngines(engineOptions(session)));
+  if (failed(engines.run(*module)))
+    return fail("the pass pipeline failed");
+  size_t index = 0;
+  for (auto engine : module->getOps<mlir::ds::EngineOp>())
+    engine.setConfig(session.engines[index++].config.source.dump());
+
   PassManager pm(&context);
   if (options.keepIR)
     pm.addInstrumentation(std::make_unique<IRSnapshots>(result.irAfterPass));
-  pm.addPass(mlir::ds::createDSAssignEngines(engineOptions(session)));
   // The training step: DeepSpeed divides every gradient by the accumulation
   // steps; the backward's seed does it once for all paths.
   const int64_t accumulation =
@@ -180,14 +192,18 @@ std::optional<CompileResult> run(MLIRContext &context,
     pm.addPass(mlir::ds::createDSAutodiff(autodiffOptions));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
+    // The accumulation boundary: each engine's update, then the flat
+    // buffers, buckets and collectives of its ZeRO stage around it.
+    mlir::ds::DSLowerOptimizerOptions optimizerOptions;
+    optimizerOptions.worldSize = options.worldSize;
+    pm.addPass(mlir::ds::createDSLowerOptimizer(optimizerOptions));
+    mlir::ds::DSZeroPartitionOptions zeroOptions;
+    zeroOptions.worldSize = options.worldSize;
+    pm.addPass(mlir::ds::createDSZeroPartition(zeroOptions));
   }
   if (failed(pm.run(*module)))
     return fail("the pass pipeline failed");
 
-  // Each engine carries its DeepSpeed config as given.
-  size_t index = 0;
-  for (auto engine : module->getOps<mlir::ds::EngineOp>())
-    engine.setConfig(session.engines[index++].config.source.dump());
   if (options.keepIR || options.keepFinalIR)
     result.irAfterPass.emplace_back("final", printIR(*module));
 

@@ -45,7 +45,8 @@ StateTable mlir::ds::import::declareState(OpBuilder &builder, Location loc,
     auto op = ParamOp::create(builder, loc, param.name,
                               tensorTypeOf(builder.getContext(), param.value),
                               owner, classOf(owner),
-                              param.value.requires_grad(), FlatSymbolRefAttr());
+                              param.value.requires_grad(), FlatSymbolRefAttr(),
+                              /*flat_offset=*/IntegerAttr());
     (void)op;
     table.isParam[param.name] = true;
   }

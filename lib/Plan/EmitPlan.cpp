@@ -1,10 +1,16 @@
 //===- EmitPlan.cpp - ds IR -> plan ---------------------------------------===//
 //
-// One program per function (`@forward_eval` -> "eval"): values are numbered in
-// definition order, every op becomes a plan op, and each value gets a `free`
-// entry on the op that uses it last, so that the runtime drops it as early as
-// the schedule allows. A value used inside a `ds.if` but defined outside is
-// freed by the `if` itself; values a branch defines die with the branch.
+// One program per function (`@forward_eval` -> "eval", `@forward` -> "train",
+// `@step` -> "step"): values are numbered in definition order, every op
+// becomes a plan op, and each value gets a `free` entry on the op that uses
+// it last, so that the runtime drops it as early as the schedule allows. A
+// value used inside a `ds.if` but defined outside is freed by the `if`
+// itself; values a branch defines die with the branch. Collectives define a
+// token value that their `wait` uses (and frees).
+//
+// Engines carry what -ds-lower-optimizer and -ds-zero-partition decided: the
+// resolved optimizer (from the engine's ds.optimizer_step) and the partition
+// (stage, flat layout, buckets numbered by offset).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +20,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -82,9 +89,22 @@ static std::string locationText(Location loc) {
 
 namespace {
 
+/// Which program a function becomes: what may appear in it.
+enum class ProgramKind { Eval, Train, Step };
+
+/// A bucket as the plan names it: its engine and its index in the engine's
+/// partition.buckets.
+struct BucketRef {
+  std::string engine;
+  int64_t index = 0;
+  int64_t stage = 0;
+};
+
 class ProgramEmitter {
 public:
-  explicit ProgramEmitter(plan::Program &program) : program(program) {}
+  ProgramEmitter(plan::Program &program, ProgramKind kind,
+                 const llvm::StringMap<BucketRef> &buckets)
+      : program(program), programKind(kind), buckets(buckets) {}
 
   LogicalResult emitFunction(func::FuncOp func);
 
@@ -96,7 +116,12 @@ private:
   void assignFrees(Block &block, std::vector<plan::Op> &ops,
                    const llvm::DenseSet<Value> &keepAlive, size_t firstOpIndex);
 
+  LogicalResult emitCollective(Operation *op, plan::OpKind opKind,
+                               plan::ValueId token, std::vector<plan::Op> &out);
+
   plan::Program &program;
+  ProgramKind programKind;
+  const llvm::StringMap<BucketRef> &buckets;
   llvm::DenseMap<Value, plan::ValueId> ids;
 };
 
@@ -117,6 +142,9 @@ FailureOr<plan::ValueId> ProgramEmitter::define(Value value) {
       return emitError(value.getLoc())
              << "the plan has no list of " << list.getElementType();
     program.values.push_back(plan::ValueDesc::list(id, *elem));
+  } else if (isa<mlir::ds::TokenType>(type)) {
+    program.values.push_back(
+        plan::ValueDesc::scalar(id, plan::ValueType::Token));
   } else if (auto kind = scalarKindOf(type);
              kind && *kind != plan::ValueType::Tensor) {
     program.values.push_back(plan::ValueDesc::scalar(id, *kind));
@@ -208,7 +236,26 @@ LogicalResult ProgramEmitter::emitOp(Operation *op,
     call.loc = locationText(op->getLoc());
     out.push_back(std::move(call));
   } else if (auto grad = dyn_cast<GradOp>(op)) {
+    if (programKind != ProgramKind::Train)
+      return op->emitOpError()
+             << "belongs to the training function (@forward after "
+                "-ds-autodiff)";
     out.push_back(plan::Op::grad(grad.getParam().str(), idOf(grad.getValue())));
+  } else if (isa<AllReduceOp>(op)) {
+    return emitCollective(op, plan::OpKind::AllReduce, results[0], out);
+  } else if (isa<ReduceScatterOp>(op)) {
+    return emitCollective(op, plan::OpKind::ReduceScatter, results[0], out);
+  } else if (isa<AllGatherOp>(op)) {
+    return emitCollective(op, plan::OpKind::AllGather, results[0], out);
+  } else if (auto wait = dyn_cast<WaitOp>(op)) {
+    if (programKind == ProgramKind::Eval)
+      return op->emitOpError() << "has no place in the eval program";
+    out.push_back(plan::Op::wait(idOf(wait.getToken())));
+  } else if (auto update = dyn_cast<OptimizerStepOp>(op)) {
+    if (programKind != ProgramKind::Step)
+      return op->emitOpError()
+             << "belongs to @step (the accumulation boundary)";
+    out.push_back(plan::Op::optimizerStep(update.getEngine().str()));
   } else if (isa<BackwardBeginOp>(op)) {
     // Marks where backward() starts; not an op of the plan.
     if (&out != &program.body)
@@ -229,6 +276,35 @@ LogicalResult ProgramEmitter::emitOp(Operation *op,
   } else {
     return op->emitOpError() << "has no plan form";
   }
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitCollective(Operation *op, plan::OpKind opKind,
+                                             plan::ValueId token,
+                                             std::vector<plan::Op> &out) {
+  auto name = op->getAttrOfType<FlatSymbolRefAttr>("bucket");
+  auto it = buckets.find(name.getValue());
+  if (it == buckets.end())
+    return op->emitOpError() << "names bucket " << name
+                             << ", which is not a ds.bucket of the module";
+  const BucketRef &bucket = it->second;
+  // Where each stage's collectives go (docs/plan-format.md): the backward
+  // holds only stage 2's reduce-scatters, everything else is in @step.
+  bool inTrain = opKind == plan::OpKind::ReduceScatter && bucket.stage == 2;
+  if (programKind == ProgramKind::Eval ||
+      (programKind == ProgramKind::Train && !inTrain) ||
+      (programKind == ProgramKind::Step && inTrain))
+    return op->emitOpError()
+           << "on a bucket of engine @" << bucket.engine << " (ZeRO stage "
+           << bucket.stage << ") does not belong in the "
+           << (programKind == ProgramKind::Eval    ? "eval"
+               : programKind == ProgramKind::Train ? "train"
+                                                   : "step")
+           << " program"
+           << (inTrain ? ": stage 2 reduces in the backward"
+                       : ": it runs at the accumulation boundary, in @step");
+  out.push_back(
+      plan::Op::collective(opKind, bucket.engine, bucket.index, token));
   return success();
 }
 
@@ -315,6 +391,52 @@ LogicalResult ProgramEmitter::emitFunction(func::FuncOp func) {
   return success();
 }
 
+/// The engine's update, from its ds.optimizer_step.
+static plan::OptimizerDesc optimizerOf(OptimizerStepOp op) {
+  plan::OptimizerDesc desc;
+  desc.type = op.getType().str();
+  desc.lr = op.getLr().convertToDouble();
+  ArrayRef<double> betas = op.getBetas();
+  desc.betas = {betas[0], betas[1]};
+  desc.eps = op.getEps().convertToDouble();
+  desc.weightDecay = op.getWeightDecay().convertToDouble();
+  desc.momentum = op.getMomentum().convertToDouble();
+  desc.dampening = op.getDampening().convertToDouble();
+  desc.nesterov = op.getNesterov();
+  desc.gradientClipping = op.getGradientClipping().convertToDouble();
+  if (DictionaryAttr dict = op.getSchedulerAttr()) {
+    plan::SchedulerDesc scheduler;
+    auto f64 = [&](StringRef key) -> std::optional<double> {
+      if (auto value = dict.getAs<FloatAttr>(key))
+        return value.getValueAsDouble();
+      return std::nullopt;
+    };
+    auto i64 = [&](StringRef key) -> std::optional<int64_t> {
+      if (auto value = dict.getAs<IntegerAttr>(key))
+        return value.getInt();
+      return std::nullopt;
+    };
+    auto str = [&](StringRef key, const std::string &fallback) {
+      if (auto value = dict.getAs<StringAttr>(key))
+        return value.getValue().str();
+      return fallback;
+    };
+    scheduler.type = str("type", scheduler.type);
+    scheduler.warmupMinLr = f64("warmup_min_lr").value_or(0.0);
+    scheduler.warmupMaxLr = f64("warmup_max_lr");
+    scheduler.warmupNumSteps =
+        i64("warmup_num_steps").value_or(scheduler.warmupNumSteps);
+    scheduler.warmupType = str("warmup_type", scheduler.warmupType);
+    scheduler.totalNumSteps = i64("total_num_steps");
+    scheduler.warmupMinRatio =
+        f64("warmup_min_ratio").value_or(scheduler.warmupMinRatio);
+    scheduler.cosMinRatio =
+        f64("cos_min_ratio").value_or(scheduler.cosMinRatio);
+    desc.scheduler = scheduler;
+  }
+  return desc;
+}
+
 FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
                                          const EmitPlanOptions &options) {
   plan::Plan result;
@@ -325,6 +447,37 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
   if (auto ws = module->getAttrOfType<IntegerAttr>("ds.world_size"))
     result.worldSize = ws.getInt();
 
+  // The training step, when autodiff has derived it; it brings the boundary
+  // work (@step) and every trainable engine's optimizer and partition.
+  auto train = module.lookupSymbol<func::FuncOp>("forward");
+  bool hasBackward = false;
+  if (train)
+    train.walk([&](BackwardBeginOp) { hasBackward = true; });
+  auto step = module.lookupSymbol<func::FuncOp>("step");
+  if (hasBackward && !step)
+    return module.emitError()
+           << "a training plan needs @step, the accumulation boundary's work "
+              "(run -ds-lower-optimizer and -ds-zero-partition)";
+
+  // Buckets by name, numbered by offset within their engine.
+  llvm::StringMap<BucketRef> buckets;
+  {
+    llvm::StringMap<SmallVector<BucketOp>> byEngine;
+    for (BucketOp bucket : module.getOps<BucketOp>())
+      byEngine[bucket.getEngine()].push_back(bucket);
+    for (auto &entry : byEngine) {
+      llvm::stable_sort(entry.second, [](BucketOp a, BucketOp b) {
+        return a.getOffset() < b.getOffset();
+      });
+      auto engine = module.lookupSymbol<EngineOp>(entry.first());
+      int64_t stage =
+          engine && engine.getZeroStage() ? *engine.getZeroStage() : 0;
+      for (auto [index, bucket] : llvm::enumerate(entry.second))
+        buckets[bucket.getSymName()] = {entry.first().str(), int64_t(index),
+                                        stage};
+    }
+  }
+
   for (Operation &op : module.getBody()->getOperations()) {
     if (auto engine = dyn_cast<EngineOp>(op)) {
       plan::EngineDesc desc;
@@ -334,6 +487,45 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
                                               /*allow_exceptions=*/false);
       if (desc.config.is_discarded())
         return engine.emitOpError() << "config is not valid JSON";
+      if (hasBackward && !engine.getFrozen()) {
+        OptimizerStepOp update;
+        for (auto candidate : step.getBody().front().getOps<OptimizerStepOp>())
+          if (candidate.getEngine() == engine.getSymName()) {
+            if (update)
+              return candidate.emitOpError()
+                     << "updates engine @" << engine.getSymName()
+                     << " a second time in @step";
+            update = candidate;
+          }
+        if (!update)
+          return engine.emitOpError()
+                 << "is trainable, but @step has no ds.optimizer_step for it "
+                    "(run -ds-lower-optimizer)";
+        if (!engine.isPartitioned())
+          return engine.emitOpError()
+                 << "is trainable, but not partitioned (run "
+                    "-ds-zero-partition)";
+        desc.optimizer = optimizerOf(update);
+        plan::PartitionDesc partition;
+        partition.stage = *engine.getZeroStage();
+        partition.numel = *engine.getFlatNumel();
+        for (ParamOp param : module.getOps<ParamOp>())
+          if (param.getEngine() && *param.getEngine() == engine.getSymName() &&
+              param.getFlatOffset())
+            partition.params.push_back(
+                {param.getSymName().str(), *param.getFlatOffset()});
+        llvm::stable_sort(partition.params, [](const auto &a, const auto &b) {
+          return a.offset < b.offset;
+        });
+        for (BucketOp bucket : module.getOps<BucketOp>())
+          if (bucket.getEngine() == engine.getSymName())
+            partition.buckets.push_back(
+                {bucket.getOffset(), bucket.getNumel()});
+        llvm::stable_sort(partition.buckets, [](const auto &a, const auto &b) {
+          return a.offset < b.offset;
+        });
+        desc.partition = std::move(partition);
+      }
       result.engines.push_back(std::move(desc));
     }
     auto addState = [&](auto decl, plan::StateKind kind, bool requiresGrad) {
@@ -381,18 +573,22 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
     result.outputs.push_back(
         {numResults == 1 ? "loss" : "loss" + std::to_string(i), "loss"});
 
-  ProgramEmitter emitter(result.programs["eval"]);
+  ProgramEmitter emitter(result.programs["eval"], ProgramKind::Eval, buckets);
   if (failed(emitter.emitFunction(eval)))
     return failure();
 
-  // The training step, when autodiff has derived it.
-  auto train = module.lookupSymbol<func::FuncOp>("forward");
-  bool hasBackward = false;
-  if (train)
-    train.walk([&](BackwardBeginOp) { hasBackward = true; });
   if (hasBackward) {
-    ProgramEmitter trainEmitter(result.programs["train"]);
+    ProgramEmitter trainEmitter(result.programs["train"], ProgramKind::Train,
+                                buckets);
     if (failed(trainEmitter.emitFunction(train)))
+      return failure();
+    if (step.getNumArguments() != 0 || step.getNumResults() != 0)
+      return step.emitOpError()
+             << "the accumulation boundary's work takes no arguments and "
+                "returns nothing";
+    ProgramEmitter stepEmitter(result.programs["step"], ProgramKind::Step,
+                               buckets);
+    if (failed(stepEmitter.emitFunction(step)))
       return failure();
   }
   return result;

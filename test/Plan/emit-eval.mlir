@@ -15,7 +15,7 @@ func.func @forward_eval(%x: tensor<2x3xf32> {ds.name = "x"}, %t: tensor<3x3xf32>
 }
 
 // CHECK: "format": "ds-plan",
-// CHECK-NEXT: "version": 1,
+// CHECK-NEXT: "version": 2,
 // CHECK: "micro_batch_per_rank": 2,
 // CHECK: "engines": [
 // CHECK-NEXT: {"name": "model", "module": "", "config": {"train_batch_size": 2}}

@@ -1,8 +1,11 @@
-// RUN: ds-opt %s -ds-autodiff='grad-scale=0.25' | ds-translate --ds-mlir-to-plan --gradient-accumulation-steps=4 | FileCheck %s
+// REQUIRES: plan-format-v2
+// RUN: ds-opt %s -ds-autodiff='grad-scale=0.25' -ds-lower-optimizer -ds-zero-partition | ds-translate --ds-mlir-to-plan --gradient-accumulation-steps=4 | FileCheck %s
 
 // The training program: forward, backward_start at the first backward op,
-// and a grad op per parameter read.
-ds.engine @model {module = ""}
+// and a grad op per parameter read. The engine carries its resolved
+// optimizer and its partition (stage 0: one bucket), and programs.step
+// all-reduces that bucket, waits and updates.
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}"}
 ds.param @w : tensor<2x3xf32> {module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad, engine = @model}
 func.func @forward(%x: tensor<4x3xf32> {ds.name = "x"}) -> tensor<f32> {
   %w = ds.get_param @w : tensor<2x3xf32>
@@ -20,7 +23,23 @@ func.func @forward_eval(%x: tensor<4x3xf32> {ds.name = "x"}) -> tensor<f32> {
 }
 
 // CHECK: "gradient_accumulation_steps": 4,
+// CHECK:      "config": {"optimizer": {"type": "AdamW"}},
+// CHECK-NEXT: "optimizer": {"type": "adamw", "lr": 0.001, "betas": [0.9, 0.999], "eps": 1e-08, "weight_decay": 0.0, "momentum": 0.0, "dampening": 0.0, "nesterov": false, "gradient_clipping": 1.0, "scheduler": null},
+// CHECK-NEXT: "partition": {
+// CHECK-NEXT:  "stage": 0,
+// CHECK-NEXT:  "numel": 6,
+// CHECK-NEXT:  "params": [{"name": "w", "offset": 0}],
+// CHECK-NEXT:  "buckets": [{"offset": 0, "numel": 6}]
+// CHECK-NEXT: }
 // CHECK: "eval": {
+// CHECK:      "step": {
+// CHECK-NEXT:  "values": [{"id": 0, "type": "token"}],
+// CHECK-NEXT:  "body": [
+// CHECK-NEXT:   {"kind": "all_reduce", "engine": "model", "bucket": 0, "result": 0},
+// CHECK-NEXT:   {"kind": "wait", "arg": 0, "free": [0]},
+// CHECK-NEXT:   {"kind": "optimizer_step", "engine": "model"}
+// CHECK-NEXT:  ],
+// CHECK-NEXT:  "results": []
 // CHECK: "train": {
 // CHECK: "body": [
 // CHECK: {"kind": "call", "op": "aten::sum", "args": [3, 2], "results": [4]

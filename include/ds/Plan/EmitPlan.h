@@ -1,8 +1,11 @@
 //===- EmitPlan.h - ds IR -> plan -------------------------------*- C++ -*-===//
 //
-// Lowers a module of the ds dialect (state, engines, `@forward_eval`, later the
-// training step) to the plan the runtime executes. The compiler side of the
-// plan format; the runtime only reads plans (ds/Plan/PlanFormat.h).
+// Lowers a module of the ds dialect (state, engines, `@forward_eval`, and once
+// -ds-autodiff, -ds-lower-optimizer and -ds-zero-partition have run, the
+// training step `@forward` and the accumulation boundary `@step` with each
+// trainable engine's optimizer and partition) to the plan the runtime
+// executes. The compiler side of the plan format; the runtime only reads
+// plans (ds/Plan/PlanFormat.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,7 +23,9 @@ struct EmitPlanOptions {
 };
 
 /// Builds the plan of `module`. Emits a diagnostic on the offending op and
-/// returns failure for IR the plan cannot carry.
+/// returns failure for IR the plan cannot carry: a training step without
+/// `@step`, a trainable engine without its ds.optimizer_step or partition,
+/// a collective or update in a program it does not belong to.
 FailureOr<::ds::plan::Plan> emitPlan(ModuleOp module,
                                      const EmitPlanOptions &options);
 

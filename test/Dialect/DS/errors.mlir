@@ -300,3 +300,358 @@ func.func @yield_outside_if(%x: tensor<4xf32>) {
   // expected-error @below {{'ds.yield' op expects parent op 'ds.if'}}
   "ds.yield"(%x) : (tensor<4xf32>) -> ()
 }
+
+//===----------------------------------------------------------------------===//
+// ds.optimizer_step
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @step() {
+  // expected-error @below {{'ds.optimizer_step' op names engine @model, which is not a ds.engine in this module}}
+  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  return
+}
+
+// -----
+
+ds.engine @teacher {module = "teacher", frozen}
+func.func @step() {
+  // expected-error @below {{'ds.optimizer_step' op updates engine @teacher, which is frozen (it has no optimizer and its parameters get no gradients)}}
+  ds.optimizer_step @teacher {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  return
+}
+
+// -----
+
+ds.engine @model {module = ""}
+func.func @step() {
+  // expected-error @below {{'ds.optimizer_step' op type must be "adamw", "adam" or "sgd", but is "lamb"}}
+  ds.optimizer_step @model {type = "lamb", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  return
+}
+
+// -----
+
+ds.engine @model {module = ""}
+func.func @step() {
+  // expected-error @below {{'ds.optimizer_step' op lr must be >= 0, but is -0.5}}
+  ds.optimizer_step @model {type = "adamw", lr = -0.5, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  return
+}
+
+// -----
+
+ds.engine @model {module = ""}
+func.func @step() {
+  // expected-error @below {{'ds.optimizer_step' op betas[1] must be in [0, 1), but is 1}}
+  ds.optimizer_step @model {type = "adam", lr = 0.001, betas = [0.9, 1.0], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  return
+}
+
+// -----
+
+ds.engine @model {module = ""}
+func.func @step() {
+  // expected-error @below {{'ds.optimizer_step' op betas must hold 2 values, but holds 1}}
+  ds.optimizer_step @model {type = "adam", lr = 0.001, betas = [0.9], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  return
+}
+
+// -----
+
+ds.engine @model {module = ""}
+func.func @step() {
+  // expected-error @below {{'ds.optimizer_step' op eps must be > 0, but is 0}}
+  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 0.0, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  return
+}
+
+// -----
+
+ds.engine @model {module = ""}
+func.func @step() {
+  // expected-error @below {{'ds.optimizer_step' op gradient_clipping must be >= 0, but is -1}}
+  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = -1.0}
+  return
+}
+
+// -----
+
+ds.engine @model {module = ""}
+func.func @step() {
+  // expected-error @below {{'ds.optimizer_step' op nesterov momentum requires momentum > 0 and dampening 0, but momentum is 0.9 and dampening 0.1}}
+  ds.optimizer_step @model {type = "sgd", lr = 0.1, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.9, dampening = 0.1, nesterov = true, gradient_clipping = 1.0}
+  return
+}
+
+// -----
+
+ds.engine @model {module = ""}
+func.func @step() {
+  // expected-error @below {{'ds.optimizer_step' op momentum, dampening and nesterov are SGD parameters; "adamw" needs 0, 0 and false, but they are 0.9, 0 and false}}
+  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.9, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  return
+}
+
+// -----
+
+ds.engine @model {module = ""}
+func.func @step() {
+  // expected-error @below {{'ds.optimizer_step' op scheduler has no key 'warmup_max' (known: type, warmup_min_lr, warmup_max_lr, warmup_num_steps, warmup_type, total_num_steps, warmup_min_ratio, cos_min_ratio)}}
+  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = {type = "WarmupLR", warmup_max = 0.1, warmup_min_lr = 0.0, warmup_num_steps = 10, warmup_type = "log", warmup_min_ratio = 0.0, cos_min_ratio = 0.0001}}
+  return
+}
+
+// -----
+
+ds.engine @model {module = ""}
+func.func @step() {
+  // expected-error @below {{'ds.optimizer_step' op scheduler needs 'total_num_steps'}}
+  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = {type = "WarmupDecayLR", warmup_min_lr = 0.0, warmup_max_lr = 0.001, warmup_num_steps = 10, warmup_type = "log", warmup_min_ratio = 0.0, cos_min_ratio = 0.0001}}
+  return
+}
+
+// -----
+
+ds.engine @model {module = ""}
+func.func @step() {
+  // expected-error @below {{'ds.optimizer_step' op scheduler cos_min_ratio must be in [0, 1], but is 2}}
+  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = {type = "WarmupCosineLR", warmup_min_lr = 0.0, warmup_num_steps = 10, warmup_type = "log", total_num_steps = 20, warmup_min_ratio = 0.0, cos_min_ratio = 2.0}}
+  return
+}
+
+// -----
+
+ds.engine @model {module = ""}
+func.func @step() {
+  // expected-error @below {{'ds.optimizer_step' op scheduler warmup_type must be "log" or "linear", but is "cosine"}}
+  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = {type = "WarmupLR", warmup_min_lr = 0.0, warmup_num_steps = 10, warmup_type = "cosine", warmup_min_ratio = 0.0, cos_min_ratio = 0.0001}}
+  return
+}
+
+// -----
+
+ds.engine @model {module = ""}
+func.func @step(%c: i1) {
+  ds.if %c {
+    // expected-error @below {{'ds.optimizer_step' op is inside a ds.if; every rank must run the same updates in the same order, so it belongs at the top level of the function}}
+    ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  } else {
+  }
+  return
+}
+
+// -----
+
+ds.engine @model {module = ""}
+func.func @step() {
+  // expected-error @below {{unknown key 'learning_rate' (expected type, lr, betas, eps, weight_decay, momentum, dampening, nesterov, gradient_clipping, scheduler)}}
+  ds.optimizer_step @model {type = "adamw", learning_rate = 0.001}
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// Partitioned engines: ds.engine, ds.param, ds.bucket
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// expected-error @below {{'ds.engine' op zero_stage and flat_numel describe a partition together, but only zero_stage is set}}
+ds.engine @model {module = "", zero_stage = 1}
+
+// -----
+
+// expected-error @below {{'ds.engine' op is frozen (no optimizer, no gradients), but has a zero_stage; only trainable engines are partitioned}}
+ds.engine @teacher {module = "teacher", frozen, zero_stage = 0, flat_numel = 0}
+
+// -----
+
+// expected-error @below {{'ds.engine' op zero_stage must be 0, 1 or 2, but is 3}}
+ds.engine @model {module = "", zero_stage = 3, flat_numel = 0}
+
+// -----
+
+// expected-error @below {{'ds.engine' op buckets must cover [0, 16) without gaps or overlaps, but bucket @b1 starts at 10 where 8 was expected}}
+ds.engine @model {module = "", zero_stage = 0, flat_numel = 16}
+ds.bucket @b0 engine @model offset 0 numel 8
+ds.bucket @b1 engine @model offset 10 numel 6
+
+// -----
+
+// expected-error @below {{'ds.engine' op buckets must cover [0, 16) exactly, but they end at 8}}
+ds.engine @model {module = "", zero_stage = 0, flat_numel = 16}
+ds.bucket @b0 engine @model offset 0 numel 8
+
+// -----
+
+// expected-error @below {{'ds.engine' op is partitioned, but its trainable parameter @fc.bias has no flat_offset}}
+ds.engine @model {module = "", zero_stage = 0, flat_numel = 8}
+ds.param @"fc.weight" : tensor<2x3xf32> {module = "fc", module_class = "L", requires_grad, engine = @model, flat_offset = 0}
+ds.param @"fc.bias" : tensor<2xf32> {module = "fc", module_class = "L", requires_grad, engine = @model}
+ds.bucket @b0 engine @model offset 0 numel 8
+
+// -----
+
+// expected-error @below {{'ds.engine' op parameters @fc.weight ([0, 6)) and @fc.bias (from 4) overlap in the flat buffer}}
+ds.engine @model {module = "", zero_stage = 0, flat_numel = 8}
+ds.param @"fc.weight" : tensor<2x3xf32> {module = "fc", module_class = "L", requires_grad, engine = @model, flat_offset = 0}
+ds.param @"fc.bias" : tensor<2xf32> {module = "fc", module_class = "L", requires_grad, engine = @model, flat_offset = 4}
+ds.bucket @b0 engine @model offset 0 numel 8
+
+// -----
+
+ds.engine @model {module = ""}
+// expected-error @below {{'ds.param' op has a flat_offset, but its engine @model is not partitioned (no zero_stage)}}
+ds.param @"fc.bias" : tensor<2xf32> {module = "fc", module_class = "L", requires_grad, engine = @model, flat_offset = 0}
+
+// -----
+
+ds.engine @model {module = "", zero_stage = 0, flat_numel = 2}
+// expected-error @below {{'ds.param' op has a flat_offset, but does not require grad; only trainable parameters are in the flat buffer}}
+ds.param @"fc.bias" : tensor<2xf32> {module = "fc", module_class = "L", engine = @model, flat_offset = 0}
+ds.bucket @b0 engine @model offset 0 numel 2
+
+// -----
+
+ds.engine @model {module = "", zero_stage = 0, flat_numel = 4}
+// expected-error @below {{'ds.param' op occupies [3, 5) of the flat buffer, outside [0, 4) of engine @model}}
+ds.param @"fc.bias" : tensor<2xf32> {module = "fc", module_class = "L", requires_grad, engine = @model, flat_offset = 3}
+ds.bucket @b0 engine @model offset 0 numel 4
+
+// -----
+
+module attributes {ds.world_size = 4 : i64} {
+  ds.engine @model {module = "", zero_stage = 1, flat_numel = 6}
+  // expected-error @below {{'ds.bucket' op numel 6 is not a multiple of the world size 4 (every rank owns numel / world size elements)}}
+  ds.bucket @b0 engine @model offset 0 numel 6
+}
+
+// -----
+
+// expected-error @below {{'ds.bucket' op numel must be > 0, but is 0}}
+ds.bucket @b0 engine @model offset 0 numel 0
+
+// -----
+
+// expected-error @below {{'ds.bucket' op names engine @model, which is not a ds.engine in this module}}
+ds.bucket @b0 engine @model offset 0 numel 4
+
+// -----
+
+ds.engine @model {module = ""}
+// expected-error @below {{'ds.bucket' op belongs to engine @model, which is not partitioned (no zero_stage)}}
+ds.bucket @b0 engine @model offset 0 numel 4
+
+//===----------------------------------------------------------------------===//
+// Collectives and ds.wait
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @undeclared_bucket() {
+  // expected-error @below {{'ds.all_reduce' op refers to undeclared bucket @b0}}
+  %t = ds.all_reduce @b0
+  ds.wait %t
+  return
+}
+
+// -----
+
+ds.engine @model {module = ""}
+func.func @not_a_bucket() {
+  // expected-error @below {{'ds.all_gather' op expects @model to be a ds.bucket, but it is a 'ds.engine'}}
+  %t = ds.all_gather @model
+  ds.wait %t
+  return
+}
+
+// -----
+
+ds.engine @model {module = "", zero_stage = 1, flat_numel = 4}
+ds.bucket @b0 engine @model offset 0 numel 4
+func.func @all_reduce_at_stage_1() {
+  // expected-error @below {{'ds.all_reduce' op belongs to ZeRO stage 0, but engine @model of bucket @b0 is at stage 1}}
+  %t = ds.all_reduce @b0
+  ds.wait %t
+  return
+}
+
+// -----
+
+ds.engine @model {module = "", zero_stage = 0, flat_numel = 4}
+ds.bucket @b0 engine @model offset 0 numel 4
+func.func @reduce_scatter_at_stage_0() {
+  // expected-error @below {{'ds.reduce_scatter' op belongs to ZeRO stages 1 and 2, but engine @model of bucket @b0 is at stage 0}}
+  %t = ds.reduce_scatter @b0
+  ds.wait %t
+  return
+}
+
+// -----
+
+ds.engine @model {module = "", zero_stage = 2, flat_numel = 4}
+ds.bucket @b0 engine @model offset 0 numel 4
+func.func @collective_in_branch(%c: i1) {
+  ds.if %c {
+    // expected-error @below {{'ds.reduce_scatter' op is inside a ds.if; every rank must issue the same collectives in the same order, so it belongs at the top level of the function}}
+    %t = ds.reduce_scatter @b0
+    ds.wait %t
+  } else {
+  }
+  return
+}
+
+// -----
+
+ds.engine @model {module = "", zero_stage = 0, flat_numel = 4}
+ds.bucket @b0 engine @model offset 0 numel 4
+func.func @never_waited() {
+  // expected-error @below {{'ds.all_reduce' op token must be waited by exactly one ds.wait, but it has 0 use(s)}}
+  %t = ds.all_reduce @b0
+  return
+}
+
+// -----
+
+ds.engine @model {module = "", zero_stage = 0, flat_numel = 4}
+ds.bucket @b0 engine @model offset 0 numel 4
+func.func @waited_twice() {
+  // expected-error @below {{'ds.all_reduce' op token must be waited by exactly one ds.wait, but it has 2 use(s)}}
+  %t = ds.all_reduce @b0
+  ds.wait %t
+  ds.wait %t
+  return
+}
+
+// -----
+
+ds.engine @model {module = "", zero_stage = 0, flat_numel = 4}
+ds.bucket @b0 engine @model offset 0 numel 4
+func.func @token_escapes() -> !ds.token {
+  // expected-error @below {{'ds.all_reduce' op token must be waited by exactly one ds.wait, but it has 1 use(s) (not a ds.wait)}}
+  %t = ds.all_reduce @b0
+  return %t : !ds.token
+}
+
+// -----
+
+func.func @wait_on_argument(%t: !ds.token) {
+  // expected-error @below {{'ds.wait' op expects the token of a ds.all_reduce, ds.reduce_scatter or ds.all_gather}}
+  ds.wait %t
+  return
+}
+
+// -----
+
+ds.engine @model {module = "", zero_stage = 0, flat_numel = 4}
+ds.bucket @b0 engine @model offset 0 numel 4
+func.func @wait_in_branch(%c: i1) {
+  %t = ds.all_reduce @b0
+  ds.if %c {
+    // expected-error @below {{'ds.wait' op is inside a ds.if; every rank must wait for the same collectives in the same order, so it belongs at the top level of the function}}
+    ds.wait %t
+  } else {
+  }
+  return
+}

@@ -6,6 +6,11 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
 using namespace mlir;
 using namespace mlir::ds;
 
@@ -34,9 +39,8 @@ static LogicalResult verifyStateUse(Operation *op, FlatSymbolRefAttr name,
     return op->emitOpError() << "refers to undeclared " << kind << " " << name;
   auto state = dyn_cast<StateOp>(decl);
   if (!state)
-    return op->emitOpError()
-           << "expects " << name << " to be a ds." << kind << ", but it is a '"
-           << decl->getName() << "'";
+    return op->emitOpError() << "expects " << name << " to be a ds." << kind
+                             << ", but it is a '" << decl->getName() << "'";
   if (state.getType() != type)
     return op->emitOpError()
            << "type " << type << " does not match the declared type "
@@ -48,8 +52,7 @@ static LogicalResult verifyStateUse(Operation *op, FlatSymbolRefAttr name,
 // ParamOp / BufferOp
 //===----------------------------------------------------------------------===//
 
-template <typename StateOp>
-static LogicalResult verifyStateDecl(StateOp op) {
+template <typename StateOp> static LogicalResult verifyStateDecl(StateOp op) {
   auto type = cast<RankedTensorType>(op.getType());
   if (!type.hasStaticShape())
     return op.emitOpError() << "state must have a static shape, but "
@@ -74,10 +77,584 @@ LogicalResult ParamOp::verify() { return verifyStateDecl(*this); }
 LogicalResult BufferOp::verify() { return verifyStateDecl(*this); }
 
 LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  return verifyEngineRef(*this, symbolTable);
+  if (failed(verifyEngineRef(*this, symbolTable)))
+    return failure();
+  std::optional<int64_t> offset = getFlatOffset();
+  if (!offset)
+    return success();
+  auto engineRef = getEngineAttr();
+  auto engine =
+      engineRef
+          ? dyn_cast_or_null<EngineOp>(
+                symbolTable.lookupNearestSymbolFrom(*this, engineRef.getAttr()))
+          : EngineOp();
+  if (!engine || !engine.isPartitioned())
+    return emitOpError() << "has a flat_offset, but "
+                         << (engine ? "its engine @" + engine.getSymName().str()
+                                    : std::string("it has no engine, which"))
+                         << " is not partitioned (no zero_stage)";
+  if (!getRequiresGrad())
+    return emitOpError() << "has a flat_offset, but does not require grad; "
+                            "only trainable parameters are in the flat buffer";
+  int64_t numel = cast<RankedTensorType>(getType()).getNumElements();
+  int64_t flatNumel = *engine.getFlatNumel();
+  if (*offset < 0 || *offset + numel > flatNumel)
+    return emitOpError() << "occupies [" << *offset << ", " << *offset + numel
+                         << ") of the flat buffer, outside [0, " << flatNumel
+                         << ") of engine @" << engine.getSymName();
+  return success();
 }
 LogicalResult BufferOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyEngineRef(*this, symbolTable);
+}
+
+//===----------------------------------------------------------------------===//
+// EngineOp
+//===----------------------------------------------------------------------===//
+
+/// The world size the module is compiled for: its `ds.world_size`, else 1.
+static int64_t worldSizeOf(Operation *op) {
+  auto module =
+      isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
+  if (module)
+    if (auto ws = module->getAttrOfType<IntegerAttr>("ds.world_size"))
+      return ws.getInt();
+  return 1;
+}
+
+/// A double as a person writes it: "0.001", "1e-08", "-1".
+static std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.15g", value);
+  return text;
+}
+
+LogicalResult EngineOp::verifySymbolUses(SymbolTableCollection &) {
+  if (getZeroStage().has_value() != getFlatNumel().has_value())
+    return emitOpError() << "zero_stage and flat_numel describe a partition "
+                            "together, but only "
+                         << (getZeroStage() ? "zero_stage" : "flat_numel")
+                         << " is set";
+  if (!isPartitioned())
+    return success();
+  if (getFrozen())
+    return emitOpError() << "is frozen (no optimizer, no gradients), but has "
+                            "a zero_stage; only trainable engines are "
+                            "partitioned";
+  int64_t stage = *getZeroStage();
+  if (stage < 0 || stage > 2)
+    return emitOpError() << "zero_stage must be 0, 1 or 2, but is " << stage;
+  int64_t flatNumel = *getFlatNumel();
+  if (flatNumel < 0)
+    return emitOpError() << "flat_numel must be >= 0, but is " << flatNumel;
+
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  SmallVector<BucketOp> buckets;
+  SmallVector<ParamOp> params;
+  for (Operation &op : module.getBody()->getOperations()) {
+    if (auto bucket = dyn_cast<BucketOp>(op)) {
+      if (bucket.getEngine() == getSymName())
+        buckets.push_back(bucket);
+    } else if (auto param = dyn_cast<ParamOp>(op)) {
+      if (param.getEngine() && *param.getEngine() == getSymName())
+        params.push_back(param);
+    }
+  }
+  llvm::stable_sort(buckets, [](BucketOp a, BucketOp b) {
+    return a.getOffset() < b.getOffset();
+  });
+  int64_t expected = 0;
+  for (BucketOp bucket : buckets) {
+    if (bucket.getOffset() != expected)
+      return emitOpError() << "buckets must cover [0, " << flatNumel
+                           << ") without gaps or overlaps, but bucket @"
+                           << bucket.getSymName() << " starts at "
+                           << bucket.getOffset() << " where " << expected
+                           << " was expected";
+    expected += bucket.getNumel();
+  }
+  if (expected != flatNumel)
+    return emitOpError() << "buckets must cover [0, " << flatNumel
+                         << ") exactly, but they end at " << expected;
+
+  SmallVector<std::pair<int64_t, ParamOp>> placed;
+  for (ParamOp param : params) {
+    if (!param.getRequiresGrad())
+      continue;
+    std::optional<int64_t> offset = param.getFlatOffset();
+    if (!offset)
+      return emitOpError() << "is partitioned, but its trainable parameter @"
+                           << param.getSymName() << " has no flat_offset";
+    placed.push_back({*offset, param});
+  }
+  llvm::stable_sort(
+      placed, [](const auto &a, const auto &b) { return a.first < b.first; });
+  for (size_t i = 1; i < placed.size(); ++i) {
+    auto [prevOffset, prev] = placed[i - 1];
+    int64_t prevEnd =
+        prevOffset + cast<RankedTensorType>(prev.getType()).getNumElements();
+    if (placed[i].first < prevEnd)
+      return emitOpError() << "parameters @" << prev.getSymName() << " (["
+                           << prevOffset << ", " << prevEnd << ")) and @"
+                           << placed[i].second.getSymName() << " (from "
+                           << placed[i].first << ") overlap in the flat buffer";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// BucketOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult BucketOp::verify() {
+  if (getOffset() < 0)
+    return emitOpError() << "offset must be >= 0, but is " << getOffset();
+  if (getNumel() <= 0)
+    return emitOpError() << "numel must be > 0, but is " << getNumel();
+  int64_t worldSize = worldSizeOf(*this);
+  if (getNumel() % worldSize != 0)
+    return emitOpError() << "numel " << getNumel()
+                         << " is not a multiple of the world size " << worldSize
+                         << " (every rank owns numel / world size elements)";
+  return success();
+}
+
+LogicalResult BucketOp::verifySymbolUses(SymbolTableCollection &table) {
+  Operation *decl =
+      table.lookupNearestSymbolFrom(*this, getEngineAttr().getAttr());
+  auto engine = dyn_cast_or_null<EngineOp>(decl);
+  if (!engine)
+    return emitOpError() << "names engine " << getEngineAttr()
+                         << ", which is not a ds.engine in this module";
+  if (!engine.isPartitioned())
+    return emitOpError() << "belongs to engine " << getEngineAttr()
+                         << ", which is not partitioned (no zero_stage)";
+  return success();
+}
+
+/// The bucket a collective names, or an error.
+static FailureOr<BucketOp> lookupBucket(Operation *op, FlatSymbolRefAttr name,
+                                        SymbolTableCollection &table) {
+  Operation *decl = table.lookupNearestSymbolFrom(op, name.getAttr());
+  if (!decl)
+    return op->emitOpError() << "refers to undeclared bucket " << name;
+  auto bucket = dyn_cast<BucketOp>(decl);
+  if (!bucket)
+    return op->emitOpError()
+           << "expects " << name << " to be a ds.bucket, but it is a '"
+           << decl->getName() << "'";
+  return bucket;
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives and ds.wait
+//===----------------------------------------------------------------------===//
+
+/// Collectives and waits run on every rank in the same order: never inside
+/// a data-dependent branch.
+static LogicalResult verifyNotInBranch(Operation *op, StringRef what) {
+  if (op->getParentOfType<IfOp>())
+    return op->emitOpError()
+           << "is inside a ds.if; every rank must " << what
+           << " in the same order, so it belongs at the top level of the "
+              "function";
+  return success();
+}
+
+static LogicalResult verifyCollective(Operation *op) {
+  if (failed(verifyNotInBranch(op, "issue the same collectives")))
+    return failure();
+  Value token = op->getResult(0);
+  SmallVector<Operation *> users(token.getUsers());
+  if (users.size() != 1 || !isa<WaitOp>(users.front()))
+    return op->emitOpError()
+           << "token must be waited by exactly one ds.wait, but it has "
+           << users.size() << " use(s)"
+           << (users.size() == 1 ? " (not a ds.wait)" : "");
+  return success();
+}
+
+/// Which ZeRO stages a collective belongs to.
+static LogicalResult verifyCollectiveStage(Operation *op,
+                                           FlatSymbolRefAttr bucketName,
+                                           SymbolTableCollection &table,
+                                           bool stage0) {
+  auto bucket = lookupBucket(op, bucketName, table);
+  if (failed(bucket))
+    return failure();
+  auto engine = dyn_cast_or_null<EngineOp>(
+      table.lookupNearestSymbolFrom(op, bucket->getEngineAttr().getAttr()));
+  if (!engine || !engine.isPartitioned())
+    return success(); // The bucket's verifier reports it.
+  int64_t stage = *engine.getZeroStage();
+  if (stage0 != (stage == 0))
+    return op->emitOpError()
+           << (stage0 ? "belongs to ZeRO stage 0"
+                      : "belongs to ZeRO stages "
+                        "1 and 2")
+           << ", but engine @" << engine.getSymName() << " of bucket "
+           << bucketName << " is at stage " << stage;
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() { return verifyCollective(*this); }
+LogicalResult ReduceScatterOp::verify() { return verifyCollective(*this); }
+LogicalResult AllGatherOp::verify() { return verifyCollective(*this); }
+
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &table) {
+  return verifyCollectiveStage(*this, getBucketAttr(), table, true);
+}
+LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &table) {
+  return verifyCollectiveStage(*this, getBucketAttr(), table, false);
+}
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &table) {
+  return verifyCollectiveStage(*this, getBucketAttr(), table, false);
+}
+
+LogicalResult WaitOp::verify() {
+  if (failed(verifyNotInBranch(*this, "wait for the same collectives")))
+    return failure();
+  Operation *def = getToken().getDefiningOp();
+  if (!isa_and_nonnull<AllReduceOp, ReduceScatterOp, AllGatherOp>(def))
+    return emitOpError() << "expects the token of a ds.all_reduce, "
+                            "ds.reduce_scatter or ds.all_gather";
+  if (def->getBlock() != (*this)->getBlock())
+    return emitOpError()
+           << "must be in the block that starts the collective it waits for";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// OptimizerStepOp
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Checks the entries of an optimizer_step's `scheduler` dictionary.
+class SchedulerChecker {
+public:
+  SchedulerChecker(OptimizerStepOp op, DictionaryAttr dict)
+      : op(op), dict(dict) {}
+
+  LogicalResult check() {
+    static const char *known[] = {"type",
+                                  "warmup_min_lr",
+                                  "warmup_max_lr",
+                                  "warmup_num_steps",
+                                  "warmup_type",
+                                  "total_num_steps",
+                                  "warmup_min_ratio",
+                                  "cos_min_ratio"};
+    for (NamedAttribute entry : dict)
+      if (!llvm::is_contained(known, entry.getName().getValue()))
+        return fail() << "has no key '" << entry.getName().getValue()
+                      << "' (known: type, warmup_min_lr, warmup_max_lr, "
+                         "warmup_num_steps, warmup_type, total_num_steps, "
+                         "warmup_min_ratio, cos_min_ratio)";
+    auto type = dict.getAs<StringAttr>("type");
+    if (!type)
+      return fail() << "needs a string 'type'";
+    StringRef name = type.getValue();
+    if (name != "WarmupLR" && name != "WarmupDecayLR" &&
+        name != "WarmupCosineLR")
+      return fail() << "type must be \"WarmupLR\", \"WarmupDecayLR\" or "
+                       "\"WarmupCosineLR\", but is \""
+                    << name << "\"";
+    auto warmupType = dict.getAs<StringAttr>("warmup_type");
+    if (!warmupType)
+      return fail() << "needs a string 'warmup_type'";
+    if (warmupType.getValue() != "log" && warmupType.getValue() != "linear")
+      return fail() << "warmup_type must be \"log\" or \"linear\", but is \""
+                    << warmupType.getValue() << "\"";
+    if (failed(checkFloat("warmup_min_lr", true, 0.0, std::nullopt)) ||
+        failed(checkFloat("warmup_max_lr", false, 0.0, std::nullopt)) ||
+        failed(checkFloat("warmup_min_ratio", true, 0.0, 1.0)) ||
+        failed(checkFloat("cos_min_ratio", true, 0.0, 1.0)) ||
+        failed(checkInt("warmup_num_steps", true)) ||
+        failed(checkInt("total_num_steps", name != "WarmupLR")))
+      return failure();
+    return success();
+  }
+
+private:
+  InFlightDiagnostic fail() { return op.emitOpError() << "scheduler "; }
+
+  LogicalResult checkFloat(StringRef key, bool required, double min,
+                           std::optional<double> max) {
+    Attribute value = dict.get(key);
+    if (!value)
+      return required ? LogicalResult(fail() << "needs '" << key << "'")
+                      : success();
+    auto fp = dyn_cast<FloatAttr>(value);
+    if (!fp)
+      return fail() << key << " must be a float, but is " << value;
+    double v = fp.getValueAsDouble();
+    if (max && !(v >= min && v <= *max))
+      return fail() << key << " must be in [" << number(min) << ", "
+                    << number(*max) << "], but is " << number(v);
+    if (!(v >= min))
+      return fail() << key << " must be >= " << number(min) << ", but is "
+                    << number(v);
+    return success();
+  }
+
+  LogicalResult checkInt(StringRef key, bool required) {
+    Attribute value = dict.get(key);
+    if (!value)
+      return required ? LogicalResult(fail() << "needs '" << key << "'")
+                      : success();
+    auto integer = dyn_cast<IntegerAttr>(value);
+    if (!integer || !integer.getType().isInteger(64))
+      return fail() << key << " must be an i64, but is " << value;
+    if (integer.getInt() < 1)
+      return fail() << key << " must be >= 1, but is " << integer.getInt();
+    return success();
+  }
+
+  OptimizerStepOp op;
+  DictionaryAttr dict;
+};
+} // namespace
+
+LogicalResult OptimizerStepOp::verify() {
+  if (failed(verifyNotInBranch(*this, "run the same updates")))
+    return failure();
+  StringRef type = getType();
+  if (type != "adamw" && type != "adam" && type != "sgd")
+    return emitOpError() << "type must be \"adamw\", \"adam\" or \"sgd\", "
+                            "but is \""
+                         << type << "\"";
+  auto atLeastZero = [&](StringRef name, double value) -> LogicalResult {
+    if (!(value >= 0.0))
+      return emitOpError() << name << " must be >= 0, but is " << number(value);
+    return success();
+  };
+  if (failed(atLeastZero("lr", getLr().convertToDouble())) ||
+      failed(atLeastZero("weight_decay", getWeightDecay().convertToDouble())) ||
+      failed(atLeastZero("momentum", getMomentum().convertToDouble())) ||
+      failed(atLeastZero("gradient_clipping",
+                         getGradientClipping().convertToDouble())))
+    return failure();
+  ArrayRef<double> betas = getBetas();
+  if (betas.size() != 2)
+    return emitOpError() << "betas must hold 2 values, but holds "
+                         << betas.size();
+  for (auto [i, beta] : llvm::enumerate(betas))
+    if (!(beta >= 0.0 && beta < 1.0))
+      return emitOpError() << "betas[" << i << "] must be in [0, 1), but is "
+                           << number(beta);
+  double eps = getEps().convertToDouble();
+  if (!(eps > 0.0))
+    return emitOpError() << "eps must be > 0, but is " << number(eps);
+  double momentum = getMomentum().convertToDouble();
+  double dampening = getDampening().convertToDouble();
+  if (!std::isfinite(dampening))
+    return emitOpError() << "dampening must be finite, but is "
+                         << number(dampening);
+  if (type == "sgd") {
+    if (getNesterov() && (momentum <= 0.0 || dampening != 0.0))
+      return emitOpError() << "nesterov momentum requires momentum > 0 and "
+                              "dampening 0, but momentum is "
+                           << number(momentum) << " and dampening "
+                           << number(dampening);
+  } else {
+    if (momentum != 0.0 || dampening != 0.0 || getNesterov())
+      return emitOpError() << "momentum, dampening and nesterov are SGD "
+                              "parameters; \""
+                           << type << "\" needs 0, 0 and false, but they are "
+                           << number(momentum) << ", " << number(dampening)
+                           << " and " << (getNesterov() ? "true" : "false");
+  }
+  if (auto scheduler = getSchedulerAttr())
+    return SchedulerChecker(*this, scheduler).check();
+  return success();
+}
+
+// The custom form: `@engine {key = value, ...}` with the hyperparameters in a
+// fixed order and numbers as the shortest float literal that reads back to
+// the same double, so `lr = 0.001` prints as written.
+
+/// The shortest MLIR float literal that parses back to `value` (MLIR float
+/// literals need a '.': `1.0e-08`, `0.0`). Non-finite values print as their
+/// bit pattern, which the float parser accepts.
+static std::string floatLiteral(double value) {
+  if (!std::isfinite(value)) {
+    uint64_t bits;
+    std::memcpy(&bits, &value, sizeof(bits));
+    char text[32];
+    std::snprintf(text, sizeof(text), "0x%016llX",
+                  static_cast<unsigned long long>(bits));
+    return text;
+  }
+  char text[40];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(text, sizeof(text), "%.*g", precision, value);
+    if (std::strtod(text, nullptr) == value)
+      break;
+  }
+  std::string literal = text;
+  size_t exponent = literal.find_first_of("eE");
+  std::string mantissa = literal.substr(0, exponent);
+  if (mantissa.find('.') == std::string::npos)
+    mantissa += ".0";
+  return exponent == std::string::npos ? mantissa
+                                       : mantissa + literal.substr(exponent);
+}
+
+/// Scheduler keys in print order, and the type of their values.
+static const std::pair<const char *, char> kSchedulerKeys[] = {
+    {"type", 's'},
+    {"warmup_min_lr", 'f'},
+    {"warmup_max_lr", 'f'},
+    {"warmup_num_steps", 'i'},
+    {"warmup_type", 's'},
+    {"total_num_steps", 'i'},
+    {"warmup_min_ratio", 'f'},
+    {"cos_min_ratio", 'f'}};
+
+static void printSchedulerValue(OpAsmPrinter &p, Attribute value) {
+  if (auto fp = dyn_cast<FloatAttr>(value); fp && fp.getType().isF64())
+    p << floatLiteral(fp.getValueAsDouble());
+  else if (auto integer = dyn_cast<IntegerAttr>(value);
+           integer && integer.getType().isInteger(64))
+    p << integer.getInt();
+  else if (auto str = dyn_cast<StringAttr>(value))
+    p.printAttribute(str);
+  else
+    p.printAttribute(value);
+}
+
+void OptimizerStepOp::print(OpAsmPrinter &p) {
+  p << " ";
+  p.printAttributeWithoutType(getEngineAttr());
+  p << " {type = ";
+  p.printAttribute(getTypeAttr());
+  p << ", lr = " << floatLiteral(getLr().convertToDouble()) << ", betas = [";
+  llvm::interleaveComma(getBetas(), p,
+                        [&](double beta) { p << floatLiteral(beta); });
+  p << "], eps = " << floatLiteral(getEps().convertToDouble())
+    << ", weight_decay = " << floatLiteral(getWeightDecay().convertToDouble())
+    << ", momentum = " << floatLiteral(getMomentum().convertToDouble())
+    << ", dampening = " << floatLiteral(getDampening().convertToDouble())
+    << ", nesterov = " << (getNesterov() ? "true" : "false")
+    << ", gradient_clipping = "
+    << floatLiteral(getGradientClipping().convertToDouble());
+  if (DictionaryAttr scheduler = getSchedulerAttr()) {
+    p << ", scheduler = {";
+    bool first = true;
+    auto entry = [&](StringRef key, Attribute value) {
+      p << (first ? "" : ", ") << key << " = ";
+      first = false;
+      printSchedulerValue(p, value);
+    };
+    for (auto [key, kind] : kSchedulerKeys)
+      if (Attribute value = scheduler.get(key))
+        entry(key, value);
+    // Keys the verifier rejects still print, so that the IR can be read.
+    for (NamedAttribute named : scheduler)
+      if (!llvm::is_contained(llvm::make_first_range(kSchedulerKeys),
+                              named.getName().getValue()))
+        entry(named.getName().getValue(), named.getValue());
+    p << "}";
+  }
+  p << "}";
+  SmallVector<StringRef> elided = {
+      "engine",       "type",     "lr",        "betas",    "eps",
+      "weight_decay", "momentum", "dampening", "nesterov", "gradient_clipping",
+      "scheduler"};
+  p.printOptionalAttrDict((*this)->getAttrs(), elided);
+}
+
+ParseResult OptimizerStepOp::parse(OpAsmParser &parser,
+                                   OperationState &result) {
+  Builder &b = parser.getBuilder();
+  FlatSymbolRefAttr engine;
+  if (parser.parseAttribute(engine, "engine", result.attributes) ||
+      parser.parseLBrace())
+    return failure();
+  static const char *floatKeys[] = {"lr",           "eps",
+                                    "weight_decay", "momentum",
+                                    "dampening",    "gradient_clipping"};
+  auto parseEntry = [&]() -> ParseResult {
+    std::string key;
+    SMLoc loc = parser.getCurrentLocation();
+    if (parser.parseKeywordOrString(&key) || parser.parseEqual())
+      return failure();
+    if (result.attributes.get(key))
+      return parser.emitError(loc) << "'" << key << "' is given twice";
+    if (key == "type") {
+      std::string type;
+      if (parser.parseString(&type))
+        return failure();
+      result.addAttribute(key, b.getStringAttr(type));
+    } else if (llvm::is_contained(floatKeys, key)) {
+      double value;
+      if (parser.parseFloat(value))
+        return failure();
+      result.addAttribute(key, b.getF64FloatAttr(value));
+    } else if (key == "betas") {
+      SmallVector<double> betas;
+      if (parser.parseCommaSeparatedList(
+              OpAsmParser::Delimiter::Square, [&]() -> ParseResult {
+                return parser.parseFloat(betas.emplace_back());
+              }))
+        return failure();
+      result.addAttribute(key, b.getDenseF64ArrayAttr(betas));
+    } else if (key == "nesterov") {
+      bool value = succeeded(parser.parseOptionalKeyword("true"));
+      if (!value && parser.parseKeyword("false", " (nesterov is true or "
+                                                 "false)"))
+        return failure();
+      result.addAttribute(key, b.getBoolAttr(value));
+    } else if (key == "scheduler") {
+      NamedAttrList entries;
+      if (parser.parseCommaSeparatedList(
+              OpAsmParser::Delimiter::Braces, [&]() -> ParseResult {
+                std::string name;
+                if (parser.parseKeywordOrString(&name) || parser.parseEqual())
+                  return failure();
+                Type type;
+                for (auto [known, kind] : kSchedulerKeys)
+                  if (name == known && kind != 's')
+                    type = kind == 'f' ? Type(b.getF64Type())
+                                       : Type(b.getI64Type());
+                Attribute value;
+                if (parser.parseAttribute(value, type))
+                  return failure();
+                entries.append(name, value);
+                return success();
+              }))
+        return failure();
+      result.addAttribute(key, entries.getDictionary(b.getContext()));
+    } else {
+      return parser.emitError(loc)
+             << "unknown key '" << key
+             << "' (expected type, lr, betas, eps, weight_decay, momentum, "
+                "dampening, nesterov, gradient_clipping, scheduler)";
+    }
+    return success();
+  };
+  if (failed(parseEntry()))
+    return failure();
+  while (succeeded(parser.parseOptionalComma()))
+    if (failed(parseEntry()))
+      return failure();
+  if (parser.parseRBrace() || parser.parseOptionalAttrDict(result.attributes))
+    return failure();
+  return success();
+}
+
+LogicalResult OptimizerStepOp::verifySymbolUses(SymbolTableCollection &table) {
+  Operation *decl =
+      table.lookupNearestSymbolFrom(*this, getEngineAttr().getAttr());
+  auto engine = dyn_cast_or_null<EngineOp>(decl);
+  if (!engine)
+    return emitOpError() << "names engine " << getEngineAttr()
+                         << ", which is not a ds.engine in this module";
+  if (engine.getFrozen())
+    return emitOpError() << "updates engine " << getEngineAttr()
+                         << ", which is frozen (it has no optimizer and its "
+                            "parameters get no gradients)";
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -297,9 +874,9 @@ LogicalResult IfOp::verify() {
       Type yielded = std::get<0>(pair).getType();
       Type expected = std::get<1>(pair);
       if (!isRefinementOf(yielded, expected))
-        return emitOpError() << "'" << name << "' branch yields " << yielded
-                             << " as result #" << index << ", but the op has "
-                             << expected;
+        return emitOpError()
+               << "'" << name << "' branch yields " << yielded << " as result #"
+               << index << ", but the op has " << expected;
     }
   }
   return success();

@@ -10,11 +10,19 @@ include "mlir/IR/BuiltinAttributes.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
 
+/// An i64 attribute read as a signed int64_t (I64Attr reads uint64_t), so
+/// that verifiers see negative sizes and offsets as negative.
+def DS_I64Attr : SignlessIntegerAttrBase<I64, "64-bit signless integer attribute"> {
+  let returnType = "int64_t";
+  let convertFromStorage = "$_self.getValue().getSExtValue()";
+}
+
 //===----------------------------------------------------------------------===//
 // State: engines, parameters, buffers
 //===----------------------------------------------------------------------===//
 
-def DS_EngineOp : DS_Op<"engine", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+def DS_EngineOp : DS_Op<"engine", [Symbol, HasParent<"::mlir::ModuleOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "one DeepSpeed engine: a submodule trained with its own config";
   let description = [{
     Declares an engine: the submodule of the TorchScript root it owns
@@ -25,11 +33,43 @@ def DS_EngineOp : DS_Op<"engine", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     ```mlir
     ds.engine @student {module = "student", config = "{\"zero_optimization\": {\"stage\": 2}}"}
     ```
+
+    Once `-ds-zero-partition` has laid the engine out, it also carries its
+    ZeRO stage (`zero_stage`, 0 to 2) and the number of elements of its flat
+    gradient (and, stages 1-2, parameter) buffer, padding included
+    (`flat_numel`). The layout itself is the `flat_offset` of each trainable
+    `ds.param` of the engine and the engine's `ds.bucket`s:
+
+    ```mlir
+    ds.engine @model {flat_numel = 1088 : i64, module = "", zero_stage = 2 : i64}
+    ds.param @fc1.weight : tensor<16x32xf32> {engine = @model, flat_offset = 0 : i64, ...}
+    ds.bucket @model_bucket0 engine @model offset 0 numel 544
+    ds.bucket @model_bucket1 engine @model offset 544 numel 544
+    ```
+
+    The verifier checks that the two attributes come together and only on
+    an engine that is not frozen, and that the engine's buckets are sorted,
+    disjoint and cover `[0, flat_numel)` exactly, that every trainable
+    parameter of the engine has a `flat_offset` and that no two parameters
+    overlap.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$module,
                        DefaultValuedStrAttr<StrAttr, "{}">:$config,
-                       UnitAttr:$frozen);
+                       UnitAttr:$frozen,
+                       OptionalAttr<DS_I64Attr>:$zero_stage,
+                       OptionalAttr<DS_I64Attr>:$flat_numel);
   let assemblyFormat = "$sym_name attr-dict";
+  let builders = [
+    OpBuilder<(ins "::llvm::StringRef":$sym_name, "::llvm::StringRef":$module,
+                   "::llvm::StringRef":$config, "bool":$frozen), [{
+      build($_builder, $_state, sym_name, module, config, frozen,
+            /*zero_stage=*/nullptr, /*flat_numel=*/nullptr);
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    /// Whether -ds-zero-partition has laid this engine out.
+    bool isPartitioned() { return getZeroStage().has_value(); }
+  }];
 }
 
 class DS_StateDeclOp<string mnemonic>
@@ -50,11 +90,18 @@ def DS_ParamOp : DS_StateDeclOp<"param"> {
     ds.param @"fc1.weight" : tensor<16x8xf32> {module = "fc1",
         module_class = "torch.nn.modules.linear.Linear", requires_grad}
     ```
+
+    `flat_offset` (set by `-ds-zero-partition` on every trainable parameter
+    of a partitioned engine) is the element offset of the parameter in its
+    engine's flat buffers; the parameter occupies
+    `[flat_offset, flat_offset + numel)`, inside `[0, flat_numel)` of the
+    engine.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<AnyRankedTensor>:$type, StrAttr:$module,
                        StrAttr:$module_class, UnitAttr:$requires_grad,
-                       OptionalAttr<FlatSymbolRefAttr>:$engine);
+                       OptionalAttr<FlatSymbolRefAttr>:$engine,
+                       OptionalAttr<DS_I64Attr>:$flat_offset);
 }
 
 def DS_BufferOp : DS_StateDeclOp<"buffer"> {
@@ -232,6 +279,169 @@ def DS_GradOp : DS_Op<"grad", [
   }];
   let arguments = (ins FlatSymbolRefAttr:$param, AnyRankedTensor:$value);
   let assemblyFormat = "$param `,` $value attr-dict `:` type($value)";
+}
+
+def DS_OptimizerStepOp : DS_Op<"optimizer_step", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "the update of one engine at the accumulation boundary";
+  let description = [{
+    Updates the parameters of `engine` from its gradients: clips them by
+    their global L2 norm (`gradient_clipping`; 0 disables clipping), applies
+    the optimizer at the scheduled learning rate, advances the schedule and
+    zeroes the gradients. On a partitioned engine (stages 1-2) each rank
+    updates its shard, and the norm is taken over all shards.
+
+    Every hyperparameter is resolved (`-ds-lower-optimizer` writes DeepSpeed's
+    defaults where the config is silent), so the op alone says what the
+    update computes:
+
+    - `type`: `"adamw"` (decoupled weight decay: DeepSpeed's AdamW, and Adam
+      with `adam_w_mode`), `"adam"` (L2 decay added to the gradient:
+      `torch.optim.Adam`) or `"sgd"`;
+    - `lr` >= 0; `betas` (two values in [0, 1)) and `eps` > 0 for Adam;
+      `weight_decay` >= 0; `momentum` >= 0, `dampening` and `nesterov` for
+      SGD (nesterov needs momentum > 0 and dampening 0). Fields of the other
+      optimizer keep their defaults (the verifier insists for Adam's
+      `momentum`, `dampening` and `nesterov`);
+    - `gradient_clipping` >= 0;
+    - `scheduler` (optional): a dictionary mirroring DeepSpeed's schedules,
+      keys `type` (`"WarmupLR"`, `"WarmupDecayLR"`, `"WarmupCosineLR"`),
+      `warmup_min_lr`, `warmup_max_lr` (absent: the optimizer's lr),
+      `warmup_num_steps` (>= 1), `warmup_type` (`"log"` or `"linear"`),
+      `total_num_steps` (required by WarmupDecayLR and WarmupCosineLR),
+      `warmup_min_ratio`, `cos_min_ratio` (in [0, 1]).
+
+    The custom form lists the hyperparameters in this order, numbers as
+    plain floats (the generic form holds them as `f64` attributes, `betas`
+    as an `array<f64: ...>`):
+
+    ```mlir
+    ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999],
+        eps = 1.0e-08, weight_decay = 0.01, momentum = 0.0, dampening = 0.0,
+        nesterov = false, gradient_clipping = 1.0,
+        scheduler = {type = "WarmupLR", warmup_min_lr = 0.0,
+                     warmup_max_lr = 0.001, warmup_num_steps = 10,
+                     warmup_type = "log", warmup_min_ratio = 0.0,
+                     cos_min_ratio = 0.0001}}
+    ```
+
+    The engine must exist and not be frozen; the op is never inside a
+    `ds.if` (every rank takes part in the norm's all-reduce).
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$engine, StrAttr:$type, F64Attr:$lr,
+                       DenseF64ArrayAttr:$betas, F64Attr:$eps,
+                       F64Attr:$weight_decay, F64Attr:$momentum,
+                       F64Attr:$dampening, BoolAttr:$nesterov,
+                       F64Attr:$gradient_clipping,
+                       OptionalAttr<DictionaryAttr>:$scheduler);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Distribution: buckets and collectives
+//===----------------------------------------------------------------------===//
+
+def DS_BucketOp : DS_Op<"bucket", [Symbol, HasParent<"::mlir::ModuleOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a slice of an engine's flat buffers that one collective moves";
+  let description = [{
+    The elements `[offset, offset + numel)` of the flat gradient (and, at
+    stages 1-2, parameter) buffer of `engine`. `numel` is a multiple of the
+    world size (the module's `ds.world_size`, 1 when absent): rank `r` owns
+    the block `[offset + r * numel / W, offset + (r + 1) * numel / W)`.
+    Buckets of one engine are numbered by offset (`bucket 0` is the one at
+    offset 0), which is how the plan names them. Made by
+    `-ds-zero-partition` (docs/zero.md has the rules).
+
+    ```mlir
+    ds.bucket @model_bucket1 engine @model offset 544 numel 544
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$engine,
+                       DS_I64Attr:$offset, DS_I64Attr:$numel);
+  let assemblyFormat =
+      "$sym_name `engine` $engine `offset` $offset `numel` $numel attr-dict";
+  let hasVerifier = 1;
+}
+
+class DS_CollectiveOp<string mnemonic>
+    : DS_Op<mnemonic, [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+                       MemoryEffects<[MemRead, MemWrite]>]> {
+  let arguments = (ins FlatSymbolRefAttr:$bucket);
+  let results = (outs DS_TokenType:$token);
+  let assemblyFormat = "$bucket attr-dict";
+  let hasVerifier = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::FlatSymbolRefAttr":$bucket), [{
+      build($_builder, $_state,
+            ::mlir::ds::TokenType::get($_builder.getContext()), bucket);
+    }]>
+  ];
+  code commonDescription = [{
+
+    The collective is asynchronous: it starts here and its token is waited by
+    exactly one later `ds.wait` in the same block. Every rank must issue the
+    same collectives in the same order, so a collective is never inside a
+    `ds.if`. The op reads and writes memory (the flat buffers), so no rewrite
+    drops, merges or reorders it.
+  }];
+}
+
+def DS_AllReduceOp : DS_CollectiveOp<"all_reduce"> {
+  let summary = "start averaging a bucket of gradients over the ranks";
+  let description = [{
+    Averages the bucket's slice of the engine's full gradient buffer over the
+    ranks, in place (ZeRO stage 0: the engine's `zero_stage` must be 0).
+
+    ```mlir
+    %t = ds.all_reduce @model_bucket0
+    ds.wait %t
+    ```
+  }] # commonDescription;
+}
+
+def DS_ReduceScatterOp : DS_CollectiveOp<"reduce_scatter"> {
+  let summary = "start reducing a bucket of gradients into the ranks' shards";
+  let description = [{
+    Averages the bucket's slice of the full gradient buffer over the ranks;
+    when waited, this rank's block of the result is added into its shard of
+    the gradient and the slice of the full buffer is zeroed (ZeRO stages 1
+    and 2).
+
+    ```mlir
+    %t = ds.reduce_scatter @model_bucket1
+    ds.wait %t
+    ```
+  }] # commonDescription;
+}
+
+def DS_AllGatherOp : DS_CollectiveOp<"all_gather"> {
+  let summary = "start gathering a bucket of updated parameters";
+  let description = [{
+    Gathers every rank's block of the bucket's slice of the flat parameter
+    buffer, so that every rank holds the whole slice again after the
+    optimizer updated the shards (ZeRO stages 1 and 2).
+
+    ```mlir
+    %t = ds.all_gather @model_bucket0
+    ds.wait %t
+    ```
+  }] # commonDescription;
+}
+
+def DS_WaitOp : DS_Op<"wait", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "wait for an asynchronous collective";
+  let description = [{
+    Blocks until the collective that produced `token` has finished; its
+    results are visible after this op. The token comes from `ds.all_reduce`,
+    `ds.reduce_scatter` or `ds.all_gather` in the same block, and the wait,
+    like the collective, is never inside a `ds.if`.
+  }];
+  let arguments = (ins DS_TokenType:$token);
+  let assemblyFormat = "$token attr-dict";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -54,4 +54,126 @@ def DSAutodiff : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DSLowerOptimizer : Pass<"ds-lower-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Lower each engine's optimizer, schedule and clipping to IR";
+  let description = [{
+    Reads the DeepSpeed config (`config`) of every `ds.engine` that is not
+    frozen and creates `func.func @step()`, the work of the gradient
+    accumulation boundary: one `ds.optimizer_step` per trainable engine, in
+    engine order, with every hyperparameter resolved as the runtime resolved
+    it from the config: `"type": "Adam"` becomes `"adamw"` unless
+    `"adam_w_mode": false` makes it `"adam"`, `"AdamW"` is `"adamw"`, `"SGD"`
+    is `"sgd"`; DeepSpeed's defaults fill what the config leaves out
+    (`weight_decay` 0, or 0.01 for `torch_adam` AdamW; `gradient_clipping`
+    1.0); the `scheduler` section becomes the op's `scheduler` dictionary
+    (`warmup_max_lr` resolved to the optimizer's lr where DeepSpeed does).
+
+    ```mlir
+    func.func @step() {
+      ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999],
+          eps = 1.0e-08, weight_decay = 0.01, momentum = 0.0, dampening = 0.0,
+          nesterov = false, gradient_clipping = 1.0}
+      return
+    }
+    ```
+
+    Rejects, with an error on the engine naming the config key: a config the
+    config library rejects, a trainable engine whose config has no
+    `optimizer` (it should be frozen), and Adam's `eps` 0. A module that
+    already has a `@step` is an error. Run `-ds-zero-partition` afterwards to
+    place the collectives around the updates.
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", "0",
+           "Data-parallel ranks the configs are checked against (0: the "
+           "module's ds.world_size, else 1)">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
+  let summary = "Lay engines out in flat buffers, cut buckets, place ZeRO's collectives";
+  let description = [{
+    For every trainable engine, reads its ZeRO stage from the config
+    (`zero_optimization.stage`, 0 to 2; stage 3 is an error) and:
+
+    1. lays its trainable parameters (`requires_grad`, engine not frozen) out
+       in one flat buffer, in the order their gradients are complete in the
+       backward of `func` (a parameter whose last `ds.grad` comes first goes
+       first; a `ds.grad` inside a `ds.if` counts at the `ds.if`; parameters
+       without a `ds.grad` go last; ties keep declaration order), so that the
+       first buckets are ready first;
+    2. cuts the buffer into buckets of at most `reduce_bucket_size` parameter
+       elements (stage 0) or `min(reduce_bucket_size, allgather_bucket_size)`
+       (stages 1-2), never splitting a parameter (a parameter larger than
+       that has a bucket of its own), and pads each bucket with zeros at its
+       end to a multiple of the world size;
+    3. records the layout (`zero_stage` and `flat_numel` on the `ds.engine`,
+       `flat_offset` on each trainable `ds.param`, one `ds.bucket` per bucket)
+       and places the collectives, as docs/plan-format.md fixes them:
+       - stage 0: in `@step`, `ds.all_reduce` of every bucket, then per
+         engine the `ds.wait`s and its `ds.optimizer_step`;
+       - stage 1: in `@step`, `ds.reduce_scatter` of every bucket, then per
+         engine the waits, its update and `ds.all_gather` of every bucket,
+         whose waits end `@step`;
+       - stage 2: in `func`, a `ds.reduce_scatter` of each bucket right after
+         the top-level op that holds the last `ds.grad` writing into it (a
+         bucket no `ds.grad` writes is reduced at the end of the backward),
+         and every wait at the end of the backward; in `@step` the update,
+         then the all-gathers and their waits.
+       With several engines, every engine's reductions start before the
+       first engine waits, so their communication overlaps.
+
+    Run after `-ds-autodiff` (stage 2 needs the backward) and
+    `-ds-lower-optimizer` (the collectives go around the
+    `ds.optimizer_step`s in `@step`). docs/zero.md shows each stage's IR.
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", "0",
+           "Data-parallel ranks (0: the module's ds.world_size, else 1); "
+           "recorded as the module's ds.world_size">,
+    Option<"funcName", "func", "std::string", "\"forward\"",
+           "The training function whose backward stage 2 reduces in">
+  ];
+  let statistics = [
+    Statistic<"numBuckets", "buckets", "Buckets made">,
+    Statistic<"numCollectives", "collectives", "Collectives placed">,
+    Statistic<"paddingElements", "padding-elements",
+              "Zero elements added to fill buckets to the world size">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+def DSPrintSchedule : Pass<"ds-print-schedule", "::mlir::ModuleOp"> {
+  let summary = "Print the per-rank order of compute and collectives";
+  let description = [{
+    Prints, for the training function `func` and for `@step`, the order in
+    which every rank runs compute and collectives, numbering the lines. Runs
+    of compute ops are compressed (`forward: 17 ops`, `backward: 22 ops
+    (through grad @fc1.bias)`, naming the last `ds.grad` of the run); a
+    `ds.if` counts as one op. Each collective names its engine, its bucket
+    and the bucket's elements and points at the line of its wait; the
+    header says whether the order is the same on every rank (it is when no
+    collective lies inside a `ds.if`, which the verifier guarantees). The IR
+    is not changed.
+
+    ```
+    schedule of @forward (identical on every rank: no collective is inside a ds.if)
+       1  forward: 17 ops
+       2  backward: 22 ops (through grad @fc1.bias)
+       3  reduce_scatter @model bucket 0 (84 elements) -> wait at 6
+       4  backward: 1 op (through grad @fc1.weight)
+       5  reduce_scatter @model bucket 1 (128 elements) -> wait at 7
+       6  wait reduce_scatter @model bucket 0
+       7  wait reduce_scatter @model bucket 1
+    ```
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"forward\"",
+           "The training function to print besides @step">
+  ];
+}
+
 #endif // DS_DIALECT_DS_TRANSFORMS_PASSES_TD

@@ -1,0 +1,96 @@
+// RUN: ds-opt %s -split-input-file -ds-lower-optimizer | FileCheck %s
+
+// -ds-lower-optimizer: each trainable engine's optimizer, gradient clipping
+// and LR schedule, read from its config with every default resolved, become
+// one ds.optimizer_step in a new @step.
+
+// DeepSpeed's "Adam" decouples weight decay (adam_w_mode defaults to true):
+// "adamw", weight_decay 0 (FusedAdam's default), gradient_clipping 1.0.
+// CHECK-LABEL: func.func @step()
+// CHECK-NEXT:    ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+// CHECK-NEXT:    return
+ds.engine @model {module = "", config = "{\"train_micro_batch_size_per_gpu\": 4, \"optimizer\": {\"type\": \"Adam\"}}"}
+
+// -----
+
+// "adam_w_mode": false is torch.optim.Adam: L2 decay added to the gradient.
+// CHECK-LABEL: func.func @step()
+// CHECK-NEXT:    ds.optimizer_step @model {type = "adam", lr = 0.002, betas = [0.8, 0.99], eps = 1.0e-06, weight_decay = 0.01, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 0.5}
+ds.engine @model {module = "", config = "{\"gradient_clipping\": 0.5, \"optimizer\": {\"type\": \"adam\", \"params\": {\"lr\": 0.002, \"betas\": [0.8, 0.99], \"eps\": 1e-6, \"weight_decay\": 0.01, \"adam_w_mode\": false}}}"}
+
+// -----
+
+// "torch_adam" with decoupled decay is torch.optim.AdamW: weight_decay 0.01
+// by default. gradient_clipping 0 disables clipping.
+// CHECK-LABEL: func.func @step()
+// CHECK-NEXT:    ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.01, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 0.0}
+ds.engine @model {module = "", config = "{\"gradient_clipping\": 0, \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"torch_adam\": true}}}"}
+
+// -----
+
+// SGD: momentum, dampening and nesterov are its own; betas and eps keep
+// their (unused) defaults.
+// CHECK-LABEL: func.func @step()
+// CHECK-NEXT:    ds.optimizer_step @model {type = "sgd", lr = 0.05, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.001, momentum = 0.9, dampening = 0.0, nesterov = true, gradient_clipping = 1.0}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.05, \"momentum\": 0.9, \"nesterov\": true, \"weight_decay\": 0.001}}}"}
+
+// -----
+
+// WarmupLR without warmup_max_lr warms up to the optimizer's lr.
+// CHECK-LABEL: func.func @step()
+// CHECK-NEXT:    ds.optimizer_step @model {type = "adamw", lr = 0.003, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = {type = "WarmupLR", warmup_min_lr = 0.0001, warmup_max_lr = 0.003, warmup_num_steps = 3, warmup_type = "log", warmup_min_ratio = 0.0, cos_min_ratio = 0.0001}}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003}}, \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_min_lr\": 0.0001, \"warmup_num_steps\": 3}}}"}
+
+// -----
+
+// WarmupDecayLR's warmup_max_lr defaults to 0.001, whatever the lr.
+// CHECK-LABEL: func.func @step()
+// CHECK-NEXT:    ds.optimizer_step @model {{.*}}, scheduler = {type = "WarmupDecayLR", warmup_min_lr = 0.0, warmup_max_lr = 0.001, warmup_num_steps = 2, warmup_type = "linear", total_num_steps = 6, warmup_min_ratio = 0.0, cos_min_ratio = 0.0001}}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}}, \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"total_num_steps\": 6, \"warmup_num_steps\": 2, \"warmup_type\": \"linear\"}}}"}
+
+// -----
+
+// WarmupCosineLR scales the lr: it has ratios, no warmup_max_lr.
+// CHECK-LABEL: func.func @step()
+// CHECK-NEXT:    ds.optimizer_step @model {{.*}}, scheduler = {type = "WarmupCosineLR", warmup_min_lr = 0.0, warmup_num_steps = 2, warmup_type = "log", total_num_steps = 6, warmup_min_ratio = 0.1, cos_min_ratio = 0.01}}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"scheduler\": {\"type\": \"WarmupCosineLR\", \"params\": {\"total_num_steps\": 6, \"warmup_num_steps\": 2, \"warmup_min_ratio\": 0.1, \"cos_min_ratio\": 0.01}}}"}
+
+// -----
+
+// Several engines: one update each, in engine order; a frozen engine (no
+// optimizer) has none. The rest of the module is untouched.
+// CHECK:       ds.engine @student
+// CHECK:       ds.engine @teacher
+// CHECK:       ds.engine @head
+// CHECK:       func.func @forward
+// CHECK-LABEL: func.func @step()
+// CHECK-NEXT:    ds.optimizer_step @student {type = "adamw", lr = 0.001,
+// CHECK-NEXT:    ds.optimizer_step @head {type = "sgd", lr = 0.1,
+// CHECK-NEXT:    return
+ds.engine @student {module = "student", config = "{\"optimizer\": {\"type\": \"AdamW\"}}"}
+ds.engine @teacher {module = "teacher", config = "{\"zero_optimization\": {\"stage\": 3}}", frozen}
+ds.engine @head {module = "head", config = "{\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.1}}}"}
+func.func @forward() {
+  return
+}
+
+// -----
+
+// Only frozen engines: nothing to update, no @step.
+// CHECK-LABEL: module {
+// CHECK-NEXT:    ds.engine @teacher {frozen, module = ""}
+// CHECK-NEXT:  }{{$}}
+ds.engine @teacher {module = "", frozen}
+
+// -----
+
+// "auto" batch sizes resolve from the data: the first batched argument of
+// the forward (8 rows on each of 2 ranks: 16 = 8 * 2 * GAS 1).
+// CHECK-LABEL: func.func @step()
+// CHECK-NEXT:    ds.optimizer_step @model {type = "adamw"
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @model {module = "", config = "{\"train_batch_size\": 16, \"train_micro_batch_size_per_gpu\": \"auto\", \"optimizer\": {\"type\": \"AdamW\"}}"}
+  func.func @forward_eval(%mask: tensor<3xf32> {ds.unbatched}, %x: tensor<8x4xf32>) {
+    return
+  }
+}

@@ -1,0 +1,118 @@
+// RUN: ds-translate --ds-mlir-to-plan --split-input-file --verify-diagnostics %s
+
+// What plan emission rejects: a training step without the boundary's work or
+// without a partition, and collectives or updates in the wrong program.
+
+// expected-error @below {{a training plan needs @step, the accumulation boundary's work (run -ds-lower-optimizer and -ds-zero-partition)}}
+module {
+  ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}"}
+  func.func @forward_eval() {
+    return
+  }
+  func.func @forward() {
+    ds.backward_begin
+    return
+  }
+}
+
+// -----
+
+// expected-error @below {{'ds.engine' op is trainable, but not partitioned (run -ds-zero-partition)}}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}"}
+func.func @forward_eval() {
+  return
+}
+func.func @forward() {
+  ds.backward_begin
+  return
+}
+func.func @step() {
+  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  return
+}
+
+// -----
+
+// expected-error @below {{'ds.engine' op is trainable, but @step has no ds.optimizer_step for it (run -ds-lower-optimizer)}}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 0, flat_numel = 0}
+func.func @forward_eval() {
+  return
+}
+func.func @forward() {
+  ds.backward_begin
+  return
+}
+func.func @step() {
+  return
+}
+
+// -----
+
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 0, flat_numel = 4}
+ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad, flat_offset = 0}
+ds.bucket @model_bucket0 engine @model offset 0 numel 4
+func.func @forward_eval() {
+  return
+}
+func.func @forward(%g: tensor<4xf32>) {
+  ds.backward_begin
+  ds.grad @w, %g : tensor<4xf32>
+  // expected-error @below {{'ds.all_reduce' op on a bucket of engine @model (ZeRO stage 0) does not belong in the train program: it runs at the accumulation boundary, in @step}}
+  %t = ds.all_reduce @model_bucket0
+  ds.wait %t
+  return
+}
+func.func @step() {
+  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  return
+}
+
+// -----
+
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 2, flat_numel = 4}
+ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad, flat_offset = 0}
+ds.bucket @model_bucket0 engine @model offset 0 numel 4
+func.func @forward_eval() {
+  return
+}
+func.func @forward(%g: tensor<4xf32>) {
+  ds.backward_begin
+  ds.grad @w, %g : tensor<4xf32>
+  return
+}
+func.func @step() {
+  // expected-error @below {{'ds.reduce_scatter' op on a bucket of engine @model (ZeRO stage 2) does not belong in the step program: stage 2 reduces in the backward}}
+  %t = ds.reduce_scatter @model_bucket0
+  ds.wait %t
+  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  return
+}
+
+// -----
+
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 0, flat_numel = 0}
+func.func @forward_eval() {
+  return
+}
+func.func @forward() {
+  ds.backward_begin
+  // expected-error @below {{'ds.optimizer_step' op belongs to @step (the accumulation boundary)}}
+  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  return
+}
+func.func @step() {
+  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  return
+}
+
+// -----
+
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 1, flat_numel = 4}
+ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad, flat_offset = 0}
+ds.bucket @model_bucket0 engine @model offset 0 numel 4
+func.func @forward_eval() {
+  // expected-error @below {{'ds.all_gather' op on a bucket of engine @model (ZeRO stage 1) does not belong in the eval program: it runs at the accumulation boundary, in @step}}
+  %t = ds.all_gather @model_bucket0
+  ds.wait %t
+  return
+}
