@@ -26,11 +26,3 @@ tools = ["ds-opt", "ds-import", "ds-translate", "ds-compile", "ds-run", "FileChe
          "count", "split-file"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
-# Plan format 2 (programs.step, collectives, tokens, engines' optimizer and
-# partition) is written and validated by the plan library (lib/Plan), which
-# the runtime branch extends. Emission tests of training plans need it; they
-# are unsupported where the library cannot write version-2 plans yet. Once
-# both branches are merged the feature is always on and this check can go.
-with open(os.path.join(config.ds_src_root, "lib", "Plan", "PlanWrite.cpp")) as f:
-    if '"partition"' in f.read():
-        config.available_features.add("plan-format-v2")

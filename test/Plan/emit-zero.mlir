@@ -1,4 +1,3 @@
-// REQUIRES: plan-format-v2
 // RUN: ds-opt %s -split-input-file -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition | ds-translate --split-input-file --ds-mlir-to-plan | FileCheck %s
 
 // Plans of partitioned engines (docs/plan-format.md, "The accumulation
