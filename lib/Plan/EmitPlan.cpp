@@ -462,13 +462,7 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
   // Buckets by name, numbered by offset within their engine.
   llvm::StringMap<BucketRef> buckets;
   {
-    llvm::StringMap<SmallVector<BucketOp>> byEngine;
-    for (BucketOp bucket : module.getOps<BucketOp>())
-      byEngine[bucket.getEngine()].push_back(bucket);
-    for (auto &entry : byEngine) {
-      llvm::stable_sort(entry.second, [](BucketOp a, BucketOp b) {
-        return a.getOffset() < b.getOffset();
-      });
+    for (auto &entry : bucketsByEngine(module)) {
       auto engine = module.lookupSymbol<EngineOp>(entry.first());
       int64_t stage =
           engine && engine.getZeroStage() ? *engine.getZeroStage() : 0;

@@ -60,17 +60,24 @@ template <typename StateOp> static LogicalResult verifyStateDecl(StateOp op) {
   return success();
 }
 
+/// The ds.engine `engine` names, or an error on `op`.
+static FailureOr<EngineOp> lookupEngine(Operation *op, FlatSymbolRefAttr engine,
+                                        SymbolTableCollection &symbolTable) {
+  auto decl = dyn_cast_or_null<EngineOp>(
+      symbolTable.lookupNearestSymbolFrom(op, engine.getAttr()));
+  if (!decl)
+    return op->emitOpError() << "names engine " << engine
+                             << ", which is not a ds.engine in this module";
+  return decl;
+}
+
 template <typename StateOp>
 static LogicalResult verifyEngineRef(StateOp op,
                                      SymbolTableCollection &symbolTable) {
   auto engine = op.getEngineAttr();
   if (!engine)
     return success();
-  Operation *decl = symbolTable.lookupNearestSymbolFrom(op, engine.getAttr());
-  if (!isa_and_nonnull<EngineOp>(decl))
-    return op.emitOpError() << "names engine " << engine
-                            << ", which is not a ds.engine in this module";
-  return success();
+  return lookupEngine(op, engine, symbolTable);
 }
 
 LogicalResult ParamOp::verify() { return verifyStateDecl(*this); }
@@ -220,13 +227,10 @@ LogicalResult BucketOp::verify() {
 }
 
 LogicalResult BucketOp::verifySymbolUses(SymbolTableCollection &table) {
-  Operation *decl =
-      table.lookupNearestSymbolFrom(*this, getEngineAttr().getAttr());
-  auto engine = dyn_cast_or_null<EngineOp>(decl);
-  if (!engine)
-    return emitOpError() << "names engine " << getEngineAttr()
-                         << ", which is not a ds.engine in this module";
-  if (!engine.isPartitioned())
+  FailureOr<EngineOp> engine = lookupEngine(*this, getEngineAttr(), table);
+  if (failed(engine))
+    return failure();
+  if (!engine->isPartitioned())
     return emitOpError() << "belongs to engine " << getEngineAttr()
                          << ", which is not partitioned (no zero_stage)";
   return success();
@@ -644,13 +648,10 @@ ParseResult OptimizerStepOp::parse(OpAsmParser &parser,
 }
 
 LogicalResult OptimizerStepOp::verifySymbolUses(SymbolTableCollection &table) {
-  Operation *decl =
-      table.lookupNearestSymbolFrom(*this, getEngineAttr().getAttr());
-  auto engine = dyn_cast_or_null<EngineOp>(decl);
-  if (!engine)
-    return emitOpError() << "names engine " << getEngineAttr()
-                         << ", which is not a ds.engine in this module";
-  if (engine.getFrozen())
+  FailureOr<EngineOp> engine = lookupEngine(*this, getEngineAttr(), table);
+  if (failed(engine))
+    return failure();
+  if (engine->getFrozen())
     return emitOpError() << "updates engine " << getEngineAttr()
                          << ", which is frozen (it has no optimizer and its "
                             "parameters get no gradients)";
@@ -880,6 +881,18 @@ LogicalResult IfOp::verify() {
     }
   }
   return success();
+}
+
+llvm::StringMap<SmallVector<BucketOp>>
+mlir::ds::bucketsByEngine(ModuleOp module) {
+  llvm::StringMap<SmallVector<BucketOp>> byEngine;
+  for (BucketOp bucket : module.getOps<BucketOp>())
+    byEngine[bucket.getEngine()].push_back(bucket);
+  for (auto &entry : byEngine)
+    llvm::stable_sort(entry.second, [](BucketOp a, BucketOp b) {
+      return a.getOffset() < b.getOffset();
+    });
+  return byEngine;
 }
 
 #define GET_OP_CLASSES

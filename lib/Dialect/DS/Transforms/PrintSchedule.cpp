@@ -49,17 +49,10 @@ std::string number(double value) {
 class SchedulePrinter {
 public:
   SchedulePrinter(ModuleOp module, llvm::raw_ostream &os) : os(os) {
-    llvm::StringMap<SmallVector<BucketOp>> byEngine;
-    for (BucketOp bucket : module.getOps<BucketOp>())
-      byEngine[bucket.getEngine()].push_back(bucket);
-    for (auto &entry : byEngine) {
-      llvm::stable_sort(entry.second, [](BucketOp a, BucketOp b) {
-        return a.getOffset() < b.getOffset();
-      });
+    for (auto &entry : bucketsByEngine(module))
       for (auto [index, bucket] : llvm::enumerate(entry.second))
         buckets[bucket.getSymName()] = {entry.first().str(), int64_t(index),
                                         bucket.getNumel()};
-    }
   }
 
   void print(func::FuncOp func);

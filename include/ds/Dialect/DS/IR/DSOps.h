@@ -15,4 +15,14 @@
 #define GET_OP_CLASSES
 #include "ds/Dialect/DS/IR/DSOps.h.inc"
 
+#include "llvm/ADT/StringMap.h"
+
+namespace mlir::ds {
+
+/// Each engine's ds.bucket ops (keyed by engine name), sorted by offset: a
+/// bucket's position is its index in the plan's partition.buckets.
+llvm::StringMap<SmallVector<BucketOp>> bucketsByEngine(ModuleOp module);
+
+} // namespace mlir::ds
+
 #endif // DS_DIALECT_DS_IR_DSOPS_H
