@@ -39,7 +39,7 @@ constexpr std::array<std::pair<ValueType, const char *>, 8> kValueTypes = {{
     {ValueType::Token, "token"},
 }};
 
-constexpr std::array<std::pair<OpKind, const char *>, 14> kOpKinds = {{
+constexpr std::array<std::pair<OpKind, const char *>, 15> kOpKinds = {{
     {OpKind::Input, "input"},
     {OpKind::State, "state"},
     {OpKind::SetState, "set_state"},
@@ -54,6 +54,7 @@ constexpr std::array<std::pair<OpKind, const char *>, 14> kOpKinds = {{
     {OpKind::AllGather, "all_gather"},
     {OpKind::Wait, "wait"},
     {OpKind::OptimizerStep, "optimizer_step"},
+    {OpKind::Release, "release"},
 }};
 
 const DTypeInfo &info(DType dtype) {
@@ -281,6 +282,14 @@ Op Op::optimizerStep(std::string engine) {
   Op op;
   op.kind = OpKind::OptimizerStep;
   op.engine = std::move(engine);
+  return op;
+}
+
+Op Op::release(std::string engine, int64_t bucket) {
+  Op op;
+  op.kind = OpKind::Release;
+  op.engine = std::move(engine);
+  op.bucket = bucket;
   return op;
 }
 

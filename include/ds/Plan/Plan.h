@@ -130,13 +130,19 @@ struct FlatParamDesc {
 struct BucketDesc {
   int64_t offset = 0;
   int64_t numel = 0;
+  /// Stage 3 only: the bucket's parameters stay whole on every rank
+  /// (zero_optimization.stage3_param_persistence_threshold), gathered after
+  /// each optimizer step as at stages 1-2. False: every rank holds only its
+  /// block; `all_gather` in programs.train / programs.eval materialises the
+  /// whole bucket and `release` drops it.
+  bool persistent = false;
 };
 
 /// How -ds-zero-partition laid out and sharded one trainable engine
 /// (docs/plan-format.md, "Partitioned engines").
 struct PartitionDesc {
   /// ZeRO stage: 0 (nothing sharded), 1 (optimizer state), 2 (and
-  /// gradients).
+  /// gradients), 3 (and parameters).
   int64_t stage = 0;
   /// Elements of the flat gradient (and, stages 1-2, parameter) buffer,
   /// padding included.
@@ -259,6 +265,9 @@ enum class OpKind {
   Wait,
   /// programs.step only: clip, update and advance the LR of one engine.
   OptimizerStep,
+  /// Stage 3, programs.train and programs.eval: drops the gathered
+  /// parameters of a non-persistent bucket (no token).
+  Release,
 };
 
 /// "input", "set_state", ... as spelled in the plan.
@@ -282,10 +291,11 @@ struct Op {
   int64_t index = 0;
   /// state, set_state, grad: qualified state name.
   std::string name;
-  /// all_reduce, reduce_scatter, all_gather, optimizer_step: an engine name.
+  /// all_reduce, reduce_scatter, all_gather, release, optimizer_step: an
+  /// engine name.
   std::string engine;
-  /// all_reduce, reduce_scatter, all_gather: index into the engine's
-  /// partition buckets.
+  /// all_reduce, reduce_scatter, all_gather, release: index into the
+  /// engine's partition buckets.
   int64_t bucket = -1;
   /// call: schema name with overload ("aten::add.Tensor", "aten::linear").
   std::string op;
@@ -325,6 +335,7 @@ struct Op {
                        ValueId result);
   static Op wait(ValueId token);
   static Op optimizerStep(std::string engine);
+  static Op release(std::string engine, int64_t bucket);
 
   /// "aten::linear" for calls, the kind name ("if", "unpack") otherwise.
   std::string label() const;
