@@ -2,8 +2,13 @@
 """ZeRO oracle matrix: every stage against the LibTorch oracle and against each other.
 
   zero_matrix.py --bin BUILD/bin --models DIR --model NAME --world-size W
-                 [--stages 0 1 2] [--gas 1 2] [--steps 3] [--bucket N]
+                 [--stages 0 1 2 3o 3n 3or] [--gas 1 2] [--steps 3] [--bucket N]
                  [--launcher 'mpirun -n {W}'] [--keep DIR]
+
+A stage is a digit with optional flags: `o` overlap_comm on, `n` overlap_comm off (neither: the
+config leaves it to DeepSpeed's default), `r` stage3_max_reuse_distance 0 (release after the
+forward and gather again for the backward). Stage 3 cells set
+stage3_param_persistence_threshold 0, so that every parameter is sharded.
 
 For each GAS g, the oracle (oracle.train, design.md "The numerical oracle") trains the model once
 on W ranks' rows; then for each stage s, the model is compiled with
@@ -31,8 +36,27 @@ import oracle  # noqa: E402
 import train_check  # noqa: E402
 
 
+def parse_stage(spec):
+    """'3or' -> (3, {"overlap_comm": True, "stage3_max_reuse_distance": 0, ...})."""
+    if not spec or not spec[0].isdigit() or int(spec[0]) > 3 or any(c not in "onr" for c in spec[1:]):
+        raise argparse.ArgumentTypeError(f"bad stage {spec!r}: a digit 0-3 and flags o, n, r")
+    stage, flags = int(spec[0]), spec[1:]
+    zero = {}
+    if "o" in flags:
+        zero["overlap_comm"] = True
+    if "n" in flags:
+        zero["overlap_comm"] = False
+    if "r" in flags:
+        zero["stage3_max_reuse_distance"] = 0
+    if stage == 3:
+        zero["stage3_param_persistence_threshold"] = 0
+    return spec, stage, zero
+
+
 def config_for(stage, gas, bucket):
-    zero = {"stage": stage}
+    spec, number, extra = stage
+    zero = {"stage": number}
+    zero.update(extra)
     if bucket:
         zero["reduce_bucket_size"] = bucket
         zero["allgather_bucket_size"] = bucket
@@ -80,7 +104,8 @@ def main(argv=None):
     p.add_argument("--models", required=True)
     p.add_argument("--model", required=True)
     p.add_argument("--world-size", type=int, required=True)
-    p.add_argument("--stages", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--stages", type=parse_stage, nargs="+",
+                   default=[parse_stage(x) for x in ("0", "1", "2")])
     p.add_argument("--gas", type=int, nargs="+", default=[1, 2])
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--bucket", type=int, default=0,
@@ -102,8 +127,8 @@ def main(argv=None):
                 args.world_size)
             first_state = None
             for stage in args.stages:
-                cell = f"{args.model} stage {stage} W={args.world_size} GAS={gas}"
-                workdir = os.path.join(root, f"s{stage}-g{gas}")
+                cell = f"{args.model} stage {stage[0]} W={args.world_size} GAS={gas}"
+                workdir = os.path.join(root, f"s{stage[0]}-g{gas}")
                 os.makedirs(workdir, exist_ok=True)
                 config = config_for(stage, gas, args.bucket)
                 try:
@@ -126,14 +151,15 @@ def main(argv=None):
                     first_state = state
                 else:
                     ok_s, msg_s = oracle.compare_params(state, first_state, 1e-4, 1e-4,
-                                                        f"stage {stage}",
-                                                        f"stage {args.stages[0]}")
-                    print(f"{cell}: vs stage {args.stages[0]}: {'OK' if ok_s else 'MISMATCH'} "
+                                                        f"stage {stage[0]}",
+                                                        f"stage {args.stages[0][0]}")
+                    print(f"{cell}: vs stage {args.stages[0][0]}: {'OK' if ok_s else 'MISMATCH'} "
                           f"({msg_s})")
                     if not ok_s:
-                        failures.append(f"{cell}: differs from stage {args.stages[0]}: {msg_s}")
+                        failures.append(f"{cell}: differs from stage {args.stages[0][0]}: "
+                                        f"{msg_s}")
                 if stage == args.stages[-1] and gas == args.gas[-1]:
-                    again = os.path.join(root, f"s{stage}-g{gas}-again")
+                    again = os.path.join(root, f"s{stage[0]}-g{gas}-again")
                     os.makedirs(again, exist_ok=True)
                     try:
                         lines2, state2 = run_cell(args, again, config)
