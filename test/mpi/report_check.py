@@ -2,7 +2,7 @@
 """Predicted against measured memory and communication reports (docs/runtime.md, "Reports").
 
   report_check.py --bin BUILD/bin --models DIR [--launcher 'mpirun -n {W}'] [--world-size 1 2]
-                  [--stages 0 1 2] [--gas 1 2] [--bucket N]
+                  [--stages 0 1 2 3 3r] [--gas 1 2] [--bucket N]
 
 For each stage s, GAS g and W: compiles DIR/mlp.pt with AdamW, `--world-size W --report
 predicted.json`, runs 2 steps with `ds-run --report measured.json` (under the launcher for W > 1)
@@ -17,6 +17,11 @@ less than W elements per bucket), all float32, ZeRO's formulas for fp32 Adam:
     stage 1 reduce-scatters Psi' and all-gathers Psi', stage 2 reduce-scatters g Psi' and
     all-gathers Psi' (2 Psi at GAS 1 for every stage; (g + 1) Psi for stage 2), plus, for the
     sharded stages, the clipping norm's scalar all-reduce (2 elements);
+  - stage 3 (stage3_param_persistence_threshold 0: every parameter sharded): 4 Psi' / W each
+    (16 Psi / W); per micro-step the forward all-gathers Psi' and the backward reduce-scatters
+    Psi'; with `3r` (stage3_max_reuse_distance 0) the backward gathers Psi' again: 3 Psi per step
+    at GAS 1, 2 Psi with the default distance, which keeps the parameters gathered across the
+    forward/backward turn;
   - measured peak_bytes <= predicted (static shapes: equal is expected; both are printed).
 
 Prints one summary line per world size; exits 1 on failure.
@@ -45,9 +50,14 @@ def run(cmd, env=None):
     return proc
 
 
-def check_world(args, tmp, world, stage, gas):
+def check_world(args, tmp, world, spec, gas):
     config = os.path.join(tmp, "ds_config.json")
+    stage, regather = int(spec[0]), "r" in spec
     zero = {"stage": stage}
+    if stage == 3:
+        zero["stage3_param_persistence_threshold"] = 0
+    if regather:
+        zero["stage3_max_reuse_distance"] = 0
     if args.bucket:
         zero["reduce_bucket_size"] = args.bucket
         zero["allgather_bucket_size"] = args.bucket
@@ -55,7 +65,7 @@ def check_world(args, tmp, world, stage, gas):
         json.dump({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": gas,
                    "zero_optimization": zero,
                    "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}, f)
-    tag = "s%d-g%d-w%d" % (stage, gas, world)
+    tag = "s%s-g%d-w%d" % (spec, gas, world)
     plan_path = os.path.join(tmp, "mlp-%s.plan" % tag)
     predicted_path = os.path.join(tmp, "predicted-%s.json" % tag)
     measured_path = os.path.join(tmp, "measured-%s.json" % tag)
@@ -107,6 +117,7 @@ def check_world(args, tmp, world, stage, gas):
         1: {"param_bytes": 4 * padded, "grad_bytes": 4 * padded,
             "optimizer_state_bytes": 8 * shard},
         2: {"param_bytes": 4 * padded, "grad_bytes": 4 * shard, "optimizer_state_bytes": 8 * shard},
+        3: {"param_bytes": 4 * shard, "grad_bytes": 4 * shard, "optimizer_state_bytes": 8 * shard},
     }[stage]
     if world == 1:
         comm = {"all_reduce": 0, "reduce_scatter": 0, "all_gather": 0}
@@ -114,6 +125,8 @@ def check_world(args, tmp, world, stage, gas):
         comm = {0: {"all_reduce": 2 * padded, "reduce_scatter": 0, "all_gather": 0},
                 1: {"all_reduce": 2, "reduce_scatter": padded, "all_gather": padded},
                 2: {"all_reduce": 2, "reduce_scatter": gas * padded, "all_gather": padded},
+                3: {"all_reduce": 2, "reduce_scatter": gas * padded,
+                    "all_gather": (2 if regather else 1) * gas * padded},
                 }[stage]
     total = sum(comm.values())
     for p, m in zip(predicted["ranks"], measured["ranks"]):
@@ -132,17 +145,18 @@ def check_world(args, tmp, world, stage, gas):
                             % (r, m["peak_bytes"], p["peak_bytes"]))
     m0, p0 = measured["ranks"][0], predicted["ranks"][0]
     state = m0["param_bytes"] + m0["grad_bytes"] + m0["optimizer_state_bytes"]
-    formula = {0: "16 Psi", 1: "8 Psi + 8 Psi/W", 2: "4 Psi + 12 Psi/W"}[stage]
+    formula = {0: "16 Psi", 1: "8 Psi + 8 Psi/W", 2: "4 Psi + 12 Psi/W", 3: "16 Psi/W"}[stage]
     formula_bytes = {0: 16 * psi, 1: 8 * psi + 8 * psi / world,
-                     2: 4 * psi + 12 * psi / world}[stage]
-    print("report stage %d GAS %d W=%d: Psi=%d Psi'=%d param=%d grad=%d optimizer=%d state=%d "
+                     2: 4 * psi + 12 * psi / world, 3: 16 * psi / world}[stage]
+    traffic = {0: 2, 1: 2, 2: gas + 1, 3: (3 if regather else 2) * gas}[stage]
+    print("report stage %s GAS %d W=%d: Psi=%d Psi'=%d param=%d grad=%d optimizer=%d state=%d "
           "(%s = %d) peak measured=%d predicted=%d comm total measured=%d predicted=%d "
           "(%s) load broadcast=%d: %s"
-          % (stage, gas, world, psi, padded, m0["param_bytes"], m0["grad_bytes"],
+          % (spec, gas, world, psi, padded, m0["param_bytes"], m0["grad_bytes"],
              m0["optimizer_state_bytes"], state, formula, formula_bytes, m0["peak_bytes"],
              p0["peak_bytes"], m0["comm_volume_elements"]["total"],
              p0["comm_volume_elements"]["total"],
-             "%d Psi" % (gas + 1 if stage == 2 else 2), measured.get("load_broadcast_elements", 0),
+             "%d Psi" % traffic, measured.get("load_broadcast_elements", 0),
              "FAIL" if failures else "ok"))
     for failure in failures:
         print("  " + failure)
@@ -155,7 +169,8 @@ def main():
     parser.add_argument("--models", required=True)
     parser.add_argument("--launcher", default=default_launcher())
     parser.add_argument("--world-size", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--stages", type=int, nargs="+", default=[0])
+    parser.add_argument("--stages", nargs="+", default=["0"],
+                        help="0, 1, 2, 3, or 3r (stage 3 with stage3_max_reuse_distance 0)")
     parser.add_argument("--gas", type=int, nargs="+", default=[1])
     parser.add_argument("--bucket", type=int, default=0,
                         help="reduce_bucket_size and allgather_bucket_size (elements)")
