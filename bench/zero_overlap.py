@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+"""ZeRO stages and communication overlap on W ranks: step time, state memory, exposed waits.
+
+  bench/zero_overlap.py --bin build/bin [--world-size 2] [--steps 16] [--bucket 200000]
+                        [--launcher 'mpirun --oversubscribe -n {W}']
+
+Trains the GPT of step_time.py (~3.4M parameters, d=256, 4 blocks, T=64) on W MPI ranks, one
+LibTorch thread per rank, with AdamW, under several ZeRO configurations, all in this one script:
+stage 0 (the baseline every ratio is against), stage 2 and stage 3 with overlap_comm off and on
+(reduce/all-gather buckets of --bucket elements, so that there are many collectives to overlap:
+the 5e8 default makes one bucket; stage 3 with stage3_param_persistence_threshold 0). For each:
+  - ms/step: the difference of two `ds-run` runs of N/2 and N steps divided by N/2 (start-up,
+    plan loading and the load-time broadcast cancel out);
+  - the measured report of the longer run (`ds-run --report`): state bytes per rank (params +
+    grads + optimizer state), communication volume per step, and the overlap fields the runtime
+    measures (time collectives were in flight, time compute was blocked waiting for them).
+Prints a markdown table.
+"""
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import step_time  # noqa: E402
+
+
+def default_launcher():
+    root = " --allow-run-as-root" if hasattr(os, "geteuid") and os.geteuid() == 0 else ""
+    return "mpirun" + root + " --oversubscribe -n {W}"
+
+
+def configs(bucket):
+    def zero(stage, overlap=None):
+        z = {"stage": stage}
+        if stage > 0:
+            z["reduce_bucket_size"] = bucket
+            z["allgather_bucket_size"] = bucket
+        if stage == 3:
+            z["stage3_param_persistence_threshold"] = 0
+            z["stage3_prefetch_bucket_size"] = 2 * bucket
+        if overlap is not None:
+            z["overlap_comm"] = overlap
+        return z
+    return [("stage 0", zero(0)),
+            ("stage 2, overlap off", zero(2, False)),
+            ("stage 2, overlap on", zero(2, True)),
+            ("stage 3, overlap off", zero(3, False)),
+            ("stage 3, overlap on", zero(3, True))]
+
+
+def run(prefix, cmd, env):
+    start = time.perf_counter()
+    subprocess.run(prefix + cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bin", required=True)
+    p.add_argument("--world-size", type=int, default=2)
+    p.add_argument("--steps", type=int, default=16)
+    p.add_argument("--batch", type=int, default=4, help="micro-batch per rank")
+    p.add_argument("--bucket", type=int, default=200000)
+    p.add_argument("--launcher", default=default_launcher())
+    args = p.parse_args()
+    w = args.world_size
+    prefix = shlex.split(args.launcher.replace("{W}", str(w)))
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        model, data = step_time.make_gpt(tmp, args.steps + 2, args.batch * w)
+        params = sum(t.numel() for t in torch.jit.load(model).parameters())
+        for name, zero in configs(args.bucket):
+            cfg = os.path.join(tmp, "cfg.json")
+            with open(cfg, "w") as f:
+                json.dump({"train_micro_batch_size_per_gpu": args.batch,
+                           "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
+                           "zero_optimization": zero,
+                           "optimizer": {"type": "AdamW",
+                                         "params": {"lr": 1e-3, "weight_decay": 0.01}}}, f)
+            plan = os.path.join(tmp, "model.plan")
+            subprocess.run([os.path.join(args.bin, "ds-compile"), model, "--config", cfg,
+                            "--example-inputs", data, "--world-size", str(w), "-o", plan],
+                           check=True, env=env)
+            base = [os.path.join(args.bin, "ds-run"), plan, "--data", data, "--steps"]
+            report = os.path.join(tmp, "report.json")
+            short = run(prefix, base + [str(args.steps // 2)], env)
+            long = run(prefix, base + [str(args.steps), "--report", report], env)
+            ms = (long - short) / (args.steps - args.steps // 2) * 1e3
+            with open(report) as f:
+                r0 = json.load(f)["ranks"][0]
+            state = r0["param_bytes"] + r0["grad_bytes"] + r0["optimizer_state_bytes"]
+            overlap = r0.get("overlap", {})
+            rows.append((name, ms, state, r0["peak_bytes"], r0["comm_volume_elements"]["total"],
+                         overlap))
+    base_ms, base_state = rows[0][1], rows[0][2]
+    print(f"GPT with {params} parameters (Psi), W = {w}, micro-batch {args.batch} per rank, "
+          f"buckets {args.bucket} elements, {args.steps} steps, OMP_NUM_THREADS=1")
+    print("| config | ms/step | vs stage 0 | state bytes/rank | vs stage 0 | peak bytes/rank "
+          "| comm elements/step (Psi) | collectives in flight s | compute blocked in wait s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, ms, state, peak, comm, overlap in rows:
+        inflight = overlap.get("collective_seconds")
+        waited = overlap.get("wait_seconds")
+        print("| %s | %.1f | %.2f | %d | %.3f | %d | %d (%.2f) | %s | %s |" % (
+            name, ms, ms / base_ms, state, state / base_state, peak, comm, comm / params,
+            "%.3f" % inflight if inflight is not None else "n/a",
+            "%.3f" % waited if waited is not None else "n/a"))
+
+
+if __name__ == "__main__":
+    main()
