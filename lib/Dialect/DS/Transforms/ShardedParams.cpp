@@ -1,0 +1,92 @@
+//===- ShardedParams.cpp - ZeRO-3 parameters and their buckets ------------===//
+
+#include "ds/Dialect/DS/Transforms/ShardedParams.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+ShardedParams::ShardedParams(ModuleOp module) {
+  llvm::StringMap<SmallVector<BucketOp>> buckets = bucketsByEngine(module);
+  for (ParamOp param : module.getOps<ParamOp>()) {
+    std::optional<int64_t> offset = param.getFlatOffset();
+    if (!offset || !param.getEngine())
+      continue;
+    auto engine = module.lookupSymbol<EngineOp>(*param.getEngine());
+    if (!engine || !engine.isPartitioned())
+      continue;
+    int64_t stage = *engine.getZeroStage();
+    for (BucketOp bucket : buckets.lookup(engine.getSymName()))
+      if (*offset >= bucket.getOffset() &&
+          *offset < bucket.getOffset() + bucket.getNumel()) {
+        if (bucket.isShardedAt(stage))
+          bucketOfParam[param.getSymName()] = {param, bucket};
+        break;
+      }
+  }
+  for (auto &entry : buckets) {
+    auto engine = module.lookupSymbol<EngineOp>(entry.first());
+    if (!engine || !engine.isPartitioned())
+      continue;
+    for (BucketOp bucket : entry.second)
+      if (bucket.isShardedAt(*engine.getZeroStage()))
+        shardedBuckets.insert(bucket);
+  }
+}
+
+bool ShardedParams::isSharded(BucketOp bucket) const {
+  return shardedBuckets.contains(bucket);
+}
+
+std::optional<ParamRead> ShardedParams::readBy(Operation *op) const {
+  if (auto get = dyn_cast<GetParamOp>(op)) {
+    auto it = bucketOfParam.find(get.getName());
+    if (it != bucketOfParam.end())
+      return ParamRead{op, it->second.first, it->second.second};
+    return std::nullopt;
+  }
+  for (Value operand : op->getOperands())
+    if (auto get = operand.getDefiningOp<GetParamOp>()) {
+      auto it = bucketOfParam.find(get.getName());
+      if (it != bucketOfParam.end())
+        return ParamRead{op, it->second.first, it->second.second};
+    }
+  return std::nullopt;
+}
+
+void ShardedParams::collectReads(Operation *op,
+                                 SmallVectorImpl<ParamRead> &reads) const {
+  if (empty())
+    return;
+  op->walk<WalkOrder::PreOrder>([&](Operation *inner) {
+    if (isa<GetParamOp>(inner)) {
+      if (auto read = readBy(inner))
+        reads.push_back(*read);
+      return;
+    }
+    // An op may use several sharded parameters: one read each.
+    llvm::SmallPtrSet<Operation *, 4> seen;
+    for (Value operand : inner->getOperands())
+      if (auto get = operand.getDefiningOp<GetParamOp>())
+        if (seen.insert(get).second)
+          if (auto read = readBy(get))
+            reads.push_back({inner, read->param, read->bucket});
+  });
+}
+
+std::string mlir::ds::commonModulePrefix(ArrayRef<StringRef> modules) {
+  if (modules.empty())
+    return "";
+  SmallVector<StringRef> common;
+  llvm::SplitString(modules.front(), common, ".");
+  for (StringRef module : modules.drop_front()) {
+    SmallVector<StringRef> parts;
+    llvm::SplitString(module, parts, ".");
+    size_t n = 0;
+    while (n < common.size() && n < parts.size() && common[n] == parts[n])
+      ++n;
+    common.resize(n);
+  }
+  return llvm::join(common, ".");
+}
