@@ -538,11 +538,17 @@ void ZeroPartitionPass::placeGathers(func::FuncOp func, bool training,
         bucketNames.push_back(read.bucket.getSymName());
     }
     if (isa<IfOp>(op) && !reads.empty()) {
+      // The backward's ds.if has the forward's location: say which it is.
+      std::string where =
+          turn < 0 ? "of @" + func.getSymName().str()
+                   : (segment ? "in the backward of @" : "in the forward of @") +
+                         func.getSymName().str();
       InFlightDiagnostic remark = op->emitRemark()
                                   << "ZeRO-3: the parameters of "
                                   << describeModules(reads)
                                   << " are read inside this data-dependent "
-                                     "ds.if; bucket";
+                                     "ds.if "
+                                  << where << "; bucket";
       remark << (bucketNames.size() > 1 ? "s " : " ");
       for (auto [k, name] : llvm::enumerate(bucketNames))
         remark << (k ? ", @" : "@") << name;
