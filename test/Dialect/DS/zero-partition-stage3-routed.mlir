@@ -1,4 +1,4 @@
-// RUN: ds-opt %s -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition=world-size=2 -verify-diagnostics | FileCheck %s
+// RUN: ds-opt %s -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition=world-size=2 -ds-verify-collectives -verify-diagnostics | FileCheck %s
 
 // ZeRO stage 3 with data-dependent routing (a mixture-of-experts): the
 // expert's parameters are read inside a ds.if, which some ranks take and

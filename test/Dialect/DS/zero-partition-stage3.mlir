@@ -1,4 +1,4 @@
-// RUN: ds-opt %s -split-input-file -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition=world-size=2 | FileCheck %s
+// RUN: ds-opt %s -split-input-file -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition=world-size=2 -ds-verify-collectives | FileCheck %s
 
 // ZeRO stage 3: parameters are sharded too. Each sharded bucket is gathered
 // (and waited) right before the first top-level op that reads one of its
