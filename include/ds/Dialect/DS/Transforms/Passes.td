@@ -212,8 +212,7 @@ def DSScheduleCollectives : Pass<"ds-schedule-collectives", "::mlir::ModuleOp"> 
   ];
   let statistics = [
     Statistic<"numPrefetched", "prefetched",
-              "All-gathers started ahead of the op before their wait">,
-    Statistic<"numWaitsMoved", "waits-moved", "Waits moved">
+              "All-gathers started ahead of the op before their wait">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
