@@ -65,6 +65,32 @@ func.func @forward_eval(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+// ... also when the bucket is gathered again: the value belongs to the
+// buffer of the first gather (what -cse makes of the backward's ds.get_param
+// when it runs after -ds-zero-partition).
+module attributes {ds.world_size = 2 : i64} {
+ds.engine @model {module = "", config = "{}", zero_stage = 3, flat_numel = 16}
+ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
+ds.param @p : tensor<4xf32> {engine = @model, flat_offset = 8 : i64, module = "p", module_class = "L", requires_grad}
+ds.bucket @b0 engine @model offset 0 numel 8
+ds.bucket @b1 engine @model offset 8 numel 8 persistent
+func.func @forward_eval(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %t = ds.all_gather @b0
+  ds.wait %t
+  %a = ds.get_param @a : tensor<4xf32>
+  %y = ds.aten "aten::mul.Tensor"(%x, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  ds.release @b0
+  %u = ds.all_gather @b0
+  ds.wait %u
+  // expected-error @below {{reads parameter @a (module 'a') of bucket @b0 (engine @model, ZeRO stage 3) through a value read before the bucket was released: read the parameter again (ds.get_param) after the bucket is gathered again (-cse merges such reads; run it before -ds-zero-partition)}}
+  %z = ds.aten "aten::mul.Tensor"(%y, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  ds.release @b0
+  return %z : tensor<4xf32>
+}
+}
+
+// -----
+
 // A read inside a data-dependent branch whose bucket is not gathered: the
 // gather belongs before the ds.if (a gather inside would hang the ranks that
 // skip the branch); the branch's module is the leaf-module candidate.

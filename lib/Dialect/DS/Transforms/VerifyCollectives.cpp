@@ -132,9 +132,12 @@ private:
   struct BucketState {
     State state = State::Released;
     Operation *lastGather = nullptr;
-    bool releasedBefore = false;
+    /// Releases so far: tells the gathers of a bucket apart.
+    int64_t releases = 0;
   };
   llvm::DenseMap<Operation *, BucketState> states;
+  /// The gather (its bucket's release count) each ds.get_param read from.
+  llvm::DenseMap<Operation *, int64_t> readInGather;
   /// Stages 2-3 in the training function: the reduce-scatter of a bucket.
   llvm::DenseMap<Operation *, Operation *> reducedAt;
   /// @step: reductions of each engine not yet waited; buckets reduced and
@@ -187,16 +190,38 @@ LogicalResult FunctionChecker::checkTokens() {
 
 LogicalResult FunctionChecker::checkRead(ParamRead read) {
   BucketState &bucket = states[read.bucket];
-  if (bucket.state == State::Gathered)
-    return success();
   const BucketInfo &info = buckets.find(read.bucket)->second;
+  if (bucket.state == State::Gathered) {
+    if (isa<GetParamOp>(read.op)) {
+      readInGather[read.op] = bucket.releases;
+      return success();
+    }
+    // A use of a ds.get_param's value must be in the gather the value was
+    // read from: after a release the value is a buffer the bucket dropped.
+    for (Value operand : read.op->getOperands()) {
+      auto get = operand.getDefiningOp<GetParamOp>();
+      if (!get || get.getName() != read.param.getSymName())
+        continue;
+      auto it = readInGather.find(get);
+      if (it != readInGather.end() && it->second == bucket.releases)
+        continue;
+      return read.op->emitError()
+             << "reads parameter @" << read.param.getSymName() << " (module '"
+             << read.param.getModule() << "') of " << describe(info)
+             << " through a value read before the bucket was released: read "
+                "the parameter again (ds.get_param) after the bucket is "
+                "gathered again (-cse merges such reads; run it before "
+                "-ds-zero-partition)";
+    }
+    return success();
+  }
   InFlightDiagnostic diag = read.op->emitError();
   diag << "reads parameter @" << read.param.getSymName() << " (module '"
        << read.param.getModule() << "') of " << describe(info)
        << " where the bucket is not gathered: ";
   if (bucket.state == State::InFlight)
     diag << "its ds.all_gather has not been waited yet";
-  else if (bucket.releasedBefore)
+  else if (bucket.releases > 0)
     diag << "it was released earlier in @" << name()
          << " and not gathered again";
   else
@@ -391,7 +416,7 @@ LogicalResult FunctionChecker::checkOrder() {
                        ? " (its ds.all_gather has not been waited)"
                        : "");
       state.state = State::Released;
-      state.releasedBefore = true;
+      ++state.releases;
     } else if (auto update = dyn_cast<OptimizerStepOp>(op)) {
       if (failed(checkUpdate(update)))
         return failure();
