@@ -318,13 +318,13 @@ LogicalResult ProgramEmitter::emitCollective(Operation *op, plan::OpKind opKind,
   // Where each stage's collectives go (docs/plan-format.md): the backward
   // holds stage 2 and 3's reduce-scatters, train and eval stage 3's gathers
   // of sharded buckets, everything else is in @step.
-  bool reduceInTrain = opKind == plan::OpKind::ReduceScatter && bucket.stage >= 2;
+  bool reduceInTrain =
+      opKind == plan::OpKind::ReduceScatter && bucket.stage >= 2;
   bool gatherWhereRead = opKind == plan::OpKind::AllGather && bucket.sharded;
-  bool allowed = programKind == ProgramKind::Step
-                     ? !reduceInTrain && !gatherWhereRead
-                 : programKind == ProgramKind::Train
-                     ? reduceInTrain || gatherWhereRead
-                     : gatherWhereRead;
+  bool allowed =
+      programKind == ProgramKind::Step    ? !reduceInTrain && !gatherWhereRead
+      : programKind == ProgramKind::Train ? reduceInTrain || gatherWhereRead
+                                          : gatherWhereRead;
   if (!allowed)
     return op->emitOpError()
            << "on a bucket of engine @" << bucket.engine << " (ZeRO stage "
@@ -546,8 +546,8 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
         });
         for (BucketOp bucket : module.getOps<BucketOp>())
           if (bucket.getEngine() == engine.getSymName())
-            partition.buckets.push_back(
-                {bucket.getOffset(), bucket.getNumel(), bucket.getPersistent()});
+            partition.buckets.push_back({bucket.getOffset(), bucket.getNumel(),
+                                         bucket.getPersistent()});
         llvm::stable_sort(partition.buckets, [](const auto &a, const auto &b) {
           return a.offset < b.offset;
         });

@@ -150,8 +150,7 @@ LogicalResult EngineOp::verifySymbolUses(SymbolTableCollection &) {
                             "partitioned";
   int64_t stage = *getZeroStage();
   if (stage < 0 || stage > 3)
-    return emitOpError() << "zero_stage must be 0, 1, 2 or 3, but is "
-                         << stage;
+    return emitOpError() << "zero_stage must be 0, 1, 2 or 3, but is " << stage;
   int64_t flatNumel = *getFlatNumel();
   if (flatNumel < 0)
     return emitOpError() << "flat_numel must be >= 0, but is " << flatNumel;
@@ -295,9 +294,8 @@ lookupPartitionedBucket(Operation *op, FlatSymbolRefAttr bucketName,
     return failure();
   auto engine = dyn_cast_or_null<EngineOp>(
       table.lookupNearestSymbolFrom(op, bucket->getEngineAttr().getAttr()));
-  return std::make_pair(*bucket, engine && engine.isPartitioned()
-                                     ? engine
-                                     : EngineOp());
+  return std::make_pair(*bucket,
+                        engine && engine.isPartitioned() ? engine : EngineOp());
 }
 
 /// Which ZeRO stages a collective belongs to.

@@ -57,8 +57,8 @@ public:
   SchedulePrinter(ModuleOp module, llvm::raw_ostream &os) : os(os) {
     for (auto &entry : bucketsByEngine(module)) {
       auto engine = module.lookupSymbol<EngineOp>(entry.first());
-      int64_t stage = engine && engine.isPartitioned() ? *engine.getZeroStage()
-                                                       : 0;
+      int64_t stage =
+          engine && engine.isPartitioned() ? *engine.getZeroStage() : 0;
       for (auto [index, bucket] : llvm::enumerate(entry.second))
         buckets[bucket.getSymName()] = {
             entry.first().str(), int64_t(index), bucket.getNumel(),

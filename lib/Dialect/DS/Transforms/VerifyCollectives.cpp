@@ -156,8 +156,8 @@ LogicalResult FunctionChecker::checkBranches() {
       return WalkResult::advance();
     if (!op->getParentOfType<IfOp>())
       return WalkResult::advance();
-    op->emitError() << op->getName()
-                    << " is inside a data-dependent ds.if in @" << name()
+    op->emitError() << op->getName() << " is inside a data-dependent ds.if in @"
+                    << name()
                     << ": ranks that take different branches would issue "
                        "different collectives and hang; it belongs at the "
                        "top level of the function";
@@ -246,8 +246,7 @@ LogicalResult FunctionChecker::checkGather(AllGatherOp gather) {
   if (!info->sharded) {
     if (kind != FunctionKind::Step)
       return gather.emitError()
-             << "ds.all_gather of " << describe(*info)
-             << " in @" << name()
+             << "ds.all_gather of " << describe(*info) << " in @" << name()
              << ": the bucket's parameters are whole on every rank; it is "
                 "gathered in @step, after the engine's optimizer_step";
     if (!updated.contains(info->engine))
@@ -321,12 +320,11 @@ LogicalResult FunctionChecker::checkUpdate(OptimizerStepOp update) {
                 "still being reduced";
   }
   for (auto &[op, info] : buckets)
-    if (info.engine == engine && info.stage <= 1 &&
-        !reducedInStep.contains(op))
+    if (info.engine == engine && info.stage <= 1 && !reducedInStep.contains(op))
       return update.emitError()
              << "ds.optimizer_step of engine @" << engine.getSymName()
-             << " runs before " << describe(info)
-             << " was reduced: ZeRO stage " << info.stage
+             << " runs before " << describe(info) << " was reduced: ZeRO stage "
+             << info.stage
              << " reduces every bucket in @step before the update";
   updated.insert(engine);
   return success();
@@ -334,8 +332,8 @@ LogicalResult FunctionChecker::checkUpdate(OptimizerStepOp update) {
 
 LogicalResult FunctionChecker::checkGrads(Operation *op) {
   WalkResult result = op->walk([&](GradOp grad) {
-    auto param =
-        SymbolTable::lookupNearestSymbolFrom<ParamOp>(grad, grad.getParamAttr());
+    auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(
+        grad, grad.getParamAttr());
     if (!param)
       return WalkResult::advance();
     BucketOp bucket = bucketOfParam.lookup(param);
@@ -367,12 +365,12 @@ LogicalResult FunctionChecker::checkEnd() {
     for (auto &[op, info] : buckets)
       if (info.stage >= 2 && !reducedAt.contains(op))
         return func.emitError()
-               << describe(info) << " is never reduce-scattered in @"
-               << name() << ": its gradients would not reach the shards";
+               << describe(info) << " is never reduce-scattered in @" << name()
+               << ": its gradients would not reach the shards";
   if (kind == FunctionKind::Step)
     for (auto &[op, info] : buckets)
-      if (info.stage >= 1 && !info.sharded &&
-          updated.contains(info.engine) && !gatheredInStep.contains(op))
+      if (info.stage >= 1 && !info.sharded && updated.contains(info.engine) &&
+          !gatheredInStep.contains(op))
         return func.emitError()
                << describe(info)
                << " is never all_gathered in @step after the engine's "

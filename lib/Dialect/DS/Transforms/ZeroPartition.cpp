@@ -539,10 +539,10 @@ void ZeroPartitionPass::placeGathers(func::FuncOp func, bool training,
     }
     if (isa<IfOp>(op) && !reads.empty()) {
       // The backward's ds.if has the forward's location: say which it is.
-      std::string where =
-          turn < 0 ? "of @" + func.getSymName().str()
-                   : (segment ? "in the backward of @" : "in the forward of @") +
-                         func.getSymName().str();
+      std::string where = turn < 0 ? "of @" + func.getSymName().str()
+                                   : (segment ? "in the backward of @"
+                                              : "in the forward of @") +
+                                         func.getSymName().str();
       InFlightDiagnostic remark = op->emitRemark()
                                   << "ZeRO-3: the parameters of "
                                   << describeModules(reads)
