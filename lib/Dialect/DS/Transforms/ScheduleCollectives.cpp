@@ -58,12 +58,7 @@ struct ScheduleCollectivesPass
   void runOnOperation() override;
 
 private:
-  /// The engine a collective's or release's bucket belongs to.
-  StringRef engineOf(Operation *op) {
-    auto name = op->getAttrOfType<FlatSymbolRefAttr>("bucket");
-    auto bucket = getOperation().lookupSymbol<BucketOp>(name.getAttr());
-    return bucket ? bucket.getEngine() : StringRef();
-  }
+  /// The bucket a collective or release names.
   BucketOp bucketOf(Operation *op) {
     auto name = op->getAttrOfType<FlatSymbolRefAttr>("bucket");
     return getOperation().lookupSymbol<BucketOp>(name.getAttr());
@@ -94,7 +89,9 @@ void ScheduleCollectivesPass::placeWaits(func::FuncOp func, bool training) {
     auto wait = dyn_cast<WaitOp>(*token.getUsers().begin());
     if (!wait || wait->getBlock() != &body)
       continue;
-    const OverlapPolicy &policy = policies.lookup(engineOf(collective));
+    BucketOp bucket = bucketOf(collective);
+    const OverlapPolicy &policy =
+        policies.lookup(bucket ? bucket.getEngine() : StringRef());
     if (!policy.overlap)
       wait->moveAfter(collective);
     else if (training && isa<ReduceScatterOp>(collective))

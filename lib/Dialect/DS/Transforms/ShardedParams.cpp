@@ -9,29 +9,21 @@ using namespace mlir::ds;
 
 ShardedParams::ShardedParams(ModuleOp module) {
   llvm::StringMap<SmallVector<BucketOp>> buckets = bucketsByEngine(module);
+  for (EngineOp engine : module.getOps<EngineOp>())
+    if (engine.isPartitioned())
+      for (BucketOp bucket : buckets.lookup(engine.getSymName()))
+        if (bucket.isShardedAt(*engine.getZeroStage()))
+          shardedBuckets.insert(bucket);
   for (ParamOp param : module.getOps<ParamOp>()) {
     std::optional<int64_t> offset = param.getFlatOffset();
     if (!offset || !param.getEngine())
       continue;
-    auto engine = module.lookupSymbol<EngineOp>(*param.getEngine());
-    if (!engine || !engine.isPartitioned())
-      continue;
-    int64_t stage = *engine.getZeroStage();
-    for (BucketOp bucket : buckets.lookup(engine.getSymName()))
+    for (BucketOp bucket : buckets.lookup(*param.getEngine()))
       if (*offset >= bucket.getOffset() &&
           *offset < bucket.getOffset() + bucket.getNumel()) {
-        if (bucket.isShardedAt(stage))
-          bucketOfParam[param.getSymName()] = {param, bucket};
+        bucketOfParam[param.getSymName()] = {param, bucket};
         break;
       }
-  }
-  for (auto &entry : buckets) {
-    auto engine = module.lookupSymbol<EngineOp>(entry.first());
-    if (!engine || !engine.isPartitioned())
-      continue;
-    for (BucketOp bucket : entry.second)
-      if (bucket.isShardedAt(*engine.getZeroStage()))
-        shardedBuckets.insert(bucket);
   }
 }
 
@@ -40,18 +32,18 @@ bool ShardedParams::isSharded(BucketOp bucket) const {
 }
 
 std::optional<ParamRead> ShardedParams::readBy(Operation *op) const {
-  if (auto get = dyn_cast<GetParamOp>(op)) {
+  auto readOf = [&](GetParamOp get) -> std::optional<ParamRead> {
     auto it = bucketOfParam.find(get.getName());
-    if (it != bucketOfParam.end())
-      return ParamRead{op, it->second.first, it->second.second};
-    return std::nullopt;
-  }
+    if (it == bucketOfParam.end() || !isSharded(it->second.second))
+      return std::nullopt;
+    return ParamRead{op, it->second.first, it->second.second};
+  };
+  if (auto get = dyn_cast<GetParamOp>(op))
+    return readOf(get);
   for (Value operand : op->getOperands())
-    if (auto get = operand.getDefiningOp<GetParamOp>()) {
-      auto it = bucketOfParam.find(get.getName());
-      if (it != bucketOfParam.end())
-        return ParamRead{op, it->second.first, it->second.second};
-    }
+    if (auto get = operand.getDefiningOp<GetParamOp>())
+      if (auto read = readOf(get))
+        return read;
   return std::nullopt;
 }
 

@@ -91,10 +91,8 @@ class FunctionChecker {
 public:
   FunctionChecker(func::FuncOp func, FunctionKind kind,
                   const llvm::MapVector<Operation *, BucketInfo> &buckets,
-                  const llvm::DenseMap<Operation *, BucketOp> &bucketOfParam,
                   const ShardedParams &sharded)
-      : func(func), kind(kind), buckets(buckets), bucketOfParam(bucketOfParam),
-        sharded(sharded) {}
+      : func(func), kind(kind), buckets(buckets), sharded(sharded) {}
 
   LogicalResult check() {
     return failure(failed(checkBranches()) || failed(checkTokens()) ||
@@ -124,7 +122,7 @@ private:
   FunctionKind kind;
   /// Every bucket of a partitioned engine, in engine order, then by offset.
   const llvm::MapVector<Operation *, BucketInfo> &buckets;
-  const llvm::DenseMap<Operation *, BucketOp> &bucketOfParam;
+  /// Which bucket holds each parameter, which are sharded, what reads them.
   const ShardedParams &sharded;
 
   /// Stage 3 state of each sharded bucket in program order.
@@ -336,7 +334,7 @@ LogicalResult FunctionChecker::checkGrads(Operation *op) {
         grad, grad.getParamAttr());
     if (!param)
       return WalkResult::advance();
-    BucketOp bucket = bucketOfParam.lookup(param);
+    BucketOp bucket = sharded.bucketHolding(param.getSymName());
     Operation *reduced = bucket ? reducedAt.lookup(bucket) : nullptr;
     if (!reduced)
       return WalkResult::advance();
@@ -432,7 +430,6 @@ struct VerifyCollectivesPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     llvm::MapVector<Operation *, BucketInfo> buckets;
-    llvm::DenseMap<Operation *, BucketOp> bucketOfParam;
     llvm::StringMap<SmallVector<BucketOp>> byEngine = bucketsByEngine(module);
     for (EngineOp engine : module.getOps<EngineOp>()) {
       if (!engine.isPartitioned())
@@ -441,15 +438,6 @@ struct VerifyCollectivesPass
       for (BucketOp bucket : byEngine.lookup(engine.getSymName()))
         buckets[bucket] = {bucket, engine, stage, bucket.isShardedAt(stage)};
     }
-    for (ParamOp param : module.getOps<ParamOp>()) {
-      if (!param.getFlatOffset() || !param.getEngine())
-        continue;
-      int64_t offset = *param.getFlatOffset();
-      for (BucketOp bucket : byEngine.lookup(*param.getEngine()))
-        if (offset >= bucket.getOffset() &&
-            offset < bucket.getOffset() + bucket.getNumel())
-          bucketOfParam[param] = bucket;
-    }
     ShardedParams sharded(module);
 
     bool failedAny = false;
@@ -457,7 +445,7 @@ struct VerifyCollectivesPass
       auto func = module.lookupSymbol<func::FuncOp>(name);
       if (!func || func.isExternal())
         return;
-      FunctionChecker checker(func, kind, buckets, bucketOfParam, sharded);
+      FunctionChecker checker(func, kind, buckets, sharded);
       failedAny |= failed(checker.check());
     };
     check(funcName, FunctionKind::Train);

@@ -34,11 +34,21 @@ class ShardedParams {
 public:
   explicit ShardedParams(ModuleOp module);
 
-  bool empty() const { return bucketOfParam.empty(); }
+  /// Whether nothing is sharded.
+  bool empty() const { return shardedBuckets.empty(); }
 
   /// The sharded bucket holding parameter `name`; null when the parameter is
   /// not sharded.
   BucketOp bucketOf(StringRef name) const {
+    auto it = bucketOfParam.find(name);
+    return it != bucketOfParam.end() && isSharded(it->second.second)
+               ? it->second.second
+               : BucketOp();
+  }
+
+  /// The bucket holding parameter `name` at any stage (null when its engine
+  /// is not partitioned or it is not trainable).
+  BucketOp bucketHolding(StringRef name) const {
     return bucketOfParam.lookup(name).second;
   }
 
@@ -54,6 +64,7 @@ public:
   std::optional<ParamRead> readBy(Operation *op) const;
 
 private:
+  /// Every parameter with a flat_offset, and its bucket.
   llvm::StringMap<std::pair<ParamOp, BucketOp>> bucketOfParam;
   llvm::DenseSet<Operation *> shardedBuckets;
 };
