@@ -200,6 +200,13 @@ std::optional<CompileResult> run(MLIRContext &context,
     mlir::ds::DSZeroPartitionOptions zeroOptions;
     zeroOptions.worldSize = options.worldSize;
     pm.addPass(mlir::ds::createDSZeroPartition(zeroOptions));
+    // Where the waits go (overlap_comm, stage 3 prefetch), then the proof
+    // that every rank issues the same collectives and reads only gathered
+    // parameters.
+    mlir::ds::DSScheduleCollectivesOptions scheduleOptions;
+    scheduleOptions.worldSize = options.worldSize;
+    pm.addPass(mlir::ds::createDSScheduleCollectives(scheduleOptions));
+    pm.addPass(mlir::ds::createDSVerifyCollectives());
   }
   if (failed(pm.run(*module)))
     return fail("the pass pipeline failed");

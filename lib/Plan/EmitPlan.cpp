@@ -10,7 +10,9 @@
 //
 // Engines carry what -ds-lower-optimizer and -ds-zero-partition decided: the
 // resolved optimizer (from the engine's ds.optimizer_step) and the partition
-// (stage, flat layout, buckets numbered by offset).
+// (stage, flat layout, buckets numbered by offset, stage 3's persistent
+// ones marked). Stage 3 gathers and releases its sharded buckets in the
+// train and eval programs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -98,6 +100,8 @@ struct BucketRef {
   std::string engine;
   int64_t index = 0;
   int64_t stage = 0;
+  /// Stage 3, not persistent: gathered where its parameters are read.
+  bool sharded = false;
 };
 
 class ProgramEmitter {
@@ -118,6 +122,12 @@ private:
 
   LogicalResult emitCollective(Operation *op, plan::OpKind opKind,
                                plan::ValueId token, std::vector<plan::Op> &out);
+  FailureOr<BucketRef> bucketOf(Operation *op);
+  StringRef programName() const {
+    return programKind == ProgramKind::Eval    ? "eval"
+           : programKind == ProgramKind::Train ? "train"
+                                               : "step";
+  }
 
   plan::Program &program;
   ProgramKind programKind;
@@ -248,9 +258,19 @@ LogicalResult ProgramEmitter::emitOp(Operation *op,
   } else if (isa<AllGatherOp>(op)) {
     return emitCollective(op, plan::OpKind::AllGather, results[0], out);
   } else if (auto wait = dyn_cast<WaitOp>(op)) {
-    if (programKind == ProgramKind::Eval)
-      return op->emitOpError() << "has no place in the eval program";
+    // Its collective was checked against the program.
     out.push_back(plan::Op::wait(idOf(wait.getToken())));
+  } else if (isa<ReleaseOp>(op)) {
+    auto bucket = bucketOf(op);
+    if (failed(bucket))
+      return failure();
+    if (!bucket->sharded || programKind == ProgramKind::Step)
+      return op->emitOpError()
+             << "on a bucket of engine @" << bucket->engine
+             << " does not belong in the " << programName()
+             << " program: only the sharded buckets of a ZeRO stage 3 "
+                "engine are released, in the train and eval programs";
+    out.push_back(plan::Op::release(bucket->engine, bucket->index));
   } else if (auto update = dyn_cast<OptimizerStepOp>(op)) {
     if (programKind != ProgramKind::Step)
       return op->emitOpError()
@@ -279,30 +299,43 @@ LogicalResult ProgramEmitter::emitOp(Operation *op,
   return success();
 }
 
-LogicalResult ProgramEmitter::emitCollective(Operation *op, plan::OpKind opKind,
-                                             plan::ValueId token,
-                                             std::vector<plan::Op> &out) {
+FailureOr<BucketRef> ProgramEmitter::bucketOf(Operation *op) {
   auto name = op->getAttrOfType<FlatSymbolRefAttr>("bucket");
   auto it = buckets.find(name.getValue());
   if (it == buckets.end())
     return op->emitOpError() << "names bucket " << name
                              << ", which is not a ds.bucket of the module";
-  const BucketRef &bucket = it->second;
+  return it->second;
+}
+
+LogicalResult ProgramEmitter::emitCollective(Operation *op, plan::OpKind opKind,
+                                             plan::ValueId token,
+                                             std::vector<plan::Op> &out) {
+  auto found = bucketOf(op);
+  if (failed(found))
+    return failure();
+  const BucketRef &bucket = *found;
   // Where each stage's collectives go (docs/plan-format.md): the backward
-  // holds only stage 2's reduce-scatters, everything else is in @step.
-  bool inTrain = opKind == plan::OpKind::ReduceScatter && bucket.stage == 2;
-  if (programKind == ProgramKind::Eval ||
-      (programKind == ProgramKind::Train && !inTrain) ||
-      (programKind == ProgramKind::Step && inTrain))
+  // holds stage 2 and 3's reduce-scatters, train and eval stage 3's gathers
+  // of sharded buckets, everything else is in @step.
+  bool reduceInTrain =
+      opKind == plan::OpKind::ReduceScatter && bucket.stage >= 2;
+  bool gatherWhereRead = opKind == plan::OpKind::AllGather && bucket.sharded;
+  bool allowed =
+      programKind == ProgramKind::Step    ? !reduceInTrain && !gatherWhereRead
+      : programKind == ProgramKind::Train ? reduceInTrain || gatherWhereRead
+                                          : gatherWhereRead;
+  if (!allowed)
     return op->emitOpError()
            << "on a bucket of engine @" << bucket.engine << " (ZeRO stage "
-           << bucket.stage << ") does not belong in the "
-           << (programKind == ProgramKind::Eval    ? "eval"
-               : programKind == ProgramKind::Train ? "train"
-                                                   : "step")
+           << bucket.stage << ") does not belong in the " << programName()
            << " program"
-           << (inTrain ? ": stage 2 reduces in the backward"
-                       : ": it runs at the accumulation boundary, in @step");
+           << (reduceInTrain ? ": stage " + std::to_string(bucket.stage) +
+                                   " reduces in the backward"
+               : gatherWhereRead
+                   ? ": a sharded bucket is gathered where its parameters "
+                     "are read, in the train and eval programs"
+                   : ": it runs at the accumulation boundary, in @step");
   out.push_back(
       plan::Op::collective(opKind, bucket.engine, bucket.index, token));
   return success();
@@ -468,7 +501,7 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
           engine && engine.getZeroStage() ? *engine.getZeroStage() : 0;
       for (auto [index, bucket] : llvm::enumerate(entry.second))
         buckets[bucket.getSymName()] = {entry.first().str(), int64_t(index),
-                                        stage};
+                                        stage, bucket.isShardedAt(stage)};
     }
   }
 
@@ -513,8 +546,8 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
         });
         for (BucketOp bucket : module.getOps<BucketOp>())
           if (bucket.getEngine() == engine.getSymName())
-            partition.buckets.push_back(
-                {bucket.getOffset(), bucket.getNumel()});
+            partition.buckets.push_back({bucket.getOffset(), bucket.getNumel(),
+                                         bucket.getPersistent()});
         llvm::stable_sort(partition.buckets, [](const auto &a, const auto &b) {
           return a.offset < b.offset;
         });

@@ -182,7 +182,8 @@ def test_save_load_round_trip(tmp_path):
 def test_mlir_after_each_pass(tmp_path):
     plan = tiny_plan()
     assert plan.stages == ["import", "ds-assign-engines", "ds-autodiff", "canonicalize",
-                           "cse", "ds-lower-optimizer", "ds-zero-partition", "final"]
+                           "cse", "ds-lower-optimizer", "ds-zero-partition",
+                           "ds-schedule-collectives", "ds-verify-collectives", "final"]
     assert "ds.grad" in plan.mlir("ds-autodiff")
     assert "ds.optimizer_step @model" in plan.mlir("ds-lower-optimizer")
     assert "ds.bucket @model_bucket0" in plan.mlir("ds-zero-partition")

@@ -116,3 +116,61 @@ func.func @forward_eval() {
   ds.wait %t
   return
 }
+
+// -----
+
+// Stage 3: a sharded bucket is gathered where it is read, never in @step.
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 3, flat_numel = 8}
+ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad, flat_offset = 0}
+ds.param @b : tensor<1xf32> {engine = @model, module = "", module_class = "M", requires_grad, flat_offset = 4}
+ds.bucket @model_bucket0 engine @model offset 0 numel 4
+ds.bucket @model_bucket1 engine @model offset 4 numel 4 persistent
+func.func @forward_eval() {
+  return
+}
+func.func @forward(%g: tensor<4xf32>) {
+  ds.backward_begin
+  return
+}
+func.func @step() {
+  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  // expected-error @below {{'ds.all_gather' op on a bucket of engine @model (ZeRO stage 3) does not belong in the step program: a sharded bucket is gathered where its parameters are read, in the train and eval programs}}
+  %t = ds.all_gather @model_bucket0
+  ds.wait %t
+  return
+}
+
+// -----
+
+// ... and a persistent one only in @step.
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 3, flat_numel = 8}
+ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad, flat_offset = 0}
+ds.param @b : tensor<1xf32> {engine = @model, module = "", module_class = "M", requires_grad, flat_offset = 4}
+ds.bucket @model_bucket0 engine @model offset 0 numel 4
+ds.bucket @model_bucket1 engine @model offset 4 numel 4 persistent
+func.func @forward_eval() {
+  // expected-error @below {{'ds.all_gather' op on a bucket of engine @model (ZeRO stage 3) does not belong in the eval program: it runs at the accumulation boundary, in @step}}
+  %t = ds.all_gather @model_bucket1
+  ds.wait %t
+  return
+}
+
+// -----
+
+// A release has no place in @step.
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 3, flat_numel = 4}
+ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad, flat_offset = 0}
+ds.bucket @model_bucket0 engine @model offset 0 numel 4
+func.func @forward_eval() {
+  return
+}
+func.func @forward(%g: tensor<4xf32>) {
+  ds.backward_begin
+  return
+}
+func.func @step() {
+  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  // expected-error @below {{'ds.release' op on a bucket of engine @model does not belong in the step program: only the sharded buckets of a ZeRO stage 3 engine are released, in the train and eval programs}}
+  ds.release @model_bucket0
+  return
+}

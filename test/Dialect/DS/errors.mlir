@@ -467,8 +467,8 @@ ds.engine @teacher {module = "teacher", frozen, zero_stage = 0, flat_numel = 0}
 
 // -----
 
-// expected-error @below {{'ds.engine' op zero_stage must be 0, 1 or 2, but is 3}}
-ds.engine @model {module = "", zero_stage = 3, flat_numel = 0}
+// expected-error @below {{'ds.engine' op zero_stage must be 0, 1, 2 or 3, but is 4}}
+ds.engine @model {module = "", zero_stage = 4, flat_numel = 0}
 
 // -----
 
@@ -582,7 +582,7 @@ func.func @all_reduce_at_stage_1() {
 ds.engine @model {module = "", zero_stage = 0, flat_numel = 4}
 ds.bucket @b0 engine @model offset 0 numel 4
 func.func @reduce_scatter_at_stage_0() {
-  // expected-error @below {{'ds.reduce_scatter' op belongs to ZeRO stages 1 and 2, but engine @model of bucket @b0 is at stage 0}}
+  // expected-error @below {{'ds.reduce_scatter' op belongs to ZeRO stages 1 to 3, but engine @model of bucket @b0 is at stage 0}}
   %t = ds.reduce_scatter @b0
   ds.wait %t
   return
@@ -653,5 +653,56 @@ func.func @wait_in_branch(%c: i1) {
     ds.wait %t
   } else {
   }
+  return
+}
+
+// -----
+
+// Only stage 3 shards parameters, so only its buckets can be persistent.
+ds.engine @model {module = "", zero_stage = 2, flat_numel = 4}
+// expected-error @below {{'ds.bucket' op is persistent, but engine @model is at ZeRO stage 2; only stage 3 shards parameters, so only its buckets can be persistent}}
+ds.bucket @b0 engine @model offset 0 numel 4 persistent
+
+// -----
+
+ds.engine @model {module = "", zero_stage = 3, flat_numel = 8}
+ds.bucket @b0 engine @model offset 0 numel 4
+ds.bucket @b1 engine @model offset 4 numel 4 persistent
+func.func @release_persistent() {
+  // expected-error @below {{'ds.release' op releases bucket @b1, whose parameters are not sharded (it is persistent); only the non-persistent buckets of a stage 3 engine are gathered and released}}
+  ds.release @b1
+  return
+}
+
+// -----
+
+ds.engine @model {module = "", zero_stage = 2, flat_numel = 4}
+ds.bucket @b0 engine @model offset 0 numel 4
+func.func @release_at_stage_2() {
+  // expected-error @below {{'ds.release' op releases bucket @b0, whose parameters are not sharded (engine @model is at ZeRO stage 2); only the non-persistent buckets of a stage 3 engine are gathered and released}}
+  ds.release @b0
+  return
+}
+
+// -----
+
+ds.engine @model {module = "", zero_stage = 3, flat_numel = 4}
+ds.bucket @b0 engine @model offset 0 numel 4
+func.func @release_in_branch(%c: i1) {
+  ds.if %c {
+    // expected-error @below {{'ds.release' op is inside a ds.if; every rank must release the same buckets in the same order, so it belongs at the top level of the function}}
+    ds.release @b0
+    ds.yield
+  } else {
+    ds.yield
+  }
+  return
+}
+
+// -----
+
+func.func @release_of_nothing() {
+  // expected-error @below {{'ds.release' op refers to undeclared bucket @nothing}}
+  ds.release @nothing
   return
 }

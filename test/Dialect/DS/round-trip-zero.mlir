@@ -1,5 +1,5 @@
-// RUN: ds-opt %s | ds-opt | FileCheck %s
-// RUN: ds-opt %s --mlir-print-op-generic | ds-opt | FileCheck %s
+// RUN: ds-opt %s -split-input-file | ds-opt -split-input-file | FileCheck %s
+// RUN: ds-opt %s -split-input-file --mlir-print-op-generic | ds-opt -split-input-file | FileCheck %s
 
 // The ops of the optimizer and of ZeRO partitioning (docs/zero.md), printed
 // and parsed again from the custom and from the generic form: a partitioned
@@ -75,5 +75,36 @@ func.func @step() {
   ds.wait %g0
   ds.wait %g1
   return
+}
+}
+
+// -----
+
+// ZeRO stage 3: a sharded bucket is gathered where its parameters are read
+// and released after; a persistent one is not sharded (stage 2's rules).
+// CHECK-LABEL: module attributes {ds.world_size = 2 : i64} {
+// CHECK-NEXT:    ds.engine @model {flat_numel = 8 : i64, module = "", zero_stage = 3 : i64}
+// CHECK:         ds.bucket @model_bucket0 engine @model offset 0 numel 4
+// CHECK-NEXT:    ds.bucket @model_bucket1 engine @model offset 4 numel 4 persistent
+// CHECK-LABEL:   func.func @forward_eval()
+// CHECK-NEXT:      %[[T:.*]] = ds.all_gather @model_bucket0
+// CHECK-NEXT:      ds.wait %[[T]]
+// CHECK-NEXT:      ds.get_param @w
+// CHECK-NEXT:      ds.aten "aten::relu"
+// CHECK-NEXT:      ds.release @model_bucket0
+// CHECK-NEXT:      return
+module attributes {ds.world_size = 2 : i64} {
+ds.engine @model {module = "", zero_stage = 3, flat_numel = 8}
+ds.param @w : tensor<4xf32> {module = "", module_class = "M", requires_grad, engine = @model, flat_offset = 0}
+ds.param @b : tensor<1xf32> {module = "", module_class = "M", requires_grad, engine = @model, flat_offset = 4}
+ds.bucket @model_bucket0 engine @model offset 0 numel 4
+ds.bucket @model_bucket1 engine @model offset 4 numel 4 persistent
+func.func @forward_eval() -> tensor<4xf32> {
+  %t = ds.all_gather @model_bucket0
+  ds.wait %t
+  %w = ds.get_param @w : tensor<4xf32>
+  %y = ds.aten "aten::relu"(%w) : (tensor<4xf32>) -> tensor<4xf32>
+  ds.release @model_bucket0
+  return %y : tensor<4xf32>
 }
 }

@@ -1,4 +1,4 @@
-// RUN: ds-opt %s -ds-lower-optimizer -ds-zero-partition=world-size=2 | FileCheck %s
+// RUN: ds-opt %s -ds-lower-optimizer -ds-zero-partition=world-size=2 -ds-verify-collectives | FileCheck %s
 
 // Several engines, each with its own stage and flat buffer. Every engine's
 // reductions start before any engine waits, so the engines' communication

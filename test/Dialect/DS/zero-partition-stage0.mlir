@@ -1,4 +1,4 @@
-// RUN: ds-opt %s -ds-lower-optimizer -ds-zero-partition=world-size=2 | FileCheck %s
+// RUN: ds-opt %s -ds-lower-optimizer -ds-zero-partition=world-size=2 -ds-verify-collectives | FileCheck %s
 
 // ZeRO stage 0: nothing is sharded. The parameters are laid out in one flat
 // buffer in the order their gradients are complete (@c's last ds.grad comes

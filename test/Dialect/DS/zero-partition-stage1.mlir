@@ -1,4 +1,4 @@
-// RUN: ds-opt %s -ds-lower-optimizer -ds-zero-partition=world-size=2 | FileCheck %s
+// RUN: ds-opt %s -ds-lower-optimizer -ds-zero-partition=world-size=2 -ds-verify-collectives | FileCheck %s
 
 // ZeRO stage 1: the optimizer state is sharded. Buckets hold at most
 // min(reduce_bucket_size, allgather_bucket_size) = 8 parameter elements.

@@ -149,8 +149,8 @@ LogicalResult EngineOp::verifySymbolUses(SymbolTableCollection &) {
                             "a zero_stage; only trainable engines are "
                             "partitioned";
   int64_t stage = *getZeroStage();
-  if (stage < 0 || stage > 2)
-    return emitOpError() << "zero_stage must be 0, 1 or 2, but is " << stage;
+  if (stage < 0 || stage > 3)
+    return emitOpError() << "zero_stage must be 0, 1, 2 or 3, but is " << stage;
   int64_t flatNumel = *getFlatNumel();
   if (flatNumel < 0)
     return emitOpError() << "flat_numel must be >= 0, but is " << flatNumel;
@@ -233,6 +233,11 @@ LogicalResult BucketOp::verifySymbolUses(SymbolTableCollection &table) {
   if (!engine->isPartitioned())
     return emitOpError() << "belongs to engine " << getEngineAttr()
                          << ", which is not partitioned (no zero_stage)";
+  if (getPersistent() && *engine->getZeroStage() != 3)
+    return emitOpError() << "is persistent, but engine " << getEngineAttr()
+                         << " is at ZeRO stage " << *engine->getZeroStage()
+                         << "; only stage 3 shards parameters, so only its "
+                            "buckets can be persistent";
   return success();
 }
 
@@ -278,24 +283,37 @@ static LogicalResult verifyCollective(Operation *op) {
   return success();
 }
 
-/// Which ZeRO stages a collective belongs to.
-static LogicalResult verifyCollectiveStage(Operation *op,
-                                           FlatSymbolRefAttr bucketName,
-                                           SymbolTableCollection &table,
-                                           bool stage0) {
+/// The engine of a bucket that a collective or release names, when both
+/// exist and the engine is partitioned (the bucket's verifier reports the
+/// rest).
+static FailureOr<std::pair<BucketOp, EngineOp>>
+lookupPartitionedBucket(Operation *op, FlatSymbolRefAttr bucketName,
+                        SymbolTableCollection &table) {
   auto bucket = lookupBucket(op, bucketName, table);
   if (failed(bucket))
     return failure();
   auto engine = dyn_cast_or_null<EngineOp>(
       table.lookupNearestSymbolFrom(op, bucket->getEngineAttr().getAttr()));
-  if (!engine || !engine.isPartitioned())
-    return success(); // The bucket's verifier reports it.
+  return std::make_pair(*bucket,
+                        engine && engine.isPartitioned() ? engine : EngineOp());
+}
+
+/// Which ZeRO stages a collective belongs to.
+static LogicalResult verifyCollectiveStage(Operation *op,
+                                           FlatSymbolRefAttr bucketName,
+                                           SymbolTableCollection &table,
+                                           bool stage0) {
+  auto found = lookupPartitionedBucket(op, bucketName, table);
+  if (failed(found))
+    return failure();
+  EngineOp engine = found->second;
+  if (!engine)
+    return success();
   int64_t stage = *engine.getZeroStage();
   if (stage0 != (stage == 0))
     return op->emitOpError()
            << (stage0 ? "belongs to ZeRO stage 0"
-                      : "belongs to ZeRO stages "
-                        "1 and 2")
+                      : "belongs to ZeRO stages 1 to 3")
            << ", but engine @" << engine.getSymName() << " of bucket "
            << bucketName << " is at stage " << stage;
   return success();
@@ -313,6 +331,30 @@ LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &table) {
 }
 LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &table) {
   return verifyCollectiveStage(*this, getBucketAttr(), table, false);
+}
+
+LogicalResult ReleaseOp::verify() {
+  return verifyNotInBranch(*this, "release the same buckets");
+}
+
+LogicalResult ReleaseOp::verifySymbolUses(SymbolTableCollection &table) {
+  auto found = lookupPartitionedBucket(*this, getBucketAttr(), table);
+  if (failed(found))
+    return failure();
+  auto [bucket, engine] = *found;
+  if (!engine)
+    return success();
+  if (!bucket.isShardedAt(*engine.getZeroStage()))
+    return emitOpError() << "releases bucket " << getBucketAttr()
+                         << ", whose parameters are not sharded ("
+                         << (bucket.getPersistent()
+                                 ? "it is persistent"
+                                 : "engine @" + engine.getSymName().str() +
+                                       " is at ZeRO stage " +
+                                       std::to_string(*engine.getZeroStage()))
+                         << "); only the non-persistent buckets of a stage 3 "
+                            "engine are gathered and released";
+  return success();
 }
 
 LogicalResult WaitOp::verify() {

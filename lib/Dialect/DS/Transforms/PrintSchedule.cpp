@@ -1,12 +1,15 @@
 //===- PrintSchedule.cpp - per-rank order of compute and collectives ------===//
 //
-// Prints what every rank does, in order, in the training function and in
-// @step: runs of compute ops compressed to one line each, and every
-// collective, wait and optimizer update on its own line. This is the
-// schedule -ds-zero-partition made; being the same on every rank is what
-// keeps collectives from deadlocking, and it holds when no collective is
-// inside a ds.if (the printer checks, the verifier guarantees it). The IR is
-// left unchanged.
+// Prints what every rank does, in order, in the training function, in the
+// eval function (when it has collectives: ZeRO stage 3) and in @step: runs
+// of compute ops compressed to one line each, and every collective, wait,
+// release and optimizer update on its own line. This is the schedule
+// -ds-zero-partition made and -ds-schedule-collectives moved; being the
+// same on every rank is what keeps collectives from deadlocking, and it
+// holds when no collective is inside a ds.if (the printer checks, the
+// verifier guarantees it). Stage 3 lines also give the elements of sharded
+// buckets gathered ("live") after each gather and release, and a last line
+// the peak. The IR is left unchanged.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,6 +36,9 @@ struct BucketInfo {
   std::string engine;
   int64_t index = 0;
   int64_t numel = 0;
+  bool persistent = false;
+  /// Stage 3, not persistent: counts as live while gathered.
+  bool sharded = false;
 };
 
 bool isCollective(Operation *op) {
@@ -49,10 +55,15 @@ std::string number(double value) {
 class SchedulePrinter {
 public:
   SchedulePrinter(ModuleOp module, llvm::raw_ostream &os) : os(os) {
-    for (auto &entry : bucketsByEngine(module))
+    for (auto &entry : bucketsByEngine(module)) {
+      auto engine = module.lookupSymbol<EngineOp>(entry.first());
+      int64_t stage =
+          engine && engine.isPartitioned() ? *engine.getZeroStage() : 0;
       for (auto [index, bucket] : llvm::enumerate(entry.second))
-        buckets[bucket.getSymName()] = {entry.first().str(), int64_t(index),
-                                        bucket.getNumel()};
+        buckets[bucket.getSymName()] = {
+            entry.first().str(), int64_t(index), bucket.getNumel(),
+            bucket.getPersistent(), bucket.isShardedAt(stage)};
+    }
   }
 
   void print(func::FuncOp func);
@@ -61,10 +72,17 @@ private:
   struct Line {
     std::string text;
     Operation *waitedBy = nullptr;
+    /// Printed after the wait pointer ("; live 48").
+    std::string suffix;
   };
 
   /// "reduce_scatter @model bucket 1", with " (544 elements)" when `size`.
   std::string describe(Operation *collective, bool size) const;
+  const BucketInfo *infoOf(Operation *op) const {
+    auto name = op->getAttrOfType<FlatSymbolRefAttr>("bucket");
+    auto it = buckets.find(name.getValue());
+    return it == buckets.end() ? nullptr : &it->second;
+  }
 
   llvm::raw_ostream &os;
   llvm::StringMap<BucketInfo> buckets;
@@ -81,7 +99,8 @@ std::string SchedulePrinter::describe(Operation *collective, bool size) const {
   const BucketInfo &info = it->second;
   text += " @" + info.engine + " bucket " + std::to_string(info.index);
   if (size)
-    text += " (" + std::to_string(info.numel) + " elements)";
+    text += " (" + std::to_string(info.numel) + " elements" +
+            (info.persistent ? ", persistent)" : ")");
   return text;
 }
 
@@ -89,12 +108,26 @@ void SchedulePrinter::print(func::FuncOp func) {
   Block &body = func.getBody().front();
   int64_t inBranches = 0;
   func.walk([&](Operation *op) {
-    if (isCollective(op) && op->getParentOfType<IfOp>())
+    if ((isCollective(op) || isa<WaitOp, ReleaseOp>(op)) &&
+        op->getParentOfType<IfOp>())
       ++inBranches;
   });
 
   SmallVector<Line> lines;
   llvm::DenseMap<Operation *, size_t> lineOf;
+  // Elements of sharded buckets gathered (from all_gather to release).
+  int64_t live = 0, peak = 0;
+  size_t peakLine = 0;
+  auto liveText = [&](const BucketInfo *info, int64_t delta) -> std::string {
+    if (!info || !info->sharded)
+      return "";
+    live += delta;
+    if (live > peak) {
+      peak = live;
+      peakLine = lines.size() + 1; // the line about to be added
+    }
+    return "; live " + std::to_string(live);
+  };
   // The open run of compute ops.
   int64_t runOps = 0;
   StringRef lastGrad;
@@ -121,8 +154,20 @@ void SchedulePrinter::print(func::FuncOp func) {
     if (isCollective(&op)) {
       flush();
       lineOf[&op] = lines.size();
-      lines.push_back(
-          {describe(&op, true), *op.getResult(0).getUsers().begin()});
+      const BucketInfo *info = infoOf(&op);
+      std::string suffix =
+          isa<AllGatherOp>(op) && info ? liveText(info, info->numel) : "";
+      Operation *waitedBy = op.getResult(0).use_empty()
+                                ? nullptr
+                                : *op.getResult(0).getUsers().begin();
+      lines.push_back({describe(&op, true), waitedBy, suffix});
+      continue;
+    }
+    if (auto release = dyn_cast<ReleaseOp>(op)) {
+      flush();
+      const BucketInfo *info = infoOf(&op);
+      std::string suffix = info ? liveText(info, -info->numel) : "";
+      lines.push_back({describe(&op, false), nullptr, suffix});
       continue;
     }
     if (auto wait = dyn_cast<WaitOp>(op)) {
@@ -163,8 +208,11 @@ void SchedulePrinter::print(func::FuncOp func) {
       if (it != lineOf.end())
         os << " -> wait at " << it->second + 1;
     }
-    os << "\n";
+    os << line.suffix << "\n";
   }
+  if (peak > 0)
+    os << "  peak live gathered parameters: " << peak << " elements (line "
+       << peakLine << ")\n";
 }
 
 namespace {
@@ -177,12 +225,21 @@ struct PrintSchedulePass
     ModuleOp module = getOperation();
     SchedulePrinter printer(module, llvm::outs());
     bool any = false;
-    for (StringRef name : {StringRef(funcName), StringRef("step")})
-      if (auto func = module.lookupSymbol<func::FuncOp>(name);
-          func && !func.isExternal()) {
-        printer.print(func);
-        any = true;
+    for (StringRef name :
+         {StringRef(funcName), StringRef(evalFuncName), StringRef("step")}) {
+      auto func = module.lookupSymbol<func::FuncOp>(name);
+      if (!func || func.isExternal())
+        continue;
+      // The eval function has collectives only at stage 3.
+      if (name == evalFuncName && name != funcName) {
+        bool hasCollectives = false;
+        func.walk([&](Operation *op) { hasCollectives |= isCollective(op); });
+        if (!hasCollectives)
+          continue;
       }
+      printer.print(func);
+      any = true;
+    }
     if (!any)
       llvm::outs() << "no @" << funcName << " or @step to print\n";
     llvm::outs().flush();

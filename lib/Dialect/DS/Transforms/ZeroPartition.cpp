@@ -10,13 +10,26 @@
 //   stage 2  train: reduce_scatter each bucket after its last ds.grad; waits
 //                   at the end of the backward
 //            @step: optimizer_step; all_gather every bucket; wait
+//   stage 3  as stage 2, but only the persistent buckets (parameters of at
+//            most stage3_param_persistence_threshold elements) are gathered
+//            in @step; every other bucket is sharded: in the training and
+//            eval functions it is all_gather'ed (and waited) before the first
+//            top-level op that reads one of its parameters and released
+//            after the last one, in the forward and again in the backward,
+//            unless stage3_max_reuse_distance keeps it gathered across the
+//            turn. The backward reads parameters again through ds.get_param
+//            of its own (the pass makes them), so the forward's values die
+//            with the forward.
 //
 // The layout follows the backward: parameters whose gradients are complete
 // first come first, so bucket 0 can be reduced while the backward still
-// runs. A parameter is never split between buckets.
+// runs. A parameter is never split between buckets. Waits land where no
+// overlap is lost (reductions at the end of the backward) or right after the
+// collective (gathers); -ds-schedule-collectives then moves them as the
+// engine's overlap_comm asks.
 //
 // Assumes -ds-assign-engines (engines with their configs), -ds-autodiff
-// (ds.grad in the training function; stage 2 needs them) and
+// (ds.grad in the training function; stages 2 and 3 need them) and
 // -ds-lower-optimizer (one ds.optimizer_step per trainable engine in @step).
 //
 //===----------------------------------------------------------------------===//
@@ -24,6 +37,7 @@
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/EngineConfig.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
+#include "ds/Dialect/DS/Transforms/ShardedParams.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
@@ -51,6 +65,8 @@ struct BucketLayout {
   int64_t offset = 0;
   int64_t numel = 0;
   SmallVector<ParamOp> params;
+  /// Stage 3: the parameters stay whole on every rank.
+  bool persistent = false;
 };
 
 /// One engine's flat buffer.
@@ -63,6 +79,8 @@ struct EngineLayout {
   SmallVector<BucketLayout> buckets;
   SmallVector<BucketOp> bucketOps;
   int64_t numel = 0;
+  /// Stage 3: zero_optimization.stage3_max_reuse_distance.
+  int64_t maxReuseDistance = 0;
 };
 
 int64_t numelOf(ParamOp param) {
@@ -71,14 +89,17 @@ int64_t numelOf(ParamOp param) {
 
 /// Packs parameters, in order, into buckets of at most `capacity` parameter
 /// elements (a larger parameter gets a bucket of its own) and pads each
-/// bucket to a multiple of `worldSize`.
+/// bucket to a multiple of `worldSize`. The buckets follow those already in
+/// `layout`.
 class BucketPlanner {
 public:
   BucketPlanner(int64_t capacity, int64_t worldSize)
       : capacity(capacity), worldSize(worldSize) {}
 
-  void plan(ArrayRef<ParamOp> params, EngineLayout &layout) {
+  void plan(ArrayRef<ParamOp> params, EngineLayout &layout,
+            bool persistent = false) {
     BucketLayout current;
+    current.persistent = persistent;
     int64_t used = 0;
     auto close = [&] {
       if (current.params.empty())
@@ -89,9 +110,10 @@ public:
       layout.buckets.push_back(std::move(current));
       current = BucketLayout();
       current.offset = layout.numel;
+      current.persistent = persistent;
       used = 0;
     };
-    current.offset = 0;
+    current.offset = layout.numel;
     for (ParamOp param : params) {
       int64_t numel = numelOf(param);
       if (used > 0 && used + numel > capacity)
@@ -125,6 +147,11 @@ private:
   LogicalResult placeBackward(func::FuncOp train,
                               MutableArrayRef<EngineLayout> engines,
                               const llvm::StringMap<GradPosition> &grads);
+  void placeGathers(func::FuncOp func, bool training,
+                    ArrayRef<EngineLayout> engines,
+                    const ShardedParams &sharded);
+  void readAgainInBackward(Block &body, Operation *backwardBegin,
+                           const ShardedParams &sharded);
 };
 
 } // namespace
@@ -153,11 +180,7 @@ ZeroPartitionPass::layOut(EngineLayout &layout, int64_t world,
   if (failed(config))
     return failure();
   layout.stage = config->zero.stage;
-  if (layout.stage == 3)
-    return engine.emitError()
-           << "config of engine @" << engine.getSymName()
-           << ": zero_optimization.stage: ZeRO stage 3 is not implemented yet "
-              "(stages 0, 1 and 2 are)";
+  layout.maxReuseDistance = config->zero.stage3MaxReuseDistance;
   if (engine.isPartitioned())
     return engine.emitError()
            << "engine @" << engine.getSymName() << " is already partitioned";
@@ -205,7 +228,21 @@ ZeroPartitionPass::layOut(EngineLayout &layout, int64_t world,
               "got "
            << capacity;
   BucketPlanner planner(capacity, world);
-  planner.plan(params, layout);
+  if (layout.stage == 3) {
+    // Sharded buckets first, then the persistent ones (DeepSpeed keeps a
+    // parameter whole when its numel is <= the threshold); each group in
+    // layout order.
+    SmallVector<ParamOp> sharded, persistent;
+    for (ParamOp param : params)
+      (numelOf(param) <= config->zero.stage3ParamPersistenceThreshold
+           ? persistent
+           : sharded)
+          .push_back(param);
+    planner.plan(sharded, layout);
+    planner.plan(persistent, layout, /*persistent=*/true);
+  } else {
+    planner.plan(params, layout);
+  }
   paddingElements += planner.padding;
   numBuckets += layout.buckets.size();
   return success();
@@ -230,13 +267,14 @@ void ZeroPartitionPass::declare(OpBuilder &builder, EngineLayout &layout) {
       name = base + "_" + std::to_string(suffix);
     auto op =
         BucketOp::create(builder, engine.getLoc(), name, engine.getSymName(),
-                         bucket.offset, bucket.numel);
+                         bucket.offset, bucket.numel, bucket.persistent);
     layout.bucketOps.push_back(op);
   }
 }
 
 /// Rebuilds @step: every engine's reductions first, then per engine its
-/// waits, its update and (stages 1-2) its all-gathers, whose waits come last.
+/// waits, its update and (stages 1-2, and stage 3's persistent buckets) its
+/// all-gathers, whose waits come last.
 LogicalResult
 ZeroPartitionPass::placeStep(func::FuncOp step,
                              MutableArrayRef<EngineLayout> engines) {
@@ -250,7 +288,7 @@ ZeroPartitionPass::placeStep(func::FuncOp step,
 
   SmallVector<SmallVector<Value>> reductions(engines.size());
   for (auto [e, layout] : llvm::enumerate(engines)) {
-    if (layout.stage == 2)
+    if (layout.stage >= 2)
       continue; // Reduced in the backward.
     for (BucketOp bucket : layout.bucketOps) {
       auto ref = FlatSymbolRefAttr::get(bucket.getSymNameAttr());
@@ -272,6 +310,8 @@ ZeroPartitionPass::placeStep(func::FuncOp step,
     if (layout.stage == 0)
       continue;
     for (BucketOp bucket : layout.bucketOps) {
+      if (bucket.isShardedAt(layout.stage))
+        continue; // Gathered where it is read.
       auto ref = FlatSymbolRefAttr::get(bucket.getSymNameAttr());
       gathers.push_back(
           AllGatherOp::create(builder, layout.step.getLoc(), ref).getResult());
@@ -283,21 +323,22 @@ ZeroPartitionPass::placeStep(func::FuncOp step,
   return success();
 }
 
-/// Stage 2: a reduce_scatter of each bucket after the top-level op that holds
-/// the last ds.grad writing into it; the waits end the backward.
+/// Stages 2 and 3: a reduce_scatter of each bucket after the top-level op
+/// that holds the last ds.grad writing into it; the waits end the backward.
 LogicalResult
 ZeroPartitionPass::placeBackward(func::FuncOp train,
                                  MutableArrayRef<EngineLayout> engines,
                                  const llvm::StringMap<GradPosition> &grads) {
-  bool anyStage2 =
-      llvm::any_of(engines, [](const EngineLayout &l) { return l.stage == 2; });
-  if (!anyStage2)
+  auto inBackward = [](const EngineLayout &l) { return l.stage >= 2; };
+  auto first = llvm::find_if(engines, inBackward);
+  if (first == engines.end())
     return success();
   for (EngineLayout &layout : engines)
-    if (layout.stage == 2 && !layout.bucketOps.empty() && !train)
+    if (inBackward(layout) && !layout.bucketOps.empty() && !train)
       return layout.engine.emitError()
-             << "ZeRO stage 2 reduces gradients in the backward of @"
-             << funcName << ", which the module does not have (run "
+             << "ZeRO stage " << layout.stage
+             << " reduces gradients in the backward of @" << funcName
+             << ", which the module does not have (run "
              << "-ds-autodiff first)";
   if (!train)
     return success();
@@ -313,7 +354,8 @@ ZeroPartitionPass::placeBackward(func::FuncOp train,
     topLevel.push_back(&op);
   }
   if (!backwardBegin)
-    return train.emitError() << "ZeRO stage 2 reduces gradients in the "
+    return train.emitError() << "ZeRO stage " << first->stage
+                             << " reduces gradients in the "
                                 "backward, but @"
                              << funcName
                              << " has no ds.backward_begin (run -ds-autodiff "
@@ -326,7 +368,7 @@ ZeroPartitionPass::placeBackward(func::FuncOp train,
   };
   SmallVector<Ready> ready;
   for (auto [e, layout] : llvm::enumerate(engines)) {
-    if (layout.stage != 2)
+    if (!inBackward(layout))
       continue;
     for (auto [b, bucket] : llvm::enumerate(layout.buckets)) {
       int64_t after = -1;
@@ -378,13 +420,202 @@ ZeroPartitionPass::placeBackward(func::FuncOp train,
   return success();
 }
 
+/// The backward of -ds-autodiff uses the forward's ds.get_param values. At
+/// stage 3 those die with the forward (the bucket is released), so every
+/// backward use of a sharded parameter gets a ds.get_param of its own, right
+/// before the first top-level backward op that uses it.
+void ZeroPartitionPass::readAgainInBackward(Block &body,
+                                            Operation *backwardBegin,
+                                            const ShardedParams &sharded) {
+  SmallVector<GetParamOp> forwardReads;
+  for (Operation &op : body) {
+    if (&op == backwardBegin)
+      break;
+    if (auto get = dyn_cast<GetParamOp>(op))
+      if (sharded.bucketOf(get.getName()))
+        forwardReads.push_back(get);
+  }
+  for (GetParamOp get : forwardReads) {
+    SmallVector<OpOperand *> late;
+    Operation *firstUser = nullptr;
+    for (OpOperand &use : get->getUses()) {
+      Operation *top = body.findAncestorOpInBlock(*use.getOwner());
+      if (!backwardBegin->isBeforeInBlock(top))
+        continue;
+      late.push_back(&use);
+      if (!firstUser || top->isBeforeInBlock(firstUser))
+        firstUser = top;
+    }
+    if (late.empty())
+      continue;
+    OpBuilder builder(firstUser);
+    Operation *again = builder.clone(*get);
+    for (OpOperand *use : late)
+      use->set(again->getResult(0));
+    ++numBackwardReads;
+    if (get->use_empty())
+      get->erase();
+  }
+}
+
+/// "module 'moe.experts.0'" for the parameters `reads` name.
+static std::string describeModules(ArrayRef<ParamRead> reads) {
+  SmallVector<StringRef> modules;
+  for (ParamRead read : reads)
+    if (!llvm::is_contained(modules, read.param.getModule()))
+      modules.push_back(read.param.getModule());
+  llvm::sort(modules);
+  if (modules.size() > 1)
+    if (std::string common = commonModulePrefix(modules); !common.empty())
+      return "module '" + common + "'";
+  std::string text = modules.size() == 1 ? "module " : "modules ";
+  for (auto [i, module] : llvm::enumerate(modules))
+    text += (i ? ", '" : "'") + module.str() + "'";
+  return text;
+}
+
+/// Stage 3: gathers, waits and releases of the sharded buckets in `func`.
+/// Each bucket is gathered (and waited) right before the first top-level op
+/// that reads one of its parameters and released right after the last, once
+/// for the forward and once for the backward (`training`, split at
+/// ds.backward_begin). A bucket whose forward release and backward gather
+/// would have at most stage3_max_reuse_distance (> 0) elements of its
+/// engine's buckets gathered between them stays gathered across the turn.
+void ZeroPartitionPass::placeGathers(func::FuncOp func, bool training,
+                                     ArrayRef<EngineLayout> engines,
+                                     const ShardedParams &sharded) {
+  if (!func || func.isExternal() || sharded.empty())
+    return;
+  Block &body = func.getBody().front();
+  Operation *backwardBegin = nullptr;
+  if (training)
+    for (Operation &op : body)
+      if (isa<BackwardBeginOp>(op)) {
+        backwardBegin = &op;
+        break;
+      }
+  if (backwardBegin)
+    readAgainInBackward(body, backwardBegin, sharded);
+
+  // The sharded buckets in engine order, then by offset.
+  struct Span {
+    int64_t first = -1, last = -1;
+  };
+  struct Use {
+    BucketOp bucket;
+    int64_t engine = 0;
+    Span span[2]; // forward, backward
+    bool keep = false;
+  };
+  SmallVector<Use, 0> uses;
+  llvm::DenseMap<Operation *, size_t> useOf;
+  for (auto [e, layout] : llvm::enumerate(engines))
+    for (BucketOp bucket : layout.bucketOps)
+      if (sharded.isSharded(bucket)) {
+        useOf[bucket] = uses.size();
+        uses.push_back({bucket, int64_t(e)});
+      }
+
+  SmallVector<Operation *> top;
+  int64_t turn = -1;
+  for (Operation &op : body.without_terminator()) {
+    if (&op == backwardBegin)
+      turn = top.size();
+    top.push_back(&op);
+  }
+  SmallVector<ParamRead> reads;
+  for (auto [i, op] : llvm::enumerate(top)) {
+    reads.clear();
+    sharded.collectReads(op, reads);
+    int segment = turn >= 0 && int64_t(i) > turn ? 1 : 0;
+    SmallVector<StringRef> bucketNames;
+    for (ParamRead read : reads) {
+      Span &span = uses[useOf.lookup(read.bucket)].span[segment];
+      if (span.first < 0)
+        span.first = i;
+      span.last = i;
+      if (!llvm::is_contained(bucketNames, read.bucket.getSymName()))
+        bucketNames.push_back(read.bucket.getSymName());
+    }
+    if (isa<IfOp>(op) && !reads.empty()) {
+      // The backward's ds.if has the forward's location: say which it is.
+      std::string where = turn < 0 ? "of @" + func.getSymName().str()
+                                   : (segment ? "in the backward of @"
+                                              : "in the forward of @") +
+                                         func.getSymName().str();
+      InFlightDiagnostic remark = op->emitRemark()
+                                  << "ZeRO-3: the parameters of "
+                                  << describeModules(reads)
+                                  << " are read inside this data-dependent "
+                                     "ds.if "
+                                  << where << "; bucket";
+      remark << (bucketNames.size() > 1 ? "s " : " ");
+      for (auto [k, name] : llvm::enumerate(bucketNames))
+        remark << (k ? ", @" : "@") << name;
+      remark << (bucketNames.size() > 1 ? " are" : " is")
+             << " gathered before it on every rank, whether or not the "
+                "branch runs (a collective inside the branch could deadlock)";
+    }
+  }
+
+  // stage3_max_reuse_distance: the elements the release-everything schedule
+  // gathers between the bucket's forward release and its backward gather.
+  for (Use &use : uses) {
+    if (use.span[0].first < 0 || use.span[1].first < 0)
+      continue;
+    int64_t between = 0;
+    for (Use &other : uses) {
+      if (&other == &use || other.engine != use.engine)
+        continue;
+      if (other.span[0].first > use.span[0].last)
+        between += other.bucket.getNumel();
+      if (other.span[1].first >= 0 && other.span[1].first < use.span[1].first)
+        between += other.bucket.getNumel();
+    }
+    int64_t distance = engines[use.engine].maxReuseDistance;
+    use.keep = distance > 0 && between <= distance;
+    numKeptBuckets += use.keep;
+  }
+
+  SmallVector<SmallVector<BucketOp>> gatherBefore(top.size()),
+      releaseAfter(top.size());
+  for (Use &use : uses) {
+    auto interval = [&](int64_t first, int64_t last) {
+      gatherBefore[first].push_back(use.bucket);
+      releaseAfter[last].push_back(use.bucket);
+    };
+    if (use.keep) {
+      interval(use.span[0].first, use.span[1].last);
+      continue;
+    }
+    for (const Span &span : use.span)
+      if (span.first >= 0)
+        interval(span.first, span.last);
+  }
+  for (auto [i, op] : llvm::enumerate(top)) {
+    OpBuilder builder(op);
+    for (BucketOp bucket : gatherBefore[i]) {
+      auto ref = FlatSymbolRefAttr::get(bucket.getSymNameAttr());
+      Value token = AllGatherOp::create(builder, op->getLoc(), ref);
+      WaitOp::create(builder, op->getLoc(), token);
+      ++numCollectives;
+    }
+    builder.setInsertionPointAfter(op);
+    for (BucketOp bucket : releaseAfter[i]) {
+      ReleaseOp::create(builder, op->getLoc(),
+                        FlatSymbolRefAttr::get(bucket.getSymNameAttr()));
+      ++numReleases;
+    }
+  }
+}
+
 void ZeroPartitionPass::runOnOperation() {
   ModuleOp module = getOperation();
   FailureOr<int64_t> world = resolveWorldSize(module, worldSize);
   if (failed(world))
     return signalPassFailure();
 
-  SmallVector<EngineLayout> engines;
+  SmallVector<EngineLayout, 0> engines;
   for (EngineOp engine : module.getOps<EngineOp>())
     if (!engine.getFrozen())
       engines.push_back({engine});
@@ -437,4 +668,11 @@ void ZeroPartitionPass::runOnOperation() {
   if (failed(placeBackward(train, engines, grads)) ||
       failed(placeStep(step, engines)))
     return signalPassFailure();
+
+  // Stage 3: the sharded buckets are gathered where they are read.
+  ShardedParams sharded(module);
+  placeGathers(train, /*training=*/true, engines, sharded);
+  auto eval = module.lookupSymbol<func::FuncOp>(evalFuncName);
+  if (eval != train)
+    placeGathers(eval, /*training=*/false, engines, sharded);
 }

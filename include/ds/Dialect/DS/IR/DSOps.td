@@ -35,8 +35,8 @@ def DS_EngineOp : DS_Op<"engine", [Symbol, HasParent<"::mlir::ModuleOp">,
     ```
 
     Once `-ds-zero-partition` has laid the engine out, it also carries its
-    ZeRO stage (`zero_stage`, 0 to 2) and the number of elements of its flat
-    gradient (and, stages 1-2, parameter) buffer, padding included
+    ZeRO stage (`zero_stage`, 0 to 3) and the number of elements of its flat
+    gradient (and, stages 1-3, parameter) buffer, padding included
     (`flat_numel`). The layout itself is the `flat_offset` of each trainable
     `ds.param` of the engine and the engine's `ds.bucket`s:
 
@@ -289,7 +289,7 @@ def DS_OptimizerStepOp : DS_Op<"optimizer_step", [
     Updates the parameters of `engine` from its gradients: clips them by
     their global L2 norm (`gradient_clipping`; 0 disables clipping), applies
     the optimizer at the scheduled learning rate, advances the schedule and
-    zeroes the gradients. On a partitioned engine (stages 1-2) each rank
+    zeroes the gradients. On a partitioned engine (stages 1-3) each rank
     updates its shard, and the norm is taken over all shards.
 
     Every hyperparameter is resolved (`-ds-lower-optimizer` writes DeepSpeed's
@@ -348,7 +348,7 @@ def DS_BucketOp : DS_Op<"bucket", [Symbol, HasParent<"::mlir::ModuleOp">,
   let summary = "a slice of an engine's flat buffers that one collective moves";
   let description = [{
     The elements `[offset, offset + numel)` of the flat gradient (and, at
-    stages 1-2, parameter) buffer of `engine`. `numel` is a multiple of the
+    stages 1-3, parameter) buffer of `engine`. `numel` is a multiple of the
     world size (the module's `ds.world_size`, 1 when absent): rank `r` owns
     the block `[offset + r * numel / W, offset + (r + 1) * numel / W)`.
     Buckets of one engine are numbered by offset (`bucket 0` is the one at
@@ -358,12 +358,32 @@ def DS_BucketOp : DS_Op<"bucket", [Symbol, HasParent<"::mlir::ModuleOp">,
     ```mlir
     ds.bucket @model_bucket1 engine @model offset 544 numel 544
     ```
+
+    At ZeRO stage 3 the parameters of a bucket are sharded too: between
+    steps every rank holds only its block, `ds.all_gather` materialises the
+    whole bucket before its parameters are read and `ds.release` drops it
+    after. A `persistent` bucket (its parameters are at most
+    `stage3_param_persistence_threshold` elements each) stays whole on every
+    rank and behaves as at stage 2; only stage 3 engines have them.
+
+    ```mlir
+    ds.bucket @model_bucket2 engine @model offset 1088 numel 48 persistent
+    ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$engine,
-                       DS_I64Attr:$offset, DS_I64Attr:$numel);
-  let assemblyFormat =
-      "$sym_name `engine` $engine `offset` $offset `numel` $numel attr-dict";
+                       DS_I64Attr:$offset, DS_I64Attr:$numel,
+                       UnitAttr:$persistent);
+  let assemblyFormat = [{
+    $sym_name `engine` $engine `offset` $offset `numel` $numel
+    (`persistent` $persistent^)? attr-dict
+  }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether this is a stage 3 bucket whose parameters are sharded
+    /// (gathered before they are read, released after): not persistent and
+    /// of a stage 3 engine. `stage` is the engine's zero_stage.
+    bool isShardedAt(int64_t stage) { return stage == 3 && !getPersistent(); }
+  }];
 }
 
 class DS_CollectiveOp<string mnemonic>
@@ -408,7 +428,7 @@ def DS_ReduceScatterOp : DS_CollectiveOp<"reduce_scatter"> {
     Averages the bucket's slice of the full gradient buffer over the ranks;
     when waited, this rank's block of the result is added into its shard of
     the gradient and the slice of the full buffer is zeroed (ZeRO stages 1
-    and 2).
+    to 3).
 
     ```mlir
     %t = ds.reduce_scatter @model_bucket1
@@ -418,17 +438,48 @@ def DS_ReduceScatterOp : DS_CollectiveOp<"reduce_scatter"> {
 }
 
 def DS_AllGatherOp : DS_CollectiveOp<"all_gather"> {
-  let summary = "start gathering a bucket of updated parameters";
+  let summary = "start gathering a bucket of parameters";
   let description = [{
     Gathers every rank's block of the bucket's slice of the flat parameter
-    buffer, so that every rank holds the whole slice again after the
-    optimizer updated the shards (ZeRO stages 1 and 2).
+    buffer, so that every rank holds the whole slice: at stages 1 and 2 (and
+    for the persistent buckets of stage 3) in `@step`, after the optimizer
+    updated the shards; at stage 3, for a sharded bucket, in the training or
+    eval function before the bucket's parameters are read (the gathered
+    buffer lives until the bucket's `ds.release`).
 
     ```mlir
     %t = ds.all_gather @model_bucket0
     ds.wait %t
+    %w = ds.get_param @fc1.weight : tensor<16x8xf32>
+    ...
+    ds.release @model_bucket0
     ```
   }] # commonDescription;
+}
+
+def DS_ReleaseOp : DS_Op<"release", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "drop the gathered parameters of a sharded bucket";
+  let description = [{
+    ZeRO stage 3: frees the whole-bucket parameter buffer that the last
+    `ds.all_gather` of the bucket materialised; every rank keeps only its
+    block. The bucket's parameters may not be read (`ds.get_param`, or a use
+    of its result) until the bucket is gathered again. Only for buckets of a
+    stage 3 engine that are not `persistent`; never inside a `ds.if` (every
+    rank releases the same buckets at the same point), and, like a
+    collective, never reordered by rewrites.
+
+    ```mlir
+    ds.release @model_bucket0
+    ```
+
+    `-ds-verify-collectives` checks that the releases and gathers of every
+    bucket alternate and enclose every read of its parameters.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$bucket);
+  let assemblyFormat = "$bucket attr-dict";
+  let hasVerifier = 1;
 }
 
 def DS_WaitOp : DS_Op<"wait", [MemoryEffects<[MemRead, MemWrite]>]> {

@@ -96,7 +96,7 @@ def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
   let summary = "Lay engines out in flat buffers, cut buckets, place ZeRO's collectives";
   let description = [{
     For every trainable engine, reads its ZeRO stage from the config
-    (`zero_optimization.stage`, 0 to 2; stage 3 is an error) and:
+    (`zero_optimization.stage`, 0 to 3) and:
 
     1. lays its trainable parameters (`requires_grad`, engine not frozen) out
        in one flat buffer, in the order their gradients are complete in the
@@ -106,9 +106,11 @@ def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
        first buckets are ready first;
     2. cuts the buffer into buckets of at most `reduce_bucket_size` parameter
        elements (stage 0) or `min(reduce_bucket_size, allgather_bucket_size)`
-       (stages 1-2), never splitting a parameter (a parameter larger than
+       (stages 1-3), never splitting a parameter (a parameter larger than
        that has a bucket of its own), and pads each bucket with zeros at its
-       end to a multiple of the world size;
+       end to a multiple of the world size. At stage 3 the parameters of at
+       most `stage3_param_persistence_threshold` elements go, after the
+       others, into buckets of their own marked `persistent`;
     3. records the layout (`zero_stage` and `flat_numel` on the `ds.engine`,
        `flat_offset` on each trainable `ds.param`, one `ds.bucket` per bucket)
        and places the collectives, as docs/plan-format.md fixes them:
@@ -121,43 +123,155 @@ def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
          the top-level op that holds the last `ds.grad` writing into it (a
          bucket no `ds.grad` writes is reduced at the end of the backward),
          and every wait at the end of the backward; in `@step` the update,
-         then the all-gathers and their waits.
+         then the all-gathers and their waits;
+       - stage 3: the reductions as at stage 2; in `@step` the update, then
+         the all-gathers of the persistent buckets only. Every other bucket
+         is sharded: in `func` and in `eval-func`, a `ds.all_gather` and its
+         `ds.wait` go right before the first top-level op that reads one of
+         its parameters (a `ds.get_param`, or a use of its result, at any
+         depth: a read inside a `ds.if` gathers before the `ds.if`, with a
+         remark naming the module) and a `ds.release` right after the last
+         one, in the forward and again in the backward. The backward reads
+         the parameters again through `ds.get_param`s of its own, which the
+         pass makes. A bucket stays gathered across the turn instead when
+         the release-everything schedule would gather at most
+         `stage3_max_reuse_distance` parameter elements of its engine
+         between its forward release and its backward gather (0 always
+         releases).
        With several engines, every engine's reductions start before the
        first engine waits, so their communication overlaps.
 
-    Run after `-ds-autodiff` (stage 2 needs the backward) and
+    Run after `-ds-autodiff` (stages 2 and 3 need the backward) and
     `-ds-lower-optimizer` (the collectives go around the
-    `ds.optimizer_step`s in `@step`). docs/zero.md shows each stage's IR.
+    `ds.optimizer_step`s in `@step`); `-ds-schedule-collectives` then
+    places the waits as each engine's `overlap_comm` asks. docs/zero.md
+    shows each stage's IR.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", "0",
            "Data-parallel ranks (0: the module's ds.world_size, else 1); "
            "recorded as the module's ds.world_size">,
     Option<"funcName", "func", "std::string", "\"forward\"",
-           "The training function whose backward stage 2 reduces in">
+           "The training function whose backward stages 2 and 3 reduce in">,
+    Option<"evalFuncName", "eval-func", "std::string", "\"forward_eval\"",
+           "The eval function, where stage 3 gathers too">
   ];
   let statistics = [
     Statistic<"numBuckets", "buckets", "Buckets made">,
     Statistic<"numCollectives", "collectives", "Collectives placed">,
     Statistic<"paddingElements", "padding-elements",
-              "Zero elements added to fill buckets to the world size">
+              "Zero elements added to fill buckets to the world size">,
+    Statistic<"numReleases", "releases", "Stage 3 releases placed">,
+    Statistic<"numBackwardReads", "backward-reads",
+              "Stage 3 parameters read again in the backward">,
+    Statistic<"numKeptBuckets", "kept-buckets",
+              "Stage 3 buckets kept gathered across the forward/backward "
+              "turn (stage3_max_reuse_distance)">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect",
                            "::mlir::func::FuncDialect"];
 }
 
+def DSScheduleCollectives : Pass<"ds-schedule-collectives", "::mlir::ModuleOp"> {
+  let summary = "Place the waits (and prefetch the gathers) as overlap_comm asks";
+  let description = [{
+    Moves the collectives that `-ds-zero-partition` placed, per engine, as
+    its `zero_optimization.overlap_comm` asks (DeepSpeed's default: true at
+    stage 3, false otherwise), in the training function `func`, the eval
+    function `eval-func` and `@step`:
+
+    - overlap off: every collective is waited right after it starts; nothing
+      overlaps.
+    - overlap on: a reduce-scatter in the backward stays right after its
+      bucket's last gradient and is waited at the end of the function (as
+      late as possible); collectives in `@step` keep their places (every
+      engine's reductions start before the first update); each all-gather
+      of a sharded (stage 3) bucket is prefetched: moved up, past compute
+      and other collectives, as far as it may go, and waited where it was,
+      right before the bucket's first read. It never moves above another
+      all-gather (gathers start in the order they are needed), above the
+      bucket's previous `ds.release`, or above `ds.backward_begin` (the
+      runtime's forward and backward are separate calls), and it stops
+      where it would bring the engine's gathers that are started but not
+      yet waited above `stage3_prefetch_bucket_size` elements, or the
+      elements of the engine's gathered sharded buckets above
+      `stage3_max_live_parameters`.
+
+    The result is deterministic: the gathers are moved one at a time in
+    program order. Run after `-ds-zero-partition`; `-ds-print-schedule`
+    shows the result.
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", "0",
+           "Data-parallel ranks the configs are read for (0: the module's "
+           "ds.world_size, else 1)">,
+    Option<"funcName", "func", "std::string", "\"forward\"",
+           "The training function">,
+    Option<"evalFuncName", "eval-func", "std::string", "\"forward_eval\"",
+           "The eval function">
+  ];
+  let statistics = [
+    Statistic<"numPrefetched", "prefetched",
+              "All-gathers started ahead of the op before their wait">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
+def DSVerifyCollectives : Pass<"ds-verify-collectives", "::mlir::ModuleOp"> {
+  let summary = "Prove that every rank issues the same collectives in the same order";
+  let description = [{
+    Checks, in the training function `func`, the eval function `eval-func`
+    and `@step`, what keeps the ranks of a data-parallel job in step and
+    every read of a sharded parameter valid, and fails with an error naming
+    the bucket, the parameter and its module otherwise:
+
+    - no collective, `ds.wait` or `ds.release` lies inside a `ds.if` (a
+      data-dependent branch: ranks that take different branches would
+      issue different collectives and deadlock, the ZeRO-3 hang of MoE
+      models);
+    - every token is waited exactly once, later in the same block;
+    - stage 3: the gathers, waits and releases of a sharded bucket
+      alternate (`ds.all_gather`, `ds.wait`, `ds.release`); every read of
+      one of its parameters (`ds.get_param` or a use of its result, at any
+      depth) lies after the wait of a gather of the bucket and before its
+      release; every bucket is released before the function returns; a
+      persistent bucket is gathered only in `@step` and a sharded one never
+      there. A read inside a `ds.if` that is not covered names the module
+      the branch belongs to as a ZeRO-3 leaf-module candidate;
+    - stages 2 and 3: no `ds.grad` writes into a bucket after the bucket's
+      reduce-scatter, and every bucket is reduce-scattered exactly once in
+      `func`;
+    - in `@step`, each engine's `ds.optimizer_step` comes after the waits of
+      its reductions, and its all-gathers after the update.
+
+    It changes nothing; `ds-compile` runs it last.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"forward\"",
+           "The training function">,
+    Option<"evalFuncName", "eval-func", "std::string", "\"forward_eval\"",
+           "The eval function">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 def DSPrintSchedule : Pass<"ds-print-schedule", "::mlir::ModuleOp"> {
   let summary = "Print the per-rank order of compute and collectives";
   let description = [{
-    Prints, for the training function `func` and for `@step`, the order in
-    which every rank runs compute and collectives, numbering the lines. Runs
-    of compute ops are compressed (`forward: 17 ops`, `backward: 22 ops
-    (through grad @fc1.bias)`, naming the last `ds.grad` of the run); a
-    `ds.if` counts as one op. Each collective names its engine, its bucket
-    and the bucket's elements and points at the line of its wait; the
-    header says whether the order is the same on every rank (it is when no
-    collective lies inside a `ds.if`, which the verifier guarantees). The IR
-    is not changed.
+    Prints, for the training function `func`, the eval function `eval-func`
+    (when it has collectives: ZeRO stage 3 gathers there) and `@step`, the
+    order in which every rank runs compute and collectives, numbering the
+    lines. Runs of compute ops are compressed (`forward: 17 ops`, `backward:
+    22 ops (through grad @fc1.bias)`, naming the last `ds.grad` of the run);
+    a `ds.if` counts as one op. Each collective names its engine, its bucket
+    and the bucket's elements (`persistent` for stage 3's persistent
+    buckets) and points at the line of its wait, so the overlap
+    `-ds-schedule-collectives` chose can be read off: a collective is in
+    flight from its line to its wait. Stage 3 gathers and releases of
+    sharded buckets add the elements gathered after them (`; live 48`), and
+    a last line gives the peak. The header says whether the order is the
+    same on every rank (it is when no collective, wait or release lies
+    inside a `ds.if`, which the verifier guarantees). The IR is not changed.
 
     ```
     schedule of @forward (identical on every rank: no collective is inside a ds.if)
@@ -172,7 +286,9 @@ def DSPrintSchedule : Pass<"ds-print-schedule", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"forward\"",
-           "The training function to print besides @step">
+           "The training function to print besides @step">,
+    Option<"evalFuncName", "eval-func", "std::string", "\"forward_eval\"",
+           "The eval function, printed when it has collectives">
   ];
 }
 
