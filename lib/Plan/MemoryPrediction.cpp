@@ -93,10 +93,9 @@ public:
           info.elementBytes = dtypeSize(state->dtype); // One per engine.
         info.params.insert(param.name);
       }
-      info.gradientBytes =
-          (engine.partition->numel +
-           engine.partition->shardNumel(plan.worldSize)) *
-          info.elementBytes;
+      info.gradientBytes = (engine.partition->numel +
+                            engine.partition->shardNumel(plan.worldSize)) *
+                           info.elementBytes;
       engines_[engine.name] = info;
     }
   }

@@ -664,22 +664,20 @@ private:
                       " (its parameters are never dropped)");
     std::string bucket = bucketName(op.engine, op.bucket);
     if (!partition.shardsParameters(size_t(op.bucket)))
-      fail(where, bucket +
-                      " is persistent (its parameters stay whole on every "
-                      "rank); only sharded buckets are released");
+      fail(where, bucket + " is persistent (its parameters stay whole on every "
+                           "rank); only sharded buckets are released");
     Gather &gather = gathers_.at({op.engine, op.bucket});
     if (gather.status == Gather::Status::Released)
-      fail(where, "release of " + bucket +
-                      ", which is not gathered here (" +
+      fail(where, "release of " + bucket + ", which is not gathered here (" +
                       (gather.releasedAt.empty()
                            ? std::string("no all_gather of it comes before")
                            : "released already by " + gather.releasedAt) +
                       "); a sharded bucket alternates all_gather, wait and "
                       "release");
     if (gather.status == Gather::Status::Gathering)
-      fail(where, "release of " + bucket + " before the wait of its all_gather (" +
-                      gather.gatheredAt + ", token " +
-                      valueName(gather.token) + ")");
+      fail(where,
+           "release of " + bucket + " before the wait of its all_gather (" +
+               gather.gatheredAt + ", token " + valueName(gather.token) + ")");
     for (const auto &[id, readAt] : gather.reads)
       if (states_[size_t(id)].status == Status::Live)
         fail(where, "value " + valueName(id) + " (read by " + readAt +
@@ -819,8 +817,7 @@ private:
             fail(path_, bucketName(engine.name, int64_t(b)) +
                             " (ZeRO stage 3, sharded) is still gathered when "
                             "the program ends (gathered by " +
-                            gather.gatheredAt +
-                            "); release it before the end");
+                            gather.gatheredAt + "); release it before the end");
         }
       }
     }
@@ -1143,8 +1140,8 @@ private:
   void checkPartition(const EngineDesc &engine, const PartitionDesc &partition,
                       const std::string &where) const {
     if (partition.stage < 0 || partition.stage > 3)
-      fail(where + ".stage", "expected 0, 1, 2 or 3, found " +
-                                 std::to_string(partition.stage));
+      fail(where + ".stage",
+           "expected 0, 1, 2 or 3, found " + std::to_string(partition.stage));
     if (partition.numel < 0)
       fail(where + ".numel",
            "must be >= 0, found " + std::to_string(partition.numel));
@@ -1254,9 +1251,9 @@ private:
       if (param.offset + numel > bucket.offset + bucket.numel)
         fail(where + indexed(".params", k) + ".offset",
              quoted(param.name) + " [" + std::to_string(param.offset) + ", " +
-                 std::to_string(param.offset + numel) + ") does not lie inside " +
-                 indexed("buckets", size_t(b)) + " [" +
-                 std::to_string(bucket.offset) + ", " +
+                 std::to_string(param.offset + numel) +
+                 ") does not lie inside " + indexed("buckets", size_t(b)) +
+                 " [" + std::to_string(bucket.offset) + ", " +
                  std::to_string(bucket.offset + bucket.numel) +
                  ") (at ZeRO stage 3 each parameter lies inside one bucket: a "
                  "gathered bucket holds its parameters whole)");

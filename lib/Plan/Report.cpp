@@ -198,9 +198,10 @@ Report predictReport(const Plan &plan) {
                              : BufferPeaks{rank.activationPeakBytes, 0};
   rank.transientBytes =
       std::max(stage3.buffers + transientBackward, transientBoundary);
-  rank.peakBytes = rank.paramBytes + rank.bufferBytes + rank.gradBytes +
-                   rank.optimizerStateBytes +
-                   std::max(stage3.joint + transientBackward, transientBoundary);
+  rank.peakBytes =
+      rank.paramBytes + rank.bufferBytes + rank.gradBytes +
+      rank.optimizerStateBytes +
+      std::max(stage3.joint + transientBackward, transientBoundary);
   if (worldSize > 1) {
     if (train) {
       countCollectives(plan, *train, plan.gradientAccumulationSteps, rank.comm);

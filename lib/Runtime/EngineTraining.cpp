@@ -32,9 +32,9 @@ public:
   explicit Stopwatch(double &total)
       : total_(total), start_(std::chrono::steady_clock::now()) {}
   ~Stopwatch() {
-    total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                            start_)
-                  .count();
+    total_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
+            .count();
   }
 
 private:

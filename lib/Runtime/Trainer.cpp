@@ -286,12 +286,11 @@ void Trainer::bindParameters(StateStore &state) {
         bucket.full = whole;
         for (size_t k = 0; k < bucket.stateIndices.size(); ++k) {
           int64_t numel = plan::staticNumel(bucket.shapes[k]).value_or(0);
-          state.bind(bucket.stateIndices[k],
-                     whole.narrow(0, bucket.offsets[k], numel)
-                         .view(bucket.shapes[k]));
+          state.bind(
+              bucket.stateIndices[k],
+              whole.narrow(0, bucket.offsets[k], numel).view(bucket.shapes[k]));
         }
-        engine.parameterBlocks.push_back(
-            whole.narrow(0, rank_ * block, block));
+        engine.parameterBlocks.push_back(whole.narrow(0, rank_ * block, block));
         continue;
       }
       at::Tensor mine = engine.shardParameters.narrow(0, shardOffset, block);
@@ -302,19 +301,19 @@ void Trainer::bindParameters(StateStore &state) {
       const int64_t blockBegin = rank_ * block;
       for (size_t k = 0; k < bucket.stateIndices.size(); ++k) {
         const int64_t offset = bucket.offsets[k];
-        state.shard(
-            bucket.stateIndices[k], bucketName(e, int64_t(b)),
-            [mine, offset, blockBegin, block](const at::Tensor &value) {
-              // A later load: keep the part of the new value in the block.
-              at::NoGradGuard noGrad;
-              int64_t begin = std::max(offset, blockBegin);
-              int64_t end =
-                  std::min(offset + value.numel(), blockBegin + block);
-              if (begin < end)
-                mine.narrow(0, begin - blockBegin, end - begin)
-                    .copy_(value.reshape(-1).narrow(0, begin - offset,
-                                                    end - begin));
-            });
+        state.shard(bucket.stateIndices[k], bucketName(e, int64_t(b)),
+                    [mine, offset, blockBegin, block](const at::Tensor &value) {
+                      // A later load: keep the part of the new value in the
+                      // block.
+                      at::NoGradGuard noGrad;
+                      int64_t begin = std::max(offset, blockBegin);
+                      int64_t end =
+                          std::min(offset + value.numel(), blockBegin + block);
+                      if (begin < end)
+                        mine.narrow(0, begin - blockBegin, end - begin)
+                            .copy_(value.reshape(-1).narrow(0, begin - offset,
+                                                            end - begin));
+                    });
       }
     }
   }
@@ -546,8 +545,8 @@ c10::IValue Trainer::startCollective(plan::OpKind kind, size_t e,
                       ", which is gathered already");
       // The bucket's whole parameters, for the programs to read until the
       // release: every rank's block gathered from the shards.
-      params.full = at::empty({desc.numel},
-                              at::TensorOptions().dtype(engine.dtype));
+      params.full =
+          at::empty({desc.numel}, at::TensorOptions().dtype(engine.dtype));
       params.status = BucketParams::Status::Gathering;
       addTransient(desc.numel * engine.elementBytes);
       handle = timed_->allGather(params.full,
@@ -608,9 +607,9 @@ void Trainer::attachBucket(size_t e, int64_t bucket) {
   BucketParams &params = engines_[e].buckets[size_t(bucket)];
   for (size_t k = 0; k < params.stateIndices.size(); ++k) {
     int64_t numel = plan::staticNumel(params.shapes[k]).value_or(0);
-    state_->attach(params.stateIndices[k],
-                   params.full.narrow(0, params.offsets[k], numel)
-                       .view(params.shapes[k]));
+    state_->attach(
+        params.stateIndices[k],
+        params.full.narrow(0, params.offsets[k], numel).view(params.shapes[k]));
   }
   params.status = BucketParams::Status::Gathered;
 }
@@ -618,8 +617,7 @@ void Trainer::attachBucket(size_t e, int64_t bucket) {
 void Trainer::release(size_t e, int64_t bucket) {
   EngineState &engine = engines_[e];
   if (engine.stage != 3 || !engine.buckets[size_t(bucket)].sharded ||
-      engine.buckets[size_t(bucket)].status !=
-          BucketParams::Status::Gathered)
+      engine.buckets[size_t(bucket)].status != BucketParams::Status::Gathered)
     internalError("release of " + bucketName(e, bucket) +
                   ", which is not a gathered sharded bucket");
   dropBucket(e, bucket);
@@ -634,8 +632,8 @@ void Trainer::dropBucket(size_t e, int64_t bucket) {
     state_->detach(index);
   params.full = at::Tensor();
   params.status = BucketParams::Status::Released;
-  transient_ -= engine.partition->buckets[size_t(bucket)].numel *
-                engine.elementBytes;
+  transient_ -=
+      engine.partition->buckets[size_t(bucket)].numel * engine.elementBytes;
 }
 
 void Trainer::optimizerStep(size_t e) {

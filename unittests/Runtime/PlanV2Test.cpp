@@ -584,8 +584,8 @@ namespace {
 ordered_json planAt3(bool persistent = false) {
   test::Stage3Options options;
   options.persistentNumel = persistent ? 3 : 0;
-  return toJson(test::zeroPlan(test::planJson("linear_mse_train.json"), 2, 3,
-                               6, 0, options));
+  return toJson(test::zeroPlan(test::planJson("linear_mse_train.json"), 2, 3, 6,
+                               0, options));
 }
 
 ordered_json &evalBody(ordered_json &json) {
@@ -617,8 +617,8 @@ ordered_json release(int64_t bucket) {
 }
 
 std::string at(const char *program, size_t index, const char *kind) {
-  return std::string("programs.") + program + ".body[" +
-         std::to_string(index) + "] (" + kind + ")";
+  return std::string("programs.") + program + ".body[" + std::to_string(index) +
+         "] (" + kind + ")";
 }
 
 } // namespace
@@ -643,16 +643,15 @@ TEST(PlanV2, StageThreeIsValidAndRoundTrips) {
               persistent);
     EXPECT_EQ(toJson(parsePlan(ordered_json::parse(json.dump()), "rt")), json);
     // The eval program gathers and releases what it reads.
-    EXPECT_EQ(evalBody(json)[find(evalBody(json), "release")],
-              release(0));
+    EXPECT_EQ(evalBody(json)[find(evalBody(json), "release")], release(0));
   }
   // Other stages do not write it, and absent means false.
   ordered_json two = planAt(2);
   EXPECT_FALSE(engine(two)["partition"]["buckets"][0].contains("persistent"));
   ordered_json json = planAt3();
   engine(json)["partition"]["buckets"][1].erase("persistent");
-  EXPECT_FALSE(parsePlan(json, "v3.json").engines[0].partition->buckets[1]
-                   .persistent);
+  EXPECT_FALSE(
+      parsePlan(json, "v3.json").engines[0].partition->buckets[1].persistent);
   // A release names its engine and bucket.
   json = planAt3();
   evalBody(json)[find(evalBody(json), "release")].erase("bucket");
@@ -709,9 +708,8 @@ TEST(PlanV2, StageThreeReadsLieBetweenWaitAndRelease) {
   size_t released = find(evalBody(json), "release", 0, "bucket", 0);
   ordered_json again = evalBody(json)[find(evalBody(json), "state")];
   ordered_json &program = json["programs"]["eval"];
-  int64_t w = addValue(program, {{"type", "tensor"},
-                                 {"dtype", "float32"},
-                                 {"shape", {3, 4}}});
+  int64_t w = addValue(
+      program, {{"type", "tensor"}, {"dtype", "float32"}, {"shape", {3, 4}}});
   again["result"] = w;
   again["free"] = {w};
   evalBody(json).insert(evalBody(json).begin() + int64_t(released) + 1, again);
@@ -726,24 +724,25 @@ TEST(PlanV2, StageThreeReadsLieBetweenWaitAndRelease) {
     ordered_json json = planAt3();
     ordered_json &program = json["programs"]["eval"];
     int64_t cond = addValue(program, {{"type", "bool"}});
-    int64_t w = addValue(program, {{"type", "tensor"},
-                                   {"dtype", "float32"},
-                                   {"shape", {3, 4}}});
+    int64_t w = addValue(
+        program, {{"type", "tensor"}, {"dtype", "float32"}, {"shape", {3, 4}}});
     ordered_json state = {
         {"kind", "state"}, {"name", "fc.weight"}, {"result", w}};
     ordered_json ifOp = {
         {"kind", "if"},
         {"cond", cond},
         {"then",
-         {{"body", ordered_json::array({state})}, {"yield", ordered_json::array()}}},
+         {{"body", ordered_json::array({state})},
+          {"yield", ordered_json::array()}}},
         {"else",
          {{"body", ordered_json::array()}, {"yield", ordered_json::array()}}},
         {"results", ordered_json::array()},
         {"free", {cond}}};
     ordered_json &body = program["body"];
     body.insert(body.begin() + int64_t(position), ifOp);
-    body.insert(body.begin() + int64_t(position),
-                ordered_json{{"kind", "constant"}, {"result", cond}, {"value", true}});
+    body.insert(
+        body.begin() + int64_t(position),
+        ordered_json{{"kind", "constant"}, {"result", cond}, {"value", true}});
     return json;
   };
   // Between the wait (body[4]) and the release: fine.
@@ -765,9 +764,9 @@ TEST(PlanV2, StageThreeGatherWaitReleaseAlternate) {
   int64_t token = addValue(program, {{"type", "token"}});
   trainBody(json).insert(trainBody(json).begin() + 1,
                          ordered_json{{"kind", "all_gather"},
-                          {"engine", "model"},
-                          {"bucket", 0},
-                          {"result", token}});
+                                      {"engine", "model"},
+                                      {"bucket", 0},
+                                      {"result", token}});
   expectInvalid(json, at("train", 1, "all_gather") +
                           ": all_gather of bucket 0 of engine \"model\" while "
                           "it is gathered already (by " +
@@ -822,14 +821,14 @@ TEST(PlanV2, StageThreeGatherWaitReleaseAlternate) {
     if (id != weight)
       eval[linear]["free"].push_back(id);
   eval[loss]["free"].push_back(weight);
-  expectInvalid(json, at("eval", find(eval, "release", 0, "bucket", 0),
-                         "release") +
-                          ": value %" + std::to_string(weight) + " (read by " +
-                          at("eval", read, "state") +
-                          ") is still live at the release of bucket 0 of "
-                          "engine \"model\": it views the gathered "
-                          "parameters, which the release drops; free it "
-                          "before");
+  expectInvalid(json,
+                at("eval", find(eval, "release", 0, "bucket", 0), "release") +
+                    ": value %" + std::to_string(weight) + " (read by " +
+                    at("eval", read, "state") +
+                    ") is still live at the release of bucket 0 of "
+                    "engine \"model\": it views the gathered "
+                    "parameters, which the release drops; free it "
+                    "before");
 }
 
 TEST(PlanV2, StageThreeOpsFollowTheProgramAndTheBucket) {
@@ -855,9 +854,9 @@ TEST(PlanV2, StageThreeOpsFollowTheProgramAndTheBucket) {
   token = addValue(train, {{"type", "token"}});
   trainBody(json).insert(trainBody(json).begin(),
                          ordered_json{{"kind", "all_gather"},
-                          {"engine", "model"},
-                          {"bucket", 1},
-                          {"result", token}});
+                                      {"engine", "model"},
+                                      {"bucket", 1},
+                                      {"result", token}});
   expectInvalid(json, at("train", 0, "all_gather") +
                           ": all_gather of a persistent bucket belongs to "
                           "programs.step (after the engine's optimizer_step)");
@@ -872,9 +871,9 @@ TEST(PlanV2, StageThreeOpsFollowTheProgramAndTheBucket) {
   token = addValue(eval, {{"type", "token"}});
   evalBody(json).insert(evalBody(json).begin(),
                         ordered_json{{"kind", "all_gather"},
-                         {"engine", "model"},
-                         {"bucket", 1},
-                         {"result", token}});
+                                     {"engine", "model"},
+                                     {"bucket", 1},
+                                     {"result", token}});
   expectInvalid(json, at("eval", 0, "all_gather") +
                           ": all_gather ops do not belong to programs.eval (it "
                           "gathers only the sharded buckets of ZeRO stage 3 "
@@ -913,11 +912,13 @@ TEST(PlanV2, StageThreeOpsFollowTheProgramAndTheBucket) {
       {"then",
        {{"body", ordered_json::array({release(0)})},
         {"yield", ordered_json::array()}}},
-      {"else", {{"body", ordered_json::array()}, {"yield", ordered_json::array()}}},
+      {"else",
+       {{"body", ordered_json::array()}, {"yield", ordered_json::array()}}},
       {"results", ordered_json::array()}};
   evalBody(json)[released] = ifOp;
-  evalBody(json).insert(evalBody(json).begin() + int64_t(released),
-                        ordered_json{{"kind", "constant"}, {"result", cond}, {"value", true}});
+  evalBody(json).insert(
+      evalBody(json).begin() + int64_t(released),
+      ordered_json{{"kind", "constant"}, {"result", cond}, {"value", true}});
   expectInvalid(json, "programs.eval.body[" + std::to_string(released + 1) +
                           "].then.body[0] (release): release ops are not "
                           "allowed inside \"if\" branches");
@@ -931,10 +932,11 @@ TEST(PlanV2, StageThreeOpsFollowTheProgramAndTheBucket) {
   // bucket, after its last grad op.
   json = planAt3();
   token = addValue(json["programs"]["step"], {{"type", "token"}});
-  stepBody(json).insert(stepBody(json).begin(), ordered_json{{"kind", "reduce_scatter"},
-                                                 {"engine", "model"},
-                                                 {"bucket", 0},
-                                                 {"result", token}});
+  stepBody(json).insert(stepBody(json).begin(),
+                        ordered_json{{"kind", "reduce_scatter"},
+                                     {"engine", "model"},
+                                     {"bucket", 0},
+                                     {"result", token}});
   expectInvalid(json, at("step", 0, "reduce_scatter") +
                           ": a stage 3 engine's reduce_scatter belongs to "
                           "programs.train (after the last grad op that writes "
@@ -953,9 +955,10 @@ TEST(PlanV2, StageThreeOpsFollowTheProgramAndTheBucket) {
   trainBody(json).erase(first);
   size_t grad = find(trainBody(json), "grad", 0, "name", "fc.weight");
   trainBody(json).insert(trainBody(json).begin() + int64_t(grad), early);
-  expectInvalid(json, at("train", grad + 1, "grad") +
-                          ": name: parameter \"fc.weight\" writes into bucket 0 "
-                          "of engine \"model\", which " +
-                          at("train", grad, "reduce_scatter") +
-                          " reduce-scattered already");
+  expectInvalid(json,
+                at("train", grad + 1, "grad") +
+                    ": name: parameter \"fc.weight\" writes into bucket 0 "
+                    "of engine \"model\", which " +
+                    at("train", grad, "reduce_scatter") +
+                    " reduce-scattered already");
 }

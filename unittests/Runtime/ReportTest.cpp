@@ -213,11 +213,11 @@ TEST(Report, ZeroStagesMatchThePapersFormulas) {
     int64_t params, grads, optimizer; // bytes
   };
   // fp32 AdamW: 4 bytes per parameter, gradient element and moment.
-  for (const Expected &e : {Expected{0, 4 * Psi, 4 * Psi, 8 * Psi},
-                            Expected{1, 4 * Psi, 4 * Psi, 8 * Psi / W},
-                            Expected{2, 4 * Psi, 4 * Psi / W, 8 * Psi / W},
-                            Expected{3, 4 * Psi / W, 4 * Psi / W,
-                                     8 * Psi / W}}) {
+  for (const Expected &e :
+       {Expected{0, 4 * Psi, 4 * Psi, 8 * Psi},
+        Expected{1, 4 * Psi, 4 * Psi, 8 * Psi / W},
+        Expected{2, 4 * Psi, 4 * Psi / W, 8 * Psi / W},
+        Expected{3, 4 * Psi / W, 4 * Psi / W, 8 * Psi / W}}) {
     SCOPED_TRACE("stage " + std::to_string(e.stage));
     Report report = predictReport(zeroPlan(W, e.stage));
     EXPECT_EQ(report.zeroStage, e.stage);

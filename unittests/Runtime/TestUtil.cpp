@@ -240,8 +240,8 @@ size_t placeGathers(const plan::Plan &plan, plan::Program &program,
                          plan::Op::collective(plan::OpKind::AllGather, engine,
                                               int64_t(b), t)});
       inserts.push_back({waitAt, 2, int64_t(b), part, plan::Op::wait(t)});
-      inserts.push_back(
-          {releaseAt, 0, int64_t(b), part, plan::Op::release(engine, int64_t(b))});
+      inserts.push_back({releaseAt, 0, int64_t(b), part,
+                         plan::Op::release(engine, int64_t(b))});
     }
   }
   // A release and a wait at the same place as the gather: after it.
@@ -394,9 +394,9 @@ void partitionEngine(plan::Plan &plan, const std::string &engineName,
     if (stage3.keepForBackward)
       parts = {{0, body.size()}};
     train.backwardStart =
-        int64_t(start) + int64_t(placeGathers(plan, train, engineName,
-                                              partition, parts,
-                                              /*gatherUnread=*/true, start));
+        int64_t(start) +
+        int64_t(placeGathers(plan, train, engineName, partition, parts,
+                             /*gatherUnread=*/true, start));
     plan::Program &eval = plan.programs.at("eval");
     placeGathers(plan, eval, engineName, partition, {{0, eval.body.size()}},
                  /*gatherUnread=*/false, 0);
@@ -452,6 +452,29 @@ plan::Plan zeroPlan(plan::ordered_json json, int64_t worldSize, int64_t stage,
                   stage3);
   plan::validatePlan(plan, "zero.json");
   return plan;
+}
+
+plan::ordered_json withBackwardWeightRead(plan::ordered_json json) {
+  plan::ordered_json &train = json["programs"]["train"];
+  train["values"].push_back({{"id", 15},
+                             {"type", "tensor"},
+                             {"dtype", "float32"},
+                             {"shape", {3, 4}}});
+  train["values"].push_back({{"id", 16},
+                             {"type", "tensor"},
+                             {"dtype", "float32"},
+                             {"shape", {4, 4}}});
+  // After mse_loss_backward (body[9], which defines %9 = g_y).
+  plan::ordered_json read = {
+      {"kind", "state"}, {"name", "fc.weight"}, {"result", 15}};
+  plan::ordered_json mm = {{"kind", "call"},
+                           {"op", "aten::mm"},
+                           {"args", {9, 15}},
+                           {"results", {16}},
+                           {"free", {15, 16}}};
+  train["body"].insert(train["body"].begin() + 10, mm);
+  train["body"].insert(train["body"].begin() + 10, read);
+  return json;
 }
 
 plan::ordered_json optimizerJson(const plan::ordered_json &changes) {

@@ -101,6 +101,12 @@ plan::Plan zeroPlan(plan::ordered_json json, int64_t worldSize, int64_t stage,
                     int64_t bucketElements, int64_t gap = 0,
                     const Stage3Options &stage3 = {});
 
+/// plans/linear_mse_train.json (as `json`) whose backward also computes
+/// dloss/dx = g_y fc.weight (unused; values %15, %16 after
+/// mse_loss_backward), so that the backward reads a parameter: at ZeRO
+/// stage 3 it gathers fc.weight's bucket again.
+plan::ordered_json withBackwardWeightRead(plan::ordered_json json);
+
 /// The default AdamW of the hand-written train plan with `changes` (plan
 /// field names: "type", "lr", "momentum", ...) applied.
 plan::ordered_json optimizerJson(const plan::ordered_json &changes = {});

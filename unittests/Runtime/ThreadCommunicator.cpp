@@ -113,8 +113,8 @@ public:
   }
 
 private:
-  CommHandle start(const std::string &what, at::Tensor input,
-                   at::Tensor output, const ThreadGroup::Combine &combine) {
+  CommHandle start(const std::string &what, at::Tensor input, at::Tensor output,
+                   const ThreadGroup::Combine &combine) {
     std::shared_ptr<ThreadGroup::Slot> slot = group_.collective(
         rank_, what, std::move(input), std::move(output), combine);
     if (!group_.async())
@@ -134,9 +134,8 @@ std::shared_ptr<runtime::Communicator> ThreadGroup::member(int64_t rank) {
 }
 
 std::shared_ptr<ThreadGroup::Slot>
-ThreadGroup::collective(int64_t rank, const std::string &what,
-                        at::Tensor input, at::Tensor output,
-                        const Combine &combine) {
+ThreadGroup::collective(int64_t rank, const std::string &what, at::Tensor input,
+                        at::Tensor output, const Combine &combine) {
   std::unique_lock<std::mutex> lock(mutex_);
   uint64_t sequence = next_[size_t(rank)]++;
   std::shared_ptr<Slot> &open = open_[sequence];
@@ -167,8 +166,7 @@ ThreadGroup::collective(int64_t rank, const std::string &what,
 
 void ThreadGroup::wait(const Slot &slot) {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!cv_.wait_for(lock, std::chrono::seconds(120),
-                    [&] { return slot.done; }))
+  if (!cv_.wait_for(lock, std::chrono::seconds(120), [&] { return slot.done; }))
     throw runtime::CommTimeoutError(
         "ThreadGroup: a collective did not complete within 120 s (a rank "
         "failed or runs different collectives)");

@@ -50,8 +50,7 @@ const std::vector<std::string> kParams = {"fc.weight", "fc.bias",
 
 /// The hand-written train plan with GAS `gas` and `optimizer` (plan
 /// fields) replacing the default AdamW(lr 0.01, wd 0.1, clip 1).
-plan::ordered_json trainJson(const plan::ordered_json &optimizer,
-                             int64_t gas) {
+plan::ordered_json trainJson(const plan::ordered_json &optimizer, int64_t gas) {
   plan::ordered_json json = test::planJson("linear_mse_train.json");
   json["gradient_accumulation_steps"] = gas;
   json["engines"][0]["config"]["gradient_accumulation_steps"] = gas;
@@ -76,22 +75,8 @@ plan::Plan zeroPlan(int64_t worldSize, int64_t stage,
 plan::Plan stage3Plan(int64_t worldSize, const test::Stage3Options &options,
                       int64_t gas = GAS,
                       const plan::ordered_json &optimizer = {}) {
-  plan::ordered_json json = trainJson(optimizer, gas);
-  plan::ordered_json &train = json["programs"]["train"];
-  train["values"].push_back(
-      {{"id", 15}, {"type", "tensor"}, {"dtype", "float32"}, {"shape", {3, 4}}});
-  train["values"].push_back(
-      {{"id", 16}, {"type", "tensor"}, {"dtype", "float32"}, {"shape", {4, 4}}});
-  // After mse_loss_backward (body[9], which defines %9 = g_y).
-  train["body"].insert(train["body"].begin() + 10,
-                       plan::ordered_json{{"kind", "call"},
-                        {"op", "aten::mm"},
-                        {"args", {9, 15}},
-                        {"results", {16}},
-                        {"free", {15, 16}}});
-  train["body"].insert(
-      train["body"].begin() + 10,
-      plan::ordered_json{{"kind", "state"}, {"name", "fc.weight"}, {"result", 15}});
+  plan::ordered_json json =
+      test::withBackwardWeightRead(trainJson(optimizer, gas));
   return test::zeroPlan(json, worldSize, 3, 6, /*gap=*/1, options);
 }
 
@@ -661,10 +646,10 @@ TEST(Zero, StageThreeMeasuredMemoryAndTrafficAreThePrediction) {
       for (const test::Stage3Options &options :
            {stage3Options(0, false), stage3Options(3, false),
             stage3Options(0, true)}) {
-        SCOPED_TRACE("W = " + std::to_string(W) + ", GAS " +
-                     std::to_string(gas) + ", persistent <= " +
-                     std::to_string(options.persistentNumel) +
-                     (options.keepForBackward ? ", kept" : ""));
+        SCOPED_TRACE(
+            "W = " + std::to_string(W) + ", GAS " + std::to_string(gas) +
+            ", persistent <= " + std::to_string(options.persistentNumel) +
+            (options.keepForBackward ? ", kept" : ""));
         plan::Plan plan = stage3Plan(W, options, gas);
         plan::Report report = plan::predictReport(plan);
         EXPECT_EQ(report.zeroStage, 3);
@@ -731,8 +716,7 @@ TEST(Zero, StageThreeMeasuredMemoryAndTrafficAreThePrediction) {
                  ? shardedBuckets
                  : persistentBuckets);
         EXPECT_EQ(overlap.allGather.count,
-                  micro * gathers * shardedBuckets +
-                      STEPS * persistentBuckets);
+                  micro * gathers * shardedBuckets + STEPS * persistentBuckets);
         EXPECT_EQ(overlap.reduceScatter.count,
                   micro * int64_t(plan.engines[0].partition->buckets.size()));
         EXPECT_EQ(overlap.allReduce.count, STEPS);
@@ -839,9 +823,8 @@ TEST(Zero, CollectivesProgressWhileTheCallerComputes) {
     if (rank == 0) {
       at::Tensor a = at::randn({64, 64});
       auto start = std::chrono::steady_clock::now();
-      while (!handle.isCompleted() &&
-             std::chrono::steady_clock::now() - start <
-                 std::chrono::seconds(30))
+      while (!handle.isCompleted() && std::chrono::steady_clock::now() - start <
+                                          std::chrono::seconds(30))
         a = at::mm(a, a).tanh(); // Compute.
       completedWhileComputing[0] = handle.isCompleted();
     }

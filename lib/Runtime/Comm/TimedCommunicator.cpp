@@ -92,10 +92,8 @@ CommHandle TimedCommunicator::timed(Kind kind, Start start) {
       std::move(handle), member(int(kind)), started, returned, stats_));
 }
 
-CommHandle TimedCommunicator::allReduce(const at::Tensor &tensor,
-                                        ReduceOp op) {
-  return timed(Kind::AllReduce,
-               [&] { return inner_->allReduce(tensor, op); });
+CommHandle TimedCommunicator::allReduce(const at::Tensor &tensor, ReduceOp op) {
+  return timed(Kind::AllReduce, [&] { return inner_->allReduce(tensor, op); });
 }
 
 CommHandle TimedCommunicator::reduceScatter(const at::Tensor &output,
