@@ -191,8 +191,7 @@ void removeCollectives(plan::Program &program, const std::string &engine) {
 /// in `program`, one set per part [begin, end) of its top-level body (see
 /// partitionEngine). Returns how many ops it put before `mark` that belong
 /// to the parts ending at or before it (backward_start's shift).
-size_t placeGathers(const plan::Plan &plan, plan::Program &program,
-                    const std::string &engine,
+size_t placeGathers(plan::Program &program, const std::string &engine,
                     const plan::PartitionDesc &partition,
                     const std::vector<std::pair<size_t, size_t>> &parts,
                     bool gatherUnread, size_t mark) {
@@ -272,7 +271,6 @@ size_t placeGathers(const plan::Plan &plan, plan::Program &program,
       rebuilt.push_back(std::move(body[i]));
   }
   body = std::move(rebuilt);
-  (void)plan;
   return shift;
 }
 
@@ -395,10 +393,10 @@ void partitionEngine(plan::Plan &plan, const std::string &engineName,
       parts = {{0, body.size()}};
     train.backwardStart =
         int64_t(start) +
-        int64_t(placeGathers(plan, train, engineName, partition, parts,
+        int64_t(placeGathers(train, engineName, partition, parts,
                              /*gatherUnread=*/true, start));
     plan::Program &eval = plan.programs.at("eval");
-    placeGathers(plan, eval, engineName, partition, {{0, eval.body.size()}},
+    placeGathers(eval, engineName, partition, {{0, eval.body.size()}},
                  /*gatherUnread=*/false, 0);
   }
 

@@ -842,3 +842,37 @@ TEST(Zero, CollectivesProgressWhileTheCallerComputes) {
   EXPECT_LT(gather.waitSeconds, gather.collectiveSeconds / 2);
   EXPECT_EQ(timings[0].total().count, 1);
 }
+
+TEST(Zero, StageThreeEvaluationPlanGathersToo) {
+  // A plan without programs.train whose engine is partitioned at stage 3:
+  // the ranks still hold only their blocks, and the eval program gathers.
+  TempDir dir;
+  std::string weights = writeWeights(dir);
+  runtime::NamedTensors loaded = runtime::readSafetensors(weights);
+  std::map<std::string, at::Tensor> byName(loaded.begin(), loaded.end());
+  constexpr int64_t W = 2;
+  plan::Plan plan = stage3Plan(W, stage3Options(0, false));
+  plan.programs.erase("train");
+  plan.programs.erase("step");
+  plan.engines[0].optimizer.reset(); // Not needed to evaluate.
+  std::vector<std::vector<Batch>> data = makeData(W);
+  test::ThreadGroup group(W, /*async=*/true);
+  group.run([&](int64_t rank) {
+    runtime::LoadOptions options;
+    options.weightsPath = weights;
+    options.communicator = group.member(rank);
+    Engine engine = Engine::fromPlan(plan, "eval.json", ".", options);
+    EXPECT_FALSE(engine.canTrain());
+    EXPECT_FALSE(param(engine, "fc.weight").defined());
+    const Batch &b = data[0][0];
+    at::Tensor x = b.x.narrow(0, rank * ROWS, ROWS);
+    at::Tensor t = b.t.narrow(0, rank * ROWS, ROWS);
+    at::Tensor loss = engine.forwardEval({x, t})[0];
+    EXPECT_TRUE(loss.equal(torch::mse_loss(
+        torch::linear(x, byName.at("fc.weight"), byName.at("fc.bias")), t)));
+    // Both buckets sharded: 7 + 4 of 14 + 8 elements held.
+    EXPECT_EQ(engine.memory().parameterBytes, 4 * (7 + 4));
+    for (const auto &[name, tensor] : engine.gatherState())
+      EXPECT_TRUE(tensor.equal(byName.at(name))) << name;
+  });
+}
