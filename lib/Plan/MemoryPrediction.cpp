@@ -9,6 +9,9 @@
 #include "ds/Plan/MemoryPrediction.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
+#include <string>
 
 namespace ds::plan {
 
@@ -73,11 +76,177 @@ private:
   std::vector<bool> isState_;
 };
 
+/// Predictor's walk plus stage 3's gathered buckets and gradient buffers.
+class BufferWalker {
+public:
+  BufferWalker(const Plan &plan, const Program &program)
+      : program_(program), isState_(program.values.size(), false) {
+    markState(program.body);
+    for (const EngineDesc &engine : plan.engines) {
+      if (!engine.partition || !engine.optimizer ||
+          engine.partition->stage != 3)
+        continue;
+      Engine3 info;
+      info.partition = &*engine.partition;
+      for (const FlatParamDesc &param : engine.partition->params) {
+        if (const StateDesc *state = plan.findState(param.name))
+          info.elementBytes = dtypeSize(state->dtype); // One per engine.
+        info.params.insert(param.name);
+      }
+      info.gradientBytes = (engine.partition->numel +
+                            engine.partition->shardNumel(plan.worldSize)) *
+                           info.elementBytes;
+      engines_[engine.name] = info;
+    }
+  }
+
+  BufferPeaks run() {
+    walk(program_.body);
+    return peaks_;
+  }
+
+private:
+  struct Engine3 {
+    const PartitionDesc *partition = nullptr;
+    int64_t elementBytes = 4;
+    int64_t gradientBytes = 0;
+    std::set<std::string> params;
+    bool gradientAllocated = false;
+    size_t reduceScattersWaited = 0;
+  };
+
+  void note() {
+    peaks_.joint = std::max(peaks_.joint, values_ + buffers_);
+    peaks_.buffers = std::max(peaks_.buffers, buffers_);
+  }
+
+  void allocateGradient(Engine3 &engine) {
+    if (engine.gradientAllocated)
+      return;
+    engine.gradientAllocated = true;
+    buffers_ += engine.gradientBytes;
+    note();
+  }
+
+  /// The stage 3 engines whose parameters `ops` (at any depth) write
+  /// gradients into.
+  void gradEngines(const std::vector<Op> &ops, std::set<Engine3 *> &out) {
+    for (const Op &op : ops) {
+      if (op.kind == OpKind::Grad)
+        for (auto &[name, engine] : engines_)
+          if (engine.params.count(op.name))
+            out.insert(&engine);
+      gradEngines(op.thenBranch.body, out);
+      gradEngines(op.elseBranch.body, out);
+    }
+  }
+
+  void walk(const std::vector<Op> &ops) {
+    for (const Op &op : ops) {
+      Engine3 *engine = nullptr;
+      if (auto it = engines_.find(op.engine); it != engines_.end())
+        engine = &it->second;
+      switch (op.kind) {
+      case OpKind::If: {
+        // Gradient buffers a branch would allocate: counted from the start
+        // (an upper bound when the branch is not taken).
+        std::set<Engine3 *> writers;
+        gradEngines(op.thenBranch.body, writers);
+        gradEngines(op.elseBranch.body, writers);
+        for (Engine3 *writer : writers)
+          allocateGradient(*writer);
+        int64_t before = values_;
+        for (const Branch *branch : {&op.thenBranch, &op.elseBranch}) {
+          values_ = before;
+          walk(branch->body);
+        }
+        values_ = before;
+        break;
+      }
+      case OpKind::Grad:
+        for (auto &[name, candidate] : engines_)
+          if (candidate.params.count(op.name))
+            allocateGradient(candidate);
+        break;
+      case OpKind::ReduceScatter:
+        if (engine) {
+          allocateGradient(*engine);
+          if (!op.results.empty())
+            reduceScatterOf_[op.results[0]] = engine;
+        }
+        break;
+      case OpKind::AllGather:
+        if (engine && engine->partition->shardsParameters(size_t(op.bucket))) {
+          buffers_ += engine->partition->buckets[size_t(op.bucket)].numel *
+                      engine->elementBytes;
+          note();
+        }
+        break;
+      case OpKind::Release:
+        if (engine && op.bucket >= 0 &&
+            op.bucket < int64_t(engine->partition->buckets.size()))
+          buffers_ -= engine->partition->buckets[size_t(op.bucket)].numel *
+                      engine->elementBytes;
+        break;
+      case OpKind::Wait:
+        if (auto it = reduceScatterOf_.find(op.arg);
+            it != reduceScatterOf_.end()) {
+          Engine3 &waited = *it->second;
+          if (++waited.reduceScattersWaited ==
+                  waited.partition->buckets.size() &&
+              waited.gradientAllocated) {
+            buffers_ -= waited.gradientBytes;
+            waited.gradientAllocated = false;
+            waited.reduceScattersWaited = 0;
+          }
+        }
+        break;
+      default:
+        break;
+      }
+      for (ValueId id : op.results)
+        values_ += bytes(id);
+      note();
+      for (ValueId id : op.free)
+        values_ -= bytes(id);
+    }
+  }
+
+  void markState(const std::vector<Op> &ops) {
+    for (const Op &op : ops) {
+      if (op.kind == OpKind::State)
+        for (ValueId id : op.results)
+          if (id >= 0 && id < ValueId(isState_.size()))
+            isState_[id] = true;
+      markState(op.thenBranch.body);
+      markState(op.elseBranch.body);
+    }
+  }
+
+  int64_t bytes(ValueId id) const {
+    if (id < 0 || id >= ValueId(program_.values.size()) || isState_[id])
+      return 0;
+    return staticValueBytes(program_.values[id]).value_or(0);
+  }
+
+  const Program &program_;
+  std::vector<bool> isState_;
+  std::map<std::string, Engine3> engines_;
+  std::map<ValueId, Engine3 *> reduceScatterOf_;
+  int64_t values_ = 0;
+  int64_t buffers_ = 0;
+  BufferPeaks peaks_;
+};
+
 } // namespace
 
 int64_t predictPeakBytes(const Program &program) {
   int64_t current = 0;
   return Predictor(program).walk(program.body, current);
+}
+
+BufferPeaks predictStage3Peaks(const Plan &plan, const Program &program) {
+  return BufferWalker(plan, program).run();
 }
 
 } // namespace ds::plan

@@ -340,6 +340,18 @@ int64_t PartitionDesc::shardOffset(size_t bucket, int64_t worldSize) const {
   return offset;
 }
 
+bool PartitionDesc::shardsParameters(size_t bucket) const {
+  return stage == 3 && bucket < buckets.size() && !buckets[bucket].persistent;
+}
+
+int64_t PartitionDesc::bucketAt(int64_t offset) const {
+  for (size_t b = 0; b < buckets.size(); ++b)
+    if (offset >= buckets[b].offset &&
+        offset < buckets[b].offset + buckets[b].numel)
+      return int64_t(b);
+  return -1;
+}
+
 std::optional<int64_t> staticNumel(const std::vector<int64_t> &shape) {
   int64_t numel = 1;
   for (int64_t dim : shape) {

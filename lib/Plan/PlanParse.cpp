@@ -208,7 +208,7 @@ private:
       kindCursor.fail("unknown op kind \"" + kindName +
                       "\" (expected input, state, set_state, constant, list, "
                       "unpack, call, if, grad, all_reduce, reduce_scatter, "
-                      "all_gather, wait or optimizer_step)");
+                      "all_gather, wait, optimizer_step or release)");
     Op op;
     op.kind = *kind;
     if (op.kind == OpKind::Call) {
@@ -270,6 +270,10 @@ private:
       break;
     case OpKind::OptimizerStep:
       op.engine = cursor.field("engine").toString();
+      break;
+    case OpKind::Release:
+      op.engine = cursor.field("engine").toString();
+      op.bucket = cursor.field("bucket").toInt();
       break;
     }
     if (cursor.has("free"))
@@ -386,8 +390,12 @@ PartitionDesc parsePartition(const JsonCursor &cursor) {
   for (size_t i = 0; i < buckets.size(); ++i) {
     JsonCursor bucket = buckets.element(i);
     bucket.requireObject();
-    partition.buckets.push_back(
-        {bucket.field("offset").toInt(), bucket.field("numel").toInt()});
+    BucketDesc desc;
+    desc.offset = bucket.field("offset").toInt();
+    desc.numel = bucket.field("numel").toInt();
+    if (auto persistent = bucket.optionalField("persistent"))
+      desc.persistent = persistent->toBool();
+    partition.buckets.push_back(desc);
   }
   return partition;
 }

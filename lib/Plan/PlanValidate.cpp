@@ -42,10 +42,11 @@ bool isCollective(OpKind kind) {
          kind == OpKind::AllGather;
 }
 
-/// Ops that talk to the other ranks (or step the optimizer, which may).
+/// Ops that talk to the other ranks (or step the optimizer, which may, or
+/// drop what a collective gathered): never inside branches.
 bool isCommunication(OpKind kind) {
   return isCollective(kind) || kind == OpKind::Wait ||
-         kind == OpKind::OptimizerStep;
+         kind == OpKind::OptimizerStep || kind == OpKind::Release;
 }
 
 /// Whether the engine's config names an optimizer (DeepSpeed: trainable).
@@ -86,7 +87,23 @@ public:
                    const std::string &origin, const std::string &name)
       : plan_(plan), program_(program), origin_(origin),
         path_("programs." + name), isTrain_(name == "train"),
-        isEval_(name == "eval"), isStep_(name == "step") {}
+        isEval_(name == "eval"), isStep_(name == "step") {
+    // Stage 3: which sharded bucket holds each parameter (checkPartition
+    // made sure that a parameter lies inside one bucket).
+    for (const EngineDesc &engine : plan_.engines) {
+      if (!engine.partition || engine.partition->stage != 3)
+        continue;
+      const PartitionDesc &partition = *engine.partition;
+      for (const FlatParamDesc &param : partition.params) {
+        int64_t bucket = partition.bucketAt(param.offset);
+        if (bucket >= 0 && partition.shardsParameters(size_t(bucket)))
+          shardedParam_[param.name] = {engine.name, bucket};
+      }
+      for (size_t b = 0; b < partition.buckets.size(); ++b)
+        if (partition.shardsParameters(b))
+          gathers_[{engine.name, int64_t(b)}] = Gather();
+    }
+  }
 
   void run() {
     checkValues();
@@ -361,6 +378,7 @@ private:
       defineResults();
       expectTensor(op.results[0], state->dtype, state->shape, where, "result",
                    "state \"" + state->name + "\"");
+      checkShardedRead(*state, op.results[0], where);
       return;
     }
     case OpKind::SetState: {
@@ -447,6 +465,15 @@ private:
         fail(where, "arg: token " + valueName(op.arg) +
                         " is waited twice (first by " + it->second + ")");
       waitedAt_[op.arg] = where;
+      if (auto it = gatherOf_.find(op.arg); it != gatherOf_.end()) {
+        Gather &gather = gathers_.at(it->second);
+        gather.status = Gather::Status::Gathered;
+        gather.waitedAt = where;
+      }
+      return;
+    case OpKind::Release:
+      expectResults(0);
+      checkRelease(op, where);
       return;
     case OpKind::OptimizerStep:
       expectResults(0);
@@ -469,12 +496,20 @@ private:
   /// Which program may hold which op kinds, and never inside branches.
   void checkKindAllowed(const Op &op, const std::string &where) const {
     bool communication = isCommunication(op.kind);
-    if (isStep_ && !communication)
+    if (isStep_ && (!communication || op.kind == OpKind::Release))
       fail(where, "programs.step holds only all_reduce, reduce_scatter, "
-                  "all_gather, wait and optimizer_step ops");
+                  "all_gather, wait and optimizer_step ops" +
+                      std::string(op.kind == OpKind::Release
+                                      ? " (release belongs to programs.train "
+                                        "and programs.eval: programs.step "
+                                        "never gathers a sharded bucket)"
+                                      : ""));
     if (!communication)
       return;
-    if (isEval_)
+    // Stage 3: the eval program gathers and releases sharded buckets.
+    bool gathering = op.kind == OpKind::AllGather || op.kind == OpKind::Wait ||
+                     op.kind == OpKind::Release;
+    if (isEval_ && !gathering)
       fail(where, std::string(opKindName(op.kind)) +
                       " ops do not belong to programs.eval");
     if (depth_ > 0)
@@ -510,6 +545,18 @@ private:
                       std::to_string(buckets) + " bucket(s), found " +
                       std::to_string(op.bucket));
     std::string stage = std::to_string(partition.stage);
+    const bool sharded = partition.shardsParameters(size_t(op.bucket));
+    if (isEval_ && !(op.kind == OpKind::AllGather && sharded))
+      fail(where, std::string(opKindName(op.kind)) +
+                      " ops do not belong to programs.eval" +
+                      (op.kind == OpKind::AllGather
+                           ? " (it gathers only the sharded buckets of ZeRO "
+                             "stage 3 engines; " +
+                                 bucketName(op.engine, op.bucket) + " is " +
+                                 (partition.stage == 3
+                                      ? std::string("persistent)")
+                                      : "of a stage " + stage + " engine)")
+                           : std::string()));
     switch (op.kind) {
     case OpKind::AllReduce:
       if (partition.stage != 0)
@@ -522,30 +569,50 @@ private:
       break;
     case OpKind::ReduceScatter:
       if (partition.stage == 0)
-        fail(where, "reduce_scatter is for ZeRO stages 1-2; engine " +
+        fail(where, "reduce_scatter is for ZeRO stages 1-3; engine " +
                         quoted(engine.name) +
                         " is at stage 0 (its gradients are all_reduce'd)");
       if (partition.stage == 1 && !isStep_)
         fail(where, "a stage 1 engine's reduce_scatter belongs to "
                     "programs.step (stage 1 reduces at the accumulation "
                     "boundary)");
-      if (partition.stage == 2 && !isTrain_)
-        fail(where, "a stage 2 engine's reduce_scatter belongs to "
-                    "programs.train (after the last grad op that writes into "
-                    "its bucket)");
+      if (partition.stage >= 2 && !isTrain_)
+        fail(where, "a stage " + stage +
+                        " engine's reduce_scatter belongs to "
+                        "programs.train (after the last grad op that writes "
+                        "into its bucket)");
       break;
     default: // AllGather
       if (partition.stage == 0)
-        fail(where, "all_gather is for ZeRO stages 1-2; engine " +
+        fail(where, "all_gather is for ZeRO stages 1-3; engine " +
                         quoted(engine.name) +
                         " is at stage 0 (its parameters are not sharded)");
-      if (!isStep_)
-        fail(where, "all_gather belongs to programs.step (after the "
-                    "engine's optimizer_step)");
+      if (sharded && !isTrain_ && !isEval_)
+        fail(where, "all_gather of " + bucketName(op.engine, op.bucket) +
+                        ", a sharded bucket (ZeRO stage 3), belongs to "
+                        "programs.train and programs.eval, before its "
+                        "parameters are read (programs.step does not gather "
+                        "it: the next forward does)");
+      if (!sharded && !isStep_)
+        fail(where, std::string(partition.stage == 3
+                                    ? "all_gather of a persistent bucket"
+                                    : "all_gather") +
+                        " belongs to programs.step (after the engine's "
+                        "optimizer_step)");
       break;
     }
     auto key = std::make_pair(op.engine, op.bucket);
-    if (op.kind == OpKind::AllGather) {
+    if (op.kind == OpKind::AllGather && sharded) {
+      Gather &gather = gathers_.at(key);
+      if (gather.status != Gather::Status::Released)
+        fail(where, "all_gather of " + bucketName(op.engine, op.bucket) +
+                        " while it is gathered already (by " +
+                        gather.gatheredAt +
+                        "); a sharded bucket alternates all_gather, wait and "
+                        "release");
+      gather.status = Gather::Status::Gathering;
+      gather.gatheredAt = where;
+    } else if (op.kind == OpKind::AllGather) {
       if (!steppedAt_.count(op.engine))
         fail(where, "all_gather of " + bucketName(op.engine, op.bucket) +
                         " comes before the engine's optimizer_step (it "
@@ -573,7 +640,84 @@ private:
     expectType(op.results[0], ValueType::Token, where, "result", "the result");
     if (op.kind != OpKind::AllGather)
       reducedAt_[key] = {where, op.results[0]};
+    else if (sharded) {
+      gathers_.at(key).token = op.results[0];
+      gatherOf_[op.results[0]] = key;
+    }
     startedAt_[op.results[0]] = where;
+  }
+
+  /// Stage 3: `release` drops a sharded bucket that was gathered and
+  /// waited; no value read from it may outlive it.
+  void checkRelease(const Op &op, const std::string &where) {
+    const EngineDesc &engine = partitionedEngine(op, where);
+    const PartitionDesc &partition = *engine.partition;
+    int64_t buckets = int64_t(partition.buckets.size());
+    if (op.bucket < 0 || op.bucket >= buckets)
+      fail(where, "bucket: engine " + quoted(engine.name) + " has " +
+                      std::to_string(buckets) + " bucket(s), found " +
+                      std::to_string(op.bucket));
+    if (partition.stage != 3)
+      fail(where, "release is for ZeRO stage 3 engines; engine " +
+                      quoted(engine.name) + " is at stage " +
+                      std::to_string(partition.stage) +
+                      " (its parameters are never dropped)");
+    std::string bucket = bucketName(op.engine, op.bucket);
+    if (!partition.shardsParameters(size_t(op.bucket)))
+      fail(where, bucket + " is persistent (its parameters stay whole on every "
+                           "rank); only sharded buckets are released");
+    Gather &gather = gathers_.at({op.engine, op.bucket});
+    if (gather.status == Gather::Status::Released)
+      fail(where, "release of " + bucket + ", which is not gathered here (" +
+                      (gather.releasedAt.empty()
+                           ? std::string("no all_gather of it comes before")
+                           : "released already by " + gather.releasedAt) +
+                      "); a sharded bucket alternates all_gather, wait and "
+                      "release");
+    if (gather.status == Gather::Status::Gathering)
+      fail(where,
+           "release of " + bucket + " before the wait of its all_gather (" +
+               gather.gatheredAt + ", token " + valueName(gather.token) + ")");
+    for (const auto &[id, readAt] : gather.reads)
+      if (states_[size_t(id)].status == Status::Live)
+        fail(where, "value " + valueName(id) + " (read by " + readAt +
+                        ") is still live at the release of " + bucket +
+                        ": it views the gathered parameters, which the "
+                        "release drops; free it before (read the parameter "
+                        "again after the next all_gather)");
+    gather.reads.clear();
+    gather.status = Gather::Status::Released;
+    gather.releasedAt = where;
+  }
+
+  /// Stage 3: a `state` op of a sharded bucket's parameter lies between the
+  /// wait of a gather of that bucket and its release.
+  void checkShardedRead(const StateDesc &state, ValueId result,
+                        const std::string &where) {
+    auto it = shardedParam_.find(state.name);
+    if (it == shardedParam_.end())
+      return;
+    Gather &gather = gathers_.at(it->second);
+    std::string bucket = bucketName(it->second.first, it->second.second);
+    switch (gather.status) {
+    case Gather::Status::Gathered:
+      gather.reads.emplace_back(result, where);
+      return;
+    case Gather::Status::Gathering:
+      fail(where, "name: parameter " + quoted(state.name) + " lies in " +
+                      bucket + " (ZeRO stage 3, sharded), whose all_gather (" +
+                      gather.gatheredAt +
+                      ") is not waited yet; read it after the wait");
+    case Gather::Status::Released:
+      fail(where, "name: parameter " + quoted(state.name) + " lies in " +
+                      bucket +
+                      " (ZeRO stage 3, sharded), which is not gathered here (" +
+                      (gather.releasedAt.empty()
+                           ? std::string("no all_gather of it comes before")
+                           : "released by " + gather.releasedAt) +
+                      "); a state op of it lies between the wait of an "
+                      "all_gather of the bucket and its release");
+    }
   }
 
   void checkOptimizerStep(const Op &op, const std::string &where) {
@@ -608,12 +752,12 @@ private:
     steppedAt_[op.engine] = where;
   }
 
-  /// Stage 2: a bucket is reduce-scattered after the last grad op that
+  /// Stages 2-3: a bucket is reduce-scattered after the last grad op that
   /// writes into it; a later one would be lost.
   void checkGradBeforeReduceScatter(const StateDesc &state,
                                     const std::string &where) const {
     const EngineDesc *engine = plan_.findEngine(state.engine);
-    if (!engine || !engine->partition || engine->partition->stage != 2)
+    if (!engine || !engine->partition || engine->partition->stage < 2)
       return;
     const PartitionDesc &partition = *engine->partition;
     auto param = std::find_if(
@@ -652,15 +796,29 @@ private:
       const PartitionDesc &partition = *engine.partition;
       for (size_t b = 0; b < partition.buckets.size(); ++b) {
         auto key = std::make_pair(engine.name, int64_t(b));
-        if (isTrain_ && partition.stage == 2 && !reducedAt_.count(key))
-          fail(path_, bucketName(engine.name, int64_t(b)) +
-                          " (ZeRO stage 2) is never reduce_scatter'ed in "
-                          "programs.train");
+        if (isTrain_ && partition.stage >= 2 && !reducedAt_.count(key))
+          fail(path_, bucketName(engine.name, int64_t(b)) + " (ZeRO stage " +
+                          std::to_string(partition.stage) +
+                          ") is never reduce_scatter'ed in programs.train");
         if (isStep_ && partition.stage >= 1 && engine.optimizer &&
-            !gatheredAt_.count(key))
+            !partition.shardsParameters(b) && !gatheredAt_.count(key))
           fail(path_, bucketName(engine.name, int64_t(b)) +
-                          " is never all_gather'ed (stages 1-2 gather the "
-                          "updated shards after optimizer_step)");
+                          " is never all_gather'ed (" +
+                          (partition.stage == 3
+                               ? std::string("stage 3 gathers the updated "
+                                             "shards of its persistent "
+                                             "buckets")
+                               : std::string("stages 1-2 gather the updated "
+                                             "shards")) +
+                          " after optimizer_step)");
+        if (partition.shardsParameters(b)) {
+          const Gather &gather = gathers_.at(key);
+          if (gather.status != Gather::Status::Released)
+            fail(path_, bucketName(engine.name, int64_t(b)) +
+                            " (ZeRO stage 3, sharded) is still gathered when "
+                            "the program ends (gathered by " +
+                            gather.gatheredAt + "); release it before the end");
+        }
       }
     }
     if (isStep_)
@@ -775,6 +933,22 @@ private:
   /// Token -> the collective that started it / the wait that ended it.
   std::map<ValueId, std::string> startedAt_;
   std::map<ValueId, std::string> waitedAt_;
+
+  /// Stage 3: where each sharded bucket is in its all_gather, wait,
+  /// release cycle.
+  struct Gather {
+    enum class Status { Released, Gathering, Gathered };
+    Status status = Status::Released;
+    std::string gatheredAt, waitedAt, releasedAt;
+    ValueId token = -1;
+    /// Results of state ops since the wait, with the op that read them.
+    std::vector<std::pair<ValueId, std::string>> reads;
+  };
+  std::map<std::pair<std::string, int64_t>, Gather> gathers_;
+  /// Token -> the sharded bucket its all_gather gathers.
+  std::map<ValueId, std::pair<std::string, int64_t>> gatherOf_;
+  /// Parameter name -> its sharded bucket (stage 3 engines only).
+  std::map<std::string, std::pair<std::string, int64_t>> shardedParam_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -965,11 +1139,9 @@ private:
   /// covering [0, numel), each a multiple of world_size.
   void checkPartition(const EngineDesc &engine, const PartitionDesc &partition,
                       const std::string &where) const {
-    if (partition.stage < 0 || partition.stage > 2)
-      fail(where + ".stage", "expected 0, 1 or 2, found " +
-                                 std::to_string(partition.stage) +
-                                 " (ZeRO stage 3 is not part of plan version "
-                                 "2)");
+    if (partition.stage < 0 || partition.stage > 3)
+      fail(where + ".stage",
+           "expected 0, 1, 2 or 3, found " + std::to_string(partition.stage));
     if (partition.numel < 0)
       fail(where + ".numel",
            "must be >= 0, found " + std::to_string(partition.numel));
@@ -1054,12 +1226,38 @@ private:
                                 " is not a multiple of world_size " +
                                 std::to_string(plan_.worldSize) +
                                 " (each rank owns numel / world_size of it)");
+      if (bucket.persistent && partition.stage != 3)
+        fail(at + ".persistent",
+             "only ZeRO stage 3 buckets may be persistent (stage 3 keeps "
+             "their parameters whole); this engine is at stage " +
+                 std::to_string(partition.stage));
       next = bucket.offset + bucket.numel;
     }
     if (next != partition.numel)
       fail(where + ".buckets", "the buckets cover [0, " + std::to_string(next) +
                                    "), but numel is " +
                                    std::to_string(partition.numel));
+    if (partition.stage != 3)
+      return;
+    // Stage 3 gathers a bucket's parameters whole into one buffer: a
+    // parameter split between two buckets could never be read whole.
+    for (size_t k = 0; k < partition.params.size(); ++k) {
+      const FlatParamDesc &param = partition.params[k];
+      int64_t numel = stateNumel(*plan_.findState(param.name));
+      if (numel == 0)
+        continue;
+      int64_t b = partition.bucketAt(param.offset);
+      const BucketDesc &bucket = partition.buckets[size_t(b)];
+      if (param.offset + numel > bucket.offset + bucket.numel)
+        fail(where + indexed(".params", k) + ".offset",
+             quoted(param.name) + " [" + std::to_string(param.offset) + ", " +
+                 std::to_string(param.offset + numel) +
+                 ") does not lie inside " + indexed("buckets", size_t(b)) +
+                 " [" + std::to_string(bucket.offset) + ", " +
+                 std::to_string(bucket.offset + bucket.numel) +
+                 ") (at ZeRO stage 3 each parameter lies inside one bucket: a "
+                 "gathered bucket holds its parameters whole)");
+    }
   }
 
   void checkInputs() {

@@ -127,6 +127,10 @@ ordered_json opToJson(const Op &op) {
   case OpKind::OptimizerStep:
     json["engine"] = op.engine;
     break;
+  case OpKind::Release:
+    json["engine"] = op.engine;
+    json["bucket"] = op.bucket;
+    break;
   }
   // Calls always carry their origin; other ops only when the compiler set it.
   bool isCall = op.kind == OpKind::Call;
@@ -191,8 +195,13 @@ ordered_json partitionToJson(const PartitionDesc &partition) {
     params.push_back({{"name", param.name}, {"offset", param.offset}});
   json["params"] = std::move(params);
   ordered_json buckets = ordered_json::array();
-  for (const BucketDesc &bucket : partition.buckets)
-    buckets.push_back({{"offset", bucket.offset}, {"numel", bucket.numel}});
+  for (const BucketDesc &bucket : partition.buckets) {
+    ordered_json entry = {{"offset", bucket.offset}, {"numel", bucket.numel}};
+    // Stage 3 spells it on every bucket; the other stages never set it.
+    if (partition.stage == 3 || bucket.persistent)
+      entry["persistent"] = bucket.persistent;
+    buckets.push_back(std::move(entry));
+  }
   json["buckets"] = std::move(buckets);
   return json;
 }

@@ -63,6 +63,72 @@ void countCollectives(const Plan &plan, const Program &program, int64_t times,
   }
 }
 
+ordered_json timingToJson(const CollectiveTiming &timing) {
+  ordered_json json = ordered_json::object();
+  json["count"] = timing.count;
+  json["collective_seconds"] = timing.collectiveSeconds;
+  json["wait_seconds"] = timing.waitSeconds;
+  return json;
+}
+
+ordered_json overlapToJson(const OverlapReport &overlap) {
+  ordered_json json = ordered_json::object();
+  json["all_reduce"] = timingToJson(overlap.allReduce);
+  json["reduce_scatter"] = timingToJson(overlap.reduceScatter);
+  json["all_gather"] = timingToJson(overlap.allGather);
+  json["broadcast"] = timingToJson(overlap.broadcast);
+  CollectiveTiming total = overlap.total();
+  json["total"] = timingToJson(total);
+  // The share of the collectives' time that compute did not wait for.
+  json["hidden_fraction"] =
+      total.collectiveSeconds > 0
+          ? ordered_json(std::clamp(
+                1.0 - total.waitSeconds / total.collectiveSeconds, 0.0, 1.0))
+          : ordered_json(nullptr);
+  json["train_seconds"] = overlap.trainSeconds;
+  return json;
+}
+
+double getNumber(const ordered_json &object, const char *key,
+                 const std::string &where) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_number())
+    throw std::runtime_error("report: " + where + ": \"" + key +
+                             "\" must be a number");
+  return it->get<double>();
+}
+
+CollectiveTiming timingFromJson(const ordered_json &json,
+                                const std::string &where) {
+  if (!json.is_object())
+    throw std::runtime_error("report: " + where + " must be an object");
+  CollectiveTiming timing;
+  timing.count = getInt(json, "count", where);
+  timing.collectiveSeconds = getNumber(json, "collective_seconds", where);
+  timing.waitSeconds = getNumber(json, "wait_seconds", where);
+  return timing;
+}
+
+OverlapReport overlapFromJson(const ordered_json &json,
+                              const std::string &where) {
+  if (!json.is_object())
+    throw std::runtime_error("report: " + where + " must be an object");
+  auto field = [&](const char *key) {
+    auto it = json.find(key);
+    if (it == json.end())
+      throw std::runtime_error("report: " + where + ": \"" + key +
+                               "\" is missing");
+    return timingFromJson(*it, where + "." + key);
+  };
+  OverlapReport overlap;
+  overlap.allReduce = field("all_reduce");
+  overlap.reduceScatter = field("reduce_scatter");
+  overlap.allGather = field("all_gather");
+  overlap.broadcast = field("broadcast");
+  overlap.trainSeconds = getNumber(json, "train_seconds", where);
+  return overlap;
+}
+
 } // namespace
 
 int64_t optimizerStatesPerElement(const OptimizerDesc &optimizer) {
@@ -80,7 +146,7 @@ Report predictReport(const Plan &plan) {
   RankReport rank;
   const Program *train = plan.findProgram("train");
   const int64_t worldSize = plan.worldSize;
-  // Parameters that live in a stage 1-2 engine's flat parameter buffer.
+  // Parameters that live in a stage 1-3 engine's parameter buffers.
   std::set<std::string> flat;
   int64_t transientBackward = 0, transientBoundary = 0;
   for (const EngineDesc &engine : plan.engines) {
@@ -91,11 +157,20 @@ Report predictReport(const Plan &plan) {
     const int64_t shard = partition.shardNumel(worldSize);
     report.zeroStage = std::max(report.zeroStage, partition.stage);
     if (partition.stage >= 1) {
-      rank.paramBytes += partition.numel * bytes;
+      int64_t held = partition.numel;
+      if (partition.stage == 3) {
+        // Persistent buckets whole, this rank's block of the sharded ones.
+        held = 0;
+        for (size_t b = 0; b < partition.buckets.size(); ++b)
+          held += partition.shardsParameters(b)
+                      ? partition.buckets[b].numel / worldSize
+                      : partition.buckets[b].numel;
+      }
+      rank.paramBytes += held * bytes;
       for (const FlatParamDesc &param : partition.params)
         flat.insert(param.name);
     }
-    rank.gradBytes += (partition.stage == 2 ? shard : partition.numel) * bytes;
+    rank.gradBytes += (partition.stage >= 2 ? shard : partition.numel) * bytes;
     rank.optimizerStateBytes +=
         optimizerStatesPerElement(*engine.optimizer) * shard * bytes;
     if (partition.stage == 2) // Full gradient buffer + receive buffer.
@@ -117,11 +192,16 @@ Report predictReport(const Plan &plan) {
 
   const Program *program = train ? train : plan.findProgram("eval");
   rank.activationPeakBytes = program ? predictPeakBytes(*program) : 0;
-  rank.transientBytes = std::max(transientBackward, transientBoundary);
+  // Stage 3's gathered buckets and gradient buffers, walked with the live
+  // values (without stage 3 engines: the activation peak, no buffers).
+  BufferPeaks stage3 = train ? predictStage3Peaks(plan, *train)
+                             : BufferPeaks{rank.activationPeakBytes, 0};
+  rank.transientBytes =
+      std::max(stage3.buffers + transientBackward, transientBoundary);
   rank.peakBytes =
       rank.paramBytes + rank.bufferBytes + rank.gradBytes +
       rank.optimizerStateBytes +
-      std::max(rank.activationPeakBytes + transientBackward, transientBoundary);
+      std::max(stage3.joint + transientBackward, transientBoundary);
   if (worldSize > 1) {
     if (train) {
       countCollectives(plan, *train, plan.gradientAccumulationSteps, rank.comm);
@@ -149,7 +229,7 @@ ordered_json reportToJson(const Report &report) {
   json["comm_volume_counting"] =
       "elements per optimizer step, ZeRO counting (all_reduce 2n, "
       "reduce_scatter/all_gather/broadcast n over a full buffer of n, n a "
-      "bucket's numel; the global-norm scalar all_reduce of a ZeRO stage 1-2 "
+      "bucket's numel; the global-norm scalar all_reduce of a ZeRO stage 1-3 "
       "engine counts 2); load-time broadcast excluded";
   ordered_json ranks = ordered_json::array();
   for (const RankReport &rank : report.ranks) {
@@ -168,6 +248,8 @@ ordered_json reportToJson(const Report &report) {
         {"all_gather", rank.comm.allGather},
         {"broadcast", rank.comm.broadcast},
         {"total", rank.comm.total()}};
+    if (rank.overlap)
+      entry["overlap"] = overlapToJson(*rank.overlap);
     ranks.push_back(std::move(entry));
   }
   json["ranks"] = std::move(ranks);
@@ -220,6 +302,8 @@ Report reportFromJson(const ordered_json &json) {
     if (getInt(*comm, "total", commWhere) != rank.comm.total())
       throw std::runtime_error("report: " + commWhere +
                                ": \"total\" is not the sum of the others");
+    if (auto overlap = entry.find("overlap"); overlap != entry.end())
+      rank.overlap = overlapFromJson(*overlap, where + ".overlap");
     report.ranks.push_back(rank);
   }
   return report;

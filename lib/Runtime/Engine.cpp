@@ -58,21 +58,27 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
   engine.origin_ = origin;
   engine.state_ = std::make_unique<StateStore>(*engine.plan_);
 
-  // Operators first: an unknown operator is a plan error, cheaper to report
-  // than loading large weights.
+  // Training: configs first (they decide which parameters get gradients),
+  // then the operators of every program, grad ops included: an unknown
+  // operator is a plan error, cheaper to report than loading large weights.
+  // ZeRO stage 3 engines need the trainer's parameter shards even in a plan
+  // without programs.train (their eval program gathers).
   ExecutorOptions executorOptions;
   executorOptions.checkResults = options.checkResults;
-  engine.eval_ = std::make_unique<Executor>(
-      *engine.plan_, "eval", *engine.state_, origin, executorOptions);
-  // Training: configs first (they decide which parameters get gradients),
-  // then the train program's operators and grad ops.
   engine.communicator_ = options.communicator;
   engine.rank_ =
       options.communicator ? options.communicator->rank() : options.rank;
-  if (engine.plan_->findProgram("train")) {
+  bool stage3 = false;
+  for (const plan::EngineDesc &desc : engine.plan_->engines)
+    stage3 |= desc.partition && desc.partition->stage == 3;
+  if (engine.plan_->findProgram("train") || stage3)
     engine.trainer_ =
         std::make_unique<detail::Trainer>(*engine.plan_, origin, options.seed,
                                           options.communicator, engine.rank_);
+  engine.eval_ = std::make_unique<Executor>(
+      *engine.plan_, "eval", *engine.state_, origin, executorOptions,
+      engine.trainer_ ? &engine.trainer_->evalOps() : nullptr);
+  if (engine.plan_->findProgram("train")) {
     engine.train_ = std::make_unique<Executor>(
         *engine.plan_, "train", *engine.state_, origin, executorOptions,
         engine.trainer_.get());
@@ -134,7 +140,46 @@ void Engine::broadcastState() {
 std::vector<c10::IValue>
 Engine::runEval(const std::vector<c10::IValue> &inputs) {
   at::NoGradGuard noGrad;
-  return eval_->run(inputs);
+  if (!trainer_)
+    return eval_->run(inputs);
+  if (phase_ == Phase::Forwarded && trainer_->hasStage3())
+    throw RuntimeError(origin_ +
+                       ": programs.eval: cannot run between forward() and "
+                       "backward() of a ZeRO stage 3 plan (the training "
+                       "micro-step may hold gathered parameters); call "
+                       "backward() first");
+  try {
+    return eval_->run(inputs);
+  } catch (...) {
+    // Its gathers (stage 3) are released; the collectives finished.
+    trainer_->abandonGathers();
+    throw;
+  }
+}
+
+NamedTensors Engine::gatherState() const {
+  if (trainer_ && trainer_->hasStage3()) {
+    if (phase_ == Phase::Forwarded)
+      throw RuntimeError(origin_ + ": gatherState: cannot run between "
+                                   "forward() and backward(); call backward() "
+                                   "first");
+    return trainer_->gatherState();
+  }
+  return state_->named();
+}
+
+plan::OverlapReport Engine::overlap() const {
+  plan::OverlapReport report;
+  if (trainer_)
+    report = trainer_->timing();
+  report.trainSeconds = trainSeconds_;
+  return report;
+}
+
+void Engine::resetOverlap() {
+  if (trainer_)
+    trainer_->resetTiming();
+  trainSeconds_ = 0.0;
 }
 
 std::vector<at::Tensor>

@@ -19,9 +19,30 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <chrono>
 #include <cmath>
 
 namespace ds::runtime {
+
+namespace {
+
+/// Adds the time until it goes out of scope to `total`.
+class Stopwatch {
+public:
+  explicit Stopwatch(double &total)
+      : total_(total), start_(std::chrono::steady_clock::now()) {}
+  ~Stopwatch() {
+    total_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
+            .count();
+  }
+
+private:
+  double &total_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+} // namespace
 
 double StepReport::gradNorm() const {
   if (engines.size() == 1)
@@ -43,6 +64,7 @@ uint64_t Engine::seed() const { return trainer_ ? trainer_->seed() : 0; }
 
 std::vector<at::Tensor> Engine::forward(const std::vector<at::Tensor> &inputs) {
   requireTrain("forward");
+  Stopwatch stopwatch(trainSeconds_);
   const plan::Program &program = *plan_->findProgram("train");
   // A forward whose backward never ran is dropped with its activations
   // (and whatever collectives its part of the program started).
@@ -58,13 +80,20 @@ std::vector<at::Tensor> Engine::forward(const std::vector<at::Tensor> &inputs) {
   // The program spells out its backward; nothing here needs autograd.
   at::NoGradGuard noGrad;
   train_->start(std::vector<c10::IValue>(inputs.begin(), inputs.end()));
-  train_->runRange(0, size_t(*program.backwardStart));
+  try {
+    train_->runRange(0, size_t(*program.backwardStart));
+  } catch (...) {
+    // Collectives in flight, stage 3's gathered buckets.
+    trainer_->abandon();
+    throw;
+  }
   std::vector<c10::IValue> results = train_->results();
   std::vector<at::Tensor> losses;
   losses.reserve(results.size());
   for (size_t i = 0; i < results.size(); ++i) {
     if (!results[i].isTensor()) {
       train_->finish();
+      trainer_->abandon();
       throw RuntimeError(origin_ + ": programs.train.results[" +
                          std::to_string(i) + "]: expected a tensor, got " +
                          results[i].tagKind());
@@ -77,6 +106,7 @@ std::vector<at::Tensor> Engine::forward(const std::vector<at::Tensor> &inputs) {
 
 void Engine::backward() {
   requireTrain("backward");
+  Stopwatch stopwatch(trainSeconds_);
   if (phase_ != Phase::Forwarded)
     throw RuntimeError(
         origin_ + ": backward: no forward() to differentiate" +
@@ -105,6 +135,7 @@ bool Engine::isGradientAccumulationBoundary() const {
 
 StepReport Engine::step() {
   requireTrain("step");
+  Stopwatch stopwatch(trainSeconds_);
   if (phase_ != Phase::BackwardDone)
     throw RuntimeError(origin_ + ": step: call backward() first (each "
                                  "micro-step is forward(), backward(), "

@@ -324,6 +324,7 @@ void Executor::Impl::build(const std::vector<Op> &ops, const std::string &path,
     case OpKind::ReduceScatter:
     case OpKind::AllGather:
     case OpKind::OptimizerStep:
+    case OpKind::Release:
       step.stateIndex = engineIndex(op, step.context.where);
       break;
     case OpKind::Wait:
@@ -366,7 +367,8 @@ int64_t Executor::Impl::engineIndex(const Op &op,
     throw plan::PlanError(origin_, where,
                           std::string(plan::opKindName(op.kind)) +
                               " ops run only in training (programs.train and "
-                              "programs.step)");
+                              "programs.step) and, for ZeRO stage 3 gathers, "
+                              "in a plan whose engines are partitioned");
   for (size_t e = 0; e < plan_.engines.size(); ++e)
     if (plan_.engines[e].name == op.engine)
       return int64_t(e);
@@ -537,7 +539,9 @@ void Executor::Impl::execute(const Step &step) {
     set(op.results[0], inputs_[op.index]);
     return;
   case OpKind::State:
-    set(op.results[0], state_.tensor(step.stateIndex), /*counted=*/false);
+    // A sharded (ZeRO stage 3) parameter must be gathered: a RuntimeError
+    // naming it and its bucket otherwise.
+    set(op.results[0], state_.read(step.stateIndex), /*counted=*/false);
     return;
   case OpKind::SetState:
     state_.assign(step.stateIndex, get(op.arg).toTensor());
@@ -574,6 +578,9 @@ void Executor::Impl::execute(const Step &step) {
     return;
   case OpKind::OptimizerStep:
     training_->optimizerStep(size_t(step.stateIndex));
+    return;
+  case OpKind::Release:
+    training_->release(size_t(step.stateIndex), op.bucket);
     return;
   }
 }

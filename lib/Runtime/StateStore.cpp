@@ -18,7 +18,8 @@ using plan::StateKind;
 
 StateStore::StateStore(const plan::Plan &plan)
     : plan_(plan), tensors_(plan.state.size()),
-      bound_(plan.state.size(), false) {
+      bound_(plan.state.size(), false), homes_(plan.state.size()),
+      stores_(plan.state.size()) {
   for (size_t i = 0; i < plan.state.size(); ++i)
     index_.emplace(plan.state[i].name, int64_t(i));
 }
@@ -123,12 +124,52 @@ void StateStore::install(const NamedTensors &params,
                        " does not match the plan's state: " + problems.join());
   at::NoGradGuard noGrad;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    if (bound_[i])
+    if (!homes_[i].empty()) {
+      // Stage 3: the rank keeps its block; a gathered view sees it too.
+      stores_[i](tensors[i]);
+      if (tensors_[i].defined())
+        tensors_[i].copy_(tensors[i]);
+    } else if (bound_[i]) {
       tensors_[i].copy_(tensors[i]); // Stays in its flat buffer.
-    else
+    } else {
       tensors_[i] = std::move(tensors[i]);
+    }
   }
   loaded_ = true;
+}
+
+void StateStore::shard(int64_t index, std::string home,
+                       std::function<void(const at::Tensor &whole)> store) {
+  homes_[size_t(index)] = std::move(home);
+  stores_[size_t(index)] = std::move(store);
+  tensors_[size_t(index)] = at::Tensor();
+  bound_[size_t(index)] = false;
+}
+
+void StateStore::attach(int64_t index, const at::Tensor &view) {
+  const StateDesc &state = desc(index);
+  if (view.scalar_type() != toScalarType(state.dtype) ||
+      view.sizes().vec() != state.shape)
+    throw RuntimeError("internal error: attaching \"" + state.name + "\" (" +
+                       describeTensor(state.dtype, state.shape) + ") to " +
+                       describeTensor(view));
+  tensors_[size_t(index)] = view;
+}
+
+void StateStore::detach(int64_t index) {
+  tensors_[size_t(index)] = at::Tensor();
+}
+
+const at::Tensor &StateStore::read(int64_t index) const {
+  const at::Tensor &tensor = tensors_[size_t(index)];
+  if (!tensor.defined() && !homes_[size_t(index)].empty())
+    throw RuntimeError(
+        "parameter \"" + desc(index).name + "\" is not gathered: it lies in " +
+        homes_[size_t(index)] +
+        ", which ZeRO stage 3 shards across the ranks, and the bucket is not "
+        "all_gather'ed (and waited) at this point of the program (a valid "
+        "plan gathers it before reading it)");
+  return tensor;
 }
 
 void StateStore::bind(int64_t index, const at::Tensor &storage) {
@@ -175,8 +216,15 @@ int64_t StateStore::bytes() const {
 
 NamedTensors StateStore::named() const {
   NamedTensors items;
-  for (size_t i = 0; i < tensors_.size(); ++i)
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (!tensors_[i].defined() && !homes_[i].empty())
+      throw RuntimeError("parameter \"" + plan_.state[i].name +
+                         "\" is sharded (ZeRO stage 3: it lies in " +
+                         homes_[i] +
+                         "); gather the parameters with "
+                         "Engine::gatherState(), which every rank calls");
     items.emplace_back(plan_.state[i].name, tensors_[i]);
+  }
   return items;
 }
 

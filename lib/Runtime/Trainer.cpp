@@ -2,6 +2,8 @@
 
 #include "Trainer.h"
 
+#include "ds/Runtime/TimedCommunicator.h"
+
 #include "ds/Plan/PlanError.h"
 #include "ds/Runtime/DTypes.h"
 #include "ds/Runtime/RuntimeError.h"
@@ -60,6 +62,35 @@ bool sectionEnabled(const plan::ordered_json &config, const char *section) {
 
 } // namespace
 
+/// What programs.eval runs through: only stage 3's gathers, their waits and
+/// releases (the validator allows nothing else there).
+class Trainer::EvalOps final : public TrainingOps {
+public:
+  explicit EvalOps(Trainer &trainer) : trainer_(trainer) {}
+  bool hasGradient(int64_t) const override { return false; }
+  void accumulateGradient(int64_t, const at::Tensor &) override {
+    trainer_.internalError("a grad op in programs.eval");
+  }
+  c10::IValue startCollective(plan::OpKind kind, size_t engine,
+                              int64_t bucket) override {
+    return trainer_.startCollective(kind, engine, bucket);
+  }
+  void wait(const c10::IValue &token) override { trainer_.wait(token); }
+  void optimizerStep(size_t) override {
+    trainer_.internalError("an optimizer_step in programs.eval");
+  }
+  void release(size_t engine, int64_t bucket) override {
+    trainer_.release(engine, bucket);
+  }
+
+private:
+  Trainer &trainer_;
+};
+
+Trainer::~Trainer() = default;
+
+TrainingOps &Trainer::evalOps() { return *evalOps_; }
+
 Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
                  std::optional<int64_t> seedOverride,
                  std::shared_ptr<Communicator> communicator, int64_t rank)
@@ -71,6 +102,8 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
     // One rank: collectives over one rank (identities, copies).
     communicator_ = createLocalCommunicator();
   }
+  timed_ = std::make_shared<TimedCommunicator>(communicator_);
+  evalOps_ = std::make_unique<EvalOps>(*this);
   worldSize_ = plan.worldSize;
 
   // The seed: the configs' (they must agree) unless overridden.
@@ -106,9 +139,10 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
     const plan::EngineDesc &desc = plan.engines[e];
     EngineState engine;
     engine.name = desc.name;
-    if (desc.optimizer && desc.partition) {
-      if (sectionEnabled(desc.config, "fp16") ||
-          sectionEnabled(desc.config, "bf16")) {
+    if (desc.partition) {
+      const bool trains = desc.optimizer.has_value();
+      if (trains && (sectionEnabled(desc.config, "fp16") ||
+                     sectionEnabled(desc.config, "bf16"))) {
         bool fp16 = sectionEnabled(desc.config, "fp16");
         throw RuntimeError(origin + ": engine \"" + desc.name +
                            "\": " + (fp16 ? "fp16" : "bf16") +
@@ -116,12 +150,8 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
                            (fp16 ? ", loss scaling" : "") +
                            ") is not implemented by this runtime yet");
       }
-      engine.desc = &*desc.optimizer;
       engine.partition = &*desc.partition;
       engine.stage = desc.partition->stage;
-      engine.optimizerConfig = optimizerConfig(*desc.optimizer);
-      if (desc.optimizer->scheduler)
-        engine.scheduler = schedulerConfig(*desc.optimizer->scheduler);
       if (engine.stage >= 1 && worldSize_ != communicator_->size())
         throw RuntimeError(
             origin + ": engine \"" + desc.name + "\": ZeRO stage " +
@@ -131,11 +161,11 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
             "-n " +
             std::to_string(worldSize_) + ")");
 
-      FlatLayout &layout = layouts[e];
+      FlatLayout &layout = engine.layout;
       for (const plan::FlatParamDesc &param : desc.partition->params) {
         const plan::StateDesc *state = plan.findState(param.name);
         int64_t index = int64_t(state - plan.state.data());
-        if (state->dtype != plan::DType::Float32 &&
+        if (trains && state->dtype != plan::DType::Float32 &&
             state->dtype != plan::DType::Float64)
           throw RuntimeError(origin + ": trainable parameter \"" + state->name +
                              "\" is " + plan::dtypeName(state->dtype) +
@@ -150,22 +180,29 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
       layout.numel = desc.partition->numel;
       engine.dtype = layout.dtype;
       engine.elementBytes = int64_t(c10::elementSize(layout.dtype));
-      allocateNow[e] = engine.stage <= 1;
 
-      if (engine.stage == 0) {
-        // Per-parameter views of flat state: torch.optim's op sequence on
-        // each parameter, bit for bit.
-        engine.optimizer =
-            std::make_unique<Optimizer>(engine.optimizerConfig, layout);
-      } else {
-        // The shard: this rank's block of each bucket. The updates are
-        // element-wise, so blocks give torch.optim's numbers.
-        FlatLayout shard;
-        shard.dtype = layout.dtype;
-        for (size_t b = 0; b < desc.partition->buckets.size(); ++b)
-          shard.add(-1, {blockNumel(engine, int64_t(b))});
-        engine.optimizer =
-            std::make_unique<Optimizer>(engine.optimizerConfig, shard);
+      if (trains) {
+        engine.desc = &*desc.optimizer;
+        engine.optimizerConfig = optimizerConfig(*desc.optimizer);
+        if (desc.optimizer->scheduler)
+          engine.scheduler = schedulerConfig(*desc.optimizer->scheduler);
+        layouts[e] = layout;
+        allocateNow[e] = engine.stage <= 1;
+        if (engine.stage == 0) {
+          // Per-parameter views of flat state: torch.optim's op sequence on
+          // each parameter, bit for bit.
+          engine.optimizer =
+              std::make_unique<Optimizer>(engine.optimizerConfig, layout);
+        } else {
+          // The shard: this rank's block of each bucket. The updates are
+          // element-wise, so blocks give torch.optim's numbers.
+          FlatLayout shard;
+          shard.dtype = layout.dtype;
+          for (size_t b = 0; b < desc.partition->buckets.size(); ++b)
+            shard.add(-1, {blockNumel(engine, int64_t(b))});
+          engine.optimizer =
+              std::make_unique<Optimizer>(engine.optimizerConfig, shard);
+        }
       }
     }
     engines_.push_back(std::move(engine));
@@ -174,8 +211,8 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
       std::make_unique<GradientBuffers>(plan, std::move(layouts), allocateNow);
   for (size_t e = 0; e < engines_.size(); ++e) {
     EngineState &engine = engines_[e];
-    // Stage 2 keeps the shard gradient between steps.
-    if (engine.stage == 2) {
+    // Stages 2-3 keep the shard gradient between steps.
+    if (engine.optimizer && engine.stage >= 2) {
       engine.shardGradient = at::zeros({shardNumel(engine)},
                                        at::TensorOptions().dtype(engine.dtype));
     }
@@ -197,20 +234,147 @@ void Trainer::bindParameters(StateStore &state) {
     EngineState &engine = engines_[e];
     if (!engine.partition || engine.stage == 0)
       continue;
-    const FlatLayout &layout = gradients_->layout(e);
-    engine.parameters = layout.allocate(); // Padding stays zero.
-    std::vector<at::Tensor> views = layout.views(engine.parameters);
-    for (size_t k = 0; k < views.size(); ++k)
-      state.bind(layout.stateIndices[k], views[k]);
+    const FlatLayout &layout = engine.layout;
+    const std::vector<plan::BucketDesc> &buckets = engine.partition->buckets;
     engine.parameterBlocks.clear();
-    for (size_t b = 0; b < engine.partition->buckets.size(); ++b) {
-      const plan::BucketDesc &bucket = engine.partition->buckets[b];
-      int64_t block = blockNumel(engine, int64_t(b));
-      engine.parameterBlocks.push_back(
-          engine.parameters.narrow(0, bucket.offset + rank_ * block, block));
+    if (engine.stage <= 2) {
+      engine.parameters = layout.allocate(); // Padding stays zero.
+      std::vector<at::Tensor> views = layout.views(engine.parameters);
+      for (size_t k = 0; k < views.size(); ++k)
+        state.bind(layout.stateIndices[k], views[k]);
+      for (size_t b = 0; b < buckets.size(); ++b) {
+        int64_t block = blockNumel(engine, int64_t(b));
+        engine.parameterBlocks.push_back(engine.parameters.narrow(
+            0, buckets[b].offset + rank_ * block, block));
+      }
+      continue;
+    }
+
+    // Stage 3: persistent buckets whole, this rank's block of the others.
+    at::TensorOptions options = at::TensorOptions().dtype(engine.dtype);
+    int64_t shardedNumel = 0;
+    engine.buckets.assign(buckets.size(), BucketParams());
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      engine.buckets[b].sharded = engine.partition->shardsParameters(b);
+      if (engine.buckets[b].sharded)
+        shardedNumel += blockNumel(engine, int64_t(b));
+    }
+    for (size_t k = 0; k < layout.stateIndices.size(); ++k) {
+      // The plan validator put every parameter inside one bucket.
+      int64_t b = engine.partition->bucketAt(layout.offsets[k]);
+      if (b < 0)
+        continue; // An empty parameter at the end.
+      BucketParams &bucket = engine.buckets[size_t(b)];
+      bucket.stateIndices.push_back(layout.stateIndices[k]);
+      bucket.offsets.push_back(layout.offsets[k] - buckets[size_t(b)].offset);
+      bucket.shapes.push_back(layout.shapes[k]);
+    }
+    engine.shardParameters = at::zeros({shardedNumel}, options);
+    int64_t shardOffset = 0;
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      BucketParams &bucket = engine.buckets[b];
+      const int64_t n = buckets[b].numel;
+      const int64_t block = blockNumel(engine, int64_t(b));
+      // The loaded (and broadcast) parameters, whole; padding zero.
+      at::Tensor whole = at::zeros({n}, options);
+      for (size_t k = 0; k < bucket.stateIndices.size(); ++k) {
+        const at::Tensor &value = state.tensor(bucket.stateIndices[k]);
+        whole.narrow(0, bucket.offsets[k], value.numel())
+            .copy_(value.reshape(-1));
+      }
+      if (!bucket.sharded) {
+        bucket.full = whole;
+        for (size_t k = 0; k < bucket.stateIndices.size(); ++k) {
+          int64_t numel = plan::staticNumel(bucket.shapes[k]).value_or(0);
+          state.bind(
+              bucket.stateIndices[k],
+              whole.narrow(0, bucket.offsets[k], numel).view(bucket.shapes[k]));
+        }
+        engine.parameterBlocks.push_back(whole.narrow(0, rank_ * block, block));
+        continue;
+      }
+      at::Tensor mine = engine.shardParameters.narrow(0, shardOffset, block);
+      mine.copy_(whole.narrow(0, rank_ * block, block));
+      engine.parameterBlocks.push_back(mine);
+      shardOffset += block;
+      // From now on this rank holds only its block: the whole tensors go.
+      const int64_t blockBegin = rank_ * block;
+      for (size_t k = 0; k < bucket.stateIndices.size(); ++k) {
+        const int64_t offset = bucket.offsets[k];
+        state.shard(bucket.stateIndices[k], bucketName(e, int64_t(b)),
+                    [mine, offset, blockBegin, block](const at::Tensor &value) {
+                      // A later load: keep the part of the new value in the
+                      // block.
+                      at::NoGradGuard noGrad;
+                      int64_t begin = std::max(offset, blockBegin);
+                      int64_t end =
+                          std::min(offset + value.numel(), blockBegin + block);
+                      if (begin < end)
+                        mine.narrow(0, begin - blockBegin, end - begin)
+                            .copy_(value.reshape(-1).narrow(0, begin - offset,
+                                                            end - begin));
+                    });
+      }
     }
   }
 }
+
+std::string Trainer::bucketName(size_t e, int64_t bucket) const {
+  return "bucket " + std::to_string(bucket) + " of engine \"" +
+         engines_[e].name + "\"";
+}
+
+bool Trainer::hasStage3() const {
+  for (const EngineState &engine : engines_)
+    if (engine.partition && engine.stage == 3)
+      return true;
+  return false;
+}
+
+NamedTensors Trainer::gatherState() const {
+  if (!state_)
+    internalError("gatherState before the parameters were bound");
+  at::NoGradGuard noGrad;
+  std::vector<at::Tensor> tensors(state_->size());
+  // Stage 3's sharded buckets: every rank gathers each one into a fresh
+  // buffer, in plan order (the same collectives on every rank).
+  std::vector<std::pair<CommHandle, const BucketParams *>> started;
+  std::vector<at::Tensor> buffers;
+  for (size_t e = 0; e < engines_.size(); ++e) {
+    const EngineState &engine = engines_[e];
+    if (!engine.partition || engine.stage != 3)
+      continue;
+    for (size_t b = 0; b < engine.buckets.size(); ++b) {
+      const BucketParams &bucket = engine.buckets[b];
+      if (!bucket.sharded)
+        continue;
+      at::Tensor whole = at::empty({engine.partition->buckets[b].numel},
+                                   at::TensorOptions().dtype(engine.dtype));
+      started.emplace_back(
+          communicator_->allGather(whole, engine.parameterBlocks[b]), &bucket);
+      buffers.push_back(whole);
+    }
+  }
+  for (size_t i = 0; i < started.size(); ++i) {
+    started[i].first.wait();
+    const BucketParams &bucket = *started[i].second;
+    for (size_t k = 0; k < bucket.stateIndices.size(); ++k) {
+      int64_t numel = plan::staticNumel(bucket.shapes[k]).value_or(0);
+      tensors[size_t(bucket.stateIndices[k])] =
+          buffers[i].narrow(0, bucket.offsets[k], numel).view(bucket.shapes[k]);
+    }
+  }
+  NamedTensors named;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    named.emplace_back(state_->desc(int64_t(i)).name,
+                       tensors[i].defined() ? tensors[i]
+                                            : state_->tensor(int64_t(i)));
+  return named;
+}
+
+plan::OverlapReport Trainer::timing() const { return timed_->timing(); }
+
+void Trainer::resetTiming() { timed_->reset(); }
 
 bool Trainer::inFlatParameters(int64_t stateIndex) const {
   return stateIndex >= 0 && stateIndex < int64_t(inFlat_.size()) &&
@@ -247,7 +411,7 @@ void Trainer::ensureFullGradient(size_t e) {
   EngineState &engine = engines_[e];
   gradients_->allocate(e);
   int64_t bytes = gradients_->bytes(e);
-  if (engine.stage == 2) {
+  if (engine.stage >= 2) {
     // Written block by block by the reduce-scatters before it is read.
     engine.receive = at::empty({shardNumel(engine)},
                                at::TensorOptions().dtype(engine.dtype));
@@ -258,7 +422,7 @@ void Trainer::ensureFullGradient(size_t e) {
 
 void Trainer::releaseFullGradient(size_t e) {
   EngineState &engine = engines_[e];
-  if (engine.stage != 2 || !gradients_->allocated(e))
+  if (engine.stage < 2 || !gradients_->allocated(e))
     return;
   gradients_->release(e);
   engine.receive = at::Tensor();
@@ -285,9 +449,15 @@ void Trainer::releaseShardGradient(size_t e) {
 
 int64_t Trainer::flatParameterBytes() const {
   int64_t total = 0;
-  for (const EngineState &engine : engines_)
+  for (const EngineState &engine : engines_) {
     if (engine.parameters.defined())
       total += int64_t(engine.parameters.nbytes());
+    if (engine.shardParameters.defined())
+      total += int64_t(engine.shardParameters.nbytes());
+    for (const BucketParams &bucket : engine.buckets)
+      if (!bucket.sharded && bucket.full.defined())
+        total += int64_t(bucket.full.nbytes());
+  }
   return total;
 }
 
@@ -295,9 +465,9 @@ int64_t Trainer::heldGradientBytes() const {
   int64_t total = 0;
   for (size_t e = 0; e < engines_.size(); ++e) {
     const EngineState &engine = engines_[e];
-    if (!engine.partition)
+    if (!engine.optimizer)
       continue;
-    total += engine.stage == 2 ? shardNumel(engine) * engine.elementBytes
+    total += engine.stage >= 2 ? shardNumel(engine) * engine.elementBytes
                                : gradients_->bytes(e);
   }
   return total;
@@ -341,11 +511,11 @@ c10::IValue Trainer::startCollective(plan::OpKind kind, size_t e,
   CommHandle handle;
   switch (kind) {
   case plan::OpKind::AllReduce:
-    handle = communicator_->allReduce(
+    handle = timed_->allReduce(
         gradients_->flat(e).narrow(0, desc.offset, desc.numel), ReduceOp::Avg);
     break;
   case plan::OpKind::ReduceScatter: {
-    // Stage 2: a rank whose micro-step wrote no gradient of this engine
+    // Stages 2-3: a rank whose micro-step wrote no gradient of this engine
     // still takes part (with zeros).
     ensureFullGradient(e);
     at::Tensor input = gradients_->flat(e).narrow(0, desc.offset, desc.numel);
@@ -358,11 +528,32 @@ c10::IValue Trainer::startCollective(plan::OpKind kind, size_t e,
     } else {
       output = engine.receive.narrow(0, shardOffset, block);
     }
-    handle = communicator_->reduceScatter(output, input, ReduceOp::Avg);
+    handle = timed_->reduceScatter(output, input, ReduceOp::Avg);
     break;
   }
   case plan::OpKind::AllGather:
-    handle = communicator_->allGather(
+    if (engine.stage == 3) {
+      BucketParams &params = engine.buckets[size_t(bucket)];
+      if (!params.sharded) {
+        // A persistent bucket after the update: in place, as stages 1-2.
+        handle = timed_->allGather(params.full,
+                                   params.full.narrow(0, rank_ * block, block));
+        break;
+      }
+      if (params.status != BucketParams::Status::Released)
+        internalError("all_gather of " + bucketName(e, bucket) +
+                      ", which is gathered already");
+      // The bucket's whole parameters, for the programs to read until the
+      // release: every rank's block gathered from the shards.
+      params.full =
+          at::empty({desc.numel}, at::TensorOptions().dtype(engine.dtype));
+      params.status = BucketParams::Status::Gathering;
+      addTransient(desc.numel * engine.elementBytes);
+      handle = timed_->allGather(params.full,
+                                 engine.parameterBlocks[size_t(bucket)]);
+      break;
+    }
+    handle = timed_->allGather(
         engine.parameters.narrow(0, desc.offset, desc.numel),
         engine.parameters.narrow(0, desc.offset + rank_ * block, block));
     break;
@@ -384,14 +575,19 @@ void Trainer::wait(const c10::IValue &token) {
   Pending pending = std::move(it->second);
   pending_.erase(it);
   pending.handle.wait();
+  EngineState &engine = engines_[pending.engine];
+  if (pending.kind == plan::OpKind::AllGather) {
+    if (engine.stage == 3 && engine.buckets[size_t(pending.bucket)].sharded)
+      attachBucket(pending.engine, pending.bucket);
+    return;
+  }
   if (pending.kind != plan::OpKind::ReduceScatter)
     return;
 
-  EngineState &engine = engines_[pending.engine];
   const plan::BucketDesc &desc =
       engine.partition->buckets[size_t(pending.bucket)];
   at::NoGradGuard noGrad;
-  if (engine.stage == 2) {
+  if (engine.stage >= 2) {
     int64_t block = blockNumel(engine, pending.bucket);
     int64_t offset =
         engine.partition->shardOffset(size_t(pending.bucket), worldSize_);
@@ -405,6 +601,39 @@ void Trainer::wait(const c10::IValue &token) {
     }
   }
   gradients_->flat(pending.engine).narrow(0, desc.offset, desc.numel).zero_();
+}
+
+void Trainer::attachBucket(size_t e, int64_t bucket) {
+  BucketParams &params = engines_[e].buckets[size_t(bucket)];
+  for (size_t k = 0; k < params.stateIndices.size(); ++k) {
+    int64_t numel = plan::staticNumel(params.shapes[k]).value_or(0);
+    state_->attach(
+        params.stateIndices[k],
+        params.full.narrow(0, params.offsets[k], numel).view(params.shapes[k]));
+  }
+  params.status = BucketParams::Status::Gathered;
+}
+
+void Trainer::release(size_t e, int64_t bucket) {
+  EngineState &engine = engines_[e];
+  if (engine.stage != 3 || !engine.buckets[size_t(bucket)].sharded ||
+      engine.buckets[size_t(bucket)].status != BucketParams::Status::Gathered)
+    internalError("release of " + bucketName(e, bucket) +
+                  ", which is not a gathered sharded bucket");
+  dropBucket(e, bucket);
+}
+
+void Trainer::dropBucket(size_t e, int64_t bucket) {
+  EngineState &engine = engines_[e];
+  BucketParams &params = engine.buckets[size_t(bucket)];
+  if (params.status == BucketParams::Status::Released)
+    return;
+  for (int64_t index : params.stateIndices)
+    state_->detach(index);
+  params.full = at::Tensor();
+  params.status = BucketParams::Status::Released;
+  transient_ -=
+      engine.partition->buckets[size_t(bucket)].numel * engine.elementBytes;
 }
 
 void Trainer::optimizerStep(size_t e) {
@@ -429,8 +658,8 @@ void Trainer::optimizerStep(size_t e) {
     gradients_->zero(e);
   } else {
     ensureShardGradient(e); // Stage 1 without buckets: an empty shard.
-    gradNorm = clipShardByGlobalNorm(engine.shardGradient, clipping,
-                                     communicator_.get());
+    gradNorm =
+        clipShardByGlobalNorm(engine.shardGradient, clipping, timed_.get());
     std::vector<at::Tensor> grads;
     for (size_t b = 0; b < engine.parameterBlocks.size(); ++b) {
       int64_t block = blockNumel(engine, int64_t(b));
@@ -478,7 +707,29 @@ void Trainer::abandon() {
   for (size_t e = 0; e < engines_.size(); ++e) {
     releaseFullGradient(e);
     releaseShardGradient(e);
+    for (size_t b = 0; b < engines_[e].buckets.size(); ++b)
+      if (engines_[e].buckets[b].sharded)
+        dropBucket(e, int64_t(b));
   }
+}
+
+void Trainer::abandonGathers() {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.kind != plan::OpKind::AllGather) {
+      ++it;
+      continue;
+    }
+    try {
+      it->second.handle.wait();
+    } catch (const std::exception &) {
+      // The run is failing already.
+    }
+    it = pending_.erase(it);
+  }
+  for (size_t e = 0; e < engines_.size(); ++e)
+    for (size_t b = 0; b < engines_[e].buckets.size(); ++b)
+      if (engines_[e].buckets[b].sharded)
+        dropBucket(e, int64_t(b));
 }
 
 std::optional<double> Trainer::nextLr(size_t engine) const {

@@ -1,13 +1,15 @@
 //===- Trainer.h - The training side of the executor -----------*- C++ -*-===//
 //
 // Implements the training op kinds of a plan (docs/plan-format.md): `grad`
-// ops of programs.train, and the collectives, waits and optimizer steps of
-// programs.train and programs.step, on each trainable engine's buffers as
-// its `partition` lays them out and its ZeRO stage shards them
-// (docs/runtime.md, "ZeRO stages"). It builds the optimizer, LR schedule
-// and clipping from the plan's EngineDesc::optimizer; of the engines'
-// configs it reads only "seed" and what it refuses (fp16 / bf16 training).
-// Engine (EngineTraining.cpp) drives it. Private to lib/Runtime.
+// ops of programs.train, and the collectives, waits, releases and optimizer
+// steps of programs.train and programs.step, on each trainable engine's
+// buffers as its `partition` lays them out and its ZeRO stage shards them
+// (docs/runtime.md, "ZeRO stages"); and, at stage 3, the parameter shards:
+// the gathers and releases of sharded buckets in every program, eval
+// included (evalOps()). It builds the optimizer, LR schedule and clipping
+// from the plan's EngineDesc::optimizer; of the engines' configs it reads
+// only "seed" and what it refuses (fp16 / bf16 training). Engine
+// (EngineTraining.cpp) drives it. Private to lib/Runtime.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,12 +22,18 @@
 #include "ds/Runtime/Executor.h"
 #include "ds/Runtime/GradientBuffers.h"
 #include "ds/Runtime/Optimizer.h"
+#include "ds/Runtime/Safetensors.h"
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace ds::runtime {
+class TimedCommunicator;
+} // namespace ds::runtime
 
 namespace ds::runtime::detail {
 
@@ -43,10 +51,14 @@ public:
           std::optional<int64_t> seedOverride,
           std::shared_ptr<Communicator> communicator, int64_t rank);
 
+  ~Trainer() override;
+
   /// After the weights are loaded (and broadcast): stage 1-2 engines move
   /// their trainable parameters into one flat buffer each, and `state`'s
-  /// entries become views of it (StateStore::bind). `state` must outlive
-  /// the trainer.
+  /// entries become views of it (StateStore::bind). Stage 3 engines keep
+  /// each persistent bucket whole (bound the same way) and this rank's
+  /// block of each sharded bucket (StateStore::shard: the whole tensors
+  /// go). `state` must outlive the trainer.
   void bindParameters(StateStore &state);
 
   // TrainingOps.
@@ -56,7 +68,24 @@ public:
                               int64_t bucket) override;
   void wait(const c10::IValue &token) override;
   void optimizerStep(size_t engine) override;
+  void release(size_t engine, int64_t bucket) override;
   void liveBytesChanged(int64_t bytes) override;
+
+  /// What programs.eval runs through: stage 3's gathers, waits and
+  /// releases (its live values are not the train program's).
+  TrainingOps &evalOps();
+
+  /// Every state entry whole, in plan order (--save-params): stage 3
+  /// gathers each sharded bucket into a fresh buffer, a collective every
+  /// rank must call at the same point, between programs. Other entries are
+  /// the state's own tensors.
+  NamedTensors gatherState() const;
+  /// Whether an engine is at ZeRO stage 3 (gatherState() communicates).
+  bool hasStage3() const;
+
+  /// The training collectives' timing since load or resetTiming().
+  plan::OverlapReport timing() const;
+  void resetTiming();
 
   /// The boundary: Engine runs programs.step between the two. endStep()
   /// reports every trainable engine's update in plan order.
@@ -64,8 +93,11 @@ public:
   StepReport endStep();
   /// After a program failed part-way: waits for the collectives still in
   /// flight (ignoring their errors), forgets their tokens, releases the
-  /// transient buffers. The gradients accumulated so far stay.
+  /// transient buffers and stage 3's gathered buckets. The gradients
+  /// accumulated so far stay.
   void abandon();
+  /// After the eval program failed part-way: the same for its gathers.
+  void abandonGathers();
 
   uint64_t seed() const { return seed_; }
   int64_t gradientAccumulationSteps() const { return accumulation_; }
@@ -85,10 +117,11 @@ public:
   bool inFlatParameters(int64_t stateIndex) const;
 
   // Memory (MemoryStats).
-  /// Flat parameter buffers of stage 1-2 engines.
+  /// Flat parameter buffers of stage 1-2 engines; stage 3's persistent
+  /// buckets and shard parameter buffers.
   int64_t flatParameterBytes() const;
   /// Gradients held between steps: full buffers (stages 0-1), shard
-  /// gradients (stage 2).
+  /// gradients (stages 2-3).
   int64_t heldGradientBytes() const;
   int64_t optimizerBytes() const;
   int64_t transientBytes() const { return transient_; }
@@ -97,12 +130,32 @@ public:
   void resetPeaks();
 
 private:
+  /// Stage 3: one bucket's parameters.
+  struct BucketParams {
+    enum class Status { Released, Gathering, Gathered };
+    /// Not persistent: gathered and released by the programs.
+    bool sharded = false;
+    Status status = Status::Released;
+    /// The bucket's whole parameters: always for persistent buckets, from
+    /// the all_gather to the release for sharded ones.
+    at::Tensor full;
+    /// The parameters in the bucket: state index, element offset in the
+    /// bucket, shape.
+    std::vector<int64_t> stateIndices;
+    std::vector<int64_t> offsets;
+    std::vector<std::vector<int64_t>> shapes;
+  };
+
   struct EngineState {
     std::string name;
     /// Set for trainable engines (an optimizer and a partition).
     const plan::OptimizerDesc *desc = nullptr;
+    /// Set for every partitioned engine (trainable ones, and the engines
+    /// of evaluation plans that carry a partition).
     const plan::PartitionDesc *partition = nullptr;
     int64_t stage = 0;
+    /// The parameters' places in the flat buffers.
+    FlatLayout layout;
     config::OptimizerConfig optimizerConfig;
     std::optional<config::SchedulerConfig> scheduler;
     std::unique_ptr<Optimizer> optimizer;
@@ -112,18 +165,25 @@ private:
     int64_t elementBytes = 4;
     at::ScalarType dtype = at::kFloat;
 
-    // Stages 1-2.
-    /// The flat parameter buffer (partition.numel elements).
+    // Stages 1-3.
+    /// Stages 1-2: the flat parameter buffer (partition.numel elements).
     at::Tensor parameters;
-    /// This rank's block of each bucket: views of `parameters`.
+    /// Stage 3: this rank's blocks of the sharded buckets, one after
+    /// another (the shard parameter buffer).
+    at::Tensor shardParameters;
+    /// Stage 3: per bucket.
+    std::vector<BucketParams> buckets;
+    /// This rank's block of each bucket: views of `parameters` (stages
+    /// 1-2), of a persistent bucket's `full` or of `shardParameters`
+    /// (stage 3).
     std::vector<at::Tensor> parameterBlocks;
     /// The shard gradient (shardNumel elements): stage 1 allocates it at
-    /// the boundary and frees it after the update, stage 2 keeps it.
+    /// the boundary and frees it after the update, stages 2-3 keep it.
     at::Tensor shardGradient;
-    /// Stage 2: the reduce-scatter results before they are added into
+    /// Stages 2-3: the reduce-scatter results before they are added into
     /// `shardGradient` (allocated with the full gradient buffer).
     at::Tensor receive;
-    /// Stage 2: reduce-scatters waited in the current micro-step.
+    /// Stages 2-3: reduce-scatters waited in the current micro-step.
     int64_t reduceScattersWaited = 0;
 
     /// This step's update, for endStep().
@@ -136,8 +196,16 @@ private:
     int64_t bucket;
   };
 
+  class EvalOps;
+
   /// The bucket's block of this rank: [offset + rank * n / W, ...).
   int64_t blockNumel(const EngineState &engine, int64_t bucket) const;
+  /// Stage 3: the gathered bucket's parameters become state views.
+  void attachBucket(size_t engine, int64_t bucket);
+  /// Stage 3: drops a gathered (or gathering) sharded bucket.
+  void dropBucket(size_t engine, int64_t bucket);
+  /// "bucket 1 of engine \"model\"".
+  std::string bucketName(size_t engine, int64_t bucket) const;
   int64_t shardNumel(const EngineState &engine) const;
   /// Allocates the engine's full gradient buffer (and stage 2's receive
   /// buffer) unless it exists.
@@ -150,7 +218,11 @@ private:
 
   const plan::Plan &plan_;
   std::string origin_;
+  /// The ranks' communicator, and the timed view of it that the training
+  /// collectives go through.
   std::shared_ptr<Communicator> communicator_;
+  std::shared_ptr<TimedCommunicator> timed_;
+  std::unique_ptr<EvalOps> evalOps_;
   int64_t rank_ = 0;
   int64_t worldSize_ = 1;
   std::vector<EngineState> engines_;

@@ -35,8 +35,12 @@ void runEval(const Options &options, const World &world) {
     progress.update(step, run.steps);
   }
   log.writeFile(options.lossesPath);
-  if (world.isLeader() && !options.saveParamsPath.empty())
-    runtime::writeSafetensors(options.saveParamsPath, engine.state().named());
+  if (!options.saveParamsPath.empty()) {
+    // ZeRO stage 3: a collective; every rank takes part, rank 0 writes.
+    runtime::NamedTensors params = engine.gatherState();
+    if (world.isLeader())
+      runtime::writeSafetensors(options.saveParamsPath, params);
+  }
 }
 
 } // namespace ds::run

@@ -79,21 +79,61 @@ std::vector<int64_t> measureRank(const runtime::Engine &engine,
           perStep(stepVolume.broadcast)};
 }
 
-/// Every rank's measureRank numbers, gathered (an all-gather of a small
-/// int64 tensor), as a report; every rank must call it.
+/// This rank's overlap timings as numbers, in the order overlapFrom reads
+/// them.
+std::vector<double> measureOverlap(const plan::OverlapReport &overlap) {
+  std::vector<double> values;
+  for (const plan::CollectiveTiming *timing :
+       {&overlap.allReduce, &overlap.reduceScatter, &overlap.allGather,
+        &overlap.broadcast}) {
+    values.push_back(double(timing->count));
+    values.push_back(timing->collectiveSeconds);
+    values.push_back(timing->waitSeconds);
+  }
+  values.push_back(overlap.trainSeconds);
+  return values;
+}
+
+plan::OverlapReport overlapFrom(const double *v) {
+  plan::OverlapReport overlap;
+  for (plan::CollectiveTiming *timing :
+       {&overlap.allReduce, &overlap.reduceScatter, &overlap.allGather,
+        &overlap.broadcast}) {
+    timing->count = int64_t(v[0]);
+    timing->collectiveSeconds = v[1];
+    timing->waitSeconds = v[2];
+    v += 3;
+  }
+  overlap.trainSeconds = v[0];
+  return overlap;
+}
+
+/// Every rank's `mine`, gathered (an all-gather of a small tensor); every
+/// rank must call it.
+template <typename T>
+std::vector<T> gatherRanks(const World &world, const std::vector<T> &mine,
+                           at::ScalarType dtype) {
+  if (!world.comm || world.size <= 1)
+    return mine;
+  at::Tensor input = at::tensor(mine, dtype);
+  at::Tensor output = at::empty({world.size * int64_t(mine.size())}, dtype);
+  world.comm->allGather(output, input).wait();
+  return std::vector<T>(output.data_ptr<T>(),
+                        output.data_ptr<T>() + output.numel());
+}
+
+/// Every rank's measureRank numbers and overlap timings, gathered, as a
+/// report; every rank must call it.
 plan::Report gatherReport(const runtime::Engine &engine, const World &world,
                           const runtime::CommVolume &stepVolume, int64_t steps,
-                          int64_t loadBroadcast) {
+                          int64_t loadBroadcast,
+                          const plan::OverlapReport &overlap) {
   std::vector<int64_t> mine = measureRank(engine, stepVolume, steps);
   const int64_t fields = int64_t(mine.size());
-  std::vector<int64_t> all = mine;
-  if (world.comm && world.size > 1) {
-    at::Tensor input = at::tensor(mine, at::kLong);
-    at::Tensor output = at::empty({world.size * fields}, at::kLong);
-    world.comm->allGather(output, input).wait();
-    all.assign(output.data_ptr<int64_t>(),
-               output.data_ptr<int64_t>() + output.numel());
-  }
+  std::vector<int64_t> all = gatherRanks(world, mine, at::kLong);
+  std::vector<double> timings = measureOverlap(overlap);
+  const int64_t timingFields = int64_t(timings.size());
+  std::vector<double> allTimings = gatherRanks(world, timings, at::kDouble);
   plan::Report report;
   report.kind = "measured";
   report.worldSize = world.size;
@@ -116,6 +156,7 @@ plan::Report gatherReport(const runtime::Engine &engine, const World &world,
     rank.comm.reduceScatter = v[9];
     rank.comm.allGather = v[10];
     rank.comm.broadcast = v[11];
+    rank.overlap = overlapFrom(allTimings.data() + r * timingFields);
     report.ranks.push_back(rank);
   }
   return report;
@@ -132,6 +173,8 @@ void runTrain(const Options &options, const World &world) {
   // programs.train and programs.step); ds-run's own loss averaging is left
   // out.
   runtime::CommVolume stepVolume;
+  // Their timing, from here on (the load's broadcast is not part of it).
+  engine.resetOverlap();
   const int64_t accumulation = engine.plan().gradientAccumulationSteps;
 
   LossMeter meter(engine.plan(), options.planPath);
@@ -158,15 +201,21 @@ void runTrain(const Options &options, const World &world) {
     log.emit(line);
     progress.update(step, run.steps);
   }
+  plan::OverlapReport overlap = engine.overlap();
   log.writeFile(options.lossesPath);
   if (!options.reportPath.empty()) {
-    plan::Report measured =
-        gatherReport(engine, world, stepVolume, run.steps, loadBroadcast);
+    plan::Report measured = gatherReport(engine, world, stepVolume, run.steps,
+                                         loadBroadcast, overlap);
     if (world.isLeader())
       plan::writeReport(measured, options.reportPath);
   }
-  if (world.isLeader() && !options.saveParamsPath.empty())
-    runtime::writeSafetensors(options.saveParamsPath, engine.state().named());
+  if (!options.saveParamsPath.empty()) {
+    // ZeRO stage 3: a collective (each rank holds only its blocks), so
+    // every rank takes part; rank 0 writes.
+    runtime::NamedTensors params = engine.gatherState();
+    if (world.isLeader())
+      runtime::writeSafetensors(options.saveParamsPath, params);
+  }
 }
 
 } // namespace ds::run

@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
+#include <map>
 #include <sys/wait.h>
 
 using namespace ds;
@@ -325,5 +326,59 @@ TEST(DsRun, ReportMeasuresWhatEachZeroStagePredicts) {
     // it on one rank), stage 1 a transient shard gradient.
     EXPECT_EQ(m.gradBytes, 80);
     EXPECT_EQ(m.transientBytes, stage == 0 ? 0 : stage == 1 ? 80 : 160);
+  }
+}
+
+TEST(DsRun, StageThreeReportsOverlapAndSavesWholeParameters) {
+  // One rank at ZeRO stage 3 (mpi-ds-run-zero-2 and -4: several): the
+  // report carries the collectives' timing, --save-params the whole
+  // parameters (gathered), equal to a stage 0 run's.
+  TempDir dir;
+  torch::manual_seed(1);
+  runtime::writeSafetensors(dir.file("w.safetensors"),
+                            {{"fc.weight", torch::randn({3, 4})},
+                             {"fc.bias", torch::randn({3})},
+                             {"extra.scale", torch::randn({2})}});
+  runtime::writeSafetensors(
+      dir.file("data.safetensors"),
+      {{"x", torch::randn({4, 4, 4})}, {"t", torch::randn({4, 4, 3})}});
+  std::map<int64_t, runtime::NamedTensors> saved;
+  for (int64_t stage : {0, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    Plan plan = test::zeroPlan(test::planJson("linear_mse_train.json"), 1,
+                               stage, 6, /*gap=*/1);
+    writePlan(plan, dir.file("plan.json"));
+    std::string params = dir.file("p" + std::to_string(stage) + ".safetensors");
+    RunResult run = runDsRun(
+        dir, {dir.file("plan.json"), "--data", dir.file("data.safetensors"),
+              "--weights", dir.file("w.safetensors"), "--report",
+              dir.file("report.json"), "--save-params", params});
+    ASSERT_EQ(run.exitCode, 0) << run.err;
+    saved[stage] = runtime::readSafetensors(params);
+    Report measured = reportFromJson(
+        ordered_json::parse(test::readText(dir.file("report.json"))));
+    const RankReport &m = measured.ranks.at(0);
+    const RankReport p = predictReport(plan).ranks.at(0);
+    EXPECT_EQ(measured.zeroStage, stage);
+    EXPECT_EQ(m.paramBytes, p.paramBytes);
+    EXPECT_EQ(m.transientBytes, p.transientBytes);
+    if (stage == 3) {
+      EXPECT_EQ(m.peakBytes, p.peakBytes);
+    }
+    ASSERT_TRUE(m.overlap.has_value());
+    // Stage 3, 4 steps of one micro-step: 2 buckets gathered twice and
+    // reduce-scattered once per micro-step; one rank's norm needs no
+    // all-reduce.
+    EXPECT_EQ(m.overlap->allGather.count, stage == 3 ? 4 * 2 * 2 : 0);
+    EXPECT_EQ(m.overlap->reduceScatter.count, stage == 3 ? 4 * 2 : 0);
+    // Stage 0: 4 buckets all-reduced per step.
+    EXPECT_EQ(m.overlap->allReduce.count, stage == 0 ? 4 * 4 : 0);
+    EXPECT_GT(m.overlap->trainSeconds, 0.0);
+  }
+  ASSERT_EQ(saved[0].size(), saved[3].size());
+  for (size_t k = 0; k < saved[0].size(); ++k) {
+    EXPECT_EQ(saved[0][k].first, saved[3][k].first);
+    EXPECT_TRUE(saved[3][k].second.allclose(saved[0][k].second, 1e-6, 1e-7))
+        << saved[0][k].first;
   }
 }

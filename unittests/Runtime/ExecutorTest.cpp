@@ -485,3 +485,47 @@ TEST(Executor, MaskedOffBackwardOutputsMayBeUndefined) {
   std::vector<at::Tensor> out = engine.forwardEval({torch::ones({1, 2, 3, 3})});
   EXPECT_EQ(out[0].item<float>(), 0.0f); // The input is zero.
 }
+
+TEST(Executor, ReadingAnUngatheredParameterNamesItAndItsBucket) {
+  // ZeRO stage 3: a sharded parameter exists whole only while its bucket
+  // is gathered. A valid plan never reads it otherwise (the reader checks);
+  // the executor still says which parameter and bucket, with the op.
+  ProgramBuilder b;
+  ValueId x = b.tensor(DType::Float32, {3});
+  ValueId w = b.tensor(DType::Float32, {3});
+  ValueId y = b.tensor(DType::Float32, {3});
+  b.add(Op::input(0, x));
+  b.add(Op::state("fc.weight", w));
+  b.call("aten::mul.Tensor", {x, w}, {y}, {x, w});
+  b.program.results = {y};
+  Plan plan = test::makePlan({floatInput("x", {3})}, b.program);
+  plan.state.push_back({"fc.weight",
+                        StateKind::Param,
+                        DType::Float32,
+                        {3},
+                        true,
+                        "model",
+                        "fc",
+                        "Linear"});
+  validatePlan(plan, "p.json");
+  runtime::StateStore state(plan);
+  state.install({{"fc.weight", torch::ones({3})}}, {}, {}, "test weights");
+  at::Tensor block = torch::zeros({3});
+  state.shard(0, "bucket 0 of engine \"model\"",
+              [&](const at::Tensor &whole) { block.copy_(whole); });
+  runtime::Executor executor(plan, "eval", state, "p.json");
+  EXPECT_THROW_WITH(executor.run({torch::ones({3})}), RuntimeError,
+                    "p.json: programs.eval.body[1] (state): parameter "
+                    "\"fc.weight\" is not gathered: it lies in bucket 0 of "
+                    "engine \"model\", which ZeRO stage 3 shards across the "
+                    "ranks");
+  // Gathered (attached), the same program reads it.
+  at::Tensor gathered = torch::full({3}, 2.0);
+  state.attach(0, gathered);
+  EXPECT_TRUE(executor.run({torch::ones({3})})[0].toTensor().equal(gathered));
+  state.detach(0);
+  EXPECT_THROW(executor.run({torch::ones({3})}), RuntimeError);
+  // A load gives the whole value to the shard's keeper.
+  state.install({{"fc.weight", torch::full({3}, 5.0)}}, {}, {}, "again");
+  EXPECT_TRUE(block.equal(torch::full({3}, 5.0)));
+}

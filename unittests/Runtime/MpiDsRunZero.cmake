@@ -1,11 +1,12 @@
-# ds-run's measured report at ZeRO stages 0-2 on several ranks (ctest
+# ds-run's measured report at ZeRO stages 0-3 on several ranks (ctest
 # mpi-ds-run-zero-N): for each stage, MpiZeroCheck writes a plan, weights
 # and data; `mpirun -n RANKS ds-run` trains with --report and
-# --save-params; MpiZeroCheck checks the report against predictReport and
-# the parameters against the oracle.
+# --save-params (at stage 3 every rank gathers, rank 0 writes);
+# MpiZeroCheck checks the report against predictReport and the parameters
+# against the oracle.
 #
 #   cmake -DMPIRUN=... -DDSRUN=... -DCHECK=... -DRANKS=2 -DDIR=... -P this
-foreach(stage 0 1 2)
+foreach(stage 0 1 2 3)
   set(dir "${DIR}/stage${stage}")
   file(REMOVE_RECURSE "${dir}")
   file(MAKE_DIRECTORY "${dir}")

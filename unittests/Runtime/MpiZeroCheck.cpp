@@ -1,4 +1,4 @@
-//===- MpiZeroCheck.cpp - ZeRO stages 0-2 over MPI ranks ------------------===//
+//===- MpiZeroCheck.cpp - ZeRO stages 0-3 over MPI ranks ------------------===//
 //
 // Run under mpirun (ctest does, on 2 and 4 ranks). The hand-written train
 // plan partitioned for the launched ranks (test::partitionEngine: a
@@ -6,13 +6,20 @@
 // a multiple of W, GAS 2) is trained at ZeRO stages 0, 1 and 2 through the
 // MPI communicator, whose collectives are asynchronous (a communication
 // thread), so a reduce-scatter into a shard or an in-place all-gather of
-// the flat parameter buffer really runs while the rank goes on. Every rank
-// checks:
+// the flat parameter buffer really runs while the rank goes on. Stage 3
+// trains the plan whose backward reads fc.weight again
+// (test::withBackwardWeightRead), with every bucket sharded and with the
+// small parameters persistent: the gathers of the sharded buckets run on
+// the communication thread while the forward goes on. Every rank checks:
 //  - its parameters against one process's autograd + torch::optim AdamW
 //    over the whole batch (within 1e-6 relative), and that every rank
-//    holds bitwise the same parameters;
+//    holds bitwise the same parameters (stage 3: Engine::gatherState);
 //  - the traffic per optimizer step it measured against predictReport,
-//    and the memory (parameters, gradients, optimizer state) likewise.
+//    and the memory (parameters, gradients, optimizer state; at stage 3
+//    the transient buffers and the peak too) likewise;
+//  - that an all-gather started before some computation completes during
+//    it (the communication thread progresses it), and the collectives'
+//    timing (Engine::overlap(), printed).
 //
 // Exit code 0 when every check passes on this rank; each failure prints a
 // line "rank R: FAIL: ...".
@@ -20,11 +27,14 @@
 // Two more modes, without MPI, check ds-run's measured report (ctest runs
 // them around `mpirun ds-run`, MpiDsRunZero.cmake):
 //   MpiZeroCheck --write DIR STAGE W   writes DIR/plan.json (for W ranks at
-//                                      ZeRO STAGE), DIR/w.safetensors and
-//                                      DIR/data.safetensors
+//                                      ZeRO STAGE; stage 3 with persistent
+//                                      small parameters), DIR/w.safetensors
+//                                      and DIR/data.safetensors
 //   MpiZeroCheck --compare DIR         checks DIR/report.json (ds-run
 //                                      --report) against predictReport of
-//                                      DIR/plan.json, and
+//                                      DIR/plan.json (stage 3: the peak
+//                                      exactly; the overlap timings
+//                                      present), and
 //                                      DIR/params.safetensors against the
 //                                      oracle
 //
@@ -38,9 +48,11 @@
 #include "ds/Runtime/Engine.h"
 #include "ds/Runtime/Safetensors.h"
 #include "ds/Runtime/StateStore.h"
+#include "ds/Runtime/TimedCommunicator.h"
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -62,12 +74,18 @@ void check(bool ok, const std::string &what) {
   }
 }
 
-plan::Plan zeroPlan(int64_t stage) {
+/// Stage 3: parameters of at most `persistentNumel` elements persistent.
+plan::Plan zeroPlan(int64_t stage, int64_t persistentNumel = 3) {
   plan::ordered_json json = test::planJson("linear_mse_train.json");
   json["gradient_accumulation_steps"] = GAS;
   json["engines"][0]["config"]["gradient_accumulation_steps"] = GAS;
   json["programs"]["train"]["body"][6]["value"] = 1.0 / double(GAS);
-  return test::zeroPlan(json, W, stage, 6, /*gap=*/1);
+  if (stage != 3)
+    return test::zeroPlan(json, W, stage, 6, /*gap=*/1);
+  test::Stage3Options options;
+  options.persistentNumel = persistentNumel;
+  return test::zeroPlan(test::withBackwardWeightRead(json), W, 3, 6,
+                        /*gap=*/1, options);
 }
 
 struct Batch {
@@ -116,9 +134,14 @@ std::vector<at::Tensor> reference(const runtime::NamedTensors &weights,
 
 void checkStage(const std::shared_ptr<runtime::Communicator> &comm,
                 const std::string &weightsPath,
-                const runtime::NamedTensors &weights, int64_t stage) {
-  std::string label = "stage " + std::to_string(stage) + ": ";
-  plan::Plan plan = zeroPlan(stage);
+                const runtime::NamedTensors &weights, int64_t stage,
+                int64_t persistentNumel = 3) {
+  std::string label =
+      "stage " + std::to_string(stage) +
+      (stage == 3 ? " (persistent <= " + std::to_string(persistentNumel) + ")"
+                  : std::string()) +
+      ": ";
+  plan::Plan plan = zeroPlan(stage, persistentNumel);
   runtime::LoadOptions options;
   options.weightsPath = weightsPath;
   options.communicator = comm;
@@ -134,13 +157,18 @@ void checkStage(const std::shared_ptr<runtime::Communicator> &comm,
     engine.step();
   }
   plan::CommVolume volume = comm->volume() - before;
+  runtime::MemoryStats memory = engine.trainMemory();
+  plan::OverlapReport overlap = engine.overlap();
 
-  // Against the oracle.
+  // Against the oracle (stage 3: gathered, every rank takes part).
   std::vector<at::Tensor> expected = reference(weights, data);
+  runtime::NamedTensors whole = engine.gatherState();
   std::vector<at::Tensor> mine;
   for (size_t k = 0; k < kParams.size(); ++k) {
-    const at::Tensor &ours =
-        engine.state().tensor(engine.state().indexOf(kParams[k]));
+    at::Tensor ours;
+    for (const auto &[name, tensor] : whole)
+      if (name == kParams[k])
+        ours = tensor;
     at::Tensor ref = expected[k].detach();
     double worst = ((ours - ref).abs() - 1e-6 * ref.abs()).max().item<double>();
     check(worst <= 1e-7, label + kParams[k] + " is off the oracle by " +
@@ -168,18 +196,74 @@ void checkStage(const std::shared_ptr<runtime::Communicator> &comm,
        "reduce_scatter");
   same(volume.allGather / STEPS, predicted.comm.allGather, "all_gather");
   same(volume.broadcast, 0, "broadcast after load");
-  runtime::MemoryStats memory = engine.trainMemory();
   same(memory.parameterBytes, predicted.paramBytes, "param_bytes");
   same(memory.gradientBytes, predicted.gradBytes, "grad_bytes");
   same(memory.optimizerBytes, predicted.optimizerStateBytes,
        "optimizer_state_bytes");
   same(memory.transientPeakBytes, predicted.transientBytes, "transient_bytes");
+  if (stage == 3)
+    same(memory.jointPeakBytes + memory.parameterBytes + memory.bufferBytes +
+             memory.gradientBytes + memory.optimizerBytes,
+         predicted.peakBytes, "peak_bytes");
+  // Every collective the engine started was timed.
+  int64_t started = 0;
+  for (const plan::Program *program :
+       {plan.findProgram("train"), plan.findProgram("step")})
+    for (const plan::Op &op : program->body)
+      if (op.kind == plan::OpKind::AllReduce ||
+          op.kind == plan::OpKind::ReduceScatter ||
+          op.kind == plan::OpKind::AllGather)
+        started += program == plan.findProgram("train") ? STEPS * GAS : STEPS;
+  if (stage >= 1)
+    started += STEPS; // The global norm's scalar all-reduce.
+  same(overlap.total().count, started, "collectives timed");
+  plan::CollectiveTiming total = overlap.total();
   if (R == 0)
-    std::printf("stage %lld: %lld reduce-scatter + %lld all-gather + %lld "
-                "all-reduce elements per step\n",
-                (long long)stage, (long long)(volume.reduceScatter / STEPS),
-                (long long)(volume.allGather / STEPS),
-                (long long)(volume.allReduce / STEPS));
+    std::printf(
+        "%s%lld reduce-scatter + %lld all-gather + %lld all-reduce elements "
+        "per step; %lld collectives in flight %.4f s, compute blocked in "
+        "them %.4f s (all_gather %.4f / %.4f s) of %.3f s\n",
+        label.c_str(), (long long)(volume.reduceScatter / STEPS),
+        (long long)(volume.allGather / STEPS),
+        (long long)(volume.allReduce / STEPS), (long long)total.count,
+        total.collectiveSeconds, total.waitSeconds,
+        overlap.allGather.collectiveSeconds, overlap.allGather.waitSeconds,
+        overlap.trainSeconds);
+}
+
+/// The communication thread moves a collective while the rank computes:
+/// an all-gather started before a loop of matrix products completes during
+/// it (the loop runs until it has, or 30 s), and wait() then returns at
+/// once.
+void checkProgress(const std::shared_ptr<runtime::Communicator> &comm) {
+  runtime::TimedCommunicator timed(comm);
+  const int64_t n = 1 << 20; // 4 MiB per rank.
+  at::Tensor in = at::full({n}, double(R), at::kFloat);
+  at::Tensor out = at::empty({W * n}, at::kFloat);
+  auto start = std::chrono::steady_clock::now();
+  runtime::CommHandle handle = timed.allGather(out, in);
+  at::Tensor a = at::randn({128, 128});
+  int64_t products = 0;
+  while (!handle.isCompleted() &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
+    a = at::mm(a, a).tanh();
+    ++products;
+  }
+  bool completed = handle.isCompleted();
+  handle.wait();
+  check(completed, "an all-gather did not complete while this rank computed "
+                   "(no progress without MPI calls from the caller)");
+  for (int64_t r = 0; r < W; ++r)
+    check(out.narrow(0, r * n, n).eq(double(r)).all().item<bool>(),
+          "the all-gather's block of rank " + std::to_string(r));
+  plan::CollectiveTiming timing = timed.timing().allGather;
+  check(timing.count == 1 && timing.waitSeconds <= timing.collectiveSeconds,
+        "the all-gather's timing");
+  if (R == 0)
+    std::printf("progress: a %lld-float all-gather completed during %lld "
+                "matrix products: in flight %.4f s, wait() %.6f s\n",
+                (long long)(W * n), (long long)products,
+                timing.collectiveSeconds, timing.waitSeconds);
 }
 
 } // namespace
@@ -233,6 +317,11 @@ int compareFiles(const std::string &dir) {
     check(m.peakBytes <= p.peakBytes,
           rank + "peak_bytes: measured " + std::to_string(m.peakBytes) +
               " above the predicted bound " + std::to_string(p.peakBytes));
+    if (predicted.zeroStage == 3)
+      same(m.peakBytes, p.peakBytes, "peak_bytes");
+    check(m.overlap.has_value() && m.overlap->total().count > 0 &&
+              m.overlap->trainSeconds > 0,
+          rank + "the measured report has no collective timings");
   }
   runtime::NamedTensors saved =
       runtime::readSafetensors(dir + "/params.safetensors");
@@ -278,6 +367,9 @@ int main(int argc, char **argv) {
     runtime::writeSafetensors(path, weights);
     for (int64_t stage : {0, 1, 2})
       checkStage(comm, path, weights, stage);
+    checkStage(comm, path, weights, 3, /*persistentNumel=*/0);
+    checkStage(comm, path, weights, 3, /*persistentNumel=*/3);
+    checkProgress(comm);
     comm->barrier().wait();
   } catch (const std::exception &error) {
     std::fprintf(stderr, "rank %lld: FAIL: %s\n", (long long)R, error.what());

@@ -191,9 +191,11 @@ TEST(Optimizer, ClippingMatchesClipGradNorm) {
       // LibTorch's C++ computes max_norm / (norm + 1e-6) by division,
       // Python (our model) by reciprocal() * max_norm: one ulp apart.
       EXPECT_TRUE(ours[i].allclose(theirs[i].grad(), 1e-6, 0));
-    if (maxNorm > 1.0) // No clipping below the threshold.
-      for (size_t i = 0; i < ours.size(); ++i)
+    if (maxNorm > 1.0) { // No clipping below the threshold.
+      for (size_t i = 0; i < ours.size(); ++i) {
         EXPECT_TRUE(ours[i].equal(theirs[i].grad()));
+      }
+    }
   }
   std::vector<at::Tensor> grads = {torch::full({4}, 3.0)};
   EXPECT_DOUBLE_EQ(runtime::clipGradientsByGlobalNorm(grads, 0.0), 6.0);

@@ -137,8 +137,8 @@ TEST(PlanV2, ReadingChecksTheNewFields) {
   stepBody(json)[0]["kind"] = "reduce_scatter_async";
   expectInvalid(json, "unknown op kind \"reduce_scatter_async\" (expected "
                       "input, state, set_state, constant, list, unpack, call, "
-                      "if, grad, all_reduce, reduce_scatter, all_gather, wait "
-                      "or optimizer_step)");
+                      "if, grad, all_reduce, reduce_scatter, all_gather, wait, "
+                      "optimizer_step or release)");
   json = planAt(1);
   json["programs"]["eval"]["values"].push_back({{"id", 6}, {"type", "token"}});
   json["programs"]["eval"]["body"].push_back(
@@ -228,9 +228,9 @@ TEST(PlanV2, TrainableEnginesCarryOptimizerAndPartition) {
 
 TEST(PlanV2, PartitionLayout) {
   ordered_json json = planAt(1);
-  engine(json)["partition"]["stage"] = 3;
-  expectInvalid(json, "engines[0].partition.stage: expected 0, 1 or 2, found "
-                      "3 (ZeRO stage 3 is not part of plan version 2)");
+  engine(json)["partition"]["stage"] = 4;
+  expectInvalid(json,
+                "engines[0].partition.stage: expected 0, 1, 2 or 3, found 4");
   auto params = [](ordered_json &json) -> ordered_json & {
     return engine(json)["partition"]["params"];
   };
@@ -403,12 +403,12 @@ TEST(PlanV2, CollectivesFollowTheStageAndTheProgram) {
   json = planAt(0);
   stepBody(json)[0]["kind"] = "reduce_scatter";
   expectInvalid(json, "programs.step.body[0] (reduce_scatter): reduce_scatter "
-                      "is for ZeRO stages 1-2; engine \"model\" is at stage 0 "
+                      "is for ZeRO stages 1-3; engine \"model\" is at stage 0 "
                       "(its gradients are all_reduce'd)");
   json = planAt(0);
   stepBody(json)[0]["kind"] = "all_gather";
   expectInvalid(json, "programs.step.body[0] (all_gather): all_gather is for "
-                      "ZeRO stages 1-2; engine \"model\" is at stage 0 (its "
+                      "ZeRO stages 1-3; engine \"model\" is at stage 0 (its "
                       "parameters are not sharded)");
 
   // The kind against the program: stage 2's reduce_scatter in train, the
@@ -566,4 +566,399 @@ TEST(PlanV2, EveryBucketOnceInOrder) {
                       "reduce-scattered already (a bucket is "
                       "reduce_scatter'ed after the last grad op that writes "
                       "into it)");
+}
+
+//===----------------------------------------------------------------------===//
+// ZeRO stage 3 (docs/plan-format.md, "Stage 3")
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The train plan at stage 3 on two ranks (test::partitionEngine): bucket
+/// 0 holds fc.weight [0, 12), bucket 1 fc.bias and extra.scale [12, 18),
+/// persistent when `persistent`. programs.train: all_gather b0, b1 at the
+/// start, each waited before its state op, released after the linear that
+/// frees the values; again (unread) at the start of the backward.
+/// programs.eval the same for the forward; programs.step: optimizer_step
+/// (and the persistent bucket's all_gather and wait).
+ordered_json planAt3(bool persistent = false) {
+  test::Stage3Options options;
+  options.persistentNumel = persistent ? 3 : 0;
+  return toJson(test::zeroPlan(test::planJson("linear_mse_train.json"), 2, 3, 6,
+                               0, options));
+}
+
+ordered_json &evalBody(ordered_json &json) {
+  return json["programs"]["eval"]["body"];
+}
+
+/// Index of the `nth` op of `kind` (with `field` equal to `value`, when
+/// given) in `body`.
+size_t find(const ordered_json &body, const std::string &kind, int nth = 0,
+            const std::string &field = "", const ordered_json &value = {}) {
+  for (size_t i = 0; i < body.size(); ++i)
+    if (body[i]["kind"] == kind && (field.empty() || body[i][field] == value) &&
+        nth-- == 0)
+      return i;
+  ADD_FAILURE() << "no " << kind << " op";
+  return 0;
+}
+
+/// Appends a value to `program`; returns its id.
+int64_t addValue(ordered_json &program, ordered_json value) {
+  int64_t id = int64_t(program["values"].size());
+  value["id"] = id;
+  program["values"].push_back(value);
+  return id;
+}
+
+ordered_json release(int64_t bucket) {
+  return {{"kind", "release"}, {"engine", "model"}, {"bucket", bucket}};
+}
+
+std::string at(const char *program, size_t index, const char *kind) {
+  return std::string("programs.") + program + ".body[" + std::to_string(index) +
+         "] (" + kind + ")";
+}
+
+} // namespace
+
+TEST(PlanV2, StageThreeIsValidAndRoundTrips) {
+  for (bool persistent : {false, true}) {
+    ordered_json json = planAt3(persistent);
+    Plan plan = parsePlan(json, "v3.json");
+    const PartitionDesc &partition = *plan.engines[0].partition;
+    EXPECT_EQ(partition.stage, 3);
+    ASSERT_EQ(partition.buckets.size(), 2u);
+    EXPECT_FALSE(partition.buckets[0].persistent);
+    EXPECT_EQ(partition.buckets[1].persistent, persistent);
+    EXPECT_TRUE(partition.shardsParameters(0));
+    EXPECT_EQ(partition.shardsParameters(1), !persistent);
+    EXPECT_EQ(partition.bucketAt(11), 0);
+    EXPECT_EQ(partition.bucketAt(12), 1);
+    EXPECT_EQ(partition.bucketAt(18), -1);
+    // Stage 3 spells "persistent" on every bucket.
+    EXPECT_EQ(engine(json)["partition"]["buckets"][0]["persistent"], false);
+    EXPECT_EQ(engine(json)["partition"]["buckets"][1]["persistent"],
+              persistent);
+    EXPECT_EQ(toJson(parsePlan(ordered_json::parse(json.dump()), "rt")), json);
+    // The eval program gathers and releases what it reads.
+    EXPECT_EQ(evalBody(json)[find(evalBody(json), "release")], release(0));
+  }
+  // Other stages do not write it, and absent means false.
+  ordered_json two = planAt(2);
+  EXPECT_FALSE(engine(two)["partition"]["buckets"][0].contains("persistent"));
+  ordered_json json = planAt3();
+  engine(json)["partition"]["buckets"][1].erase("persistent");
+  EXPECT_FALSE(
+      parsePlan(json, "v3.json").engines[0].partition->buckets[1].persistent);
+  // A release names its engine and bucket.
+  json = planAt3();
+  evalBody(json)[find(evalBody(json), "release")].erase("bucket");
+  expectInvalid(json, "(release): missing required field \"bucket\"");
+}
+
+TEST(PlanV2, StageThreePartition) {
+  ordered_json json = planAt(2);
+  engine(json)["partition"]["buckets"][1]["persistent"] = true;
+  expectInvalid(json, "engines[0].partition.buckets[1].persistent: only ZeRO "
+                      "stage 3 buckets may be persistent (stage 3 keeps their "
+                      "parameters whole); this engine is at stage 2");
+  json = planAt(2);
+  engine(json)["partition"]["buckets"][1]["persistent"] = false;
+  EXPECT_NO_THROW(parsePlan(json, "v2.json"));
+  // A gathered bucket holds its parameters whole: none may straddle two.
+  json = planAt3();
+  engine(json)["partition"]["buckets"] = {{{"offset", 0}, {"numel", 6}},
+                                          {{"offset", 6}, {"numel", 12}}};
+  expectInvalid(json, "engines[0].partition.params[0].offset: \"fc.weight\" "
+                      "[0, 12) does not lie inside buckets[0] [0, 6) (at ZeRO "
+                      "stage 3 each parameter lies inside one bucket");
+}
+
+TEST(PlanV2, StageThreeReadsLieBetweenWaitAndRelease) {
+  // Before the wait of the gather.
+  ordered_json json = planAt3();
+  ordered_json &body = trainBody(json);
+  size_t wait = find(body, "wait");
+  size_t read = find(body, "state", 0, "name", "fc.weight");
+  ASSERT_EQ(read, wait + 1);
+  std::swap(body[wait], body[read]);
+  expectInvalid(json, at("train", wait, "state") +
+                          ": name: parameter \"fc.weight\" lies in bucket 0 of "
+                          "engine \"model\" (ZeRO stage 3, sharded), whose "
+                          "all_gather (" +
+                          at("train", 0, "all_gather") +
+                          ") is not waited yet; read it after the wait");
+  // Without any gather.
+  json = planAt3();
+  ordered_json &eval = evalBody(json);
+  eval.erase(find(eval, "release", 0, "bucket", 0));
+  eval.erase(find(eval, "wait", 0));
+  eval.erase(find(eval, "all_gather", 0, "bucket", 0));
+  read = find(eval, "state", 0, "name", "fc.weight");
+  expectInvalid(json, at("eval", read, "state") +
+                          ": name: parameter \"fc.weight\" lies in bucket 0 of "
+                          "engine \"model\" (ZeRO stage 3, sharded), which is "
+                          "not gathered here (no all_gather of it comes "
+                          "before); a state op of it lies between the wait of "
+                          "an all_gather of the bucket and its release");
+  // After the release.
+  json = planAt3();
+  size_t released = find(evalBody(json), "release", 0, "bucket", 0);
+  ordered_json again = evalBody(json)[find(evalBody(json), "state")];
+  ordered_json &program = json["programs"]["eval"];
+  int64_t w = addValue(
+      program, {{"type", "tensor"}, {"dtype", "float32"}, {"shape", {3, 4}}});
+  again["result"] = w;
+  again["free"] = {w};
+  evalBody(json).insert(evalBody(json).begin() + int64_t(released) + 1, again);
+  expectInvalid(json, at("eval", released + 1, "state") +
+                          ": name: parameter \"fc.weight\" lies in bucket 0 of "
+                          "engine \"model\" (ZeRO stage 3, sharded), which is "
+                          "not gathered here (released by " +
+                          at("eval", released, "release") + ")");
+
+  // At any depth: inside an if branch, the same rule.
+  auto branchRead = [&](size_t position) {
+    ordered_json json = planAt3();
+    ordered_json &program = json["programs"]["eval"];
+    int64_t cond = addValue(program, {{"type", "bool"}});
+    int64_t w = addValue(
+        program, {{"type", "tensor"}, {"dtype", "float32"}, {"shape", {3, 4}}});
+    ordered_json state = {
+        {"kind", "state"}, {"name", "fc.weight"}, {"result", w}};
+    ordered_json ifOp = {
+        {"kind", "if"},
+        {"cond", cond},
+        {"then",
+         {{"body", ordered_json::array({state})},
+          {"yield", ordered_json::array()}}},
+        {"else",
+         {{"body", ordered_json::array()}, {"yield", ordered_json::array()}}},
+        {"results", ordered_json::array()},
+        {"free", {cond}}};
+    ordered_json &body = program["body"];
+    body.insert(body.begin() + int64_t(position), ifOp);
+    body.insert(
+        body.begin() + int64_t(position),
+        ordered_json{{"kind", "constant"}, {"result", cond}, {"value", true}});
+    return json;
+  };
+  // Between the wait (body[4]) and the release: fine.
+  json = planAt3();
+  size_t inside = find(evalBody(json), "wait") + 1;
+  EXPECT_NO_THROW(parsePlan(branchRead(inside), "v3.json"));
+  size_t after = find(evalBody(json), "release", 0, "bucket", 0) + 1;
+  expectInvalid(branchRead(after),
+                "programs.eval.body[" + std::to_string(after + 1) +
+                    "].then.body[0] (state): name: parameter \"fc.weight\" "
+                    "lies in bucket 0 of engine \"model\" (ZeRO stage 3, "
+                    "sharded), which is not gathered here (released by ");
+}
+
+TEST(PlanV2, StageThreeGatherWaitReleaseAlternate) {
+  // Gathered twice without a release.
+  ordered_json json = planAt3();
+  ordered_json &program = json["programs"]["train"];
+  int64_t token = addValue(program, {{"type", "token"}});
+  trainBody(json).insert(trainBody(json).begin() + 1,
+                         ordered_json{{"kind", "all_gather"},
+                                      {"engine", "model"},
+                                      {"bucket", 0},
+                                      {"result", token}});
+  expectInvalid(json, at("train", 1, "all_gather") +
+                          ": all_gather of bucket 0 of engine \"model\" while "
+                          "it is gathered already (by " +
+                          at("train", 0, "all_gather") +
+                          "); a sharded bucket alternates all_gather, wait and "
+                          "release");
+  // Released before its wait.
+  json = planAt3();
+  size_t released = find(trainBody(json), "release", 0, "bucket", 0);
+  ordered_json op = trainBody(json)[released];
+  trainBody(json).erase(released);
+  trainBody(json).insert(trainBody(json).begin() + 1, op);
+  int64_t gatherToken = trainBody(json)[0]["result"];
+  expectInvalid(json, at("train", 1, "release") +
+                          ": release of bucket 0 of engine \"model\" before "
+                          "the wait of its all_gather (" +
+                          at("train", 0, "all_gather") + ", token %" +
+                          std::to_string(gatherToken) + ")");
+  // Released without a gather.
+  json = planAt3();
+  evalBody(json).insert(evalBody(json).begin(), release(1));
+  expectInvalid(json, at("eval", 0, "release") +
+                          ": release of bucket 1 of engine \"model\", which is "
+                          "not gathered here (no all_gather of it comes "
+                          "before)");
+  // Released twice.
+  json = planAt3();
+  released = find(evalBody(json), "release", 0, "bucket", 0);
+  evalBody(json).insert(evalBody(json).begin() + int64_t(released) + 1,
+                        release(0));
+  expectInvalid(json, at("eval", released + 1, "release") +
+                          ": release of bucket 0 of engine \"model\", which is "
+                          "not gathered here (released already by " +
+                          at("eval", released, "release") + ")");
+  // Never released.
+  json = planAt3();
+  evalBody(json).erase(find(evalBody(json), "release", 0, "bucket", 1));
+  expectInvalid(json, "v2.json: programs.eval: bucket 1 of engine \"model\" "
+                      "(ZeRO stage 3, sharded) is still gathered when the "
+                      "program ends (gathered by " +
+                          at("eval", 1, "all_gather") +
+                          "); release it before the end");
+  // A value read from the bucket outlives its release.
+  json = planAt3();
+  ordered_json &eval = evalBody(json);
+  size_t linear = find(eval, "call", 0, "op", "aten::linear");
+  size_t loss = find(eval, "call", 0, "op", "aten::mse_loss");
+  size_t read = find(eval, "state", 0, "name", "fc.weight");
+  int64_t weight = eval[read]["result"];
+  eval[linear]["free"] = ordered_json::array();
+  for (const ordered_json &id : evalBody(json)[linear]["args"])
+    if (id != weight)
+      eval[linear]["free"].push_back(id);
+  eval[loss]["free"].push_back(weight);
+  expectInvalid(json,
+                at("eval", find(eval, "release", 0, "bucket", 0), "release") +
+                    ": value %" + std::to_string(weight) + " (read by " +
+                    at("eval", read, "state") +
+                    ") is still live at the release of bucket 0 of "
+                    "engine \"model\": it views the gathered "
+                    "parameters, which the release drops; free it "
+                    "before");
+}
+
+TEST(PlanV2, StageThreeOpsFollowTheProgramAndTheBucket) {
+  // A sharded bucket is not gathered in programs.step.
+  ordered_json json = planAt3();
+  ordered_json &step = json["programs"]["step"];
+  int64_t token = addValue(step, {{"type", "token"}});
+  stepBody(json).push_back({{"kind", "all_gather"},
+                            {"engine", "model"},
+                            {"bucket", 0},
+                            {"result", token}});
+  stepBody(json).push_back({{"kind", "wait"}, {"arg", token}});
+  expectInvalid(json, at("step", 1, "all_gather") +
+                          ": all_gather of bucket 0 of engine \"model\", a "
+                          "sharded bucket (ZeRO stage 3), belongs to "
+                          "programs.train and programs.eval, before its "
+                          "parameters are read (programs.step does not gather "
+                          "it: the next forward does)");
+  // A persistent bucket is gathered in programs.step only, after the
+  // update, and never released.
+  json = planAt3(/*persistent=*/true);
+  ordered_json &train = json["programs"]["train"];
+  token = addValue(train, {{"type", "token"}});
+  trainBody(json).insert(trainBody(json).begin(),
+                         ordered_json{{"kind", "all_gather"},
+                                      {"engine", "model"},
+                                      {"bucket", 1},
+                                      {"result", token}});
+  expectInvalid(json, at("train", 0, "all_gather") +
+                          ": all_gather of a persistent bucket belongs to "
+                          "programs.step (after the engine's optimizer_step)");
+  json = planAt3(true);
+  evalBody(json).insert(evalBody(json).begin(), release(1));
+  expectInvalid(json, at("eval", 0, "release") +
+                          ": bucket 1 of engine \"model\" is persistent (its "
+                          "parameters stay whole on every rank); only sharded "
+                          "buckets are released");
+  json = planAt3(true);
+  ordered_json &eval = json["programs"]["eval"];
+  token = addValue(eval, {{"type", "token"}});
+  evalBody(json).insert(evalBody(json).begin(),
+                        ordered_json{{"kind", "all_gather"},
+                                     {"engine", "model"},
+                                     {"bucket", 1},
+                                     {"result", token}});
+  expectInvalid(json, at("eval", 0, "all_gather") +
+                          ": all_gather ops do not belong to programs.eval (it "
+                          "gathers only the sharded buckets of ZeRO stage 3 "
+                          "engines; bucket 1 of engine \"model\" is "
+                          "persistent)");
+  json = planAt3(true);
+  size_t gather = find(stepBody(json), "all_gather");
+  int64_t gathered = stepBody(json)[gather]["result"];
+  stepBody(json).erase(find(stepBody(json), "wait", 0, "arg", gathered));
+  stepBody(json).erase(gather);
+  expectInvalid(json, "v2.json: programs.step: bucket 1 of engine \"model\" "
+                      "is never all_gather'ed (stage 3 gathers the updated "
+                      "shards of its persistent buckets after "
+                      "optimizer_step)");
+  // release: only stage 3, never in programs.step or inside branches.
+  json = planAt3();
+  stepBody(json).push_back(release(0));
+  expectInvalid(json, at("step", 1, "release") +
+                          ": programs.step holds only all_reduce, "
+                          "reduce_scatter, all_gather, wait and "
+                          "optimizer_step ops (release belongs to "
+                          "programs.train and programs.eval: programs.step "
+                          "never gathers a sharded bucket)");
+  json = planAt(2);
+  trainBody(json).insert(trainBody(json).begin(), release(0));
+  expectInvalid(json, at("train", 0, "release") +
+                          ": release is for ZeRO stage 3 engines; engine "
+                          "\"model\" is at stage 2 (its parameters are never "
+                          "dropped)");
+  json = planAt3();
+  size_t released = find(evalBody(json), "release", 0, "bucket", 0);
+  int64_t cond = addValue(json["programs"]["eval"], {{"type", "bool"}});
+  ordered_json ifOp = {
+      {"kind", "if"},
+      {"cond", cond},
+      {"then",
+       {{"body", ordered_json::array({release(0)})},
+        {"yield", ordered_json::array()}}},
+      {"else",
+       {{"body", ordered_json::array()}, {"yield", ordered_json::array()}}},
+      {"results", ordered_json::array()}};
+  evalBody(json)[released] = ifOp;
+  evalBody(json).insert(
+      evalBody(json).begin() + int64_t(released),
+      ordered_json{{"kind", "constant"}, {"result", cond}, {"value", true}});
+  expectInvalid(json, "programs.eval.body[" + std::to_string(released + 1) +
+                          "].then.body[0] (release): release ops are not "
+                          "allowed inside \"if\" branches");
+  json = planAt3();
+  evalBody(json).insert(evalBody(json).begin(), release(2));
+  expectInvalid(json, at("eval", 0, "release") +
+                          ": bucket: engine \"model\" has 2 bucket(s), found "
+                          "2");
+
+  // Gradients as at stage 2: reduce_scatter in programs.train, every
+  // bucket, after its last grad op.
+  json = planAt3();
+  token = addValue(json["programs"]["step"], {{"type", "token"}});
+  stepBody(json).insert(stepBody(json).begin(),
+                        ordered_json{{"kind", "reduce_scatter"},
+                                     {"engine", "model"},
+                                     {"bucket", 0},
+                                     {"result", token}});
+  expectInvalid(json, at("step", 0, "reduce_scatter") +
+                          ": a stage 3 engine's reduce_scatter belongs to "
+                          "programs.train (after the last grad op that writes "
+                          "into its bucket)");
+  json = planAt3();
+  size_t scatter = find(trainBody(json), "reduce_scatter", 0, "bucket", 1);
+  int64_t scattered = trainBody(json)[scatter]["result"];
+  trainBody(json).erase(find(trainBody(json), "wait", 0, "arg", scattered));
+  trainBody(json).erase(scatter);
+  expectInvalid(json, "v2.json: programs.train: bucket 1 of engine \"model\" "
+                      "(ZeRO stage 3) is never reduce_scatter'ed in "
+                      "programs.train");
+  json = planAt3();
+  size_t first = find(trainBody(json), "reduce_scatter", 0, "bucket", 0);
+  ordered_json early = trainBody(json)[first];
+  trainBody(json).erase(first);
+  size_t grad = find(trainBody(json), "grad", 0, "name", "fc.weight");
+  trainBody(json).insert(trainBody(json).begin() + int64_t(grad), early);
+  expectInvalid(json,
+                at("train", grad + 1, "grad") +
+                    ": name: parameter \"fc.weight\" writes into bucket 0 "
+                    "of engine \"model\", which " +
+                    at("train", grad, "reduce_scatter") +
+                    " reduce-scattered already");
 }

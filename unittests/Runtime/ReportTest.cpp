@@ -164,6 +164,27 @@ TEST(Report, JsonRoundTripHasTheIssueShape) {
 
   Report back = reportFromJson(ordered_json::parse(json.dump()));
   EXPECT_EQ(reportToJson(back), json);
+  EXPECT_FALSE(rank.contains("overlap")); // Measured reports only.
+
+  // Measured reports carry the collectives' timing.
+  OverlapReport overlap;
+  overlap.allGather = {4, 0.5, 0.125};
+  overlap.reduceScatter = {2, 0.25, 0.125};
+  overlap.trainSeconds = 2.0;
+  report.ranks[1].overlap = overlap;
+  json = reportToJson(report);
+  const ordered_json &timing = json.at("ranks").at(1).at("overlap");
+  EXPECT_EQ(timing.at("all_gather").at("count"), 4);
+  EXPECT_EQ(timing.at("all_gather").at("collective_seconds"), 0.5);
+  EXPECT_EQ(timing.at("all_gather").at("wait_seconds"), 0.125);
+  EXPECT_EQ(timing.at("total").at("count"), 6);
+  EXPECT_EQ(timing.at("total").at("collective_seconds"), 0.75);
+  EXPECT_EQ(timing.at("hidden_fraction"), 1.0 - 0.25 / 0.75);
+  EXPECT_EQ(timing.at("train_seconds"), 2.0);
+  back = reportFromJson(ordered_json::parse(json.dump()));
+  ASSERT_TRUE(back.ranks[1].overlap.has_value());
+  EXPECT_EQ(back.ranks[1].overlap->allGather.count, 4);
+  EXPECT_EQ(reportToJson(back), json);
 
   json["ranks"][0]["comm_volume_elements"]["total"] = 1;
   EXPECT_THROW(reportFromJson(json), std::runtime_error);
@@ -192,9 +213,11 @@ TEST(Report, ZeroStagesMatchThePapersFormulas) {
     int64_t params, grads, optimizer; // bytes
   };
   // fp32 AdamW: 4 bytes per parameter, gradient element and moment.
-  for (const Expected &e : {Expected{0, 4 * Psi, 4 * Psi, 8 * Psi},
-                            Expected{1, 4 * Psi, 4 * Psi, 8 * Psi / W},
-                            Expected{2, 4 * Psi, 4 * Psi / W, 8 * Psi / W}}) {
+  for (const Expected &e :
+       {Expected{0, 4 * Psi, 4 * Psi, 8 * Psi},
+        Expected{1, 4 * Psi, 4 * Psi, 8 * Psi / W},
+        Expected{2, 4 * Psi, 4 * Psi / W, 8 * Psi / W},
+        Expected{3, 4 * Psi / W, 4 * Psi / W, 8 * Psi / W}}) {
     SCOPED_TRACE("stage " + std::to_string(e.stage));
     Report report = predictReport(zeroPlan(W, e.stage));
     EXPECT_EQ(report.zeroStage, e.stage);
@@ -204,12 +227,15 @@ TEST(Report, ZeroStagesMatchThePapersFormulas) {
     EXPECT_EQ(rank.gradBytes, e.grads);
     EXPECT_EQ(rank.optimizerStateBytes, e.optimizer);
     int64_t state = rank.paramBytes + rank.gradBytes + rank.optimizerStateBytes;
-    if (e.stage == 0)
+    if (e.stage == 0) {
       EXPECT_EQ(state, 16 * Psi);
-    if (e.stage == 1)
+    } else if (e.stage == 1) {
       EXPECT_EQ(state, 8 * Psi + 8 * Psi / W);
-    if (e.stage == 2)
+    } else if (e.stage == 2) {
       EXPECT_EQ(state, 4 * Psi + 12 * Psi / W);
+    } else {
+      EXPECT_EQ(state, 16 * Psi / W);
+    }
 
     // Transient buffers: stage 1's shard gradient at the boundary (no
     // value is live then), stage 2's full gradient and receive buffers
@@ -222,23 +248,36 @@ TEST(Report, ZeroStagesMatchThePapersFormulas) {
       EXPECT_EQ(rank.transientBytes, 4 * Psi / W);
       EXPECT_EQ(rank.peakBytes,
                 persistent + std::max(rank.activationPeakBytes, 4 * Psi / W));
-    } else {
+    } else if (e.stage == 2) {
       EXPECT_EQ(rank.transientBytes, 4 * Psi + 4 * Psi / W);
       EXPECT_EQ(rank.peakBytes,
                 persistent + rank.activationPeakBytes + 4 * Psi + 4 * Psi / W);
+    } else {
+      // Stage 3 walks the program: the whole bucket (4 Psi) while a
+      // gather holds it, then the full gradient and receive buffers at the
+      // reduce-scatter, while the loss (4 bytes, the program's result) is
+      // live; the gathered bucket is released before that.
+      EXPECT_EQ(rank.transientBytes, 4 * Psi + 4 * Psi / W);
+      EXPECT_EQ(rank.peakBytes, persistent + 4 + 4 * Psi + 4 * Psi / W);
     }
 
     // Traffic per step: 2 Psi for every stage (one all-reduce, or a
     // reduce-scatter and an all-gather), plus the scalar all-reduce of the
     // global gradient norm when the gradients are sharded.
+    // Stage 3 gathers in the forward and again in the backward: 3 Psi.
     if (e.stage == 0) {
       EXPECT_EQ(rank.comm.allReduce, 2 * Psi);
       EXPECT_EQ(rank.comm.total(), 2 * Psi);
-    } else {
+    } else if (e.stage <= 2) {
       EXPECT_EQ(rank.comm.reduceScatter, Psi);
       EXPECT_EQ(rank.comm.allGather, Psi);
       EXPECT_EQ(rank.comm.allReduce, 2);
       EXPECT_EQ(rank.comm.total(), 2 * Psi + 2);
+    } else {
+      EXPECT_EQ(rank.comm.reduceScatter, Psi);
+      EXPECT_EQ(rank.comm.allGather, 2 * Psi);
+      EXPECT_EQ(rank.comm.allReduce, 2);
+      EXPECT_EQ(rank.comm.total(), 3 * Psi + 2);
     }
 
     // One rank moves nothing, whatever the stage.
@@ -259,4 +298,35 @@ TEST(Report, StageTwoReduceScattersEveryMicroStep) {
   EXPECT_EQ(predictReport(zeroPlan(W, 0, GAS)).ranks[0].comm.total(), 2 * Psi);
   EXPECT_EQ(predictReport(zeroPlan(W, 1, GAS)).ranks[0].comm.total(),
             2 * Psi + 2);
+  // Stage 3 gathers twice and reduce-scatters once per micro-step:
+  // 3 g Psi.
+  const RankReport three = predictReport(zeroPlan(W, 3, GAS)).ranks[0];
+  EXPECT_EQ(three.comm.allGather, 2 * GAS * Psi);
+  EXPECT_EQ(three.comm.reduceScatter, GAS * Psi);
+  EXPECT_EQ(three.comm.total(), 3 * GAS * Psi + 2);
+}
+
+TEST(Report, StageThreePersistentBucketsStayWhole) {
+  constexpr int64_t W = 4;
+  // w (1024) sharded, b (16) persistent: 4 x (1024 / 4 + 16) bytes of
+  // parameters; gradients and optimizer state are shards of both.
+  Plan plan = handWrittenPlan(W);
+  plan.engines = {engine("adam", adamw())};
+  plan.state = {param("w", {32, 32}, "adam"), param("b", {16}, "adam")};
+  ds::test::Stage3Options options;
+  options.persistentNumel = 16;
+  ds::test::partitionEngine(plan, "adam", 3, 2048, 0, options);
+  validatePlan(plan, "zero.json");
+  const PartitionDesc &partition = *plan.engines[0].partition;
+  ASSERT_EQ(partition.buckets.size(), 2u);
+  EXPECT_FALSE(partition.buckets[0].persistent);
+  EXPECT_TRUE(partition.buckets[1].persistent);
+  const RankReport rank = predictReport(plan).ranks[0];
+  EXPECT_EQ(rank.paramBytes, 4 * (1024 / W + 16));
+  EXPECT_EQ(rank.gradBytes, 4 * (1024 + 16) / W);
+  EXPECT_EQ(rank.optimizerStateBytes, 8 * (1024 + 16) / W);
+  // The sharded bucket twice per micro-step, the persistent one once per
+  // step (after the update); both reduce-scattered.
+  EXPECT_EQ(rank.comm.allGather, 2 * 1024 + 16);
+  EXPECT_EQ(rank.comm.reduceScatter, 1024 + 16);
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <set>
 
 #include <cstdlib>
 #include <dirent.h>
@@ -145,10 +146,139 @@ plan::ValueId token(plan::Program &program) {
   return id;
 }
 
+/// Whether `op` (recursively) has a state op naming one of `names`; the
+/// results of top-level state ops go to `reads`.
+bool readsAny(const plan::Op &op, const std::set<std::string> &names,
+              std::vector<plan::ValueId> *reads) {
+  if (op.kind == plan::OpKind::State && names.count(op.name)) {
+    if (reads)
+      reads->insert(reads->end(), op.results.begin(), op.results.end());
+    return true;
+  }
+  bool found = false;
+  for (const plan::Branch *branch : {&op.thenBranch, &op.elseBranch})
+    for (const plan::Op &inner : branch->body)
+      found |= readsAny(inner, names, nullptr);
+  return found;
+}
+
+/// Removes the engine's collectives and releases (and the waits of their
+/// tokens) from `program`.
+void removeCollectives(plan::Program &program, const std::string &engine) {
+  auto &body = program.body;
+  std::vector<plan::ValueId> removed;
+  auto ours = [&](const plan::Op &op) {
+    return (op.kind == plan::OpKind::ReduceScatter ||
+            op.kind == plan::OpKind::AllGather ||
+            op.kind == plan::OpKind::AllReduce ||
+            op.kind == plan::OpKind::Release) &&
+           op.engine == engine;
+  };
+  for (const plan::Op &op : body)
+    if (ours(op) && !op.results.empty())
+      removed.push_back(op.results[0]);
+  body.erase(std::remove_if(body.begin(), body.end(),
+                            [&](const plan::Op &op) {
+                              return ours(op) ||
+                                     (op.kind == plan::OpKind::Wait &&
+                                      std::count(removed.begin(), removed.end(),
+                                                 op.arg) > 0);
+                            }),
+             body.end());
+}
+
+/// Stage 3: the gathers, waits and releases of the engine's sharded buckets
+/// in `program`, one set per part [begin, end) of its top-level body (see
+/// partitionEngine). Returns how many ops it put before `mark` that belong
+/// to the parts ending at or before it (backward_start's shift).
+size_t placeGathers(plan::Program &program, const std::string &engine,
+                    const plan::PartitionDesc &partition,
+                    const std::vector<std::pair<size_t, size_t>> &parts,
+                    bool gatherUnread, size_t mark) {
+  auto &body = program.body;
+  struct Insert {
+    size_t position; // Before the original op at this index.
+    int order;       // 0 release, 1 gather, 2 wait.
+    int64_t bucket;
+    size_t part;
+    plan::Op op;
+  };
+  std::vector<Insert> inserts;
+  for (size_t b = 0; b < partition.buckets.size(); ++b) {
+    if (!partition.shardsParameters(b))
+      continue;
+    std::set<std::string> names;
+    for (const plan::FlatParamDesc &param : partition.params)
+      if (partition.bucketAt(param.offset) == int64_t(b))
+        names.insert(param.name);
+    for (size_t part = 0; part < parts.size(); ++part) {
+      auto [begin, end] = parts[part];
+      std::vector<size_t> readers;
+      size_t releaseAt = begin;
+      for (size_t i = begin; i < end; ++i) {
+        std::vector<plan::ValueId> reads;
+        if (!readsAny(body[i], names, &reads))
+          continue;
+        readers.push_back(i);
+        releaseAt = std::max(releaseAt, i + 1); // A read inside a branch.
+        for (plan::ValueId id : reads) {
+          size_t freedBy = body.size();
+          for (size_t j = i; j < body.size(); ++j)
+            if (std::count(body[j].free.begin(), body[j].free.end(), id)) {
+              freedBy = j;
+              break;
+            }
+          releaseAt = std::max(releaseAt, std::min(freedBy + 1, body.size()));
+        }
+      }
+      if (readers.empty() && !gatherUnread)
+        continue;
+      plan::ValueId t = token(program);
+      size_t waitAt = readers.empty() ? begin : readers.front();
+      inserts.push_back({begin, 1, int64_t(b), part,
+                         plan::Op::collective(plan::OpKind::AllGather, engine,
+                                              int64_t(b), t)});
+      inserts.push_back({waitAt, 2, int64_t(b), part, plan::Op::wait(t)});
+      inserts.push_back({releaseAt, 0, int64_t(b), part,
+                         plan::Op::release(engine, int64_t(b))});
+    }
+  }
+  // A release and a wait at the same place as the gather: after it.
+  for (Insert &insert : inserts)
+    if (insert.order != 1)
+      for (const Insert &gather : inserts)
+        if (gather.order == 1 && gather.bucket == insert.bucket &&
+            gather.part == insert.part && gather.position == insert.position)
+          insert.order = insert.order == 2 ? 3 : 4;
+  std::stable_sort(inserts.begin(), inserts.end(),
+                   [](const Insert &a, const Insert &b) {
+                     if (a.position != b.position)
+                       return a.position < b.position;
+                     if (a.order != b.order)
+                       return a.order < b.order;
+                     return a.bucket < b.bucket;
+                   });
+  std::vector<plan::Op> rebuilt;
+  size_t shift = 0, next = 0;
+  for (size_t i = 0; i <= body.size(); ++i) {
+    for (; next < inserts.size() && inserts[next].position == i; ++next) {
+      const Insert &insert = inserts[next];
+      if (i < mark || (i == mark && parts[insert.part].second <= mark))
+        ++shift;
+      rebuilt.push_back(std::move(inserts[next].op));
+    }
+    if (i < body.size())
+      rebuilt.push_back(std::move(body[i]));
+  }
+  body = std::move(rebuilt);
+  return shift;
+}
+
 } // namespace
 
 void partitionEngine(plan::Plan &plan, const std::string &engineName,
-                     int64_t stage, int64_t bucketElements, int64_t gap) {
+                     int64_t stage, int64_t bucketElements, int64_t gap,
+                     const Stage3Options &stage3) {
   plan::EngineDesc *engine = nullptr;
   for (plan::EngineDesc &candidate : plan.engines)
     if (candidate.name == engineName)
@@ -159,41 +289,64 @@ void partitionEngine(plan::Plan &plan, const std::string &engineName,
   const int64_t W = plan.worldSize;
   plan::PartitionDesc partition;
   partition.stage = stage;
-  int64_t end = 0;
-  for (const plan::StateDesc &state : plan.state) {
-    if (state.kind != plan::StateKind::Param || !state.requiresGrad ||
-        state.engine != engineName)
-      continue;
-    partition.params.push_back({state.name, end});
-    end += plan::staticNumel(state.shape).value_or(0) + gap;
+  if (stage == 3) {
+    // Parameters whole inside buckets; persistent ones apart.
+    int64_t start = 0, used = 0;
+    bool open = false, persistent = false;
+    auto close = [&] {
+      if (!open)
+        return;
+      int64_t n = roundUp(std::max<int64_t>(used, 1), W);
+      partition.buckets.push_back({start, n, persistent});
+      start += n;
+      used = 0;
+      open = false;
+    };
+    for (const plan::StateDesc &state : plan.state) {
+      if (state.kind != plan::StateKind::Param || !state.requiresGrad ||
+          state.engine != engineName)
+        continue;
+      int64_t numel = plan::staticNumel(state.shape).value_or(0);
+      bool small =
+          stage3.persistentNumel > 0 && numel <= stage3.persistentNumel;
+      if (open && (small != persistent || used + numel > bucketElements))
+        close();
+      if (!open) {
+        open = true;
+        persistent = small;
+      }
+      partition.params.push_back({state.name, start + used});
+      used += numel + gap;
+    }
+    close();
+    partition.numel = start;
+  } else {
+    int64_t end = 0;
+    for (const plan::StateDesc &state : plan.state) {
+      if (state.kind != plan::StateKind::Param || !state.requiresGrad ||
+          state.engine != engineName)
+        continue;
+      partition.params.push_back({state.name, end});
+      end += plan::staticNumel(state.shape).value_or(0) + gap;
+    }
+    int64_t chunk = roundUp(std::max<int64_t>(bucketElements, 1), W);
+    for (int64_t offset = 0; offset < end; offset += chunk)
+      partition.buckets.push_back(
+          {offset, roundUp(std::min(chunk, end - offset), W)});
+    partition.numel =
+        partition.buckets.empty()
+            ? 0
+            : partition.buckets.back().offset + partition.buckets.back().numel;
   }
-  int64_t chunk = roundUp(std::max<int64_t>(bucketElements, 1), W);
-  for (int64_t offset = 0; offset < end; offset += chunk)
-    partition.buckets.push_back(
-        {offset, roundUp(std::min(chunk, end - offset), W)});
-  partition.numel =
-      partition.buckets.empty()
-          ? 0
-          : partition.buckets.back().offset + partition.buckets.back().numel;
   engine->partition = partition;
 
-  // programs.train: no collectives but stage 2 reduce-scatters.
+  // programs.train: no collectives but stage 2-3 reduce-scatters (and stage
+  // 3's gathers); programs.eval: only stage 3's gathers.
   plan::Program &train = plan.programs.at("train");
   auto &body = train.body;
-  std::vector<plan::ValueId> removed;
-  for (const plan::Op &op : body)
-    if (op.kind == plan::OpKind::ReduceScatter && op.engine == engineName)
-      removed.push_back(op.results[0]);
-  body.erase(std::remove_if(body.begin(), body.end(),
-                            [&](const plan::Op &op) {
-                              if (op.kind == plan::OpKind::ReduceScatter)
-                                return op.engine == engineName;
-                              return op.kind == plan::OpKind::Wait &&
-                                     std::count(removed.begin(), removed.end(),
-                                                op.arg) > 0;
-                            }),
-             body.end());
-  if (stage == 2) {
+  removeCollectives(train, engineName);
+  removeCollectives(plan.programs.at("eval"), engineName);
+  if (stage >= 2) {
     std::vector<plan::ValueId> tokens;
     // After the last op writing into each bucket; buckets nobody writes go
     // at the end.
@@ -232,6 +385,20 @@ void partitionEngine(plan::Plan &plan, const std::string &engineName,
       rebuilt.push_back(plan::Op::wait(t));
     body = std::move(rebuilt);
   }
+  if (stage == 3) {
+    size_t start = size_t(*train.backwardStart);
+    std::vector<std::pair<size_t, size_t>> parts = {{0, start},
+                                                    {start, body.size()}};
+    if (stage3.keepForBackward)
+      parts = {{0, body.size()}};
+    train.backwardStart =
+        int64_t(start) +
+        int64_t(placeGathers(train, engineName, partition, parts,
+                             /*gatherUnread=*/true, start));
+    plan::Program &eval = plan.programs.at("eval");
+    placeGathers(eval, engineName, partition, {{0, eval.body.size()}},
+                 /*gatherUnread=*/false, 0);
+  }
 
   // programs.step, for every trainable engine: reductions first, then per
   // engine its waits, update and gathers.
@@ -260,6 +427,8 @@ void partitionEngine(plan::Plan &plan, const std::string &engineName,
     const plan::EngineDesc *e = plan.findEngine(name);
     if (e->partition->stage >= 1)
       for (size_t b = 0; b < e->partition->buckets.size(); ++b) {
+        if (e->partition->shardsParameters(b))
+          continue; // Stage 3: the next forward gathers it.
         plan::ValueId t = token(step);
         gathers.push_back(t);
         step.body.push_back(
@@ -272,13 +441,38 @@ void partitionEngine(plan::Plan &plan, const std::string &engineName,
 }
 
 plan::Plan zeroPlan(plan::ordered_json json, int64_t worldSize, int64_t stage,
-                    int64_t bucketElements, int64_t gap) {
+                    int64_t bucketElements, int64_t gap,
+                    const Stage3Options &stage3) {
   json["world_size"] = 1; // Valid as read; re-partitioned below.
   plan::Plan plan = plan::parsePlan(json, "zero.json");
   plan.worldSize = worldSize;
-  partitionEngine(plan, plan.engines[0].name, stage, bucketElements, gap);
+  partitionEngine(plan, plan.engines[0].name, stage, bucketElements, gap,
+                  stage3);
   plan::validatePlan(plan, "zero.json");
   return plan;
+}
+
+plan::ordered_json withBackwardWeightRead(plan::ordered_json json) {
+  plan::ordered_json &train = json["programs"]["train"];
+  train["values"].push_back({{"id", 15},
+                             {"type", "tensor"},
+                             {"dtype", "float32"},
+                             {"shape", {3, 4}}});
+  train["values"].push_back({{"id", 16},
+                             {"type", "tensor"},
+                             {"dtype", "float32"},
+                             {"shape", {4, 4}}});
+  // After mse_loss_backward (body[9], which defines %9 = g_y).
+  plan::ordered_json read = {
+      {"kind", "state"}, {"name", "fc.weight"}, {"result", 15}};
+  plan::ordered_json mm = {{"kind", "call"},
+                           {"op", "aten::mm"},
+                           {"args", {9, 15}},
+                           {"results", {16}},
+                           {"free", {15, 16}}};
+  train["body"].insert(train["body"].begin() + 10, mm);
+  train["body"].insert(train["body"].begin() + 10, read);
+  return json;
 }
 
 plan::ordered_json optimizerJson(const plan::ordered_json &changes) {

@@ -58,23 +58,54 @@ public:
 /// "loss" output per result.
 plan::Plan makePlan(std::vector<plan::InputDesc> inputs, plan::Program program);
 
+/// ZeRO stage 3 choices of partitionEngine.
+struct Stage3Options {
+  /// Parameters of at most this many elements go to persistent buckets
+  /// (stage3_param_persistence_threshold); 0: none.
+  int64_t persistentNumel = 0;
+  /// stage3_max_reuse_distance large: a bucket the forward gathers stays
+  /// gathered into the backward. false (distance 0): released at the end
+  /// of the forward's use and gathered again in the backward.
+  bool keepForBackward = false;
+};
+
 /// What -ds-zero-partition does, for hand-written plans: lays out engine
 /// `engine`'s trainable parameters in plan state order with `gap` padding
 /// elements after each, cuts [0, end) into buckets of `bucketElements`
 /// rounded up to a multiple of the plan's world_size (the last one padded
 /// to a multiple), sets the engine's partition at ZeRO `stage`, and
 /// rewrites programs.step for every trainable engine (reductions, waits,
-/// optimizer_step, gathers) and, for stage 2, places the engine's
+/// optimizer_step, gathers) and, for stages 2-3, places the engine's
 /// reduce_scatters in programs.train after the last grad op that writes
 /// into each bucket, with their waits at the end of the backward. The
 /// engine must have an optimizer.
+///
+/// Stage 3 keeps parameters whole inside buckets (a bucket closes when the
+/// next parameter would take it past `bucketElements`, or when the
+/// parameter's persistence differs), marks the persistent ones, and places
+/// the sharded buckets' gathers as the contract says (DeepSpeed's
+/// behaviour): in programs.train every sharded bucket is all_gather'ed at
+/// the start of the forward (a prefetch), waited right before the first op
+/// that reads one of its parameters, and released right after the op that
+/// frees the last value read from it; the same again in the backward
+/// (unless `keepForBackward`); a bucket no op of a part reads is gathered,
+/// waited and released at its start. programs.eval gathers the buckets it
+/// reads the same way. programs.step gathers the persistent buckets.
 void partitionEngine(plan::Plan &plan, const std::string &engine, int64_t stage,
-                     int64_t bucketElements, int64_t gap = 0);
+                     int64_t bucketElements, int64_t gap = 0,
+                     const Stage3Options &stage3 = {});
 
 /// `json` (a train plan) for `worldSize` ranks with its first engine
 /// partitioned by partitionEngine; validated.
 plan::Plan zeroPlan(plan::ordered_json json, int64_t worldSize, int64_t stage,
-                    int64_t bucketElements, int64_t gap = 0);
+                    int64_t bucketElements, int64_t gap = 0,
+                    const Stage3Options &stage3 = {});
+
+/// plans/linear_mse_train.json (as `json`) whose backward also computes
+/// dloss/dx = g_y fc.weight (unused; values %15, %16 after
+/// mse_loss_backward), so that the backward reads a parameter: at ZeRO
+/// stage 3 it gathers fc.weight's bucket again.
+plan::ordered_json withBackwardWeightRead(plan::ordered_json json);
 
 /// The default AdamW of the hand-written train plan with `changes` (plan
 /// field names: "type", "lr", "momentum", ...) applied.

@@ -29,6 +29,26 @@ at::Tensor reduce(const std::vector<at::Tensor> &parts, ReduceOp op) {
   return result;
 }
 
+/// A handle on a slot of an asynchronous group.
+class ThreadWork final : public runtime::CommWork {
+public:
+  ThreadWork(ThreadGroup &group, std::shared_ptr<ThreadGroup::Slot> slot,
+             std::string what)
+      : group_(group), slot_(std::move(slot)), what_(std::move(what)) {}
+  bool isCompleted() override { return group_.isCompleted(*slot_); }
+  void wait() override { group_.wait(*slot_); }
+  std::string describe() const override { return what_; }
+  std::optional<std::chrono::steady_clock::time_point>
+  completedAt() const override {
+    return group_.completedAt(*slot_);
+  }
+
+private:
+  ThreadGroup &group_;
+  std::shared_ptr<ThreadGroup::Slot> slot_;
+  std::string what_;
+};
+
 class ThreadCommunicator final : public runtime::Communicator {
 public:
   ThreadCommunicator(ThreadGroup &group, int64_t rank)
@@ -40,69 +60,69 @@ public:
 
   CommHandle allReduce(const at::Tensor &tensor, ReduceOp op) override {
     countAllReduce(tensor.numel());
-    group_.collective(rank_,
-                      std::string("allReduce ") + runtime::reduceOpName(op) +
-                          " " + std::to_string(tensor.numel()),
-                      tensor, tensor,
-                      [op](const auto &inputs, const auto &outputs) {
-                        at::Tensor result = reduce(inputs, op);
-                        for (const at::Tensor &out : outputs)
-                          out.copy_(result);
-                      });
-    return CommHandle();
+    return start(std::string("allReduce ") + runtime::reduceOpName(op) + " " +
+                     std::to_string(tensor.numel()),
+                 tensor, tensor, [op](const auto &inputs, const auto &outputs) {
+                   at::Tensor result = reduce(inputs, op);
+                   for (const at::Tensor &out : outputs)
+                     out.copy_(result);
+                 });
   }
   CommHandle reduceScatter(const at::Tensor &output, const at::Tensor &input,
                            ReduceOp op) override {
     countReduceScatter(input.numel());
-    group_.collective(
-        rank_,
-        std::string("reduceScatter ") + runtime::reduceOpName(op) + " " +
-            std::to_string(input.numel()),
-        input, output, [op](const auto &inputs, const auto &outputs) {
-          at::Tensor result = reduce(inputs, op).view(-1);
-          int64_t n = outputs[0].numel();
-          for (size_t r = 0; r < outputs.size(); ++r)
-            outputs[r].view(-1).copy_(result.narrow(0, int64_t(r) * n, n));
-        });
-    return CommHandle();
+    return start(std::string("reduceScatter ") + runtime::reduceOpName(op) +
+                     " " + std::to_string(input.numel()),
+                 input, output, [op](const auto &inputs, const auto &outputs) {
+                   at::Tensor result = reduce(inputs, op).view(-1);
+                   int64_t n = outputs[0].numel();
+                   for (size_t r = 0; r < outputs.size(); ++r)
+                     outputs[r].view(-1).copy_(
+                         result.narrow(0, int64_t(r) * n, n));
+                 });
   }
   CommHandle allGather(const at::Tensor &output,
                        const at::Tensor &input) override {
     countAllGather(output.numel());
-    group_.collective(rank_, "allGather " + std::to_string(input.numel()),
-                      input.clone(), output,
-                      [](const auto &inputs, const auto &outputs) {
-                        std::vector<at::Tensor> flat;
-                        for (const at::Tensor &in : inputs)
-                          flat.push_back(in.reshape(-1));
-                        at::Tensor all = at::cat(flat);
-                        for (const at::Tensor &out : outputs)
-                          out.view(-1).copy_(all);
-                      });
-    return CommHandle();
+    return start("allGather " + std::to_string(input.numel()), input.clone(),
+                 output, [](const auto &inputs, const auto &outputs) {
+                   std::vector<at::Tensor> flat;
+                   for (const at::Tensor &in : inputs)
+                     flat.push_back(in.reshape(-1));
+                   at::Tensor all = at::cat(flat);
+                   for (const at::Tensor &out : outputs)
+                     out.view(-1).copy_(all);
+                 });
   }
   CommHandle broadcast(const at::Tensor &tensor, int64_t root) override {
     countBroadcast(tensor.numel());
-    group_.collective(rank_,
-                      "broadcast " + std::to_string(tensor.numel()) + " from " +
-                          std::to_string(root),
-                      tensor.clone(), tensor,
-                      [root](const auto &inputs, const auto &outputs) {
-                        for (const at::Tensor &out : outputs)
-                          out.copy_(inputs[size_t(root)]);
-                      });
-    return CommHandle();
+    return start("broadcast " + std::to_string(tensor.numel()) + " from " +
+                     std::to_string(root),
+                 tensor.clone(), tensor,
+                 [root](const auto &inputs, const auto &outputs) {
+                   for (const at::Tensor &out : outputs)
+                     out.copy_(inputs[size_t(root)]);
+                 });
   }
   CommHandle barrier() override {
-    group_.collective(rank_, "barrier", at::Tensor(), at::Tensor(),
-                      [](const auto &, const auto &) {});
-    return CommHandle();
+    return start("barrier", at::Tensor(), at::Tensor(),
+                 [](const auto &, const auto &) {});
   }
   [[noreturn]] void abort(int exitCode) override {
     throw std::runtime_error("abort(" + std::to_string(exitCode) + ")");
   }
 
 private:
+  CommHandle start(const std::string &what, at::Tensor input, at::Tensor output,
+                   const ThreadGroup::Combine &combine) {
+    std::shared_ptr<ThreadGroup::Slot> slot = group_.collective(
+        rank_, what, std::move(input), std::move(output), combine);
+    if (!group_.async())
+      return CommHandle(); // Complete.
+    return CommHandle(std::make_shared<ThreadWork>(group_, std::move(slot),
+                                                   what + " (threads)"));
+  }
+
   ThreadGroup &group_;
   int64_t rank_;
 };
@@ -113,24 +133,56 @@ std::shared_ptr<runtime::Communicator> ThreadGroup::member(int64_t rank) {
   return std::make_shared<ThreadCommunicator>(*this, rank);
 }
 
-void ThreadGroup::collective(
-    int64_t rank, const std::string &what, at::Tensor input, at::Tensor output,
-    const std::function<void(const std::vector<at::Tensor> &,
-                             const std::vector<at::Tensor> &)> &combine) {
+std::shared_ptr<ThreadGroup::Slot>
+ThreadGroup::collective(int64_t rank, const std::string &what, at::Tensor input,
+                        at::Tensor output, const Combine &combine) {
   std::unique_lock<std::mutex> lock(mutex_);
-  inputs_[size_t(rank)] = std::move(input);
-  outputs_[size_t(rank)] = std::move(output);
+  uint64_t sequence = next_[size_t(rank)]++;
+  std::shared_ptr<Slot> &open = open_[sequence];
+  if (!open) {
+    open = std::make_shared<Slot>();
+    open->inputs.resize(size_t(size_));
+    open->outputs.resize(size_t(size_));
+  }
+  std::shared_ptr<Slot> slot = open;
+  slot->inputs[size_t(rank)] = std::move(input);
+  slot->outputs[size_t(rank)] = std::move(output);
   if (rank == 0)
     log_.push_back(what);
-  uint64_t generation = generation_;
-  if (++arrived_ == size_) {
-    combine(inputs_, outputs_);
-    arrived_ = 0;
-    ++generation_;
+  if (++slot->arrived == size_) {
+    combine(slot->inputs, slot->outputs);
+    slot->inputs.clear();
+    slot->outputs.clear();
+    slot->done = true;
+    slot->completedAt = std::chrono::steady_clock::now();
+    open_.erase(sequence);
     cv_.notify_all();
-    return;
+    return slot;
   }
-  cv_.wait(lock, [&] { return generation_ != generation; });
+  if (!async_)
+    cv_.wait(lock, [&] { return slot->done; });
+  return slot;
+}
+
+void ThreadGroup::wait(const Slot &slot) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!cv_.wait_for(lock, std::chrono::seconds(120), [&] { return slot.done; }))
+    throw runtime::CommTimeoutError(
+        "ThreadGroup: a collective did not complete within 120 s (a rank "
+        "failed or runs different collectives)");
+}
+
+bool ThreadGroup::isCompleted(const Slot &slot) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return slot.done;
+}
+
+std::optional<std::chrono::steady_clock::time_point>
+ThreadGroup::completedAt(const Slot &slot) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!slot.done)
+    return std::nullopt;
+  return slot.completedAt;
 }
 
 void ThreadGroup::run(const std::function<void(int64_t rank)> &body) {

@@ -1,11 +1,17 @@
 //===- ThreadCommunicator.h - W ranks as threads of one test ----*- C++ -*-===//
 //
 // A test backend of the Communicator interface: W ranks are W threads of
-// one process, and each collective is a rendezvous of all of them (blocking;
-// the handle it returns is complete). It lets gtest run a data-parallel
-// Engine on several ranks without MPI. Reductions add the ranks in rank
-// order, so every rank gets the same bits, as MPI's do. Every collective
-// is logged ("allReduce avg 5") and counted (Communicator::volume()).
+// one process. The k-th collective of every rank meets in one slot; the
+// last rank to arrive combines the deposits and completes it for all. By
+// default each call then waits for that (a blocking rendezvous: the handle
+// it returns is complete); an asynchronous group returns at once with a
+// handle that completes when the last rank arrives, so a collective
+// started early progresses (here: completes) while its caller computes, as
+// with the MPI backend's communication thread. It lets gtest run a
+// data-parallel Engine on several ranks without MPI. Reductions add the
+// ranks in rank order, so every rank gets the same bits, as MPI's do. Every
+// collective is logged ("allReduce avg 5") and counted
+// (Communicator::volume()).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,10 +20,13 @@
 
 #include "ds/Runtime/Communicator.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,8 +34,9 @@ namespace ds::test {
 
 class ThreadGroup {
 public:
-  explicit ThreadGroup(int64_t size)
-      : size_(size), inputs_(size), outputs_(size) {}
+  /// `async`: collectives return before the other ranks arrive (see above).
+  explicit ThreadGroup(int64_t size, bool async = false)
+      : size_(size), async_(async), next_(size_t(size), 0) {}
 
   /// One communicator per rank.
   std::shared_ptr<runtime::Communicator> member(int64_t rank);
@@ -38,22 +48,41 @@ public:
   std::vector<std::string> log() const;
 
   int64_t size() const { return size_; }
+  bool async() const { return async_; }
 
-  /// A rendezvous: every rank deposits (input, output); the last to arrive
-  /// runs `combine` over all deposits, then all return.
-  void collective(
-      int64_t rank, const std::string &what, at::Tensor input,
-      at::Tensor output,
-      const std::function<void(const std::vector<at::Tensor> &,
-                               const std::vector<at::Tensor> &)> &combine);
+  using Combine = std::function<void(const std::vector<at::Tensor> &,
+                                     const std::vector<at::Tensor> &)>;
+
+  /// One collective's meeting point.
+  struct Slot {
+    std::vector<at::Tensor> inputs, outputs;
+    int64_t arrived = 0;
+    bool done = false;
+    std::chrono::steady_clock::time_point completedAt;
+  };
+
+  /// Rank `rank` deposits (input, output) in its next slot; the last rank
+  /// to arrive runs `combine` over all deposits and completes the slot.
+  /// Returns the slot (complete unless the group is asynchronous).
+  std::shared_ptr<Slot> collective(int64_t rank, const std::string &what,
+                                   at::Tensor input, at::Tensor output,
+                                   const Combine &combine);
+  /// Blocks until `slot` is complete (a CommTimeoutError after 120 s: a
+  /// rank that failed never arrives).
+  void wait(const Slot &slot);
+  bool isCompleted(const Slot &slot) const;
+  std::optional<std::chrono::steady_clock::time_point>
+  completedAt(const Slot &slot) const;
 
 private:
   int64_t size_;
+  bool async_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  int64_t arrived_ = 0;
-  uint64_t generation_ = 0;
-  std::vector<at::Tensor> inputs_, outputs_;
+  /// Per rank: the sequence number of its next collective.
+  std::vector<uint64_t> next_;
+  /// Slots some rank has arrived at and that are not complete.
+  std::map<uint64_t, std::shared_ptr<Slot>> open_;
   std::vector<std::string> log_;
 };
 

@@ -1,4 +1,4 @@
-//===- ZeroTest.cpp - ZeRO stages 0-2 on hand-written version 2 plans -----===//
+//===- ZeroTest.cpp - ZeRO stages 0-3 on hand-written version 2 plans -----===//
 //
 // The hand-written train plan (plans/linear_mse_train.json) partitioned by
 // test::partitionEngine as -ds-zero-partition does (a padding element
@@ -9,7 +9,12 @@
 // sum(loss[r][s]) / (W * GAS), the design's oracle) within 1e-6 relative,
 // the ranks must agree bitwise, the collectives must be reduce-scatter and
 // all-gather (never all-reduce) at stages 1-2, and the measured memory and
-// traffic must be what plan::predictReport says.
+// traffic must be what plan::predictReport says. Stage 3 (sharded
+// parameters) runs the same plan with a backward that reads fc.weight
+// again, partitioned with whole parameters per bucket and the gathers and
+// releases of the contract (test::partitionEngine), on asynchronous
+// ThreadCommunicator ranks (a gather completes when every rank started it,
+// while its caller goes on).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,11 +28,14 @@
 #include "ds/Runtime/Optimizer.h"
 #include "ds/Runtime/Safetensors.h"
 #include "ds/Runtime/StateStore.h"
+#include "ds/Runtime/TimedCommunicator.h"
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <functional>
 #include <map>
+#include <thread>
 
 using namespace ds;
 using ds::runtime::Engine;
@@ -40,17 +48,36 @@ constexpr int64_t STEPS = 3, GAS = 2, ROWS = 4;
 const std::vector<std::string> kParams = {"fc.weight", "fc.bias",
                                           "extra.scale"};
 
-/// The plan for `worldSize` ranks at `stage`, GAS 2, with `optimizer`
-/// (plan fields) replacing the default AdamW(lr 0.01, wd 0.1, clip 1).
-plan::Plan zeroPlan(int64_t worldSize, int64_t stage,
-                    const plan::ordered_json &optimizer = {}) {
+/// The hand-written train plan with GAS `gas` and `optimizer` (plan
+/// fields) replacing the default AdamW(lr 0.01, wd 0.1, clip 1).
+plan::ordered_json trainJson(const plan::ordered_json &optimizer, int64_t gas) {
   plan::ordered_json json = test::planJson("linear_mse_train.json");
-  json["gradient_accumulation_steps"] = GAS;
-  json["engines"][0]["config"]["gradient_accumulation_steps"] = GAS;
+  json["gradient_accumulation_steps"] = gas;
+  json["engines"][0]["config"]["gradient_accumulation_steps"] = gas;
   json["engines"][0]["optimizer"] = test::optimizerJson(optimizer);
   // The backward's seed is 1/GAS (the train program's constant %6).
-  json["programs"]["train"]["body"][6]["value"] = 1.0 / double(GAS);
-  return test::zeroPlan(json, worldSize, stage, 6, /*gap=*/1);
+  json["programs"]["train"]["body"][6]["value"] = 1.0 / double(gas);
+  return json;
+}
+
+/// The plan for `worldSize` ranks at `stage`, GAS 2.
+plan::Plan zeroPlan(int64_t worldSize, int64_t stage,
+                    const plan::ordered_json &optimizer = {}) {
+  return test::zeroPlan(trainJson(optimizer, GAS), worldSize, stage, 6,
+                        /*gap=*/1);
+}
+
+/// Stage 3: the plan whose backward also computes dloss/dx = g_y fc.weight
+/// (unused; it makes the backward read a sharded parameter), with whole
+/// parameters per bucket (buckets of up to 6 elements, a padding element
+/// after each parameter): bucket 0 holds fc.weight (12), bucket 1 fc.bias
+/// and extra.scale (persistent with `options.persistentNumel` >= 3).
+plan::Plan stage3Plan(int64_t worldSize, const test::Stage3Options &options,
+                      int64_t gas = GAS,
+                      const plan::ordered_json &optimizer = {}) {
+  plan::ordered_json json =
+      test::withBackwardWeightRead(trainJson(optimizer, gas));
+  return test::zeroPlan(json, worldSize, 3, 6, /*gap=*/1, options);
 }
 
 struct Batch {
@@ -58,11 +85,11 @@ struct Batch {
 };
 
 /// batches[step][micro] for `worldSize` ranks.
-std::vector<std::vector<Batch>> makeData(int64_t worldSize) {
+std::vector<std::vector<Batch>> makeData(int64_t worldSize, int64_t gas = GAS) {
   torch::manual_seed(11);
   std::vector<std::vector<Batch>> data(STEPS);
   for (auto &step : data)
-    for (int64_t m = 0; m < GAS; ++m)
+    for (int64_t m = 0; m < gas; ++m)
       step.push_back({torch::randn({worldSize * ROWS, 4}),
                       torch::randn({worldSize * ROWS, 3})});
   return data;
@@ -94,20 +121,24 @@ struct TrainRun {
   plan::CommVolume volume;
   /// Rank 0's memory at the end.
   runtime::MemoryStats memory;
+  /// Rank 0's collective timings.
+  plan::OverlapReport overlap;
 };
 
 /// Called on each rank after each backward: (engine, rank, step, micro).
 using Probe = std::function<void(Engine &, int64_t, int64_t, int64_t)>;
 
 TrainRun train(const plan::Plan &plan, const std::string &weights,
-               const std::vector<std::vector<Batch>> &data, Probe probe = {}) {
+               const std::vector<std::vector<Batch>> &data, Probe probe = {},
+               bool async = false) {
   const int64_t W = plan.worldSize;
+  const int64_t gas = plan.gradientAccumulationSteps;
   TrainRun run;
   run.params.resize(size_t(W));
   run.losses.assign(STEPS, 0.0);
   std::vector<std::vector<double>> losses(size_t(W),
                                           std::vector<double>(STEPS, 0.0));
-  test::ThreadGroup group(W);
+  test::ThreadGroup group(W, async);
   auto body = [&](int64_t rank) {
     runtime::LoadOptions options;
     options.weightsPath = weights;
@@ -117,7 +148,7 @@ TrainRun train(const plan::Plan &plan, const std::string &weights,
     plan::CommVolume before = options.communicator->volume();
     for (int64_t step = 0; step < STEPS; ++step) {
       StepReport report;
-      for (int64_t micro = 0; micro < GAS; ++micro) {
+      for (int64_t micro = 0; micro < gas; ++micro) {
         const Batch &b = data[size_t(step)][size_t(micro)];
         losses[size_t(rank)][size_t(step)] +=
             engine
@@ -133,11 +164,18 @@ TrainRun train(const plan::Plan &plan, const std::string &weights,
       if (rank == 0)
         run.reports.push_back(report);
     }
+    plan::CommVolume volume = options.communicator->volume() - before;
+    runtime::MemoryStats memory = engine.trainMemory();
+    // Whole parameters: at stage 3 a collective of every rank.
+    runtime::NamedTensors whole = engine.gatherState();
     for (const std::string &name : kParams)
-      run.params[size_t(rank)].push_back(param(engine, name).clone());
+      for (const auto &[key, tensor] : whole)
+        if (key == name)
+          run.params[size_t(rank)].push_back(tensor.clone());
     if (rank == 0) {
-      run.volume = options.communicator->volume() - before;
-      run.memory = engine.trainMemory();
+      run.volume = volume;
+      run.memory = memory;
+      run.overlap = engine.overlap();
     }
   };
   if (W == 1)
@@ -147,7 +185,7 @@ TrainRun train(const plan::Plan &plan, const std::string &weights,
   for (int64_t step = 0; step < STEPS; ++step)
     for (int64_t rank = 0; rank < W; ++rank)
       run.losses[size_t(step)] +=
-          losses[size_t(rank)][size_t(step)] / double(W * GAS);
+          losses[size_t(rank)][size_t(step)] / double(W * gas);
   run.log = group.log();
   return run;
 }
@@ -167,6 +205,7 @@ Reference reference(const std::string &weights,
                     const std::vector<std::vector<Batch>> &data,
                     const MakeOptimizer &make, double clip,
                     const std::function<double(int64_t)> &lr = {}) {
+  const double gas = double(data[0].size());
   runtime::NamedTensors loaded = runtime::readSafetensors(weights);
   std::map<std::string, at::Tensor> byName(loaded.begin(), loaded.end());
   Reference ref;
@@ -179,7 +218,7 @@ Reference reference(const std::string &weights,
       at::Tensor l = torch::mse_loss(
           torch::linear(b.x, ref.params[0], ref.params[1]), b.t);
       loss += l.item<double>();
-      (l / double(GAS)).backward();
+      (l / gas).backward();
     }
     ref.params[2].mutable_grad() = torch::zeros_like(ref.params[2]);
     ref.norms.push_back(
@@ -189,7 +228,7 @@ Reference reference(const std::string &weights,
         group.options().set_lr(lr(step));
     optimizer->step();
     optimizer->zero_grad();
-    ref.losses.push_back(loss / double(GAS));
+    ref.losses.push_back(loss / gas);
   }
   return ref;
 }
@@ -382,8 +421,9 @@ TEST(Zero, MeasuredMemoryAndTrafficAreThePrediction) {
       // Stage 2's bound assumes its buffers exist at the activations' peak;
       // here they come later (the first grad op follows the peak at
       // mse_loss_backward). Stage 1's shard exists when no value does.
-      if (stage < 2)
+      if (stage < 2) {
         EXPECT_EQ(measuredPeak, predicted.peakBytes);
+      }
 
       // The paper's numbers for this fp32 AdamW (Psi = 20 elements with
       // padding; the flat buffers' padding counts, and stage 0 keeps the
@@ -391,12 +431,13 @@ TEST(Zero, MeasuredMemoryAndTrafficAreThePrediction) {
       const int64_t Psi = 20;
       int64_t state =
           memory.parameterBytes + memory.gradientBytes + memory.optimizerBytes;
-      if (stage == 0)
+      if (stage == 0) {
         EXPECT_EQ(state, 4 * 17 + 12 * Psi);
-      if (stage == 1)
+      } else if (stage == 1) {
         EXPECT_EQ(state, 8 * Psi + 8 * Psi / W);
-      if (stage == 2)
+      } else {
         EXPECT_EQ(state, 4 * Psi + 12 * Psi / W);
+      }
 
       // Traffic per optimizer step.
       plan::CommVolume perStep = run.volume;
@@ -407,14 +448,15 @@ TEST(Zero, MeasuredMemoryAndTrafficAreThePrediction) {
       EXPECT_EQ(perStep.reduceScatter, predicted.comm.reduceScatter);
       EXPECT_EQ(perStep.allGather, predicted.comm.allGather);
       EXPECT_EQ(perStep.broadcast, 0);
-      if (W == 1)
+      if (W == 1) {
         EXPECT_EQ(perStep.total(), 0);
-      else if (stage == 0)
+      } else if (stage == 0) {
         EXPECT_EQ(perStep.total(), 2 * Psi);
-      else if (stage == 1)
+      } else if (stage == 1) {
         EXPECT_EQ(perStep.total(), 2 * Psi + 2);
-      else // GAS = 2: (g + 1) Psi.
+      } else { // GAS = 2: (g + 1) Psi.
         EXPECT_EQ(perStep.total(), 3 * Psi + 2);
+      }
     }
   }
 }
@@ -507,4 +549,330 @@ TEST(Zero, GradientBuffersLiveAsTheStageSays) {
             EXPECT_EQ(memory.transientBytes, 0);
           });
   }
+}
+
+//===----------------------------------------------------------------------===//
+// ZeRO stage 3: sharded parameters
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+test::Stage3Options stage3Options(int64_t persistentNumel, bool keep) {
+  test::Stage3Options options;
+  options.persistentNumel = persistentNumel;
+  options.keepForBackward = keep;
+  return options;
+}
+
+/// Elements of the partition's sharded and persistent buckets.
+std::pair<int64_t, int64_t> shardedAndPersistent(const plan::Plan &plan) {
+  const plan::PartitionDesc &partition = *plan.engines[0].partition;
+  int64_t sharded = 0, persistent = 0;
+  for (size_t b = 0; b < partition.buckets.size(); ++b)
+    (partition.shardsParameters(b) ? sharded : persistent) +=
+        partition.buckets[b].numel;
+  return {sharded, persistent};
+}
+
+} // namespace
+
+TEST(Zero, StageThreeMatchesOneRankOverTheWholeBatch) {
+  TempDir dir;
+  std::string weights = writeWeights(dir);
+  for (int64_t W : {1, 2, 4}) {
+    std::vector<std::vector<Batch>> data = makeData(W);
+    Reference ref = adamwReference(weights, data);
+    TrainRun stage0 = train(zeroPlan(W, 0), weights, data);
+    // Every bucket sharded, re-gathered in the backward; the small
+    // parameters persistent; every bucket kept from forward to backward.
+    for (const test::Stage3Options &options :
+         {stage3Options(0, false), stage3Options(3, false),
+          stage3Options(0, true)}) {
+      SCOPED_TRACE("W = " + std::to_string(W) + ", persistent <= " +
+                   std::to_string(options.persistentNumel) +
+                   (options.keepForBackward ? ", kept for the backward" : ""));
+      plan::Plan plan = stage3Plan(W, options);
+      TrainRun run = train(plan, weights, data, {}, /*async=*/true);
+      expectMatches(run, ref);
+      for (size_t k = 0; k < kParams.size(); ++k)
+        expectClose(run.params[0][k], stage0.params[0][k],
+                    "stage 3 vs 0: " + kParams[k]);
+      // Bitwise reproducible.
+      TrainRun again = train(plan, weights, data, {}, /*async=*/true);
+      for (size_t k = 0; k < kParams.size(); ++k)
+        EXPECT_TRUE(again.params[0][k].equal(run.params[0][k])) << kParams[k];
+    }
+  }
+  // Other optimizers on the blocks: SGD with momentum, Adam with clipping.
+  constexpr int64_t W = 2;
+  std::vector<std::vector<Batch>> data = makeData(W);
+  Reference adam = reference(
+      weights, data,
+      [](std::vector<at::Tensor> params) {
+        return std::make_unique<torch::optim::Adam>(
+            params, torch::optim::AdamOptions(0.02).weight_decay(0.05));
+      },
+      0.5);
+  expectMatches(train(stage3Plan(W, stage3Options(3, false), GAS,
+                                 {{"type", "adam"},
+                                  {"lr", 0.02},
+                                  {"weight_decay", 0.05},
+                                  {"gradient_clipping", 0.5}}),
+                      weights, data, {}, true),
+                adam);
+  Reference sgd = reference(
+      weights, data,
+      [](std::vector<at::Tensor> params) {
+        return std::make_unique<torch::optim::SGD>(
+            params, torch::optim::SGDOptions(0.1).momentum(0.9));
+      },
+      0.0);
+  expectMatches(train(stage3Plan(W, stage3Options(0, false), GAS,
+                                 {{"type", "sgd"},
+                                  {"lr", 0.1},
+                                  {"momentum", 0.9},
+                                  {"weight_decay", 0.0},
+                                  {"gradient_clipping", 0.0}}),
+                      weights, data, {}, true),
+                sgd);
+}
+
+TEST(Zero, StageThreeMeasuredMemoryAndTrafficAreThePrediction) {
+  TempDir dir;
+  std::string weights = writeWeights(dir);
+  for (int64_t W : {1, 2, 4}) {
+    for (int64_t gas : {int64_t(1), GAS}) {
+      std::vector<std::vector<Batch>> data = makeData(W, gas);
+      for (const test::Stage3Options &options :
+           {stage3Options(0, false), stage3Options(3, false),
+            stage3Options(0, true)}) {
+        SCOPED_TRACE(
+            "W = " + std::to_string(W) + ", GAS " + std::to_string(gas) +
+            ", persistent <= " + std::to_string(options.persistentNumel) +
+            (options.keepForBackward ? ", kept" : ""));
+        plan::Plan plan = stage3Plan(W, options, gas);
+        plan::Report report = plan::predictReport(plan);
+        EXPECT_EQ(report.zeroStage, 3);
+        const plan::RankReport &predicted = report.ranks[0];
+        TrainRun run = train(plan, weights, data, {}, /*async=*/true);
+        const runtime::MemoryStats &memory = run.memory;
+        EXPECT_EQ(memory.parameterBytes, predicted.paramBytes);
+        EXPECT_EQ(memory.bufferBytes, predicted.bufferBytes);
+        EXPECT_EQ(memory.gradientBytes, predicted.gradBytes);
+        EXPECT_EQ(memory.optimizerBytes, predicted.optimizerStateBytes);
+        EXPECT_EQ(memory.peakBytes, predicted.activationPeakBytes);
+        EXPECT_EQ(memory.transientBytes, 0); // Between steps.
+        // The walk of gathers, releases and gradient buffers is exact.
+        EXPECT_EQ(memory.transientPeakBytes, predicted.transientBytes);
+        EXPECT_EQ(memory.jointPeakBytes + memory.parameterBytes +
+                      memory.bufferBytes + memory.gradientBytes +
+                      memory.optimizerBytes,
+                  predicted.peakBytes);
+
+        // ZeRO's numbers: Psi elements (padding included), fp32 AdamW.
+        auto [sharded, persistent] = shardedAndPersistent(plan);
+        const int64_t Psi = sharded + persistent;
+        EXPECT_EQ(memory.parameterBytes, 4 * (sharded / W + persistent));
+        EXPECT_EQ(memory.gradientBytes, 4 * Psi / W);
+        EXPECT_EQ(memory.optimizerBytes, 8 * Psi / W);
+        if (persistent == 0) {
+          EXPECT_EQ(memory.parameterBytes + memory.gradientBytes +
+                        memory.optimizerBytes,
+                    16 * Psi / W);
+        }
+
+        // Traffic per optimizer step, measured = predicted.
+        plan::CommVolume perStep = run.volume;
+        for (int64_t *counter : {&perStep.allReduce, &perStep.reduceScatter,
+                                 &perStep.allGather, &perStep.broadcast})
+          *counter /= STEPS;
+        EXPECT_EQ(perStep.allReduce, predicted.comm.allReduce);
+        EXPECT_EQ(perStep.reduceScatter, predicted.comm.reduceScatter);
+        EXPECT_EQ(perStep.allGather, predicted.comm.allGather);
+        EXPECT_EQ(perStep.broadcast, 0);
+        if (W == 1) {
+          EXPECT_EQ(perStep.total(), 0);
+          continue;
+        }
+        // The sharded buckets gathered in every micro-step's forward and
+        // (reuse distance 0) again in its backward, the persistent ones once
+        // per step; every bucket reduce-scattered per micro-step; the
+        // norm's scalar. Without persistent buckets, at GAS 1: 3 Psi (+2).
+        int64_t gathers = options.keepForBackward ? 1 : 2;
+        EXPECT_EQ(perStep.allGather, gathers * gas * sharded + persistent);
+        EXPECT_EQ(perStep.reduceScatter, gas * Psi);
+        EXPECT_EQ(perStep.allReduce, 2);
+        if (gas == 1 && persistent == 0 && !options.keepForBackward) {
+          EXPECT_EQ(perStep.total(), 3 * Psi + 2);
+        }
+
+        // Every collective was timed: per micro-step the gathers and
+        // reduce-scatters, per step the persistent gathers and the norm.
+        const plan::OverlapReport &overlap = run.overlap;
+        int64_t micro = STEPS * gas;
+        int64_t shardedBuckets = 0, persistentBuckets = 0;
+        for (size_t b = 0; b < plan.engines[0].partition->buckets.size(); ++b)
+          ++(plan.engines[0].partition->shardsParameters(b)
+                 ? shardedBuckets
+                 : persistentBuckets);
+        EXPECT_EQ(overlap.allGather.count,
+                  micro * gathers * shardedBuckets + STEPS * persistentBuckets);
+        EXPECT_EQ(overlap.reduceScatter.count,
+                  micro * int64_t(plan.engines[0].partition->buckets.size()));
+        EXPECT_EQ(overlap.allReduce.count, STEPS);
+        EXPECT_GE(overlap.total().collectiveSeconds, 0.0);
+        EXPECT_GE(overlap.total().waitSeconds, 0.0);
+        EXPECT_GT(overlap.trainSeconds, 0.0);
+      }
+    }
+  }
+}
+
+TEST(Zero, StageThreeRanksHoldOnlyTheirBlocks) {
+  TempDir dir;
+  std::string weights = writeWeights(dir);
+  runtime::NamedTensors loaded = runtime::readSafetensors(weights);
+  std::map<std::string, at::Tensor> byName(loaded.begin(), loaded.end());
+  constexpr int64_t W = 2;
+  std::vector<std::vector<Batch>> data = makeData(W);
+  // fc.weight sharded (bucket 0: 14 elements, 7 per rank); fc.bias and
+  // extra.scale persistent (bucket 1: 8 elements).
+  plan::Plan plan = stage3Plan(W, stage3Options(3, false));
+  test::ThreadGroup group(W, /*async=*/true);
+  group.run([&](int64_t rank) {
+    runtime::LoadOptions options;
+    options.weightsPath = weights;
+    options.communicator = group.member(rank);
+    Engine engine = Engine::fromPlan(plan, "zero.json", ".", options);
+    runtime::StateStore &state = engine.state();
+    const int64_t weight = state.indexOf("fc.weight");
+    // Between programs a sharded parameter exists only as this rank's
+    // block: reading it is an error that names it and its bucket.
+    EXPECT_TRUE(state.sharded(weight));
+    EXPECT_FALSE(state.tensor(weight).defined());
+    EXPECT_THROW_WITH(state.read(weight), runtime::RuntimeError,
+                      "parameter \"fc.weight\" is not gathered: it lies in "
+                      "bucket 0 of engine \"model\", which ZeRO stage 3 "
+                      "shards across the ranks");
+    EXPECT_THROW_WITH(state.named(), runtime::RuntimeError,
+                      "Engine::gatherState()");
+    // Persistent parameters are whole, views of their bucket.
+    const at::Tensor &bias = param(engine, "fc.bias");
+    ASSERT_TRUE(bias.defined());
+    EXPECT_TRUE(bias.equal(byName.at("fc.bias")));
+    EXPECT_TRUE(param(engine, "extra.scale").is_alias_of(bias));
+    // Held: 7 of the 14 sharded elements, the 8 persistent ones.
+    EXPECT_EQ(engine.trainMemory().parameterBytes, 4 * (7 + 8));
+    // gatherState() gathers whole parameters (a collective).
+    runtime::NamedTensors whole = engine.gatherState();
+    ASSERT_EQ(whole.size(), 3u);
+    for (const auto &[name, tensor] : whole)
+      EXPECT_TRUE(tensor.equal(byName.at(name))) << name;
+    EXPECT_FALSE(state.tensor(weight).defined()); // Still sharded.
+
+    const Batch &b = data[0][0];
+    at::Tensor x = b.x.narrow(0, rank * ROWS, ROWS);
+    at::Tensor t = b.t.narrow(0, rank * ROWS, ROWS);
+    for (int64_t step = 0; step < STEPS; ++step)
+      for (int64_t micro = 0; micro < GAS; ++micro) {
+        engine.forward({x, t});
+        // Released at the end of the forward's use.
+        EXPECT_FALSE(state.tensor(weight).defined());
+        engine.backward();
+        EXPECT_EQ(engine.trainMemory().transientBytes, 0);
+        engine.step();
+      }
+    // The eval program gathers what it reads (its own collectives).
+    whole = engine.gatherState();
+    std::map<std::string, at::Tensor> now(whole.begin(), whole.end());
+    at::Tensor eval = engine.forwardEval({x, t})[0];
+    EXPECT_TRUE(eval.equal(torch::mse_loss(
+        torch::linear(x, now.at("fc.weight"), now.at("fc.bias")), t)));
+    EXPECT_FALSE(state.tensor(weight).defined());
+    // The optimizer's state is the shard: half of each bucket.
+    EXPECT_EQ(engine.optimizer("model")->expAvg().numel(), 7 + 4);
+    // Loading weights again keeps this rank's block of them.
+    state.loadSafetensors(weights);
+    whole = engine.gatherState();
+    for (const auto &[name, tensor] : whole)
+      EXPECT_TRUE(tensor.equal(byName.at(name))) << name;
+  });
+  // Rank 0's log: the load's broadcasts, then gatherState's all-gather of
+  // bucket 0 (7 elements per rank), then the training's.
+  std::vector<std::string> log = group.log();
+  ASSERT_GE(log.size(), 4u);
+  EXPECT_EQ(log[3], "allGather 7");
+}
+
+TEST(Zero, CollectivesProgressWhileTheCallerComputes) {
+  // Rank 0 starts an all-gather and computes; rank 1 starts it later.
+  // The collective completes while rank 0 computes (the asynchronous
+  // ThreadCommunicator completes it when the last rank arrives, as MPI's
+  // communication thread would), so rank 0's wait() returns at once: the
+  // timing shows the time in flight, not in wait().
+  test::ThreadGroup group(2, /*async=*/true);
+  std::vector<plan::OverlapReport> timings(2);
+  std::vector<bool> completedWhileComputing(2, false);
+  group.run([&](int64_t rank) {
+    runtime::TimedCommunicator comm(group.member(rank));
+    at::Tensor in = at::full({1 << 16}, double(rank), at::kFloat);
+    at::Tensor out = at::empty({2 << 16}, at::kFloat);
+    if (rank == 1)
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    runtime::CommHandle handle = comm.allGather(out, in);
+    if (rank == 0) {
+      at::Tensor a = at::randn({64, 64});
+      auto start = std::chrono::steady_clock::now();
+      while (!handle.isCompleted() && std::chrono::steady_clock::now() - start <
+                                          std::chrono::seconds(30))
+        a = at::mm(a, a).tanh(); // Compute.
+      completedWhileComputing[0] = handle.isCompleted();
+    }
+    handle.wait();
+    EXPECT_TRUE(out.narrow(0, 0, 1 << 16).eq(0).all().item<bool>());
+    EXPECT_TRUE(out.narrow(0, 1 << 16, 1 << 16).eq(1).all().item<bool>());
+    timings[size_t(rank)] = comm.timing();
+  });
+  EXPECT_TRUE(completedWhileComputing[0]);
+  const plan::CollectiveTiming &gather = timings[0].allGather;
+  EXPECT_EQ(gather.count, 1);
+  // In flight until rank 1 arrived (about 30 ms); hardly any of it in
+  // wait().
+  EXPECT_GT(gather.collectiveSeconds, 0.01);
+  EXPECT_LT(gather.waitSeconds, gather.collectiveSeconds / 2);
+  EXPECT_EQ(timings[0].total().count, 1);
+}
+
+TEST(Zero, StageThreeEvaluationPlanGathersToo) {
+  // A plan without programs.train whose engine is partitioned at stage 3:
+  // the ranks still hold only their blocks, and the eval program gathers.
+  TempDir dir;
+  std::string weights = writeWeights(dir);
+  runtime::NamedTensors loaded = runtime::readSafetensors(weights);
+  std::map<std::string, at::Tensor> byName(loaded.begin(), loaded.end());
+  constexpr int64_t W = 2;
+  plan::Plan plan = stage3Plan(W, stage3Options(0, false));
+  plan.programs.erase("train");
+  plan.programs.erase("step");
+  plan.engines[0].optimizer.reset(); // Not needed to evaluate.
+  std::vector<std::vector<Batch>> data = makeData(W);
+  test::ThreadGroup group(W, /*async=*/true);
+  group.run([&](int64_t rank) {
+    runtime::LoadOptions options;
+    options.weightsPath = weights;
+    options.communicator = group.member(rank);
+    Engine engine = Engine::fromPlan(plan, "eval.json", ".", options);
+    EXPECT_FALSE(engine.canTrain());
+    EXPECT_FALSE(param(engine, "fc.weight").defined());
+    const Batch &b = data[0][0];
+    at::Tensor x = b.x.narrow(0, rank * ROWS, ROWS);
+    at::Tensor t = b.t.narrow(0, rank * ROWS, ROWS);
+    at::Tensor loss = engine.forwardEval({x, t})[0];
+    EXPECT_TRUE(loss.equal(torch::mse_loss(
+        torch::linear(x, byName.at("fc.weight"), byName.at("fc.bias")), t)));
+    // Both buckets sharded: 7 + 4 of 14 + 8 elements held.
+    EXPECT_EQ(engine.memory().parameterBytes, 4 * (7 + 4));
+    for (const auto &[name, tensor] : engine.gatherState())
+      EXPECT_TRUE(tensor.equal(byName.at(name))) << name;
+  });
 }

@@ -31,6 +31,22 @@ std::optional<int64_t> staticValueBytes(const ValueDesc &value);
 /// between the two parts.
 int64_t predictPeakBytes(const Program &program);
 
+/// The same walk over a program of `plan` with the training buffers that
+/// ZeRO stage 3 engines allocate and drop while it runs, as the runtime
+/// does: an `all_gather` of a sharded bucket allocates the bucket's whole
+/// parameters (numel x element size) and its `release` frees them; the
+/// engine's first `grad` op (or `reduce_scatter`) of a micro-step allocates
+/// its full gradient buffer and the receive buffer of its shard (numel +
+/// shardNumel elements), and the `wait` of its last reduce-scatter frees
+/// them. A `grad` op inside an `if` counts as taken (an upper bound).
+struct BufferPeaks {
+  /// The highest sum of live values and those buffers.
+  int64_t joint = 0;
+  /// The most of those buffers held at once.
+  int64_t buffers = 0;
+};
+BufferPeaks predictStage3Peaks(const Plan &plan, const Program &program);
+
 } // namespace ds::plan
 
 #endif // DS_PLAN_MEMORYPREDICTION_H

@@ -145,7 +145,8 @@ struct PartitionDesc {
   /// gradients), 3 (and parameters).
   int64_t stage = 0;
   /// Elements of the flat gradient (and, stages 1-2, parameter) buffer,
-  /// padding included.
+  /// padding included. Stage 3 holds the parameters per bucket: persistent
+  /// buckets whole, sharded buckets as this rank's block.
   int64_t numel = 0;
   /// Every trainable parameter of the engine, by offset.
   std::vector<FlatParamDesc> params;
@@ -158,6 +159,12 @@ struct PartitionDesc {
   /// Where bucket `bucket`'s block lies in a rank's shard: the sum of
   /// numel / worldSize over the buckets before it.
   int64_t shardOffset(size_t bucket, int64_t worldSize) const;
+  /// Stage 3 and not persistent: between steps every rank holds only its
+  /// block of the bucket's parameters (all_gather / release in the
+  /// programs materialise and drop them).
+  bool shardsParameters(size_t bucket) const;
+  /// The bucket that holds element `offset` of the flat buffers; -1 if none.
+  int64_t bucketAt(int64_t offset) const;
 };
 
 struct EngineDesc {

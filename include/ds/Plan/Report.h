@@ -25,6 +25,7 @@
 #include "ds/Plan/Plan.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,47 @@ struct CommVolume {
   }
 };
 
+/// Time spent on the collectives of one kind (measured reports only).
+struct CollectiveTiming {
+  /// Collectives started (and waited).
+  int64_t count = 0;
+  /// Sum over them of the time from the call that started each one to its
+  /// completion (as the backend saw it: MPI's communication thread notes
+  /// when MPI completed it; a backend that cannot tell counts until the
+  /// end of wait()).
+  double collectiveSeconds = 0.0;
+  /// Sum of the time the calling (compute) thread was blocked on them: in
+  /// the call that started each one and in its wait().
+  double waitSeconds = 0.0;
+
+  CollectiveTiming &operator+=(const CollectiveTiming &other) {
+    count += other.count;
+    collectiveSeconds += other.collectiveSeconds;
+    waitSeconds += other.waitSeconds;
+    return *this;
+  }
+};
+
+/// How much of the engine's communication overlapped its computation
+/// (ds-run's measured report; docs/runtime.md, "Reports").
+struct OverlapReport {
+  CollectiveTiming allReduce;
+  CollectiveTiming reduceScatter;
+  CollectiveTiming allGather;
+  CollectiveTiming broadcast;
+  /// Wall time of the training micro-steps (forward, backward, step) the
+  /// timings were taken over.
+  double trainSeconds = 0.0;
+
+  CollectiveTiming total() const {
+    CollectiveTiming sum = allReduce;
+    sum += reduceScatter;
+    sum += allGather;
+    sum += broadcast;
+    return sum;
+  }
+};
+
 struct RankReport {
   int64_t rank = 0;
   /// Bytes held between optimizer steps.
@@ -80,6 +122,9 @@ struct RankReport {
   /// values + transient buffers over the run.
   int64_t peakBytes = 0;
   CommVolume comm;
+  /// Measured reports: the time collectives were in flight and the time
+  /// compute was blocked on them.
+  std::optional<OverlapReport> overlap;
 };
 
 struct Report {
@@ -105,17 +150,19 @@ int64_t optimizerStatesPerElement(const OptimizerDesc &optimizer);
 /// partition (all ranks hold the same numbers; docs/runtime.md, "Reports"):
 ///  - param_bytes: every parameter, except that a stage 1-2 engine's
 ///    trainable ones count as its flat parameter buffer (partition.numel
-///    elements, padding included);
+///    elements, padding included), and a stage 3 engine's as its
+///    persistent buckets whole plus this rank's block of each sharded one;
 ///  - grad_bytes (held between optimizer steps): stages 0-1 the full flat
-///    buffer (numel), stage 2 the shard (shardNumel);
+///    buffer (numel), stages 2-3 the shard (shardNumel);
 ///  - optimizer_state_bytes: states per element x shard elements (stage 0:
 ///    numel) x element size;
 ///  - transient_bytes, peak_bytes: see RankReport;
 ///  - comm volume per optimizer step, when world_size > 1: the collectives
 ///    of programs.train times gradient_accumulation_steps plus those of
 ///    programs.step (all_reduce 2n, reduce_scatter and all_gather n, n the
-///    bucket's numel), plus the scalar all-reduce (2) of the global norm of
-///    each stage 1-2 engine's optimizer_step.
+///    bucket's numel; stage 3's gathers in programs.train included), plus
+///    the scalar all-reduce (2) of the global norm of each stage 1-3
+///    engine's optimizer_step.
 /// Plans without programs.train hold parameters and buffers only.
 Report predictReport(const Plan &plan);
 

@@ -28,8 +28,10 @@
 #include <ATen/core/Tensor.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +73,13 @@ public:
   virtual void wait() = 0;
   /// "allReduce #12 (avg, 1048576 x float32)", for messages.
   virtual std::string describe() const = 0;
+  /// When the collective completed, if it has and the backend knows (the
+  /// MPI backend notes it on its communication thread); nullopt otherwise.
+  /// For measuring how long collectives were in flight.
+  virtual std::optional<std::chrono::steady_clock::time_point>
+  completedAt() const {
+    return std::nullopt;
+  }
 };
 
 /// A started collective. A default-constructed handle is complete.
@@ -89,6 +98,13 @@ public:
   std::string describe() const {
     return work_ ? work_->describe() : "completed collective";
   }
+  /// See CommWork::completedAt; nullopt for a default (complete) handle.
+  std::optional<std::chrono::steady_clock::time_point> completedAt() const {
+    return work_ ? work_->completedAt() : std::nullopt;
+  }
+  /// Whether the handle has a collective behind it (false: it completed
+  /// before the call that started it returned).
+  bool hasWork() const { return work_ != nullptr; }
 
 private:
   std::shared_ptr<CommWork> work_;

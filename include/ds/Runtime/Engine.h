@@ -15,7 +15,9 @@
 #define DS_RUNTIME_ENGINE_H
 
 #include "ds/Plan/Plan.h"
+#include "ds/Plan/Report.h"
 #include "ds/Runtime/Executor.h"
+#include "ds/Runtime/Safetensors.h"
 
 #include <ATen/core/Tensor.h>
 
@@ -97,6 +99,9 @@ public:
 
   /// Runs the `eval` program (no autograd) on one micro-batch: one tensor
   /// per plan input, in order. Returns its results. Throws RuntimeError.
+  /// At ZeRO stage 3 the program gathers the parameters it reads (its
+  /// all_gathers are collectives: every rank runs it in step), and it may
+  /// not run between a training forward() and its backward().
   std::vector<at::Tensor> forwardEval(const std::vector<at::Tensor> &inputs);
   /// The same, for programs whose inputs or results are not all tensors.
   std::vector<c10::IValue> runEval(const std::vector<c10::IValue> &inputs);
@@ -154,9 +159,27 @@ public:
   /// (frozen engines, buffers, unknown names).
   at::Tensor gradient(const std::string &param) const;
   /// The plan engine's optimizer; nullptr when frozen or unknown. At ZeRO
-  /// stages 1-2 its state (expAvg(), ...) is this rank's shard: one block
+  /// stages 1-3 its state (expAvg(), ...) is this rank's shard: one block
   /// of each bucket, in bucket order.
   const Optimizer *optimizer(const std::string &engine) const;
+
+  /// Every parameter and buffer whole, (name, tensor) in plan order: what
+  /// --save-params writes. Stages 0-2: the state's own tensors
+  /// (state().named()). ZeRO stage 3: every rank holds only its block of
+  /// each sharded bucket, so this all-gathers each one into a fresh buffer
+  /// (no effect on the engine): a collective, which every rank must call at
+  /// the same point, between programs (not between forward() and
+  /// backward()). The way to read stage 3 parameters from outside:
+  /// state().tensor() of a sharded parameter is undefined between programs
+  /// (only its rank's block exists).
+  NamedTensors gatherState() const;
+
+  /// The training collectives' timing since load (or resetOverlap()): per
+  /// kind, how long they were in flight and how long the calling thread was
+  /// blocked on them; trainSeconds is the time spent in forward(),
+  /// backward() and step() (ds-run --report's "overlap").
+  plan::OverlapReport overlap() const;
+  void resetOverlap();
 
   /// Eval program: live-value bytes measured by its executor; state,
   /// gradient and optimizer bytes.
@@ -199,6 +222,8 @@ private:
   /// programs.step, run at the accumulation boundary.
   std::unique_ptr<Executor> step_;
   int64_t rank_ = 0;
+  /// Seconds spent in forward(), backward() and step().
+  double trainSeconds_ = 0.0;
   int64_t globalSteps_ = 0;
   int64_t microSteps_ = 0;
   /// Where the current micro-step is: nothing run, forward done, backward

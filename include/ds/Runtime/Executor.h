@@ -32,21 +32,23 @@ struct MemoryStats {
   int64_t peakBytes = 0;
   /// Bytes of all parameters and buffers: parameterBytes + bufferBytes.
   int64_t stateBytes = 0;
-  /// Parameters; a ZeRO stage 1-2 engine's trainable parameters count as
-  /// its flat parameter buffer (padding included).
+  /// Parameters held between steps; a ZeRO stage 1-2 engine's trainable
+  /// parameters count as its flat parameter buffer (padding included), a
+  /// stage 3 engine's as its persistent buckets whole plus this rank's
+  /// block of each sharded bucket.
   int64_t parameterBytes = 0;
   /// Buffers (BatchNorm statistics).
   int64_t bufferBytes = 0;
   /// Gradient bytes held between optimizer steps (training only): the full
   /// flat gradient buffers of stage 0-1 engines, the shard gradient of
-  /// stage 2 engines.
+  /// stage 2-3 engines.
   int64_t gradientBytes = 0;
   /// Bytes of the optimizers' flat state buffers (training only; the
   /// rank's shard at stages 1-2).
   int64_t optimizerBytes = 0;
-  /// Training buffers that exist for part of a step (stage 2's full
-  /// gradient and receive buffers, stage 1's shard gradient): held now,
-  /// and the most held at once.
+  /// Training buffers that exist for part of a step (stage 2-3's full
+  /// gradient and receive buffers, stage 1's shard gradient, stage 3's
+  /// gathered buckets): held now, and the most held at once.
   int64_t transientBytes = 0;
   int64_t transientPeakBytes = 0;
   /// Highest sum of the live values of the train and step programs and the
@@ -74,6 +76,9 @@ public:
   virtual void wait(const c10::IValue &token) = 0;
   /// An `optimizer_step` of plan engine `engine`.
   virtual void optimizerStep(size_t engine) = 0;
+  /// A `release` (ZeRO stage 3): drops the gathered parameters of bucket
+  /// `bucket` of plan engine `engine`.
+  virtual void release(size_t engine, int64_t bucket) = 0;
   /// The bytes of the executor's live values changed to `bytes`.
   virtual void liveBytesChanged(int64_t bytes) { (void)bytes; }
 };

@@ -16,6 +16,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -56,15 +57,42 @@ public:
   void bind(int64_t index, const at::Tensor &storage);
   /// Whether entry `index` lives in storage given to bind().
   bool bound(int64_t index) const { return bound_[size_t(index)]; }
-  /// Bytes of all state tensors.
+
+  /// ZeRO stage 3: entry `index` (a parameter of a sharded bucket) is no
+  /// longer held whole: this rank keeps only its block, elsewhere.
+  /// tensor(index) is undefined and read(index) a RuntimeError until
+  /// attach() gives it a view of the gathered bucket; `home` names the
+  /// bucket in that error ("bucket 0 of engine \"model\""). Later loads
+  /// pass the whole new value to `store` (which keeps the rank's block of
+  /// it), and copy it into the attached view, if any.
+  void shard(int64_t index, std::string home,
+             std::function<void(const at::Tensor &whole)> store);
+  /// The bucket was gathered: entry `index` is `view` (a view of it) until
+  /// detach().
+  void attach(int64_t index, const at::Tensor &view);
+  /// The bucket was released: the entry is unavailable again.
+  void detach(int64_t index);
+  /// Whether entry `index` was given to shard().
+  bool sharded(int64_t index) const { return !homes_[size_t(index)].empty(); }
+  /// What a `state` op reads: tensor(index), or a RuntimeError naming the
+  /// parameter and its bucket when it is sharded and not gathered.
+  const at::Tensor &read(int64_t index) const;
+  /// Bytes of all state tensors held now (a sharded entry counts only while
+  /// attached: a view of its gathered bucket).
   int64_t bytes() const;
-  /// (name, tensor) in plan order, for saving.
+  /// (name, tensor) in plan order, for saving. RuntimeError when an entry
+  /// is sharded and not gathered (ZeRO stage 3): Engine::gatherState()
+  /// gathers every parameter whole, collectively.
   NamedTensors named() const;
 
 private:
   const plan::Plan &plan_;
   std::vector<at::Tensor> tensors_;
   std::vector<bool> bound_;
+  /// Stage 3: where each sharded entry lives ("" for the others), and what
+  /// takes a later load of it.
+  std::vector<std::string> homes_;
+  std::vector<std::function<void(const at::Tensor &)>> stores_;
   std::unordered_map<std::string, int64_t> index_;
   bool loaded_ = false;
 };

@@ -94,6 +94,8 @@ struct Operation {
   // Guarded by MpiCore::mutex.
   bool done = false;
   std::string error;
+  /// When the communication thread saw it complete.
+  Clock::time_point completedAt;
 };
 
 class MpiCore : public std::enable_shared_from_this<MpiCore> {
@@ -108,6 +110,7 @@ public:
   CommHandle enqueue(std::shared_ptr<Operation> operation);
   void wait(Operation &operation);
   bool isCompleted(Operation &operation);
+  std::optional<Clock::time_point> completedAt(const Operation &operation);
   [[noreturn]] void abort(int exitCode);
 
   int64_t rank() const { return rank_; }
@@ -149,6 +152,9 @@ public:
   bool isCompleted() override { return core_->isCompleted(*operation_); }
   void wait() override { core_->wait(*operation_); }
   std::string describe() const override { return operation_->description; }
+  std::optional<Clock::time_point> completedAt() const override {
+    return core_->completedAt(*operation_);
+  }
 
 private:
   std::shared_ptr<MpiCore> core_;
@@ -325,7 +331,9 @@ void MpiCore::complete(Operation &operation, const std::string &error) {
       (operation.kind == Collective::AllReduce ||
        operation.kind == Collective::ReduceScatter))
     operation.tensor.div_(size_);
+  Clock::time_point now = Clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
+  operation.completedAt = now;
   operation.done = true;
   operation.error = error;
   // Drop the tensors: the caller keeps its own references.
@@ -357,6 +365,14 @@ CommHandle MpiCore::enqueue(std::shared_ptr<Operation> operation) {
 bool MpiCore::isCompleted(Operation &operation) {
   std::lock_guard<std::mutex> lock(mutex_);
   return operation.done;
+}
+
+std::optional<Clock::time_point>
+MpiCore::completedAt(const Operation &operation) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!operation.done)
+    return std::nullopt;
+  return operation.completedAt;
 }
 
 void MpiCore::wait(Operation &operation) {
