@@ -26,17 +26,3 @@ tools = ["ds-opt", "ds-import", "ds-translate", "ds-compile", "ds-run", "FileChe
          "count", "split-file"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
-
-# ZeRO stage 3 in the plan (docs/plan-format.md, "Stage 3"): persistent
-# buckets and `release` ops are written and accepted by the plan library
-# (lib/Plan), which the runtime branch extends. Emission tests of stage 3
-# plans need it; they are unsupported where the library cannot write and
-# validate them yet. Once both branches are merged the feature is always on
-# and this check can go.
-def _plan_source(name):
-    with open(os.path.join(config.ds_src_root, "lib", "Plan", name)) as f:
-        return f.read()
-if ('"persistent"' in _plan_source("PlanWrite.cpp")
-        and "OpKind::Release" in _plan_source("PlanWrite.cpp")
-        and "OpKind::Release" in _plan_source("PlanValidate.cpp")):
-    config.available_features.add("plan-format-stage3")

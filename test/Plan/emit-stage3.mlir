@@ -1,4 +1,3 @@
-// REQUIRES: plan-format-stage3
 // RUN: ds-opt %s -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition -ds-schedule-collectives -ds-verify-collectives | ds-translate --ds-mlir-to-plan | FileCheck %s
 
 // The plan of a ZeRO stage 3 engine (docs/plan-format.md, "Stage 3"): its
