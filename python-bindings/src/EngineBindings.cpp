@@ -117,13 +117,15 @@ void bindEngineClass(py::module_ &m) {
            [](const Engine &engine, const std::string &param) {
              return tensorToPython(engine.gradient(param));
            })
+      // gatherState(): whole parameters at every stage (a collective at
+      // ZeRO stage 3, so every rank calls it at the same point).
       .def("state",
            [](const Engine &engine) {
-             return namedToPython(engine.state().named());
+             return namedToPython(engine.gatherState());
            })
       .def("save_params",
            [](const Engine &engine, const std::string &path) {
-             ds::runtime::NamedTensors named = engine.state().named();
+             ds::runtime::NamedTensors named = engine.gatherState();
              py::gil_scoped_release release;
              ds::runtime::writeSafetensors(path, named);
            })
