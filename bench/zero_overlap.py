@@ -99,7 +99,7 @@ def main():
             with open(report) as f:
                 r0 = json.load(f)["ranks"][0]
             state = r0["param_bytes"] + r0["grad_bytes"] + r0["optimizer_state_bytes"]
-            overlap = r0.get("overlap", {})
+            overlap = r0.get("overlap", {}).get("total", {})
             rows.append((name, ms, state, r0["peak_bytes"], r0["comm_volume_elements"]["total"],
                          overlap))
     base_ms, base_state = rows[0][1], rows[0][2]
