@@ -13,8 +13,12 @@ the 5e8 default makes one bucket; stage 3 with stage3_param_persistence_threshol
     plan loading and the load-time broadcast cancel out);
   - the measured report of the longer run (`ds-run --report`): state bytes per rank (params +
     grads + optimizer state), communication volume per step, and the overlap fields the runtime
-    measures (time collectives were in flight, time compute was blocked waiting for them).
-Prints a markdown table.
+    measures (time collectives were in flight, time compute was blocked waiting for them; the
+    reduce-scatters' hidden fraction is 1 - blocked / in flight).
+Then PyTorch's own data parallelism on the same nn.Module, batch, AdamW and clipping, W
+processes with the Gloo backend: DistributedDataParallel with torch.optim.AdamW, and DDP with
+torch.distributed.optim.ZeroRedundancyOptimizer (ZeRO stage 1), timed over the same steps after one
+warm-up step. Prints a markdown table.
 """
 
 import argparse
@@ -27,6 +31,8 @@ import tempfile
 import time
 
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -61,6 +67,55 @@ def run(prefix, cmd, env):
     start = time.perf_counter()
     subprocess.run(prefix + cmd, check=True, env=env, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
+
+
+def torch_worker(rank, world, variant, steps, batch, data_path, port, queue):
+    """One rank of PyTorch's DDP (Gloo) baseline; rank 0 puts ms/step into `queue`."""
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(step_time.GPT())
+    if variant == "zero":
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW,
+                                      lr=1e-3, weight_decay=0.01)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    data = torch.load(data_path)
+    rows = slice(rank * batch, (rank + 1) * batch)
+
+    def step(s):
+        loss = model(data["idx"][s][rows], data["targets"][s][rows])
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    step(0)
+    dist.barrier()
+    start = time.perf_counter()
+    for s in range(1, steps + 1):
+        step(s)
+    dist.barrier()
+    if rank == 0:
+        queue.put((time.perf_counter() - start) / steps * 1e3)
+    dist.destroy_process_group()
+
+
+def torch_baseline(variant, world, steps, batch, data_path, port):
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=torch_worker,
+                         args=(r, world, variant, steps, batch, data_path, port, queue))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    ms = queue.get()
+    for p in procs:
+        p.join()
+    return ms
 
 
 def main():
@@ -100,21 +155,32 @@ def main():
                 r0 = json.load(f)["ranks"][0]
             state = r0["param_bytes"] + r0["grad_bytes"] + r0["optimizer_state_bytes"]
             overlap = r0.get("overlap", {}).get("total", {})
+            rs = r0.get("overlap", {}).get("reduce_scatter", {})
+            hidden = (1 - rs["wait_seconds"] / rs["collective_seconds"]
+                      if rs.get("collective_seconds") else None)
             rows.append((name, ms, state, r0["peak_bytes"], r0["comm_volume_elements"]["total"],
-                         overlap))
+                         overlap, hidden))
+        baselines = [(name, torch_baseline(variant, w, args.steps, args.batch, data, 29500 + i))
+                     for i, (name, variant) in enumerate(
+                         [("PyTorch DDP (Gloo) + AdamW", "ddp"),
+                          ("PyTorch DDP (Gloo) + ZeroRedundancyOptimizer(AdamW)", "zero")])]
     base_ms, base_state = rows[0][1], rows[0][2]
     print(f"GPT with {params} parameters (Psi), W = {w}, micro-batch {args.batch} per rank, "
           f"buckets {args.bucket} elements, {args.steps} steps, OMP_NUM_THREADS=1")
     print("| config | ms/step | vs stage 0 | state bytes/rank | vs stage 0 | peak bytes/rank "
-          "| comm elements/step (Psi) | collectives in flight s | compute blocked in wait s |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, ms, state, peak, comm, overlap in rows:
+          "| comm elements/step (Psi) | collectives in flight s | compute blocked in wait s "
+          "| reduce-scatter time hidden |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, ms, state, peak, comm, overlap, hidden in rows:
         inflight = overlap.get("collective_seconds")
         waited = overlap.get("wait_seconds")
-        print("| %s | %.1f | %.2f | %d | %.3f | %d | %d (%.2f) | %s | %s |" % (
+        print("| ds-run %s | %.1f | %.2f | %d | %.3f | %d | %d (%.2f) | %s | %s | %s |" % (
             name, ms, ms / base_ms, state, state / base_state, peak, comm, comm / params,
             "%.3f" % inflight if inflight is not None else "n/a",
-            "%.3f" % waited if waited is not None else "n/a"))
+            "%.3f" % waited if waited is not None else "n/a",
+            "%.0f%%" % (100 * hidden) if hidden is not None else "n/a"))
+    for name, ms in baselines:
+        print("| %s | %.1f | %.2f | | | | | | | |" % (name, ms, ms / base_ms))
 
 
 if __name__ == "__main__":
