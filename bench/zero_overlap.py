@@ -156,7 +156,7 @@ def main():
             state = r0["param_bytes"] + r0["grad_bytes"] + r0["optimizer_state_bytes"]
             overlap = r0.get("overlap", {}).get("total", {})
             rs = r0.get("overlap", {}).get("reduce_scatter", {})
-            hidden = (1 - rs["wait_seconds"] / rs["collective_seconds"]
+            hidden = (min(1.0, max(0.0, 1 - rs["wait_seconds"] / rs["collective_seconds"]))
                       if rs.get("collective_seconds") else None)
             rows.append((name, ms, state, r0["peak_bytes"], r0["comm_volume_elements"]["total"],
                          overlap, hidden))
