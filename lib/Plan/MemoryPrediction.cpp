@@ -26,12 +26,41 @@ std::optional<int64_t> staticValueBytes(const ValueDesc &value) {
 
 namespace {
 
-class Predictor {
+/// Bytes of a program's values as the walks count them: state (the results
+/// of `state` ops) is accounted separately, and values of unknown size count
+/// 0.
+class ValueBytes {
 public:
-  explicit Predictor(const Program &program)
+  explicit ValueBytes(const Program &program)
       : program_(program), isState_(program.values.size(), false) {
     markState(program.body);
   }
+
+  int64_t operator()(ValueId id) const {
+    if (id < 0 || id >= ValueId(program_.values.size()) || isState_[id])
+      return 0;
+    return staticValueBytes(program_.values[id]).value_or(0);
+  }
+
+private:
+  void markState(const std::vector<Op> &ops) {
+    for (const Op &op : ops) {
+      if (op.kind == OpKind::State)
+        for (ValueId id : op.results)
+          if (id >= 0 && id < ValueId(isState_.size()))
+            isState_[id] = true;
+      markState(op.thenBranch.body);
+      markState(op.elseBranch.body);
+    }
+  }
+
+  const Program &program_;
+  std::vector<bool> isState_;
+};
+
+class Predictor {
+public:
+  explicit Predictor(const Program &program) : bytes(program) {}
 
   /// Walks `ops` starting from `current` live bytes; returns the peak and
   /// leaves in `current` the bytes live after the block.
@@ -54,34 +83,14 @@ public:
   }
 
 private:
-  /// Results of `state` ops are state, accounted separately.
-  void markState(const std::vector<Op> &ops) {
-    for (const Op &op : ops) {
-      if (op.kind == OpKind::State)
-        for (ValueId id : op.results)
-          if (id >= 0 && id < ValueId(isState_.size()))
-            isState_[id] = true;
-      markState(op.thenBranch.body);
-      markState(op.elseBranch.body);
-    }
-  }
-
-  int64_t bytes(ValueId id) const {
-    if (id < 0 || id >= ValueId(program_.values.size()) || isState_[id])
-      return 0;
-    return staticValueBytes(program_.values[id]).value_or(0);
-  }
-
-  const Program &program_;
-  std::vector<bool> isState_;
+  ValueBytes bytes;
 };
 
 /// Predictor's walk plus stage 3's gathered buckets and gradient buffers.
 class BufferWalker {
 public:
   BufferWalker(const Plan &plan, const Program &program)
-      : program_(program), isState_(program.values.size(), false) {
-    markState(program.body);
+      : program_(program), bytes(program) {
     for (const EngineDesc &engine : plan.engines) {
       if (!engine.partition || !engine.optimizer ||
           engine.partition->stage != 3)
@@ -212,25 +221,8 @@ private:
     }
   }
 
-  void markState(const std::vector<Op> &ops) {
-    for (const Op &op : ops) {
-      if (op.kind == OpKind::State)
-        for (ValueId id : op.results)
-          if (id >= 0 && id < ValueId(isState_.size()))
-            isState_[id] = true;
-      markState(op.thenBranch.body);
-      markState(op.elseBranch.body);
-    }
-  }
-
-  int64_t bytes(ValueId id) const {
-    if (id < 0 || id >= ValueId(program_.values.size()) || isState_[id])
-      return 0;
-    return staticValueBytes(program_.values[id]).value_or(0);
-  }
-
   const Program &program_;
-  std::vector<bool> isState_;
+  ValueBytes bytes;
   std::map<std::string, Engine3> engines_;
   std::map<ValueId, Engine3 *> reduceScatterOf_;
   int64_t values_ = 0;
