@@ -271,6 +271,11 @@ Op Op::collective(OpKind kind, std::string engine, int64_t bucket,
   return op;
 }
 
+bool isCollective(OpKind kind) {
+  return kind == OpKind::AllReduce || kind == OpKind::ReduceScatter ||
+         kind == OpKind::AllGather;
+}
+
 Op Op::wait(ValueId token) {
   Op op;
   op.kind = OpKind::Wait;

@@ -37,11 +37,6 @@ std::string valueName(ValueId id) { return "%" + std::to_string(id); }
 
 std::string quoted(const std::string &text) { return "\"" + text + "\""; }
 
-bool isCollective(OpKind kind) {
-  return kind == OpKind::AllReduce || kind == OpKind::ReduceScatter ||
-         kind == OpKind::AllGather;
-}
-
 /// Ops that talk to the other ranks (or step the optimizer, which may, or
 /// drop what a collective gathered): never inside branches.
 bool isCommunication(OpKind kind) {

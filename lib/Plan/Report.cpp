@@ -30,11 +30,6 @@ int64_t elementBytes(const Plan &plan, const PartitionDesc &partition) {
   return 4;
 }
 
-bool isCollective(OpKind kind) {
-  return kind == OpKind::AllReduce || kind == OpKind::ReduceScatter ||
-         kind == OpKind::AllGather;
-}
-
 /// Adds the volume of `program`'s collectives, run `times` per optimizer
 /// step, to `comm`.
 void countCollectives(const Plan &plan, const Program &program, int64_t times,

@@ -279,6 +279,8 @@ enum class OpKind {
 
 /// "input", "set_state", ... as spelled in the plan.
 const char *opKindName(OpKind kind);
+/// all_reduce, reduce_scatter or all_gather: the kinds that return a token.
+bool isCollective(OpKind kind);
 std::optional<OpKind> parseOpKind(std::string_view name);
 
 struct Op;

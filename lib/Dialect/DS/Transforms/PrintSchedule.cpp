@@ -41,10 +41,6 @@ struct BucketInfo {
   bool sharded = false;
 };
 
-bool isCollective(Operation *op) {
-  return isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(op);
-}
-
 /// "0.001", "1e-08".
 std::string number(double value) {
   char text[32];

@@ -46,10 +46,6 @@ struct OverlapPolicy {
   int64_t maxLiveParameters = 0;
 };
 
-bool isCollective(Operation *op) {
-  return isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(op);
-}
-
 struct ScheduleCollectivesPass
     : public mlir::ds::impl::DSScheduleCollectivesBase<
           ScheduleCollectivesPass> {

@@ -166,7 +166,7 @@ LogicalResult FunctionChecker::checkBranches() {
 
 LogicalResult FunctionChecker::checkTokens() {
   WalkResult result = func.walk([&](Operation *op) {
-    if (!isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(op))
+    if (!isCollective(op))
       return WalkResult::advance();
     Value token = op->getResult(0);
     SmallVector<Operation *> users(token.getUsers());

@@ -23,6 +23,11 @@ namespace mlir::ds {
 /// bucket's position is its index in the plan's partition.buckets.
 llvm::StringMap<SmallVector<BucketOp>> bucketsByEngine(ModuleOp module);
 
+/// ds.all_reduce, ds.reduce_scatter or ds.all_gather.
+inline bool isCollective(Operation *op) {
+  return isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(op);
+}
+
 } // namespace mlir::ds
 
 #endif // DS_DIALECT_DS_IR_DSOPS_H
