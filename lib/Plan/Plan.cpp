@@ -39,7 +39,7 @@ constexpr std::array<std::pair<ValueType, const char *>, 8> kValueTypes = {{
     {ValueType::Token, "token"},
 }};
 
-constexpr std::array<std::pair<OpKind, const char *>, 15> kOpKinds = {{
+constexpr std::array<std::pair<OpKind, const char *>, 17> kOpKinds = {{
     {OpKind::Input, "input"},
     {OpKind::State, "state"},
     {OpKind::SetState, "set_state"},
@@ -55,6 +55,8 @@ constexpr std::array<std::pair<OpKind, const char *>, 15> kOpKinds = {{
     {OpKind::Wait, "wait"},
     {OpKind::OptimizerStep, "optimizer_step"},
     {OpKind::Release, "release"},
+    {OpKind::BackwardPrologue, "backward_prologue"},
+    {OpKind::BackwardEpilogue, "backward_epilogue"},
 }};
 
 const DTypeInfo &info(DType dtype) {
@@ -296,6 +298,21 @@ Op Op::release(std::string engine, int64_t bucket) {
   op.engine = std::move(engine);
   op.bucket = bucket;
   return op;
+}
+
+static Op engineMarker(OpKind kind, std::string engine) {
+  Op op;
+  op.kind = kind;
+  op.engine = std::move(engine);
+  return op;
+}
+
+Op Op::backwardPrologue(std::string engine) {
+  return engineMarker(OpKind::BackwardPrologue, std::move(engine));
+}
+
+Op Op::backwardEpilogue(std::string engine) {
+  return engineMarker(OpKind::BackwardEpilogue, std::move(engine));
 }
 
 std::string Op::label() const {

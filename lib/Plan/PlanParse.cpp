@@ -208,7 +208,8 @@ private:
       kindCursor.fail("unknown op kind \"" + kindName +
                       "\" (expected input, state, set_state, constant, list, "
                       "unpack, call, if, grad, all_reduce, reduce_scatter, "
-                      "all_gather, wait, optimizer_step or release)");
+                      "all_gather, wait, optimizer_step, release, "
+                      "backward_prologue or backward_epilogue)");
     Op op;
     op.kind = *kind;
     if (op.kind == OpKind::Call) {
@@ -269,6 +270,8 @@ private:
       op.arg = cursor.field("arg").toInt();
       break;
     case OpKind::OptimizerStep:
+    case OpKind::BackwardPrologue:
+    case OpKind::BackwardEpilogue:
       op.engine = cursor.field("engine").toString();
       break;
     case OpKind::Release:

@@ -44,6 +44,10 @@ bool isCommunication(OpKind kind) {
          kind == OpKind::OptimizerStep || kind == OpKind::Release;
 }
 
+bool isBackwardMarker(OpKind kind) {
+  return kind == OpKind::BackwardPrologue || kind == OpKind::BackwardEpilogue;
+}
+
 /// Whether the engine's config names an optimizer (DeepSpeed: trainable).
 bool configHasOptimizer(const ordered_json &config) {
   if (!config.is_object())
@@ -119,6 +123,7 @@ public:
       checkComputedByForward(program_.results[i], where);
     }
     checkCollectivesComplete();
+    checkBackwardMarkersComplete();
   }
 
 private:
@@ -311,8 +316,10 @@ private:
     bool topLevel = depth_ == 0;
     for (size_t i = 0; i < ops.size(); ++i) {
       if (topLevel && program_.backwardStart &&
-          int64_t(i) == *program_.backwardStart)
+          int64_t(i) == *program_.backwardStart) {
         snapshotForward();
+        inBackward_ = true;
+      }
       const Op &op = ops[i];
       std::string where = indexed(path, i) + " (" + op.label() + ")";
       checkOp(op, indexed(path, i), where, definedHere);
@@ -445,6 +452,7 @@ private:
       expectTensor(op.arg, state->dtype, state->shape, where, "arg",
                    "parameter \"" + state->name + "\"");
       checkGradBeforeReduceScatter(*state, where);
+      noteEngineGrad(*state, where);
       return;
     }
     case OpKind::AllReduce:
@@ -474,6 +482,11 @@ private:
       expectResults(0);
       checkOptimizerStep(op, where);
       return;
+    case OpKind::BackwardPrologue:
+    case OpKind::BackwardEpilogue:
+      expectResults(0);
+      checkBackwardMarker(op, where);
+      return;
     case OpKind::If:
       use(op.cond, where, "cond");
       expectType(op.cond, ValueType::Bool, where, "cond", "the condition");
@@ -490,6 +503,13 @@ private:
 
   /// Which program may hold which op kinds, and never inside branches.
   void checkKindAllowed(const Op &op, const std::string &where) const {
+    if (isBackwardMarker(op.kind)) {
+      if (!isTrain_ || depth_ > 0 || !inBackward_)
+        fail(where, std::string(opKindName(op.kind)) +
+                        " ops belong to the backward of programs.train (at "
+                        "or after backward_start), outside \"if\" branches");
+      return;
+    }
     bool communication = isCommunication(op.kind);
     if (isStep_ && (!communication || op.kind == OpKind::Release))
       fail(where, "programs.step holds only all_reduce, reduce_scatter, "
@@ -552,6 +572,11 @@ private:
                                       ? std::string("persistent)")
                                       : "of a stage " + stage + " engine)")
                            : std::string()));
+    if (!engine.optimizer && op.kind != OpKind::AllGather)
+      fail(where, std::string(opKindName(op.kind)) + " of engine " +
+                      quoted(engine.name) +
+                      ", which is frozen: it has no gradients to reduce (a "
+                      "frozen stage 3 engine only gathers its parameters)");
     switch (op.kind) {
     case OpKind::AllReduce:
       if (partition.stage != 0)
@@ -596,6 +621,12 @@ private:
                         "optimizer_step)");
       break;
     }
+    if (op.kind == OpKind::ReduceScatter)
+      if (auto it = epilogueAt_.find(op.engine); it != epilogueAt_.end())
+        fail(where, "reduce_scatter of " + bucketName(op.engine, op.bucket) +
+                        " after the engine's backward_epilogue (" +
+                        it->second +
+                        "): the epilogue ends the engine's reductions");
     auto key = std::make_pair(op.engine, op.bucket);
     if (op.kind == OpKind::AllGather && sharded) {
       Gather &gather = gathers_.at(key);
@@ -776,6 +807,70 @@ private:
     }
   }
 
+  //===--------------------------------------------------------------------===//
+  // Per-engine backward prologue and epilogue
+  //===--------------------------------------------------------------------===//
+
+  void noteEngineGrad(const StateDesc &state, const std::string &where) {
+    firstGradAt_.try_emplace(state.engine, where);
+    if (auto it = epilogueAt_.find(state.engine); it != epilogueAt_.end())
+      fail(where, "name: a gradient of engine " + quoted(state.engine) +
+                      " after its backward_epilogue (" + it->second +
+                      "); every grad op of an engine lies between its "
+                      "prologue and its epilogue");
+  }
+
+  void checkBackwardMarker(const Op &op, const std::string &where) {
+    const EngineDesc *engine = plan_.findEngine(op.engine);
+    if (!engine)
+      fail(where, "engine: the plan has no engine named " + quoted(op.engine));
+    if (!engine->optimizer)
+      fail(where, "engine: engine " + quoted(op.engine) +
+                      " is frozen; only trainable engines have a backward "
+                      "prologue and epilogue");
+    if (op.kind == OpKind::BackwardPrologue) {
+      if (auto it = prologueAt_.find(op.engine); it != prologueAt_.end())
+        fail(where, "engine " + quoted(op.engine) +
+                        " has a second backward_prologue (first: " +
+                        it->second + ")");
+      if (auto it = firstGradAt_.find(op.engine); it != firstGradAt_.end())
+        fail(where, "the backward_prologue of engine " + quoted(op.engine) +
+                        " comes after a gradient of it (" + it->second + ")");
+      prologueAt_[op.engine] = where;
+      return;
+    }
+    if (!prologueAt_.count(op.engine))
+      fail(where, "the backward_epilogue of engine " + quoted(op.engine) +
+                      " has no backward_prologue before it");
+    if (auto it = epilogueAt_.find(op.engine); it != epilogueAt_.end())
+      fail(where, "engine " + quoted(op.engine) +
+                      " has a second backward_epilogue (first: " + it->second +
+                      ")");
+    for (const auto &[key, reduction] : reducedAt_)
+      if (key.first == op.engine && !waitedAt_.count(reduction.token))
+        fail(where, "the backward_epilogue of engine " + quoted(op.engine) +
+                        " comes before the wait for " + reduction.where +
+                        " (the epilogue ends the engine's reductions)");
+    epilogueAt_[op.engine] = where;
+  }
+
+  /// A program with prologues and epilogues has one pair for every
+  /// trainable engine that has gradients in it.
+  void checkBackwardMarkersComplete() const {
+    if (prologueAt_.empty() && epilogueAt_.empty())
+      return;
+    for (const auto &[engine, where] : prologueAt_)
+      if (!epilogueAt_.count(engine))
+        fail(path_, "engine " + quoted(engine) + " has a backward_prologue (" +
+                        where + ") but no backward_epilogue");
+    for (const auto &[engine, where] : firstGradAt_)
+      if (!prologueAt_.count(engine))
+        fail(path_, "engine " + quoted(engine) + " has gradients (" + where +
+                        ") but no backward_prologue, while other engines "
+                        "have one (a plan marks every trainable engine's "
+                        "backward or none)");
+  }
+
   /// At the end of a program: tokens waited, every bucket reduced and
   /// gathered where the engine's stage says, every trainable engine
   /// stepped.
@@ -791,7 +886,8 @@ private:
       const PartitionDesc &partition = *engine.partition;
       for (size_t b = 0; b < partition.buckets.size(); ++b) {
         auto key = std::make_pair(engine.name, int64_t(b));
-        if (isTrain_ && partition.stage >= 2 && !reducedAt_.count(key))
+        if (isTrain_ && partition.stage >= 2 && engine.optimizer &&
+            !reducedAt_.count(key))
           fail(path_, bucketName(engine.name, int64_t(b)) + " (ZeRO stage " +
                           std::to_string(partition.stage) +
                           ") is never reduce_scatter'ed in programs.train");
@@ -925,6 +1021,10 @@ private:
   std::map<std::pair<std::string, int64_t>, std::string> gatheredAt_;
   /// Engine -> its optimizer_step.
   std::map<std::string, std::string> steppedAt_;
+  /// Engine -> its first grad op, backward_prologue, backward_epilogue.
+  std::map<std::string, std::string> firstGradAt_, prologueAt_, epilogueAt_;
+  /// Past backward_start (top level of programs.train).
+  bool inBackward_ = false;
   /// Token -> the collective that started it / the wait that ended it.
   std::map<ValueId, std::string> startedAt_;
   std::map<ValueId, std::string> waitedAt_;
@@ -1044,10 +1144,16 @@ private:
                    (!engine.optimizer ? "\"optimizer\"" : "") +
                    (!engine.optimizer && !engine.partition ? " and " : "") +
                    (!engine.partition ? "\"partition\"" : "") + ")");
-        if (!trains && (engine.optimizer || engine.partition))
-          fail(where + (engine.optimizer ? ".optimizer" : ".partition"),
+        if (!trains && engine.optimizer)
+          fail(where + ".optimizer",
                "the engine's config has no \"optimizer\" (a frozen engine), "
-               "so it has neither \"optimizer\" nor \"partition\"");
+               "so it has no \"optimizer\"");
+        if (!trains && engine.partition && engine.partition->stage != 3)
+          fail(where + ".partition",
+               "a frozen engine (no \"optimizer\" in its config) has a "
+               "partition only at ZeRO stage 3 (its parameters sharded), "
+               "found stage " +
+                   std::to_string(engine.partition->stage));
       }
       if (engine.optimizer)
         checkOptimizer(*engine.optimizer, where + ".optimizer");
@@ -1154,7 +1260,10 @@ private:
       const StateDesc *state = plan_.findState(param.name);
       if (!state)
         fail(at + ".name", "the plan has no state named " + quoted(param.name));
-      if (state->kind != StateKind::Param || !state->requiresGrad ||
+      // A frozen stage 3 engine shards all its parameters; a trainable
+      // engine those that require grad.
+      if (state->kind != StateKind::Param ||
+          (!state->requiresGrad && engine.optimizer) ||
           state->engine != engine.name)
         fail(at + ".name",
              quoted(param.name) + " is not a trainable parameter of engine " +
@@ -1197,9 +1306,10 @@ private:
                  ", " + std::to_string(placed[k - 1].end) + ")");
       }
     for (const StateDesc &state : plan_.state)
-      if (state.kind == StateKind::Param && state.requiresGrad &&
+      if (state.kind == StateKind::Param &&
+          (state.requiresGrad || !engine.optimizer) &&
           state.engine == engine.name && !seen.count(state.name))
-        fail(where + ".params", "trainable parameter " + quoted(state.name) +
+        fail(where + ".params", "parameter " + quoted(state.name) +
                                     " of engine " + quoted(engine.name) +
                                     " has no place in the flat buffers");
 

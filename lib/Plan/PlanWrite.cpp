@@ -125,6 +125,8 @@ ordered_json opToJson(const Op &op) {
     json["arg"] = op.arg;
     break;
   case OpKind::OptimizerStep:
+  case OpKind::BackwardPrologue:
+  case OpKind::BackwardEpilogue:
     json["engine"] = op.engine;
     break;
   case OpKind::Release:

@@ -582,6 +582,11 @@ void Executor::Impl::execute(const Step &step) {
   case OpKind::Release:
     training_->release(size_t(step.stateIndex), op.bucket);
     return;
+  case OpKind::BackwardPrologue:
+  case OpKind::BackwardEpilogue:
+    // Markers: the plan's validation already placed every grad op and
+    // reduction wait of the engine between the two.
+    return;
   }
 }
 

@@ -138,7 +138,8 @@ TEST(PlanV2, ReadingChecksTheNewFields) {
   expectInvalid(json, "unknown op kind \"reduce_scatter_async\" (expected "
                       "input, state, set_state, constant, list, unpack, call, "
                       "if, grad, all_reduce, reduce_scatter, all_gather, wait, "
-                      "optimizer_step or release)");
+                      "optimizer_step, release, backward_prologue or "
+                      "backward_epilogue)");
   json = planAt(1);
   json["programs"]["eval"]["values"].push_back({{"id", 6}, {"type", "token"}});
   json["programs"]["eval"]["body"].push_back(
@@ -214,8 +215,8 @@ TEST(PlanV2, TrainableEnginesCarryOptimizerAndPartition) {
   json = planAt(0);
   engine(json)["config"].erase("optimizer");
   expectInvalid(json, "engines[0].optimizer: the engine's config has no "
-                      "\"optimizer\" (a frozen engine), so it has neither "
-                      "\"optimizer\" nor \"partition\"");
+                      "\"optimizer\" (a frozen engine), so it has no "
+                      "\"optimizer\"");
   // Eval-only plans may carry them or not.
   json = planAt(0);
   json["programs"].erase("train");
@@ -256,7 +257,7 @@ TEST(PlanV2, PartitionLayout) {
   expectInvalid(json, "does not lie inside [0, 18)");
   json = planAt(1);
   params(json).erase(2);
-  expectInvalid(json, "engines[0].partition.params: trainable parameter "
+  expectInvalid(json, "engines[0].partition.params: parameter "
                       "\"extra.scale\" of engine \"model\" has no place in "
                       "the flat buffers");
   json = planAt(1);
@@ -961,4 +962,58 @@ TEST(PlanV2, StageThreeOpsFollowTheProgramAndTheBucket) {
                     "of engine \"model\", which " +
                     at("train", grad, "reduce_scatter") +
                     " reduce-scattered already");
+}
+
+TEST(PlanV2, BackwardPrologueAndEpilogue) {
+  // Stage 2: body[12] the weight's grad, body[13..14] reduce_scatter b0, b1,
+  // body[18] the bias's grad, body[19] reduce_scatter b2, body[20..22] waits.
+  auto withMarkers = [](int64_t prologueAt, int64_t epilogueAt,
+                        int64_t stage = 2) {
+    ordered_json json = planAt(stage);
+    ordered_json &body = trainBody(json);
+    auto marker = [](const char *kind) {
+      ordered_json op = ordered_json::object();
+      op["kind"] = kind;
+      op["engine"] = "model";
+      return op;
+    };
+    body.insert(body.begin() + epilogueAt, marker("backward_epilogue"));
+    body.insert(body.begin() + prologueAt, marker("backward_prologue"));
+    return json;
+  };
+  int64_t start = planAt(2)["programs"]["train"]["backward_start"];
+  Plan plan = parsePlan(withMarkers(start, 23), "v2.json");
+  ordered_json round = toJson(plan);
+  EXPECT_EQ(round["programs"]["train"]["body"][start]["kind"],
+            "backward_prologue");
+  EXPECT_EQ(round["programs"]["train"]["body"][24]["kind"],
+            "backward_epilogue");
+
+  expectInvalid(withMarkers(start, 22),
+                "the backward_epilogue of engine \"model\" comes before the "
+                "wait for");
+  // Stage 0 reduces in programs.step: an epilogue before a grad op.
+  expectInvalid(withMarkers(start, start, 0),
+                "a gradient of engine \"model\" after its backward_epilogue");
+  expectInvalid(withMarkers(13, 23),
+                "the backward_prologue of engine \"model\" comes after a "
+                "gradient of it");
+  expectInvalid(withMarkers(start - 1, 23),
+                "backward_prologue ops belong to the backward of "
+                "programs.train");
+  ordered_json json = withMarkers(start, 23);
+  trainBody(json).erase(trainBody(json).begin() + 24);
+  expectInvalid(json, "engine \"model\" has a backward_prologue");
+  json = withMarkers(start, 23);
+  trainBody(json)[start]["engine"] = "nobody";
+  expectInvalid(json, "the plan has no engine named \"nobody\"");
+}
+
+TEST(PlanV2, FrozenEnginesArePartitionedOnlyAtStage3) {
+  ordered_json json = planAt(0);
+  engine(json)["config"].erase("optimizer");
+  engine(json).erase("optimizer");
+  expectInvalid(json, "engines[0].partition: a frozen engine (no "
+                      "\"optimizer\" in its config) has a partition only at "
+                      "ZeRO stage 3");
 }

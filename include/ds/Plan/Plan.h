@@ -275,6 +275,13 @@ enum class OpKind {
   /// Stage 3, programs.train and programs.eval: drops the gathered
   /// parameters of a non-persistent bucket (no token).
   Release,
+  /// programs.train only, after backward_start: the start and the end of one
+  /// trainable engine's share of the joint backward (DeepSpeed's backward
+  /// prologue and epilogue). Every grad op of the engine lies between the
+  /// two, and every reduce_scatter of the engine is waited before its
+  /// epilogue. No operands, no results.
+  BackwardPrologue,
+  BackwardEpilogue,
 };
 
 /// "input", "set_state", ... as spelled in the plan.
@@ -300,8 +307,8 @@ struct Op {
   int64_t index = 0;
   /// state, set_state, grad: qualified state name.
   std::string name;
-  /// all_reduce, reduce_scatter, all_gather, release, optimizer_step: an
-  /// engine name.
+  /// all_reduce, reduce_scatter, all_gather, release, optimizer_step,
+  /// backward_prologue, backward_epilogue: an engine name.
   std::string engine;
   /// all_reduce, reduce_scatter, all_gather, release: index into the
   /// engine's partition buckets.
@@ -345,6 +352,8 @@ struct Op {
   static Op wait(ValueId token);
   static Op optimizerStep(std::string engine);
   static Op release(std::string engine, int64_t bucket);
+  static Op backwardPrologue(std::string engine);
+  static Op backwardEpilogue(std::string engine);
 
   /// "aten::linear" for calls, the kind name ("if", "unpack") otherwise.
   std::string label() const;
