@@ -305,6 +305,65 @@ class TwoLosses(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------
+# three_engines: three submodules trained on one shared loss l0 / 1 + l1 / 2 + l2 / 3
+# ---------------------------------------------------------------------------------------------
+class SmallNet(nn.Module):
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.fc1 = nn.Linear(8, hidden)
+        self.act = nn.Tanh()
+        self.fc2 = nn.Linear(hidden, 4)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class ThreeEngines(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.e0 = SmallNet(16)
+        self.e1 = SmallNet(24)
+        self.e2 = SmallNet(12)
+
+    def forward(self, x, y):
+        l0 = F.mse_loss(self.e0(x), y)
+        l1 = F.mse_loss(self.e1(x), y)
+        l2 = F.mse_loss(self.e2(x), y)
+        return l0 / 1 + l1 / 2 + l2 / 3
+
+
+# ---------------------------------------------------------------------------------------------
+# through_frozen: the student's output flows through a frozen critic into the loss
+# ---------------------------------------------------------------------------------------------
+class ThroughFrozen(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.student = Student()
+        self.critic = Teacher()
+
+    def forward(self, x, y):
+        s = self.student(x)
+        return F.mse_loss(self.critic(s), y) + 0.1 * F.mse_loss(s, x)
+
+
+# ---------------------------------------------------------------------------------------------
+# two_paths: the encoder's output reaches the loss directly and through the head, and the
+# encoder runs twice (DeepSpeed's engine(x) vs engine.module(x) bug class: the GAS division must
+# apply once to every path)
+# ---------------------------------------------------------------------------------------------
+class TwoPaths(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = SmallNet(16)
+        self.head = nn.Linear(4, 4)
+
+    def forward(self, x, y):
+        h = self.enc(x)
+        again = self.enc(x * 0.5)
+        return F.mse_loss(self.head(h), y) + F.mse_loss(h, y) + 0.5 * F.mse_loss(again, y)
+
+
+# ---------------------------------------------------------------------------------------------
 # traced_mlp: made with torch.jit.trace
 # ---------------------------------------------------------------------------------------------
 class TracedMLP(nn.Module):
@@ -610,6 +669,36 @@ def build_two_losses():
                  "'loss' is the sum of the tuple, 'losses' the per-element means."}
 
 
+def build_three_engines():
+    torch.manual_seed(14)
+    m = ThreeEngines()
+    return torch.jit.script(m), {"x": torch.randn(S, B, 8), "y": torch.randn(S, B, 4)}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "x [S,B,8], y [S,B,4] f32. Submodules e0, e1, e2 (class SmallNet, hidden 16, "
+                 "24, 12); loss = mse(e0(x), y) / 1 + mse(e1(x), y) / 2 + mse(e2(x), y) / 3, "
+                 "the seeds' shared loss over three engines."}
+
+
+def build_through_frozen():
+    torch.manual_seed(15)
+    m = ThroughFrozen()
+    return torch.jit.script(m), {"x": torch.randn(S, B, 8), "y": torch.randn(S, B, 8)}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "x, y [S,B,8] f32. Submodules student (Student) and critic (Teacher); loss = "
+                 "mse(critic(student(x)), y) + 0.1 * mse(student(x), x): with critic frozen, "
+                 "activation gradients flow through it to the student."}
+
+
+def build_two_paths():
+    torch.manual_seed(16)
+    m = TwoPaths()
+    return torch.jit.script(m), {"x": torch.randn(S, B, 8), "y": torch.randn(S, B, 4)}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "x [S,B,8], y [S,B,4] f32. Submodules enc (SmallNet 16) and head (Linear 4->4); "
+                 "h = enc(x); loss = mse(head(h), y) + mse(h, y) + 0.5 * mse(enc(0.5 x), y): "
+                 "enc's gradient arrives by three paths."}
+
+
 def build_traced_mlp():
     torch.manual_seed(8)
     m = TracedMLP()
@@ -765,6 +854,9 @@ BUILDERS = [
     ("resnet", build_resnet),
     ("tied_lm", build_tied_lm),
     ("dropout", build_dropout),
+    ("three_engines", build_three_engines),
+    ("through_frozen", build_through_frozen),
+    ("two_paths", build_two_paths),
 ]
 
 
