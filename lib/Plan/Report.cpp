@@ -30,13 +30,13 @@ int64_t elementBytes(const Plan &plan, const PartitionDesc &partition) {
   return 4;
 }
 
-/// Adds the volume of `program`'s collectives, run `times` per optimizer
-/// step, to `comm`.
+/// Adds the volume of `program`'s collectives of engine `engineName`, run
+/// `times` per optimizer step, to `comm`.
 void countCollectives(const Plan &plan, const Program &program, int64_t times,
-                      CommVolume &comm) {
+                      const std::string &engineName, CommVolume &comm) {
   for (const Op &op : program.body) {
     const EngineDesc *engine = plan.findEngine(op.engine);
-    if (!engine || !engine->partition)
+    if (!engine || !engine->partition || engine->name != engineName)
       continue;
     const PartitionDesc &partition = *engine->partition;
     if (op.kind == OpKind::OptimizerStep) {
@@ -124,12 +124,78 @@ OverlapReport overlapFromJson(const ordered_json &json,
   return overlap;
 }
 
+ordered_json volumeToJson(const CommVolume &comm) {
+  return {{"all_reduce", comm.allReduce},
+          {"reduce_scatter", comm.reduceScatter},
+          {"all_gather", comm.allGather},
+          {"broadcast", comm.broadcast},
+          {"total", comm.total()}};
+}
+
+/// `object`'s "comm_volume_elements".
+CommVolume volumeFromJson(const ordered_json &object, const std::string &where) {
+  auto comm = object.find("comm_volume_elements");
+  if (comm == object.end() || !comm->is_object())
+    throw std::runtime_error("report: " + where +
+                             ": \"comm_volume_elements\" must be an object");
+  std::string commWhere = where + ".comm_volume_elements";
+  CommVolume volume;
+  volume.allReduce = getInt(*comm, "all_reduce", commWhere);
+  volume.reduceScatter = getInt(*comm, "reduce_scatter", commWhere);
+  volume.allGather = getInt(*comm, "all_gather", commWhere);
+  volume.broadcast = getInt(*comm, "broadcast", commWhere);
+  if (getInt(*comm, "total", commWhere) != volume.total())
+    throw std::runtime_error("report: " + commWhere +
+                             ": \"total\" is not the sum of the others");
+  return volume;
+}
+
+ordered_json engineToJson(const EngineReport &engine) {
+  ordered_json json = ordered_json::object();
+  json["frozen"] = engine.frozen;
+  json["zero_stage"] = engine.zeroStage;
+  json["param_bytes"] = engine.paramBytes;
+  json["grad_bytes"] = engine.gradBytes;
+  json["optimizer_state_bytes"] = engine.optimizerStateBytes;
+  json["comm_volume_elements"] = volumeToJson(engine.comm);
+  return json;
+}
+
+EngineReport engineFromJson(const std::string &name, const ordered_json &json,
+                            const std::string &where) {
+  if (!json.is_object())
+    throw std::runtime_error("report: " + where + " must be an object");
+  EngineReport engine;
+  engine.name = name;
+  auto frozen = json.find("frozen");
+  if (frozen == json.end() || !frozen->is_boolean())
+    throw std::runtime_error("report: " + where +
+                             ": \"frozen\" must be a boolean");
+  engine.frozen = frozen->get<bool>();
+  engine.zeroStage = getInt(json, "zero_stage", where);
+  engine.paramBytes = getInt(json, "param_bytes", where);
+  engine.gradBytes = getInt(json, "grad_bytes", where);
+  engine.optimizerStateBytes = getInt(json, "optimizer_state_bytes", where);
+  engine.comm = volumeFromJson(json, where);
+  return engine;
+}
+
 } // namespace
 
 int64_t optimizerStatesPerElement(const OptimizerDesc &optimizer) {
   if (optimizer.type == "sgd")
     return optimizer.momentum != 0.0 ? 1 : 0;
   return 2; // adam, adamw: exp_avg and exp_avg_sq.
+}
+
+int64_t configuredZeroStage(const EngineDesc &engine) {
+  auto zero = engine.config.find("zero_optimization");
+  if (zero == engine.config.end() || !zero->is_object())
+    return 0;
+  auto stage = zero->find("stage");
+  return stage != zero->end() && stage->is_number_integer()
+             ? stage->get<int64_t>()
+             : 0;
 }
 
 Report predictReport(const Plan &plan) {
@@ -140,38 +206,58 @@ Report predictReport(const Plan &plan) {
 
   RankReport rank;
   const Program *train = plan.findProgram("train");
+  const Program *step = plan.findProgram("step");
   const int64_t worldSize = plan.worldSize;
   // Parameters that live in a stage 1-3 engine's parameter buffers.
   std::set<std::string> flat;
   int64_t transientBackward = 0, transientBoundary = 0;
   for (const EngineDesc &engine : plan.engines) {
-    if (!train || !engine.optimizer || !engine.partition)
-      continue;
-    const PartitionDesc &partition = *engine.partition;
-    const int64_t bytes = elementBytes(plan, partition);
-    const int64_t shard = partition.shardNumel(worldSize);
-    report.zeroStage = std::max(report.zeroStage, partition.stage);
-    if (partition.stage >= 1) {
-      int64_t held = partition.numel;
-      if (partition.stage == 3) {
-        // Persistent buckets whole, this rank's block of the sharded ones.
-        held = 0;
-        for (size_t b = 0; b < partition.buckets.size(); ++b)
-          held += partition.shardsParameters(b)
-                      ? partition.buckets[b].numel / worldSize
-                      : partition.buckets[b].numel;
+    EngineReport entry;
+    entry.name = engine.name;
+    entry.frozen = !engine.optimizer;
+    entry.zeroStage = configuredZeroStage(engine);
+    const bool trains = train && engine.optimizer && engine.partition;
+    // A frozen stage 3 engine shards its parameters too.
+    const bool partitioned =
+        trains || (train && engine.partition && engine.partition->stage == 3);
+    if (partitioned) {
+      const PartitionDesc &partition = *engine.partition;
+      const int64_t bytes = elementBytes(plan, partition);
+      const int64_t shard = partition.shardNumel(worldSize);
+      if (trains)
+        report.zeroStage = std::max(report.zeroStage, partition.stage);
+      if (partition.stage >= 1) {
+        int64_t held = partition.numel;
+        if (partition.stage == 3) {
+          // Persistent buckets whole, this rank's block of the sharded ones.
+          held = 0;
+          for (size_t b = 0; b < partition.buckets.size(); ++b)
+            held += partition.shardsParameters(b)
+                        ? partition.buckets[b].numel / worldSize
+                        : partition.buckets[b].numel;
+        }
+        entry.paramBytes += held * bytes;
+        for (const FlatParamDesc &param : partition.params)
+          flat.insert(param.name);
       }
-      rank.paramBytes += held * bytes;
-      for (const FlatParamDesc &param : partition.params)
-        flat.insert(param.name);
+      if (trains) {
+        entry.gradBytes =
+            (partition.stage >= 2 ? shard : partition.numel) * bytes;
+        entry.optimizerStateBytes =
+            optimizerStatesPerElement(*engine.optimizer) * shard * bytes;
+        if (partition.stage == 2) // Full gradient buffer + receive buffer.
+          transientBackward += (partition.numel + shard) * bytes;
+        if (partition.stage == 1) // The shard gradient, at the boundary.
+          transientBoundary += shard * bytes;
+      }
     }
-    rank.gradBytes += (partition.stage >= 2 ? shard : partition.numel) * bytes;
-    rank.optimizerStateBytes +=
-        optimizerStatesPerElement(*engine.optimizer) * shard * bytes;
-    if (partition.stage == 2) // Full gradient buffer + receive buffer.
-      transientBackward += (partition.numel + shard) * bytes;
-    if (partition.stage == 1) // The shard gradient, at the boundary.
-      transientBoundary += shard * bytes;
+    if (worldSize > 1 && train) {
+      countCollectives(plan, *train, plan.gradientAccumulationSteps,
+                       engine.name, entry.comm);
+      if (step)
+        countCollectives(plan, *step, 1, engine.name, entry.comm);
+    }
+    rank.engines.push_back(std::move(entry));
   }
 
   int64_t stateElements = 0;
@@ -179,10 +265,23 @@ Report predictReport(const Plan &plan) {
     int64_t numel = staticNumel(state.shape).value_or(0);
     int64_t bytes = numel * dtypeSize(state.dtype);
     stateElements += numel;
-    if (state.kind == StateKind::Buffer)
+    if (state.kind == StateKind::Buffer) {
       rank.bufferBytes += bytes;
-    else if (!flat.count(state.name))
-      rank.paramBytes += bytes;
+    } else if (!flat.count(state.name)) {
+      auto owner = std::find_if(
+          rank.engines.begin(), rank.engines.end(),
+          [&](const EngineReport &e) { return e.name == state.engine; });
+      if (owner != rank.engines.end())
+        owner->paramBytes += bytes;
+      else
+        rank.paramBytes += bytes; // Outside every engine.
+    }
+  }
+  for (const EngineReport &entry : rank.engines) {
+    rank.paramBytes += entry.paramBytes;
+    rank.gradBytes += entry.gradBytes;
+    rank.optimizerStateBytes += entry.optimizerStateBytes;
+    rank.comm += entry.comm;
   }
 
   const Program *program = train ? train : plan.findProgram("eval");
@@ -197,14 +296,8 @@ Report predictReport(const Plan &plan) {
       rank.paramBytes + rank.bufferBytes + rank.gradBytes +
       rank.optimizerStateBytes +
       std::max(stage3.joint + transientBackward, transientBoundary);
-  if (worldSize > 1) {
-    if (train) {
-      countCollectives(plan, *train, plan.gradientAccumulationSteps, rank.comm);
-      if (const Program *step = plan.findProgram("step"))
-        countCollectives(plan, *step, 1, rank.comm);
-    }
+  if (worldSize > 1)
     report.loadBroadcastElements = stateElements;
-  }
   for (int64_t r = 0; r < worldSize; ++r) {
     rank.rank = r;
     report.ranks.push_back(rank);
@@ -237,14 +330,13 @@ ordered_json reportToJson(const Report &report) {
     entry["activation_peak_bytes"] = rank.activationPeakBytes;
     entry["transient_bytes"] = rank.transientBytes;
     entry["peak_bytes"] = rank.peakBytes;
-    entry["comm_volume_elements"] = {
-        {"all_reduce", rank.comm.allReduce},
-        {"reduce_scatter", rank.comm.reduceScatter},
-        {"all_gather", rank.comm.allGather},
-        {"broadcast", rank.comm.broadcast},
-        {"total", rank.comm.total()}};
+    entry["comm_volume_elements"] = volumeToJson(rank.comm);
     if (rank.overlap)
       entry["overlap"] = overlapToJson(*rank.overlap);
+    ordered_json engines = ordered_json::object();
+    for (const EngineReport &engine : rank.engines)
+      engines[engine.name] = engineToJson(engine);
+    entry["engines"] = std::move(engines);
     ranks.push_back(std::move(entry));
   }
   json["ranks"] = std::move(ranks);
@@ -285,20 +377,17 @@ Report reportFromJson(const ordered_json &json) {
       rank.activationPeakBytes = getInt(entry, "activation_peak_bytes", where);
     if (entry.contains("transient_bytes"))
       rank.transientBytes = getInt(entry, "transient_bytes", where);
-    auto comm = entry.find("comm_volume_elements");
-    if (comm == entry.end() || !comm->is_object())
-      throw std::runtime_error("report: " + where +
-                               ": \"comm_volume_elements\" must be an object");
-    std::string commWhere = where + ".comm_volume_elements";
-    rank.comm.allReduce = getInt(*comm, "all_reduce", commWhere);
-    rank.comm.reduceScatter = getInt(*comm, "reduce_scatter", commWhere);
-    rank.comm.allGather = getInt(*comm, "all_gather", commWhere);
-    rank.comm.broadcast = getInt(*comm, "broadcast", commWhere);
-    if (getInt(*comm, "total", commWhere) != rank.comm.total())
-      throw std::runtime_error("report: " + commWhere +
-                               ": \"total\" is not the sum of the others");
+    rank.comm = volumeFromJson(entry, where);
     if (auto overlap = entry.find("overlap"); overlap != entry.end())
       rank.overlap = overlapFromJson(*overlap, where + ".overlap");
+    if (auto engines = entry.find("engines"); engines != entry.end()) {
+      if (!engines->is_object())
+        throw std::runtime_error("report: " + where +
+                                 ": \"engines\" must be an object");
+      for (const auto &item : engines->items())
+        rank.engines.push_back(engineFromJson(
+            item.key(), item.value(), where + ".engines." + item.key()));
+    }
     report.ranks.push_back(rank);
   }
   return report;

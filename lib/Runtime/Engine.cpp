@@ -220,6 +220,33 @@ MemoryStats Engine::fillStateBytes(MemoryStats stats) const {
   return stats;
 }
 
+std::vector<plan::EngineReport> Engine::engineReports() const {
+  std::vector<plan::EngineReport> reports;
+  for (size_t e = 0; e < plan_->engines.size(); ++e) {
+    const plan::EngineDesc &desc = plan_->engines[e];
+    plan::EngineReport report;
+    report.name = desc.name;
+    report.frozen = !desc.optimizer;
+    report.zeroStage = plan::configuredZeroStage(desc);
+    for (size_t i = 0; i < state_->size(); ++i) {
+      const plan::StateDesc &state = state_->desc(int64_t(i));
+      const at::Tensor &tensor = state_->tensor(int64_t(i));
+      if (state.kind == plan::StateKind::Param && state.engine == desc.name &&
+          tensor.defined() &&
+          (!trainer_ || !trainer_->inFlatParameters(int64_t(i))))
+        report.paramBytes += int64_t(tensor.nbytes());
+    }
+    if (trainer_) {
+      report.paramBytes += trainer_->flatParameterBytes(e);
+      report.gradBytes = trainer_->heldGradientBytes(e);
+      report.optimizerStateBytes = trainer_->optimizerBytes(e);
+      report.comm = trainer_->volume(e);
+    }
+    reports.push_back(std::move(report));
+  }
+  return reports;
+}
+
 MemoryStats Engine::memory() const {
   MemoryStats stats;
   stats.currentBytes = eval_->currentBytes();

@@ -447,38 +447,57 @@ void Trainer::releaseShardGradient(size_t e) {
   transient_ -= shardNumel(engine) * engine.elementBytes;
 }
 
+int64_t Trainer::flatParameterBytes(size_t e) const {
+  const EngineState &engine = engines_[e];
+  int64_t total = 0;
+  if (engine.parameters.defined())
+    total += int64_t(engine.parameters.nbytes());
+  if (engine.shardParameters.defined())
+    total += int64_t(engine.shardParameters.nbytes());
+  for (const BucketParams &bucket : engine.buckets)
+    if (!bucket.sharded && bucket.full.defined())
+      total += int64_t(bucket.full.nbytes());
+  return total;
+}
+
+int64_t Trainer::heldGradientBytes(size_t e) const {
+  const EngineState &engine = engines_[e];
+  if (!engine.optimizer)
+    return 0;
+  return engine.stage >= 2 ? shardNumel(engine) * engine.elementBytes
+                           : gradients_->bytes(e);
+}
+
+int64_t Trainer::optimizerBytes(size_t e) const {
+  const EngineState &engine = engines_[e];
+  return engine.optimizer ? engine.optimizer->bytes() : 0;
+}
+
+plan::CommVolume Trainer::volume(size_t e) const { return engines_[e].volume; }
+
 int64_t Trainer::flatParameterBytes() const {
   int64_t total = 0;
-  for (const EngineState &engine : engines_) {
-    if (engine.parameters.defined())
-      total += int64_t(engine.parameters.nbytes());
-    if (engine.shardParameters.defined())
-      total += int64_t(engine.shardParameters.nbytes());
-    for (const BucketParams &bucket : engine.buckets)
-      if (!bucket.sharded && bucket.full.defined())
-        total += int64_t(bucket.full.nbytes());
-  }
+  for (size_t e = 0; e < engines_.size(); ++e)
+    total += flatParameterBytes(e);
   return total;
 }
 
 int64_t Trainer::heldGradientBytes() const {
   int64_t total = 0;
-  for (size_t e = 0; e < engines_.size(); ++e) {
-    const EngineState &engine = engines_[e];
-    if (!engine.optimizer)
-      continue;
-    total += engine.stage >= 2 ? shardNumel(engine) * engine.elementBytes
-                               : gradients_->bytes(e);
-  }
+  for (size_t e = 0; e < engines_.size(); ++e)
+    total += heldGradientBytes(e);
   return total;
 }
 
 int64_t Trainer::optimizerBytes() const {
   int64_t total = 0;
-  for (const EngineState &engine : engines_)
-    if (engine.optimizer)
-      total += engine.optimizer->bytes();
+  for (size_t e = 0; e < engines_.size(); ++e)
+    total += optimizerBytes(e);
   return total;
+}
+
+void Trainer::chargeVolume(size_t e, const plan::CommVolume &before) {
+  engines_[e].volume += communicator_->volume() - before;
 }
 
 //===----------------------------------------------------------------------===//
@@ -508,6 +527,7 @@ c10::IValue Trainer::startCollective(plan::OpKind kind, size_t e,
   const int64_t block = blockNumel(engine, bucket);
   const int64_t shardOffset =
       engine.partition->shardOffset(size_t(bucket), worldSize_);
+  const plan::CommVolume before = communicator_->volume();
   CommHandle handle;
   switch (kind) {
   case plan::OpKind::AllReduce:
@@ -561,6 +581,7 @@ c10::IValue Trainer::startCollective(plan::OpKind kind, size_t e,
     internalError(std::string("startCollective(") + plan::opKindName(kind) +
                   ")");
   }
+  chargeVolume(e, before);
   int64_t token = nextToken_++;
   pending_[token] = Pending{std::move(handle), kind, e, bucket};
   return c10::IValue(token);
@@ -658,8 +679,10 @@ void Trainer::optimizerStep(size_t e) {
     gradients_->zero(e);
   } else {
     ensureShardGradient(e); // Stage 1 without buckets: an empty shard.
+    const plan::CommVolume before = communicator_->volume();
     gradNorm =
         clipShardByGlobalNorm(engine.shardGradient, clipping, timed_.get());
+    chargeVolume(e, before);
     std::vector<at::Tensor> grads;
     for (size_t b = 0; b < engine.parameterBlocks.size(); ++b) {
       int64_t block = blockNumel(engine, int64_t(b));

@@ -118,12 +118,19 @@ public:
 
   // Memory (MemoryStats).
   /// Flat parameter buffers of stage 1-2 engines; stage 3's persistent
-  /// buckets and shard parameter buffers.
+  /// buckets and shard parameter buffers. With `engine`: that engine's.
   int64_t flatParameterBytes() const;
+  int64_t flatParameterBytes(size_t engine) const;
   /// Gradients held between steps: full buffers (stages 0-1), shard
   /// gradients (stages 2-3).
   int64_t heldGradientBytes() const;
+  int64_t heldGradientBytes(size_t engine) const;
   int64_t optimizerBytes() const;
+  int64_t optimizerBytes(size_t engine) const;
+  /// The volume of the engine's collectives since load (its reductions,
+  /// gathers and the clipping norm's all-reduce), counted as the
+  /// communicator counts.
+  plan::CommVolume volume(size_t engine) const;
   int64_t transientBytes() const { return transient_; }
   int64_t transientPeakBytes() const { return transientPeak_; }
   int64_t jointPeakBytes() const { return jointPeak_; }
@@ -188,6 +195,8 @@ private:
 
     /// This step's update, for endStep().
     std::optional<EngineStepReport> stepped;
+    /// Elements its collectives moved since load.
+    plan::CommVolume volume;
   };
   struct Pending {
     CommHandle handle;
@@ -214,6 +223,8 @@ private:
   void ensureShardGradient(size_t engine);
   void releaseShardGradient(size_t engine);
   void addTransient(int64_t bytes);
+  /// Adds the communicator's volume since `before` to the engine's.
+  void chargeVolume(size_t engine, const plan::CommVolume &before);
   [[noreturn]] void internalError(const std::string &detail) const;
 
   const plan::Plan &plan_;

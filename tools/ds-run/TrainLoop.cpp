@@ -28,9 +28,11 @@ namespace {
 /// The optimizer's numbers for the step's line: "lr" and "grad_norm" are
 /// the first trainable engine's (null and 0 when every engine is frozen);
 /// with several trainable engines "engines" gives each one's (as the
-/// oracle, test/oracle/oracle.py, reports them).
+/// oracle, test/oracle/oracle.py, reports them). When the forward returns
+/// one loss per engine (independent engines, in the plan's engine order),
+/// each engine's entry also carries its "loss".
 void addStepReport(nlohmann::ordered_json &line,
-                   const runtime::StepReport &report) {
+                   const runtime::StepReport &report, const plan::Plan &plan) {
   bool none = report.engines.empty();
   line["lr"] = none ? nlohmann::ordered_json(nullptr)
                     : nlohmann::ordered_json(report.engines[0].lr);
@@ -38,13 +40,18 @@ void addStepReport(nlohmann::ordered_json &line,
   // fp32 training: no loss scaling, no overflow skips (fp16 comes later).
   line["loss_scale"] = 1.0;
   line["skipped"] = false;
-  if (report.engines.size() > 1) {
-    nlohmann::ordered_json engines = nlohmann::ordered_json::object();
+  nlohmann::ordered_json engines = nlohmann::ordered_json::object();
+  if (report.engines.size() > 1)
     for (const runtime::EngineStepReport &engine : report.engines)
       engines[engine.engine] = {{"lr", engine.lr},
                                 {"grad_norm", engine.gradNorm}};
+  auto losses = line.find("losses");
+  if (plan.engines.size() > 1 && losses != line.end() &&
+      losses->size() == plan.engines.size())
+    for (size_t e = 0; e < plan.engines.size(); ++e)
+      engines[plan.engines[e].name]["loss"] = (*losses)[e];
+  if (!engines.empty())
     line["engines"] = std::move(engines);
-  }
 }
 
 /// The communicator's volume now (zero without one).
@@ -65,19 +72,32 @@ std::vector<int64_t> measureRank(const runtime::Engine &engine,
   // Per optimizer step: the run's volume over its steps (every step moves
   // the same).
   auto perStep = [&](int64_t elements) { return elements / steps; };
-  return {engine.rank(),
-          memory.parameterBytes,
-          memory.gradientBytes,
-          memory.optimizerBytes,
-          memory.bufferBytes,
-          memory.peakBytes,
-          memory.transientPeakBytes,
-          peak,
-          perStep(stepVolume.allReduce),
-          perStep(stepVolume.reduceScatter),
-          perStep(stepVolume.allGather),
-          perStep(stepVolume.broadcast)};
+  std::vector<int64_t> values = {engine.rank(),
+                                 memory.parameterBytes,
+                                 memory.gradientBytes,
+                                 memory.optimizerBytes,
+                                 memory.bufferBytes,
+                                 memory.peakBytes,
+                                 memory.transientPeakBytes,
+                                 peak,
+                                 perStep(stepVolume.allReduce),
+                                 perStep(stepVolume.reduceScatter),
+                                 perStep(stepVolume.allGather),
+                                 perStep(stepVolume.broadcast)};
+  // Then kEngineFields per engine.
+  for (const plan::EngineReport &report : engine.engineReports())
+    values.insert(values.end(),
+                  {report.paramBytes, report.gradBytes,
+                   report.optimizerStateBytes, perStep(report.comm.allReduce),
+                   perStep(report.comm.reduceScatter),
+                   perStep(report.comm.allGather),
+                   perStep(report.comm.broadcast)});
+  return values;
 }
+
+/// Numbers per engine in measureRank's list, after the rank's twelve.
+constexpr int64_t kRankFields = 12;
+constexpr int64_t kEngineFields = 7;
 
 /// This rank's overlap timings as numbers, in the order overlapFrom reads
 /// them.
@@ -157,6 +177,17 @@ plan::Report gatherReport(const runtime::Engine &engine, const World &world,
     rank.comm.allGather = v[10];
     rank.comm.broadcast = v[11];
     rank.overlap = overlapFrom(allTimings.data() + r * timingFields);
+    // Names, frozen and stages are the same on every rank.
+    std::vector<plan::EngineReport> engines = engine.engineReports();
+    for (size_t e = 0; e < engines.size(); ++e) {
+      const int64_t *w = v + kRankFields + int64_t(e) * kEngineFields;
+      plan::EngineReport &entry = engines[e];
+      entry.paramBytes = w[0];
+      entry.gradBytes = w[1];
+      entry.optimizerStateBytes = w[2];
+      entry.comm = {w[3], w[4], w[5], w[6]};
+    }
+    rank.engines = std::move(engines);
     report.ranks.push_back(rank);
   }
   return report;
@@ -197,7 +228,7 @@ void runTrain(const Options &options, const World &world) {
           "internal error: step " + std::to_string(step) +
           " ended off the gradient accumulation boundary");
     nlohmann::ordered_json line = meter.line(step, world);
-    addStepReport(line, report);
+    addStepReport(line, report, engine.plan());
     log.emit(line);
     progress.update(step, run.steps);
   }

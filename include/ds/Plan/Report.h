@@ -99,6 +99,23 @@ struct OverlapReport {
   }
 };
 
+/// One engine's share of a rank's state bytes and traffic (a multi-engine
+/// report's "engines"; present for every plan). The rank's totals are the
+/// sums over its engines, plus buffers and anything outside every engine.
+struct EngineReport {
+  std::string name;
+  /// No optimizer: no gradients, no optimizer state, never updated.
+  bool frozen = false;
+  /// The engine's ZeRO stage as its config says (a frozen engine at stages
+  /// 0-2 has nothing to shard).
+  int64_t zeroStage = 0;
+  int64_t paramBytes = 0;
+  int64_t gradBytes = 0;
+  int64_t optimizerStateBytes = 0;
+  /// Elements moved per optimizer step by the engine's collectives.
+  CommVolume comm;
+};
+
 struct RankReport {
   int64_t rank = 0;
   /// Bytes held between optimizer steps.
@@ -125,6 +142,8 @@ struct RankReport {
   /// Measured reports: the time collectives were in flight and the time
   /// compute was blocked on them.
   std::optional<OverlapReport> overlap;
+  /// Per engine, in plan order.
+  std::vector<EngineReport> engines;
 };
 
 struct Report {
@@ -163,8 +182,13 @@ int64_t optimizerStatesPerElement(const OptimizerDesc &optimizer);
 ///    bucket's numel; stage 3's gathers in programs.train included), plus
 ///    the scalar all-reduce (2) of the global norm of each stage 1-3
 ///    engine's optimizer_step.
+///  - engines: the same numbers per engine (their sums are the rank's
+///    param, grad and optimizer bytes and traffic).
 /// Plans without programs.train hold parameters and buffers only.
 Report predictReport(const Plan &plan);
+
+/// The ZeRO stage an engine's config names (0 when it names none).
+int64_t configuredZeroStage(const EngineDesc &engine);
 
 ordered_json reportToJson(const Report &report);
 /// Throws std::runtime_error on a malformed report.

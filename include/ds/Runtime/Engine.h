@@ -186,6 +186,10 @@ public:
   MemoryStats memory() const;
   /// The same for the train program (forward and backward together).
   MemoryStats trainMemory() const;
+  /// Per plan engine, in plan order: its parameter, gradient and optimizer
+  /// bytes now, and the elements its collectives moved since load (a
+  /// report's "engines"; their sums are trainMemory()'s three).
+  std::vector<plan::EngineReport> engineReports() const;
   void resetPeakMemory();
 
   /// This process's data-parallel rank and the number of ranks (1 without
