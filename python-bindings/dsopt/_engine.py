@@ -39,8 +39,10 @@ class Engine:
         self._native = _dsopt.Engine(plan._native, os.fspath(weights or ""), seed,
                                      int(rank), bool(check_results))
         self._input_names = [i["name"] for i in plan.inputs]
-        self._trainable_engines = [e["name"] for e in plan.report()["engines"]
-                                   if not e["frozen"]]
+        described = plan.report()["engines"]
+        self._trainable_engines = [e["name"] for e in described if not e["frozen"]]
+        self.engines = collections.OrderedDict(
+            (e["name"], EngineHandle(self, e)) for e in described)
         self.training = True
         self._last_outputs = None
         self._last_report = None
@@ -155,6 +157,12 @@ class Engine:
         """The last update's gradient norm before clipping (None before it)."""
         return None if self._last_report is None else self._last_report["grad_norm"]
 
+    def engine_reports(self):
+        """Per plan engine: parameter, gradient and optimizer bytes on this
+        rank now, and the elements its collectives moved since load (the
+        objects under "engines" in ``ds-run --report``)."""
+        return collections.OrderedDict((r["name"], r) for r in self._native.engine_reports())
+
     # -- Beyond DeepSpeed ---------------------------------------------------
     @property
     def plan(self):
@@ -190,6 +198,54 @@ class Engine:
         return self._native.train_memory()
 
 
+class EngineHandle:
+    """One engine of a multi-engine plan, as a DeepSpeed engine of its own.
+
+    The session (``Engine``) drives every engine with one ``forward``,
+    ``backward`` and ``step``: there is no per-engine backward or step to call
+    (DeepSpeed's ``_backward_epilogue()`` per engine is placed by the
+    compiler). A handle answers the per-engine questions: ``engine.engines
+    ["student"].get_lr()``.
+    """
+
+    def __init__(self, session, described):
+        self._session = session
+        self.name = described["name"]
+        self.module = described["module"]
+        self.frozen = described["frozen"]
+        self.zero_stage = described["zero_stage"]
+        self.parameters = list(described["params"])
+
+    def get_lr(self):
+        """The LR this engine's next update uses (None when frozen)."""
+        return None if self.frozen else self._session._native.next_lr(self.name)
+
+    def get_global_grad_norm(self):
+        """This engine's last gradient norm before clipping (None before its
+        first update, or when frozen)."""
+        report = self._session._last_report
+        if report is None:
+            return None
+        for entry in report["engines"]:
+            if entry["engine"] == self.name:
+                return entry["grad_norm"]
+        return None
+
+    def state_dict(self):
+        """This engine's parameters, whole, by qualified name (at ZeRO stage 3
+        a collective, as ``Engine.state_dict``)."""
+        every = self._session.state_dict()
+        return collections.OrderedDict((n, every[n]) for n in self.parameters)
+
+    def report(self):
+        """This engine's bytes and traffic (``Engine.engine_reports()``)."""
+        return self._session.engine_reports()[self.name]
+
+    def __repr__(self):
+        return "EngineHandle(%r, module=%r, frozen=%r, zero_stage=%d)" % (
+            self.name, self.module, self.frozen, self.zero_stage)
+
+
 def _native_inputs(names, inputs, named):
     if named:
         if inputs:
@@ -223,4 +279,8 @@ def _is_output(loss, outputs):
         return True  # The native backward reports a missing forward itself.
     if loss is outputs:
         return True
-    return isinstance(outputs, tuple) and any(loss is t for t in outputs)
+    if not isinstance(outputs, tuple):
+        return False
+    if isinstance(loss, (tuple, list)):  # Several engines' losses at once.
+        return len(loss) > 0 and all(any(l is t for t in outputs) for l in loss)
+    return any(loss is t for t in outputs)

@@ -135,7 +135,26 @@ void bindEngineClass(py::module_ &m) {
            [](const Engine &engine) {
              return memoryReport(engine.trainMemory());
            })
-      .def("reset_peak_memory", &Engine::resetPeakMemory);
+      .def("reset_peak_memory", &Engine::resetPeakMemory)
+      .def("engine_reports", [](const Engine &engine) {
+        py::list reports;
+        for (const ds::plan::EngineReport &report : engine.engineReports()) {
+          const ds::plan::CommVolume &comm = report.comm;
+          reports.append(py::dict(
+              py::arg("name") = report.name, py::arg("frozen") = report.frozen,
+              py::arg("zero_stage") = report.zeroStage,
+              py::arg("param_bytes") = report.paramBytes,
+              py::arg("grad_bytes") = report.gradBytes,
+              py::arg("optimizer_state_bytes") = report.optimizerStateBytes,
+              py::arg("comm_volume_elements") = py::dict(
+                  py::arg("all_reduce") = comm.allReduce,
+                  py::arg("reduce_scatter") = comm.reduceScatter,
+                  py::arg("all_gather") = comm.allGather,
+                  py::arg("broadcast") = comm.broadcast,
+                  py::arg("total") = comm.total())));
+        }
+        return reports;
+      });
 }
 
 /// ds-run's view of a data file, so Python loops can feed exactly its rows.

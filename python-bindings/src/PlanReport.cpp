@@ -10,6 +10,7 @@
 #include "PyPlan.h"
 
 #include "ds/Plan/MemoryPrediction.h"
+#include "ds/Plan/Report.h"
 
 #include <pybind11/stl.h>
 
@@ -84,9 +85,15 @@ py::dict planReport(const Plan &plan) {
     bool isFrozen = !engine.config.contains("optimizer");
     if (isFrozen)
       frozen.insert(engine.name);
+    py::list params;
+    for (const StateDesc &state : plan.state)
+      if (state.kind == StateKind::Param && state.engine == engine.name)
+        params.append(state.name);
     engines.append(py::dict(py::arg("name") = engine.name,
                             py::arg("module") = engine.module,
-                            py::arg("frozen") = isFrozen));
+                            py::arg("frozen") = isFrozen,
+                            py::arg("zero_stage") = configuredZeroStage(engine),
+                            py::arg("params") = params));
   }
   report["engines"] = engines;
 

@@ -209,7 +209,10 @@ def test_report():
     assert train_program["ops_by_kind"]["grad"] == 4
     assert train_program["forward_ops"] + train_program["backward_ops"] == train_program["ops"]
     assert report["programs"]["eval"]["predicted_peak_bytes"] > 0
-    assert report["engines"] == [{"name": "model", "module": "", "frozen": False}]
+    assert report["engines"] == [{"name": "model", "module": "", "frozen": False,
+                                  "zero_stage": 0,
+                                  "params": ["fc1.weight", "fc1.bias", "fc2.weight",
+                                             "fc2.bias"]}]
 
 
 # -- run --------------------------------------------------------------------------------------
@@ -243,6 +246,42 @@ def test_python_loop_equals_ds_run(bin_dir, models, tmp_path, model, feed):
     assert list(state) == list(params)
     for name, tensor in params.items():
         assert torch.equal(state[name], tensor), name
+
+
+def test_session_drives_every_engine(bin_dir, models, tmp_path):
+    """Several engines: one forward, backward and step per micro-step, as ds-run does; each
+    engine answers for itself through engine.engines[name]."""
+    data_path = os.path.join(models, "two_losses.data.pt")
+    engines = {"a": {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 2,
+                     "zero_optimization": {"stage": 2},
+                     "optimizer": {"type": "AdamW", "params": {"lr": 0.01}}},
+               "b": {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 2,
+                     "zero_optimization": {"stage": 1},
+                     "optimizer": {"type": "SGD", "params": {"lr": 0.05}}}}
+    plan = dsopt.compile(os.path.join(models, "two_losses.pt"), {"engines": engines}, data_path)
+    plan.save(tmp_path / "model.plan")
+    expected, params = run_ds(bin_dir, tmp_path / "model.plan", data_path, 2, tmp_path)
+
+    session = dsopt.Engine(str(tmp_path / "model.plan"))
+    assert list(session.engines) == ["a", "b"]
+    a, b = session.engines["a"], session.engines["b"]
+    assert (a.zero_stage, b.zero_stage, a.frozen) == (2, 1, False)
+    assert a.parameters == ["a.fc1.weight", "a.fc1.bias", "a.fc2.weight", "a.fc2.bias"]
+    assert (a.get_lr(), b.get_lr()) == (0.01, 0.05)
+    for s, batch in enumerate(list(dsopt.load_data(data_path, plan))[:4]):
+        loss_a, loss_b = session(batch)
+        session.backward((loss_a, loss_b))
+        session.step()
+        if s % 2 == 1:
+            line = expected[s // 2]
+            assert a.get_global_grad_norm() == line["engines"]["a"]["grad_norm"]
+            assert b.get_global_grad_norm() == line["engines"]["b"]["grad_norm"]
+    for name, tensor in b.state_dict().items():
+        assert torch.equal(tensor, params[name]), name
+    reports = session.engine_reports()
+    assert reports["a"]["optimizer_state_bytes"] == 2 * 4 * sum(
+        params[n].numel() for n in a.parameters)
+    assert reports["b"]["grad_bytes"] == 4 * sum(params[n].numel() for n in b.parameters)
 
 
 def test_eval_mode_and_numpy():
