@@ -16,33 +16,39 @@
 
 namespace cl = llvm::cl;
 
+// --help lists these, not the options LLVM's libraries register.
+static cl::OptionCategory toolCategory("ds-compile options");
+
 static cl::opt<std::string> modelPath(cl::Positional, cl::desc("<model.pt>"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(toolCategory));
 static cl::opt<std::string> configPath("config",
                                        cl::desc("DeepSpeed config (JSON)"),
-                                       cl::value_desc("CFG.json"),
-                                       cl::Required);
+                                       cl::value_desc("CFG.json"), cl::Required,
+                                       cl::cat(toolCategory));
 static cl::opt<std::string>
     exampleInputs("example-inputs",
                   cl::desc("Data file whose shapes the plan is specialised on"),
-                  cl::value_desc("DATA"), cl::Required);
-static cl::opt<unsigned>
-    worldSize("world-size", cl::desc("Data-parallel ranks"), cl::init(1));
+                  cl::value_desc("DATA"), cl::Required, cl::cat(toolCategory));
+static cl::opt<unsigned> worldSize("world-size",
+                                   cl::desc("Data-parallel ranks"), cl::init(1),
+                                   cl::cat(toolCategory));
 static cl::list<std::string> unbatched("unbatched",
                                        cl::desc("Forward argument that is not "
                                                 "batched"),
-                                       cl::value_desc("NAME"));
+                                       cl::value_desc("NAME"),
+                                       cl::cat(toolCategory));
 static cl::opt<std::string> outputPath("o", cl::desc("Plan file to write"),
-                                       cl::value_desc("PLAN"), cl::Required);
+                                       cl::value_desc("PLAN"), cl::Required,
+                                       cl::cat(toolCategory));
 static cl::opt<std::string>
     dumpIR("dump-ir", cl::desc("Also write the final IR to this file"),
-           cl::value_desc("FILE"));
+           cl::value_desc("FILE"), cl::cat(toolCategory));
 
 static cl::opt<std::string> reportPath(
     "report",
     cl::desc("Also write the predicted memory and communication report "
              "(JSON, docs/runtime.md \"Reports\")"),
-    cl::value_desc("FILE.json"));
+    cl::value_desc("FILE.json"), cl::cat(toolCategory));
 
 static int fail(const std::string &message) {
   llvm::WithColor::error(llvm::errs(), "ds-compile") << message << "\n";
@@ -51,6 +57,7 @@ static int fail(const std::string &message) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  cl::HideUnrelatedOptions(toolCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "TorchScript model + DeepSpeed config -> plan\n");
 

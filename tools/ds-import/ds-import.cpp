@@ -20,29 +20,35 @@
 
 namespace cl = llvm::cl;
 
+// --help lists these, not the options LLVM's libraries register.
+static cl::OptionCategory toolCategory("ds-import options");
+
 static cl::opt<std::string> modelPath(cl::Positional, cl::desc("<model.pt>"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(toolCategory));
 static cl::opt<std::string> outputPath("o", cl::desc("Output file"),
-                                       cl::value_desc("FILE"), cl::init("-"));
+                                       cl::value_desc("FILE"), cl::init("-"),
+                                       cl::cat(toolCategory));
 static cl::opt<std::string>
     exampleInputs("example-inputs",
                   cl::desc("Data file whose shapes the import specialises on"),
-                  cl::value_desc("DATA"));
-static cl::opt<unsigned> worldSize("world-size", cl::desc("Data-parallel ranks"),
-                                   cl::init(1));
+                  cl::value_desc("DATA"), cl::cat(toolCategory));
+static cl::opt<unsigned> worldSize("world-size",
+                                   cl::desc("Data-parallel ranks"), cl::init(1),
+                                   cl::cat(toolCategory));
 static cl::list<std::string> unbatched("unbatched",
                                        cl::desc("Forward argument that is not "
                                                 "batched"),
-                                       cl::value_desc("NAME"));
-static cl::opt<bool> evalMode("eval",
-                              cl::desc("Import as after module.eval()"),
-                              cl::init(false));
+                                       cl::value_desc("NAME"),
+                                       cl::cat(toolCategory));
+static cl::opt<bool> evalMode("eval", cl::desc("Import as after module.eval()"),
+                              cl::init(false), cl::cat(toolCategory));
 static cl::opt<bool> both("train-and-eval",
                           cl::desc("Import @forward and @forward_eval"),
-                          cl::init(false));
+                          cl::init(false), cl::cat(toolCategory));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  cl::HideUnrelatedOptions(toolCategory);
   cl::ParseCommandLineOptions(argc, argv, "TorchScript -> ds importer\n");
 
   mlir::MLIRContext context;
