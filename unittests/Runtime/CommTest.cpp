@@ -89,9 +89,13 @@ TEST(Communicator, BadArgumentsAreRefusedBeforeAnythingStarts) {
   EXPECT_THROW_WITH(comm->allReduce(at::Tensor(), ReduceOp::Sum), CommError,
                     "allReduce: the tensor tensor is undefined");
   EXPECT_THROW_WITH(
-      comm->allReduce(at::zeros({2}, at::kHalf), ReduceOp::Sum), CommError,
-      "allReduce: cannot reduce float16 tensors (float32, float64, int32 and "
-      "int64 only");
+      comm->allReduce(at::zeros({2}, at::kBool), ReduceOp::Sum), CommError,
+      "allReduce: cannot reduce bool tensors (float32, float64, bfloat16, "
+      "float16, int32 and int64 only");
+  // 16-bit floats reduce (on one rank: an identity).
+  at::Tensor half = at::full({2}, 1.5, at::kHalf);
+  comm->allReduce(half, ReduceOp::Avg).wait();
+  EXPECT_TRUE(half.equal(at::full({2}, 1.5, at::kHalf)));
   EXPECT_THROW_WITH(comm->allReduce(at::zeros({2}, at::kLong), ReduceOp::Avg),
                     CommError, "avg needs a floating-point tensor, got int64");
   comm->allReduce(at::zeros({2}, at::kLong), ReduceOp::Max).wait();

@@ -159,8 +159,10 @@ public:
   virtual const char *backendName() const = 0;
 
   /// Every rank's `tensor` is replaced, in place, by the element-wise
-  /// reduction over the ranks. Reductions take float32, float64, int32 and
-  /// int64 (16-bit floats come with mixed precision); the tensor must be a
+  /// reduction over the ranks. Reductions take float32, float64, bfloat16,
+  /// float16, int32 and int64; 16-bit floats are combined pairwise in
+  /// float32 and each partial result rounded back (MPI has no 16-bit float
+  /// type: user-defined MPI ops do it). The tensor must be a
   /// contiguous CPU tensor. Throws CommError on bad arguments.
   virtual CommHandle allReduce(const at::Tensor &tensor, ReduceOp op) = 0;
   /// Block reduce-scatter: `input` (numel = size() * n) is reduced over the

@@ -130,6 +130,8 @@ void checkReducible(Collective kind, const char *role, const at::Tensor &tensor,
   switch (tensor.scalar_type()) {
   case at::kFloat:
   case at::kDouble:
+  case at::kBFloat16:
+  case at::kHalf:
     return;
   case at::kInt:
   case at::kLong:
@@ -140,8 +142,8 @@ void checkReducible(Collective kind, const char *role, const at::Tensor &tensor,
   default:
     fail(kind, std::string("cannot reduce ") +
                    scalarTypeName(tensor.scalar_type()) +
-                   " tensors (float32, float64, int32 and int64 only; MPI "
-                   "has no 16-bit float type)");
+                   " tensors (float32, float64, bfloat16, float16, int32 and "
+                   "int64 only)");
   }
 }
 

@@ -59,6 +59,8 @@ std::string mpiErrorText(int code) {
 }
 
 /// The MPI type of a reduction's elements (checkReducible allowed them).
+/// MPI has no 16-bit float type: bf16 and fp16 travel as 16-bit integers
+/// and are reduced by our own ops (Reductions16).
 MPI_Datatype reductionType(at::ScalarType type) {
   switch (type) {
   case at::kFloat:
@@ -67,14 +69,54 @@ MPI_Datatype reductionType(at::ScalarType type) {
     return MPI_DOUBLE;
   case at::kInt:
     return MPI_INT32_T;
+  case at::kBFloat16:
+  case at::kHalf:
+    return MPI_UINT16_T;
   default:
     return MPI_INT64_T;
   }
 }
 
-MPI_Op mpiOp(ReduceOp op) {
-  return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; // Avg: sum, then divide.
+/// Element-wise `inout = op(in, inout)` on 16-bit floats: each pair is
+/// widened to float32, combined, and rounded back to nearest-even (what
+/// c10::BFloat16 and c10::Half do), so every partial sum MPI forms is
+/// rounded to the 16-bit type, as a 16-bit reduction on a GPU rounds.
+template <typename T, bool IsMax>
+void reduce16(void *in, void *inout, int *len, MPI_Datatype *) {
+  auto *a = static_cast<const T *>(in);
+  auto *b = static_cast<T *>(inout);
+  for (int i = 0; i < *len; ++i) {
+    float x = float(a[i]), y = float(b[i]);
+    b[i] = T(IsMax ? (x > y || x != x ? x : y) : x + y);
+  }
 }
+
+/// The user-defined MPI ops for bf16 and fp16 sum and max, created after
+/// MPI_Init and freed before MPI_Finalize (on the communication thread).
+struct Reductions16 {
+  MPI_Op bf16Sum = MPI_OP_NULL, bf16Max = MPI_OP_NULL;
+  MPI_Op fp16Sum = MPI_OP_NULL, fp16Max = MPI_OP_NULL;
+
+  void create() {
+    MPI_Op_create(&reduce16<c10::BFloat16, false>, /*commute=*/1, &bf16Sum);
+    MPI_Op_create(&reduce16<c10::BFloat16, true>, 1, &bf16Max);
+    MPI_Op_create(&reduce16<c10::Half, false>, 1, &fp16Sum);
+    MPI_Op_create(&reduce16<c10::Half, true>, 1, &fp16Max);
+  }
+  void free() {
+    for (MPI_Op *op : {&bf16Sum, &bf16Max, &fp16Sum, &fp16Max})
+      if (*op != MPI_OP_NULL)
+        MPI_Op_free(op);
+  }
+  MPI_Op select(at::ScalarType type, ReduceOp op) const {
+    bool max = op == ReduceOp::Max; // Avg: sum, then divide.
+    if (type == at::kBFloat16)
+      return max ? bf16Max : bf16Sum;
+    if (type == at::kHalf)
+      return max ? fp16Max : fp16Sum;
+    return max ? MPI_MAX : MPI_SUM;
+  }
+};
 
 } // namespace
 
@@ -128,6 +170,7 @@ private:
   const CommOptions options_;
   std::thread thread_;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  Reductions16 reductions16_;
   int threadLevel_ = MPI_THREAD_SINGLE;
   int64_t rank_ = 0;
   int64_t size_ = 1;
@@ -190,6 +233,7 @@ bool MpiCore::initialise() {
     return failed("MPI_Comm_dup failed: " + mpiErrorText(code));
   // Errors come back as codes (reported by wait()), not as MPI's own abort.
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  reductions16_.create();
   int rank = 0, size = 1;
   MPI_Comm_rank(comm_, &rank);
   MPI_Comm_size(comm_, &size);
@@ -283,6 +327,7 @@ void MpiCore::run() {
     }
     active.swap(still);
   }
+  reductions16_.free();
   MPI_Comm_free(&comm_);
   MPI_Finalize();
 }
@@ -295,12 +340,14 @@ void MpiCore::begin(Operation &operation) {
   case Collective::AllReduce:
     code = MPI_Iallreduce(
         MPI_IN_PLACE, o.tensor.data_ptr(), int(o.tensor.numel()),
-        reductionType(o.tensor.scalar_type()), mpiOp(o.op), comm_, request);
+        reductionType(o.tensor.scalar_type()),
+        reductions16_.select(o.tensor.scalar_type(), o.op), comm_, request);
     break;
   case Collective::ReduceScatter:
     code = MPI_Ireduce_scatter_block(
         o.input.data_ptr(), o.tensor.data_ptr(), int(o.tensor.numel()),
-        reductionType(o.tensor.scalar_type()), mpiOp(o.op), comm_, request);
+        reductionType(o.tensor.scalar_type()),
+        reductions16_.select(o.tensor.scalar_type(), o.op), comm_, request);
     break;
   case Collective::AllGather: {
     // Bytes: gathering moves data without interpreting it (any dtype).
