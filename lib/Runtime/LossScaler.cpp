@@ -1,0 +1,58 @@
+//===- LossScaler.cpp - fp16 loss scaling as DeepSpeed does it ------------===//
+
+#include "ds/Runtime/LossScaler.h"
+
+#include "ds/Runtime/RuntimeError.h"
+
+#include <algorithm>
+#include <string>
+
+namespace ds::runtime {
+
+LossScaler::LossScaler(const config::Fp16Config &config) {
+  if (!config.enabled)
+    return; // bf16 and fp32: DeepSpeed's static scaler of 1.
+  dynamic_ = config.dynamicLossScale();
+  window_ = config.lossScaleWindow;
+  minScale_ = config.minLossScale;
+  hysteresis_ = config.hysteresis;
+  consecutiveHysteresis_ = config.consecutiveHysteresis;
+  state_.scale = config.initialLossScale();
+  state_.hysteresisLeft = config.hysteresis;
+}
+
+bool LossScaler::update(bool overflow) {
+  State &s = state_;
+  if (!dynamic_) {
+    ++s.iteration;
+    return !overflow;
+  }
+  if (overflow) {
+    if (hysteresis_ == 1 || s.hysteresisLeft == 1) {
+      if (s.scale == minScale_)
+        throw RuntimeError(
+            "fp16: the gradients overflowed with the loss scale already at "
+            "min_loss_scale (" +
+            std::to_string(minScale_) +
+            "): it cannot decrease any more (DeepSpeed stops here too: "
+            "\"Current loss scale already at minimum\")");
+      s.scale = std::max(s.scale / factor_, minScale_);
+    } else {
+      --s.hysteresisLeft;
+    }
+    s.lastOverflow = s.iteration;
+  } else {
+    if (consecutiveHysteresis_)
+      s.hysteresisLeft = hysteresis_;
+    int64_t stable = (s.iteration - s.lastOverflow) - 1;
+    if (stable > 0 && stable % window_ == 0) {
+      if (!consecutiveHysteresis_)
+        s.hysteresisLeft = hysteresis_;
+      s.scale *= factor_;
+    }
+  }
+  ++s.iteration;
+  return !overflow;
+}
+
+} // namespace ds::runtime

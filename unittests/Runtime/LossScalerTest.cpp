@@ -1,0 +1,116 @@
+//===- LossScalerTest.cpp - DeepSpeed's fp16 loss scaler ------------------===//
+//
+// Sequences traced by hand through DeepSpeed's DynamicLossScaler.update_scale
+// (deepspeed/runtime/fp16/loss_scaler.py): O an overflowing step, N a clean
+// one; after each, the scale and the hysteresis left.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "ds/Runtime/LossScaler.h"
+#include "ds/Runtime/RuntimeError.h"
+
+#include <string>
+#include <vector>
+
+using namespace ds;
+using namespace ds::runtime;
+
+namespace {
+
+config::Fp16Config dynamicFp16(int64_t power, int64_t window,
+                               int64_t hysteresis, bool consecutive) {
+  config::Fp16Config config;
+  config.enabled = true;
+  config.initialScalePower = power;
+  config.lossScaleWindow = window;
+  config.hysteresis = hysteresis;
+  config.consecutiveHysteresis = consecutive;
+  return config;
+}
+
+struct Trace {
+  std::vector<double> scales;
+  std::vector<int64_t> hysteresis;
+  std::vector<bool> applied;
+};
+
+Trace run(LossScaler &scaler, const std::string &pattern) {
+  Trace trace;
+  for (char c : pattern) {
+    trace.applied.push_back(scaler.update(c == 'O'));
+    trace.scales.push_back(scaler.scale());
+    trace.hysteresis.push_back(scaler.state().hysteresisLeft);
+  }
+  return trace;
+}
+
+} // namespace
+
+TEST(LossScaler, DynamicWithHysteresis) {
+  LossScaler scaler(dynamicFp16(4, 2, 2, false));
+  EXPECT_EQ(scaler.scale(), 16.0);
+  Trace trace = run(scaler, "OONNNONN");
+  EXPECT_EQ(trace.scales,
+            (std::vector<double>{16, 8, 8, 8, 16, 16, 16, 16}));
+  // Refilled only when the window doubles the scale.
+  EXPECT_EQ(trace.hysteresis, (std::vector<int64_t>{1, 1, 1, 1, 2, 1, 1, 1}));
+  EXPECT_EQ(trace.applied, (std::vector<bool>{false, false, true, true, true,
+                                              false, true, true}));
+  EXPECT_EQ(scaler.state().iteration, 8);
+  EXPECT_EQ(scaler.state().lastOverflow, 5);
+}
+
+TEST(LossScaler, ConsecutiveHysteresisRefillsAfterEveryCleanStep) {
+  LossScaler scaler(dynamicFp16(4, 2, 2, true));
+  Trace trace = run(scaler, "OONNNONN");
+  EXPECT_EQ(trace.scales,
+            (std::vector<double>{16, 8, 8, 8, 16, 16, 16, 16}));
+  EXPECT_EQ(trace.hysteresis, (std::vector<int64_t>{1, 1, 2, 2, 2, 1, 2, 2}));
+}
+
+TEST(LossScaler, WindowDoublesAfterEveryWindowOfCleanSteps) {
+  LossScaler scaler(dynamicFp16(3, 3, 1, false));
+  Trace trace = run(scaler, "ONNNNNNN");
+  // Halved at once (hysteresis 1); doubled at the 4th and 7th clean step:
+  // DeepSpeed's stable_interval (cur_iter - last_overflow_iter - 1) does not
+  // count the first step after the overflow.
+  EXPECT_EQ(trace.scales, (std::vector<double>{4, 4, 4, 4, 8, 8, 8, 16}));
+}
+
+TEST(LossScaler, OverflowAtTheMinimumIsAnError) {
+  config::Fp16Config config = dynamicFp16(1, 1000, 1, false);
+  config.minLossScale = 1.0;
+  LossScaler scaler(config);
+  EXPECT_FALSE(scaler.update(true));
+  EXPECT_EQ(scaler.scale(), 1.0);
+  EXPECT_THROW_WITH(scaler.update(true), RuntimeError,
+                    "with the loss scale already at min_loss_scale");
+}
+
+TEST(LossScaler, StaticScaleSkipsButNeverChanges) {
+  config::Fp16Config config;
+  config.enabled = true;
+  config.lossScale = 128.0;
+  LossScaler scaler(config);
+  EXPECT_FALSE(scaler.dynamic());
+  Trace trace = run(scaler, "ONO");
+  EXPECT_EQ(trace.scales, (std::vector<double>{128, 128, 128}));
+  EXPECT_EQ(trace.applied, (std::vector<bool>{false, true, false}));
+}
+
+TEST(LossScaler, WithoutFp16TheScaleIsOne) {
+  LossScaler scaler{config::Fp16Config()};
+  EXPECT_EQ(scaler.scale(), 1.0);
+  EXPECT_TRUE(scaler.update(false));
+  EXPECT_EQ(scaler.scale(), 1.0);
+}
+
+TEST(LossScaler, StateRoundTrips) {
+  LossScaler scaler(dynamicFp16(4, 2, 2, false));
+  run(scaler, "OON");
+  LossScaler restored(dynamicFp16(4, 2, 2, false));
+  restored.restore(scaler.state());
+  EXPECT_EQ(run(restored, "NNONN").scales, run(scaler, "NNONN").scales);
+}
