@@ -200,6 +200,10 @@ std::optional<CompileResult> run(MLIRContext &context,
     mlir::ds::DSZeroPartitionOptions zeroOptions;
     zeroOptions.worldSize = options.worldSize;
     pm.addPass(mlir::ds::createDSZeroPartition(zeroOptions));
+    // Each trainable engine's share of the joint backward: its prologue
+    // before its first gradient, its epilogue after its last gradient and
+    // reductions (DeepSpeed's _backward_prologue / _backward_epilogue).
+    pm.addPass(mlir::ds::createDSEngineBackward());
     // Where the waits go (overlap_comm, stage 3 prefetch), then the proof
     // that every rank issues the same collectives and reads only gathered
     // parameters.

@@ -172,6 +172,51 @@ def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def DSEngineBackward : Pass<"ds-engine-backward", "::mlir::ModuleOp"> {
+  let summary = "Mark each trainable engine's share of the joint backward";
+  let description = [{
+    In the backward of `func` (after `ds.backward_begin`), for every engine
+    that is not frozen and has `ds.grad` ops there, inserts a
+    `ds.backward_prologue @engine` right before the first top-level op that
+    holds a `ds.grad` of one of its parameters (a `ds.grad` inside a `ds.if`
+    counts at the `ds.if`) and a `ds.backward_epilogue @engine` after the
+    last, and after the engine's `ds.reduce_scatter`s that
+    `-ds-zero-partition` placed there. The engine's reductions all end
+    before its epilogue: a `ds.reduce_scatter` of a bucket that no gradient
+    writes (placed at the end of the backward) moves up to just before the
+    epilogue, and every wait of the engine's reductions that comes later
+    moves there too, so the IR keeps the marker rules of
+    docs/plan-format.md (`-ds-schedule-collectives` then decides how early
+    the waits go). Frozen engines get no markers, and neither does an
+    engine without gradients.
+
+    ```mlir
+    ds.backward_begin
+    ...
+    ds.backward_prologue @e2
+    ds.grad @e2.fc2.weight, %g : tensor<4x12xf32>
+    ...
+    ds.backward_epilogue @e2
+    ds.backward_prologue @e1
+    ...
+    ```
+
+    With one joint backward for a shared loss, the engines whose outputs
+    enter the loss last are differentiated first, and each engine's epilogue
+    (DeepSpeed's `_backward_epilogue`, which users of several engines call
+    by hand) lands as soon as its gradients are complete. Run after
+    `-ds-zero-partition` and before `-ds-schedule-collectives`.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"forward\"",
+           "The training function">
+  ];
+  let statistics = [
+    Statistic<"numMarked", "engines", "Engines given a prologue and an epilogue">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 def DSScheduleCollectives : Pass<"ds-schedule-collectives", "::mlir::ModuleOp"> {
   let summary = "Place the waits (and prefetch the gathers) as overlap_comm asks";
   let description = [{
@@ -242,7 +287,15 @@ def DSVerifyCollectives : Pass<"ds-verify-collectives", "::mlir::ModuleOp"> {
       reduce-scatter, and every bucket is reduce-scattered exactly once in
       `func`;
     - in `@step`, each engine's `ds.optimizer_step` comes after the waits of
-      its reductions, and its all-gathers after the update.
+      its reductions, and its all-gathers after the update;
+    - the engine backward markers of `-ds-engine-backward`, as the plan
+      validator checks them (docs/plan-format.md): only at the top level of
+      the backward of `func`; none at all, or exactly one
+      `ds.backward_prologue` and one `ds.backward_epilogue` for every
+      trainable engine with `ds.grad` ops, the prologue before the engine's
+      first gradient, the epilogue after its last gradient and after the
+      `ds.wait` of each of its reduce-scatters, and no reduce-scatter of the
+      engine after its epilogue.
 
     It changes nothing; `ds-compile` runs it last.
   }];
