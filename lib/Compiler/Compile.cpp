@@ -238,6 +238,10 @@ std::optional<CompileResult> compile(const CompileOptions &options,
                                      std::string &error) noexcept {
   try {
     MLIRContext context;
+    // Errors name the config key, the module path or the TorchScript line;
+    // a dump of the op they are about (the whole module, for errors on it)
+    // would bury them.
+    context.printOpOnDiagnostic(false);
     detail::DiagnosticCollector diagnostics(&context);
     return run(context, diagnostics, options, error);
   } catch (const std::exception &e) {

@@ -447,11 +447,16 @@ LogicalResult FunctionChecker::checkMarkers() {
         if (share.prologue)
           return op.emitError()
                  << what << " is the engine's second backward prologue";
-        if (share.firstGrad)
-          return op.emitError()
-                     .attachNote(share.firstGrad->getLoc())
-                 << what << " comes after a gradient of the engine; the "
-                             "prologue precedes every gradient of its engine";
+        if (share.firstGrad) {
+          InFlightDiagnostic diag =
+              op.emitError() << what
+                             << " comes after a gradient of the engine; the "
+                                "prologue precedes every gradient of its "
+                                "engine";
+          diag.attachNote(share.firstGrad->getLoc())
+              << "the engine's first gradient";
+          return diag;
+        }
         share.prologue = &op;
         continue;
       }
