@@ -47,11 +47,16 @@ def DS_EngineOp : DS_Op<"engine", [Symbol, HasParent<"::mlir::ModuleOp">,
     ds.bucket @model_bucket1 engine @model offset 544 numel 544
     ```
 
-    The verifier checks that the two attributes come together and only on
-    an engine that is not frozen, and that the engine's buckets are sorted,
-    disjoint and cover `[0, flat_numel)` exactly, that every trainable
-    parameter of the engine has a `flat_offset` and that no two parameters
-    overlap.
+    A frozen engine is partitioned only at ZeRO stage 3, where its
+    parameters are sharded (gathered for its forward, released after); its
+    flat buffer then holds every parameter of the engine, `requires_grad` or
+    not, and it has no gradients, reductions or update.
+
+    The verifier checks that the two attributes come together (on a frozen
+    engine only with `zero_stage = 3`), and that the engine's buckets are
+    sorted, disjoint and cover `[0, flat_numel)` exactly, that every
+    trainable parameter of the engine (of a frozen engine: every parameter)
+    has a `flat_offset` and that no two parameters overlap.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$module,
                        DefaultValuedStrAttr<StrAttr, "{}">:$config,

@@ -95,7 +95,8 @@ def DSLowerOptimizer : Pass<"ds-lower-optimizer", "::mlir::ModuleOp"> {
 def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
   let summary = "Lay engines out in flat buffers, cut buckets, place ZeRO's collectives";
   let description = [{
-    For every trainable engine, reads its ZeRO stage from the config
+    For every trainable engine (and every frozen stage 3 engine, see
+    below), reads its ZeRO stage from the config
     (`zero_optimization.stage`, 0 to 3) and:
 
     1. lays its trainable parameters (`requires_grad`, engine not frozen) out
@@ -141,11 +142,21 @@ def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
        With several engines, every engine's reductions start before the
        first engine waits, so their communication overlaps.
 
+    A frozen engine (no optimizer) whose config asks for stage 3 is laid out
+    too, with all its parameters (`requires_grad` or not) and the same
+    bucketing rules; its sharded buckets are gathered and released as
+    above, in the forward, the eval function and, where activation
+    gradients flow through the engine, the backward. It has no
+    reduce-scatter and nothing in `@step` (its persistent buckets are whole
+    from the start). A frozen engine at stages 0-2 has nothing to shard and
+    is left alone.
+
     Run after `-ds-autodiff` (stages 2 and 3 need the backward) and
     `-ds-lower-optimizer` (the collectives go around the
-    `ds.optimizer_step`s in `@step`); `-ds-schedule-collectives` then
-    places the waits as each engine's `overlap_comm` asks. docs/zero.md
-    shows each stage's IR.
+    `ds.optimizer_step`s in `@step`); `-ds-engine-backward` then marks each
+    engine's share of the backward and `-ds-schedule-collectives` places
+    the waits as each engine's `overlap_comm` asks. docs/zero.md shows each
+    stage's IR.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", "0",
@@ -228,8 +239,10 @@ def DSScheduleCollectives : Pass<"ds-schedule-collectives", "::mlir::ModuleOp"> 
     - overlap off: every collective is waited right after it starts; nothing
       overlaps.
     - overlap on: a reduce-scatter in the backward stays right after its
-      bucket's last gradient and is waited at the end of the function (as
-      late as possible); collectives in `@step` keep their places (every
+      bucket's last gradient and is waited right before its engine's
+      `ds.backward_epilogue` (as late as the engine's share of the backward
+      allows), or at the end of the function when the backward has no
+      markers; collectives in `@step` keep their places (every
       engine's reductions start before the first update); each all-gather
       of a sharded (stage 3) bucket is prefetched: moved up, past compute
       and other collectives, as far as it may go, and waited where it was,
@@ -314,7 +327,8 @@ def DSPrintSchedule : Pass<"ds-print-schedule", "::mlir::ModuleOp"> {
     Prints, for the training function `func`, the eval function `eval-func`
     (when it has collectives: ZeRO stage 3 gathers there) and `@step`, the
     order in which every rank runs compute and collectives, numbering the
-    lines. Runs of compute ops are compressed (`forward: 17 ops`, `backward:
+    lines; engine backward markers have a line each (`backward_prologue
+    @student`). Runs of compute ops are compressed (`forward: 17 ops`, `backward:
     22 ops (through grad @fc1.bias)`, naming the last `ds.grad` of the run);
     a `ds.if` counts as one op. Each collective names its engine, its bucket
     and the bucket's elements (`persistent` for stage 3's persistent
