@@ -196,9 +196,8 @@ LogicalResult EngineOp::verifySymbolUses(SymbolTableCollection &) {
     std::optional<int64_t> offset = param.getFlatOffset();
     if (!offset)
       return emitOpError() << "is partitioned, but its "
-                           << (getFrozen() ? "" : "trainable ")
-                           << "parameter @" << param.getSymName()
-                           << " has no flat_offset";
+                           << (getFrozen() ? "" : "trainable ") << "parameter @"
+                           << param.getSymName() << " has no flat_offset";
     placed.push_back({*offset, param});
   }
   llvm::stable_sort(

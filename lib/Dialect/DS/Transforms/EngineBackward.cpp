@@ -134,8 +134,8 @@ void EngineBackwardPass::runOnOperation() {
       span.last = op;
     });
     if (auto reduction = dyn_cast<ReduceScatterOp>(op))
-      if (auto bucket =
-              module.lookupSymbol<BucketOp>(reduction.getBucketAttr().getAttr()))
+      if (auto bucket = module.lookupSymbol<BucketOp>(
+              reduction.getBucketAttr().getAttr()))
         reductions[bucket.getEngine()].push_back(reduction);
   }
   for (auto &[name, engine] : trainable) {

@@ -438,8 +438,8 @@ LogicalResult FunctionChecker::checkMarkers() {
       if (it == shares.end())
         continue; // The op's verifier reports it.
       EngineShare &share = it->second;
-      std::string what = op.getName().getStringRef().str() + " @" +
-                         engine.str();
+      std::string what =
+          op.getName().getStringRef().str() + " @" + engine.str();
       if (!inBackward)
         return op.emitError() << what << " comes before ds.backward_begin in @"
                               << name() << ": it belongs to the backward";
@@ -462,7 +462,8 @@ LogicalResult FunctionChecker::checkMarkers() {
       }
       if (!share.prologue)
         return op.emitError()
-               << what << " has no ds.backward_prologue of the engine before it";
+               << what
+               << " has no ds.backward_prologue of the engine before it";
       if (share.epilogue)
         return op.emitError()
                << what << " is the engine's second backward epilogue";
@@ -470,7 +471,8 @@ LogicalResult FunctionChecker::checkMarkers() {
         Operation *reduction = share.pending.front().second;
         const BucketInfo *info = infoOf(reduction);
         return op.emitError()
-               << what << " comes before the ds.wait of the ds.reduce_scatter of "
+               << what
+               << " comes before the ds.wait of the ds.reduce_scatter of "
                << (info ? describe(*info) : std::string("its bucket"))
                << ": the epilogue ends the engine's reductions";
       }

@@ -212,8 +212,8 @@ ZeroPartitionPass::layOut(EngineLayout &layout, int64_t world,
       return engine.emitError()
              << "engine @" << engine.getSymName() << " mixes " << first << " (@"
              << params.front().getSymName() << ") and " << elem << " (@"
-             << param.getSymName()
-             << ") " << (layout.frozen ? "" : "trainable ")
+             << param.getSymName() << ") "
+             << (layout.frozen ? "" : "trainable ")
              << "parameters; one flat buffer holds one dtype";
   }
   llvm::stable_sort(params, [&](ParamOp a, ParamOp b) {
