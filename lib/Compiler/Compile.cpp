@@ -200,6 +200,10 @@ std::optional<CompileResult> run(MLIRContext &context,
     mlir::ds::DSZeroPartitionOptions zeroOptions;
     zeroOptions.worldSize = options.worldSize;
     pm.addPass(mlir::ds::createDSZeroPartition(zeroOptions));
+    // Each trainable engine's share of the joint backward: its prologue
+    // before its first gradient, its epilogue after its last gradient and
+    // reductions (DeepSpeed's _backward_prologue / _backward_epilogue).
+    pm.addPass(mlir::ds::createDSEngineBackward());
     // Where the waits go (overlap_comm, stage 3 prefetch), then the proof
     // that every rank issues the same collectives and reads only gathered
     // parameters.
@@ -234,6 +238,10 @@ std::optional<CompileResult> compile(const CompileOptions &options,
                                      std::string &error) noexcept {
   try {
     MLIRContext context;
+    // Errors name the config key, the module path or the TorchScript line;
+    // a dump of the op they are about (the whole module, for errors on it)
+    // would bury them.
+    context.printOpOnDiagnostic(false);
     detail::DiagnosticCollector diagnostics(&context);
     return run(context, diagnostics, options, error);
   } catch (const std::exception &e) {

@@ -12,7 +12,12 @@
 // resolved optimizer (from the engine's ds.optimizer_step) and the partition
 // (stage, flat layout, buckets numbered by offset, stage 3's persistent
 // ones marked). Stage 3 gathers and releases its sharded buckets in the
-// train and eval programs.
+// train and eval programs. A frozen engine has no optimizer, and a
+// partition only at stage 3 (every parameter sharded, gathered for the
+// forward and, where activation gradients flow through it, the backward).
+// Each trainable engine's ds.backward_prologue / ds.backward_epilogue
+// (-ds-engine-backward) become the plan's backward_prologue /
+// backward_epilogue ops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -276,6 +281,15 @@ LogicalResult ProgramEmitter::emitOp(Operation *op,
       return op->emitOpError()
              << "belongs to @step (the accumulation boundary)";
     out.push_back(plan::Op::optimizerStep(update.getEngine().str()));
+  } else if (isa<BackwardPrologueOp, BackwardEpilogueOp>(op)) {
+    if (programKind != ProgramKind::Train || &out != &program.body)
+      return op->emitOpError() << "belongs to the top level of the training "
+                                  "function's backward";
+    std::string engine =
+        op->getAttrOfType<FlatSymbolRefAttr>("engine").getValue().str();
+    out.push_back(isa<BackwardPrologueOp>(op)
+                      ? plan::Op::backwardPrologue(std::move(engine))
+                      : plan::Op::backwardEpilogue(std::move(engine)));
   } else if (isa<BackwardBeginOp>(op)) {
     // Marks where backward() starts; not an op of the plan.
     if (&out != &program.body)
@@ -425,6 +439,29 @@ LogicalResult ProgramEmitter::emitFunction(func::FuncOp func) {
 }
 
 /// The engine's update, from its ds.optimizer_step.
+/// The layout -ds-zero-partition recorded for a partitioned engine.
+static plan::PartitionDesc partitionOf(ModuleOp module, EngineOp engine) {
+  plan::PartitionDesc partition;
+  partition.stage = *engine.getZeroStage();
+  partition.numel = *engine.getFlatNumel();
+  for (ParamOp param : module.getOps<ParamOp>())
+    if (param.getEngine() && *param.getEngine() == engine.getSymName() &&
+        param.getFlatOffset())
+      partition.params.push_back(
+          {param.getSymName().str(), *param.getFlatOffset()});
+  llvm::stable_sort(partition.params, [](const auto &a, const auto &b) {
+    return a.offset < b.offset;
+  });
+  for (BucketOp bucket : module.getOps<BucketOp>())
+    if (bucket.getEngine() == engine.getSymName())
+      partition.buckets.push_back(
+          {bucket.getOffset(), bucket.getNumel(), bucket.getPersistent()});
+  llvm::stable_sort(partition.buckets, [](const auto &a, const auto &b) {
+    return a.offset < b.offset;
+  });
+  return partition;
+}
+
 static plan::OptimizerDesc optimizerOf(OptimizerStepOp op) {
   plan::OptimizerDesc desc;
   desc.type = op.getType().str();
@@ -533,25 +570,11 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
                  << "is trainable, but not partitioned (run "
                     "-ds-zero-partition)";
         desc.optimizer = optimizerOf(update);
-        plan::PartitionDesc partition;
-        partition.stage = *engine.getZeroStage();
-        partition.numel = *engine.getFlatNumel();
-        for (ParamOp param : module.getOps<ParamOp>())
-          if (param.getEngine() && *param.getEngine() == engine.getSymName() &&
-              param.getFlatOffset())
-            partition.params.push_back(
-                {param.getSymName().str(), *param.getFlatOffset()});
-        llvm::stable_sort(partition.params, [](const auto &a, const auto &b) {
-          return a.offset < b.offset;
-        });
-        for (BucketOp bucket : module.getOps<BucketOp>())
-          if (bucket.getEngine() == engine.getSymName())
-            partition.buckets.push_back({bucket.getOffset(), bucket.getNumel(),
-                                         bucket.getPersistent()});
-        llvm::stable_sort(partition.buckets, [](const auto &a, const auto &b) {
-          return a.offset < b.offset;
-        });
-        desc.partition = std::move(partition);
+        desc.partition = partitionOf(module, engine);
+      } else if (engine.getFrozen() && engine.isPartitioned()) {
+        // A frozen stage 3 engine: its parameters are sharded, it has no
+        // optimizer.
+        desc.partition = partitionOf(module, engine);
       }
       result.engines.push_back(std::move(desc));
     }

@@ -92,8 +92,9 @@ public:
   BufferWalker(const Plan &plan, const Program &program)
       : program_(program), bytes(program) {
     for (const EngineDesc &engine : plan.engines) {
-      if (!engine.partition || !engine.optimizer ||
-          engine.partition->stage != 3)
+      // Frozen stage 3 engines too: their sharded buckets are gathered
+      // like a trainable engine's, but they have no gradient buffer.
+      if (!engine.partition || engine.partition->stage != 3)
         continue;
       Engine3 info;
       info.partition = &*engine.partition;
@@ -102,9 +103,10 @@ public:
           info.elementBytes = dtypeSize(state->dtype); // One per engine.
         info.params.insert(param.name);
       }
-      info.gradientBytes = (engine.partition->numel +
-                            engine.partition->shardNumel(plan.worldSize)) *
-                           info.elementBytes;
+      if (engine.optimizer)
+        info.gradientBytes = (engine.partition->numel +
+                              engine.partition->shardNumel(plan.worldSize)) *
+                             info.elementBytes;
       engines_[engine.name] = info;
     }
   }

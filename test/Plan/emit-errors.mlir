@@ -174,3 +174,13 @@ func.func @step() {
   ds.release @model_bucket0
   return
 }
+
+// -----
+
+// A backward marker outside the training function's backward.
+ds.engine @model {module = "", config = "{}"}
+func.func @forward_eval() {
+  // expected-error @below {{'ds.backward_prologue' op belongs to the top level of the training function's backward}}
+  ds.backward_prologue @model
+  return
+}

@@ -56,6 +56,33 @@ func.func @forward(%x: tensor<3xf32>) -> tensor<f32> {
 
 // -----
 
+// A trainable engine's output flowing through a frozen engine: the frozen
+// parameter gets no gradient, but the activation gradient crosses the
+// frozen engine (reading its parameter) to reach the student.
+ds.engine @student {module = "student"}
+ds.engine @critic {module = "critic", frozen}
+ds.param @student.w : tensor<3xf32> {module = "student", module_class = "S", requires_grad, engine = @student}
+ds.param @critic.w : tensor<3xf32> {module = "critic", module_class = "C", requires_grad, engine = @critic}
+// CHECK-LABEL: func.func @forward
+// CHECK:       %[[C:.*]] = ds.get_param @critic.w
+// CHECK:       ds.backward_begin
+// CHECK:       %[[SEED:.*]] = ds.aten "aten::expand"
+// CHECK-NEXT:  %[[THROUGH:.*]] = ds.aten "aten::mul.Tensor"(%[[SEED]], %[[C]]) {module = "critic"}
+// CHECK-NEXT:  %[[G:.*]] = ds.aten "aten::mul.Tensor"(%[[THROUGH]], %arg0) {module = "student"}
+// CHECK-NEXT:  ds.grad @student.w, %[[G]]
+// CHECK-NEXT:  return
+func.func @forward(%x: tensor<3xf32>) -> tensor<f32> {
+  %s = ds.get_param @student.w : tensor<3xf32>
+  %h = ds.aten "aten::mul.Tensor"(%x, %s) {module = "student"} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %c = ds.get_param @critic.w : tensor<3xf32>
+  %y = ds.aten "aten::mul.Tensor"(%h, %c) {module = "critic"} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %n = ds.constant unit : !ds.none
+  %l = ds.aten "aten::sum"(%y, %n) : (tensor<3xf32>, !ds.none) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Broadcasting: a [4, 1] parameter added to a [4, 8] input gets its
 // gradient summed back to [4, 1].
 ds.param @bias : tensor<4x1xf32> {module = "", module_class = "M", requires_grad}

@@ -462,8 +462,17 @@ ds.engine @model {module = "", zero_stage = 1}
 
 // -----
 
-// expected-error @below {{'ds.engine' op is frozen (no optimizer, no gradients), but has a zero_stage; only trainable engines are partitioned}}
+// expected-error @below {{'ds.engine' op is frozen (no optimizer, no gradients), but has zero_stage 0; a frozen engine is partitioned only at stage 3, where its parameters are sharded}}
 ds.engine @teacher {module = "teacher", frozen, zero_stage = 0, flat_numel = 0}
+
+// -----
+
+// A frozen stage 3 engine shards every parameter, requires_grad or not.
+// expected-error @below {{'ds.engine' op is partitioned, but its parameter @t.b has no flat_offset}}
+ds.engine @teacher {module = "t", frozen, zero_stage = 3, flat_numel = 8}
+ds.param @"t.w" : tensor<4xf32> {module = "t", module_class = "L", engine = @teacher, flat_offset = 0}
+ds.param @"t.b" : tensor<4xf32> {module = "t", module_class = "L", engine = @teacher}
+ds.bucket @b0 engine @teacher offset 0 numel 8
 
 // -----
 
@@ -508,7 +517,7 @@ ds.param @"fc.bias" : tensor<2xf32> {module = "fc", module_class = "L", requires
 // -----
 
 ds.engine @model {module = "", zero_stage = 0, flat_numel = 2}
-// expected-error @below {{'ds.param' op has a flat_offset, but does not require grad; only trainable parameters are in the flat buffer}}
+// expected-error @below {{'ds.param' op has a flat_offset, but does not require grad; only trainable parameters (and every parameter of a frozen ZeRO stage 3 engine) are in the flat buffer}}
 ds.param @"fc.bias" : tensor<2xf32> {module = "fc", module_class = "L", engine = @model, flat_offset = 0}
 ds.bucket @b0 engine @model offset 0 numel 2
 
@@ -705,4 +714,57 @@ func.func @release_of_nothing() {
   // expected-error @below {{'ds.release' op refers to undeclared bucket @nothing}}
   ds.release @nothing
   return
+}
+
+//===----------------------------------------------------------------------===//
+// ds.backward_prologue / ds.backward_epilogue
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @forward() {
+  ds.backward_begin
+  // expected-error @below {{'ds.backward_prologue' op names engine @student, which is not a ds.engine in this module}}
+  ds.backward_prologue @student
+  return
+}
+
+// -----
+
+ds.engine @teacher {module = "teacher", frozen}
+func.func @forward() {
+  ds.backward_begin
+  // expected-error @below {{'ds.backward_epilogue' op marks the backward of engine @teacher, which is frozen: it has no gradients, so no share of the backward (only trainable engines have a prologue and an epilogue)}}
+  ds.backward_epilogue @teacher
+  return
+}
+
+// -----
+
+ds.engine @student {module = "student"}
+func.func @forward(%c: i1) {
+  ds.backward_begin
+  ds.if %c {
+    // expected-error @below {{'ds.backward_prologue' op is inside a ds.if; every rank must run the same engine backwards in the same order, so it belongs at the top level of the function}}
+    ds.backward_prologue @student
+    ds.yield
+  } else {
+    ds.yield
+  }
+  return
+}
+
+// -----
+
+// A frozen engine has no gradients to reduce.
+module attributes {ds.world_size = 2 : i64} {
+ds.engine @teacher {module = "t", frozen, zero_stage = 3, flat_numel = 4}
+ds.param @"t.w" : tensor<4xf32> {module = "t", module_class = "L", engine = @teacher, flat_offset = 0}
+ds.bucket @b0 engine @teacher offset 0 numel 4
+func.func @forward() {
+  // expected-error @below {{'ds.reduce_scatter' op reduces gradients of bucket @b0, but engine @teacher is frozen: it has no gradients (a frozen stage 3 engine only gathers and releases its parameters)}}
+  %t = ds.reduce_scatter @b0
+  ds.wait %t
+  return
+}
 }

@@ -276,21 +276,30 @@ func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
 
 // -----
 
-// A frozen engine is never partitioned, whatever its stage (frozen ZeRO-3
-// teachers are not sharded yet): its parameters stay whole on every rank
-// and are read without a gather, beside a stage 3 student.
+// A frozen engine at stage 3 is partitioned too (all its parameters
+// sharded), beside a stage 3 student: its bucket is gathered before the
+// forward reads it and released after; the backward does not read it (no
+// trainable parameter lies upstream of the teacher), so it is not gathered
+// again, and it is never reduced.
 // CHECK-LABEL: module attributes {ds.world_size = 2 : i64}
-// CHECK:         ds.engine @teacher {config = {{.*}}, frozen, module = "teacher"}
+// CHECK:         ds.engine @teacher {config = {{.*}}, flat_numel = 4 : i64, frozen, module = "teacher", zero_stage = 3 : i64}
 // CHECK:         ds.bucket @student_bucket0 engine @student offset 0 numel 4
+// CHECK-NEXT:    ds.bucket @teacher_bucket0 engine @teacher offset 0 numel 4
 // CHECK-NOT:     ds.bucket
 // CHECK-LABEL:   func.func @forward(
-// CHECK-NOT:       ds.all_gather
-// CHECK:           ds.get_param @teacher.w
+// CHECK:           %[[T:.*]] = ds.all_gather @teacher_bucket0
+// CHECK-NEXT:      ds.wait %[[T]]
+// CHECK-NEXT:      ds.get_param @teacher.w
+// CHECK-NEXT:      ds.aten "aten::mul.Tensor"
+// CHECK-NEXT:      ds.release @teacher_bucket0
 // CHECK:           %[[G:.*]] = ds.all_gather @student_bucket0
 // CHECK-NEXT:      ds.wait %[[G]]
 // CHECK-NEXT:      ds.get_param @student.w
+// CHECK:           ds.backward_begin
+// CHECK-NOT:       @teacher
+// CHECK:           return
 ds.engine @student {module = "student", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0}}"}
-ds.engine @teacher {module = "teacher", config = "{\"zero_optimization\": {\"stage\": 3}}", frozen}
+ds.engine @teacher {module = "teacher", config = "{\"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0}}", frozen}
 ds.param @student.w : tensor<4xf32> {engine = @student, module = "student", module_class = "S", requires_grad}
 ds.param @teacher.w : tensor<4xf32> {engine = @teacher, module = "teacher", module_class = "T", requires_grad}
 func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {

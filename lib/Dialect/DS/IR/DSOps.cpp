@@ -100,9 +100,11 @@ LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
                          << (engine ? "its engine @" + engine.getSymName().str()
                                     : std::string("it has no engine, which"))
                          << " is not partitioned (no zero_stage)";
-  if (!getRequiresGrad())
+  if (!getRequiresGrad() && !engine.getFrozen())
     return emitOpError() << "has a flat_offset, but does not require grad; "
-                            "only trainable parameters are in the flat buffer";
+                            "only trainable parameters (and every parameter "
+                            "of a frozen ZeRO stage 3 engine) are in the flat "
+                            "buffer";
   int64_t numel = cast<RankedTensorType>(getType()).getNumElements();
   int64_t flatNumel = *engine.getFlatNumel();
   if (*offset < 0 || *offset + numel > flatNumel)
@@ -144,13 +146,15 @@ LogicalResult EngineOp::verifySymbolUses(SymbolTableCollection &) {
                          << " is set";
   if (!isPartitioned())
     return success();
-  if (getFrozen())
-    return emitOpError() << "is frozen (no optimizer, no gradients), but has "
-                            "a zero_stage; only trainable engines are "
-                            "partitioned";
   int64_t stage = *getZeroStage();
   if (stage < 0 || stage > 3)
     return emitOpError() << "zero_stage must be 0, 1, 2 or 3, but is " << stage;
+  if (getFrozen() && stage != 3)
+    return emitOpError() << "is frozen (no optimizer, no gradients), but has "
+                            "zero_stage "
+                         << stage
+                         << "; a frozen engine is partitioned only at stage 3, "
+                            "where its parameters are sharded";
   int64_t flatNumel = *getFlatNumel();
   if (flatNumel < 0)
     return emitOpError() << "flat_numel must be >= 0, but is " << flatNumel;
@@ -186,11 +190,13 @@ LogicalResult EngineOp::verifySymbolUses(SymbolTableCollection &) {
 
   SmallVector<std::pair<int64_t, ParamOp>> placed;
   for (ParamOp param : params) {
-    if (!param.getRequiresGrad())
+    // A frozen stage 3 engine shards every parameter it has.
+    if (!param.getRequiresGrad() && !getFrozen())
       continue;
     std::optional<int64_t> offset = param.getFlatOffset();
     if (!offset)
-      return emitOpError() << "is partitioned, but its trainable parameter @"
+      return emitOpError() << "is partitioned, but its "
+                           << (getFrozen() ? "" : "trainable ") << "parameter @"
                            << param.getSymName() << " has no flat_offset";
     placed.push_back({*offset, param});
   }
@@ -310,6 +316,12 @@ static LogicalResult verifyCollectiveStage(Operation *op,
   if (!engine)
     return success();
   int64_t stage = *engine.getZeroStage();
+  if (engine.getFrozen() && !isa<AllGatherOp>(op))
+    return op->emitOpError()
+           << "reduces gradients of bucket " << bucketName << ", but engine @"
+           << engine.getSymName()
+           << " is frozen: it has no gradients (a frozen stage 3 engine only "
+              "gathers and releases its parameters)";
   if (stage0 != (stage == 0))
     return op->emitOpError()
            << (stage0 ? "belongs to ZeRO stage 0"
@@ -355,6 +367,40 @@ LogicalResult ReleaseOp::verifySymbolUses(SymbolTableCollection &table) {
                          << "); only the non-persistent buckets of a stage 3 "
                             "engine are gathered and released";
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// BackwardPrologueOp / BackwardEpilogueOp
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyBackwardMarker(Operation *op,
+                                          FlatSymbolRefAttr engineName,
+                                          SymbolTableCollection &table) {
+  FailureOr<EngineOp> engine = lookupEngine(op, engineName, table);
+  if (failed(engine))
+    return failure();
+  if (engine->getFrozen())
+    return op->emitOpError()
+           << "marks the backward of engine " << engineName
+           << ", which is frozen: it has no gradients, so no share of the "
+              "backward (only trainable engines have a prologue and an "
+              "epilogue)";
+  return success();
+}
+
+LogicalResult BackwardPrologueOp::verify() {
+  return verifyNotInBranch(*this, "run the same engine backwards");
+}
+LogicalResult BackwardEpilogueOp::verify() {
+  return verifyNotInBranch(*this, "run the same engine backwards");
+}
+LogicalResult
+BackwardPrologueOp::verifySymbolUses(SymbolTableCollection &table) {
+  return verifyBackwardMarker(*this, getEngineAttr(), table);
+}
+LogicalResult
+BackwardEpilogueOp::verifySymbolUses(SymbolTableCollection &table) {
+  return verifyBackwardMarker(*this, getEngineAttr(), table);
 }
 
 LogicalResult WaitOp::verify() {

@@ -89,11 +89,28 @@ struct AssignEnginesPass
       op->setAttr("engine",
                   FlatSymbolRefAttr::get(op->getContext(), owner->name));
     });
+    // The submodules that do own state, to name them in the error.
+    llvm::SmallVector<StringRef> submodules;
+    module.walk([&](Operation *op) {
+      if (!isa<ParamOp, BufferOp>(op))
+        return;
+      StringRef name = SymbolTable::getSymbolName(op).getValue();
+      if (name.contains('.') &&
+          !llvm::is_contained(submodules, name.split('.').first))
+        submodules.push_back(name.split('.').first);
+    });
     for (EngineSpec &spec : specs)
       if (!spec.ownsState && !spec.prefix.empty()) {
-        module.emitError() << "engine '" << spec.name << "': submodule '"
-                           << spec.prefix
-                           << "' has no parameters or buffers in this model";
+        InFlightDiagnostic diag =
+            module.emitError()
+            << "engine '" << spec.name << "': submodule '" << spec.prefix
+            << "' has no parameters or buffers in this model (an engine's "
+               "key in the config's \"engines\" is the path of a submodule "
+               "that owns state; the model's top-level submodules with "
+               "state: ";
+        for (auto [i, submodule] : llvm::enumerate(submodules))
+          diag << (i ? ", " : "") << submodule;
+        diag << (submodules.empty() ? "none)" : ")");
         failedAny = true;
       }
     if (failedAny)

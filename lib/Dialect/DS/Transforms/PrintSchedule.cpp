@@ -3,10 +3,10 @@
 // Prints what every rank does, in order, in the training function, in the
 // eval function (when it has collectives: ZeRO stage 3) and in @step: runs
 // of compute ops compressed to one line each, and every collective, wait,
-// release and optimizer update on its own line. This is the schedule
-// -ds-zero-partition made and -ds-schedule-collectives moved; being the
-// same on every rank is what keeps collectives from deadlocking, and it
-// holds when no collective is inside a ds.if (the printer checks, the
+// release, engine backward marker and optimizer update on its own line. This is
+// the schedule -ds-zero-partition made and -ds-schedule-collectives moved;
+// being the same on every rank is what keeps collectives from deadlocking, and
+// it holds when no collective is inside a ds.if (the printer checks, the
 // verifier guarantees it). Stage 3 lines also give the elements of sharded
 // buckets gathered ("live") after each gather and release, and a last line
 // the peak. The IR is left unchanged.
@@ -171,6 +171,13 @@ void SchedulePrinter::print(func::FuncOp func) {
       lineOf[&op] = lines.size();
       lines.push_back(
           {"wait " + describe(wait.getToken().getDefiningOp(), false)});
+      continue;
+    }
+    if (isa<BackwardPrologueOp, BackwardEpilogueOp>(op)) {
+      flush();
+      auto engine = op.getAttrOfType<FlatSymbolRefAttr>("engine");
+      lines.push_back(
+          {op.getName().stripDialect().str() + " @" + engine.getValue().str()});
       continue;
     }
     if (auto step = dyn_cast<OptimizerStepOp>(op)) {

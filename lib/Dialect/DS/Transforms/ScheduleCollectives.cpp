@@ -7,8 +7,12 @@
 // overlaps compute, from the engine's zero_optimization.overlap_comm:
 //
 //   off  every collective is waited right after it starts.
-//   on   reduce-scatters in the backward are waited at the end of the
-//        function; each stage 3 all-gather is prefetched: moved up past
+//   on   reduce-scatters in the backward are waited right before their
+//        engine's ds.backward_epilogue (-ds-engine-backward), or at the end
+//        of the function when the backward has no markers, so an engine
+//        whose gradients are complete early finishes its reductions while
+//        the backward of the engines after it runs; each stage 3 all-gather
+//        (of a trainable or a frozen engine alike) is prefetched: moved up past
 //        compute and other collectives, as far as the bounds allow
 //        (stage3_prefetch_bucket_size: elements of the engine's gathers
 //        started but not yet waited; stage3_max_live_parameters: elements
@@ -69,14 +73,19 @@ private:
 } // namespace
 
 /// Overlap off: each wait right after its collective. Overlap on: the
-/// backward's reduce-scatters are waited at the end of the training
-/// function, in the order they start; everything else stays.
+/// backward's reduce-scatters are waited right before their engine's
+/// backward epilogue (at the end of the training function without one), in
+/// the order they start; everything else stays.
 void ScheduleCollectivesPass::placeWaits(func::FuncOp func, bool training) {
   Block &body = func.getBody().front();
   SmallVector<Operation *> collectives;
-  for (Operation &op : body)
+  llvm::StringMap<Operation *> epilogues;
+  for (Operation &op : body) {
     if (isCollective(&op))
       collectives.push_back(&op);
+    else if (auto epilogue = dyn_cast<BackwardEpilogueOp>(op))
+      epilogues[epilogue.getEngine()] = epilogue;
+  }
   Operation *terminator = body.getTerminator();
   for (Operation *collective : collectives) {
     Value token = collective->getResult(0);
@@ -88,10 +97,15 @@ void ScheduleCollectivesPass::placeWaits(func::FuncOp func, bool training) {
     BucketOp bucket = bucketOf(collective);
     const OverlapPolicy &policy =
         policies.lookup(bucket ? bucket.getEngine() : StringRef());
-    if (!policy.overlap)
+    if (!policy.overlap) {
       wait->moveAfter(collective);
-    else if (training && isa<ReduceScatterOp>(collective))
-      wait->moveBefore(terminator);
+    } else if (training && isa<ReduceScatterOp>(collective)) {
+      Operation *epilogue =
+          bucket ? epilogues.lookup(bucket.getEngine()) : nullptr;
+      wait->moveBefore(epilogue && collective->isBeforeInBlock(epilogue)
+                           ? epilogue
+                           : terminator);
+    }
   }
 }
 

@@ -16,7 +16,13 @@
 //   - stages 2-3: no gradient is written into a bucket after its
 //     reduce-scatter, and each bucket is reduce-scattered once;
 //   - @step: each update after its engine's reductions were waited, the
-//     engine's gathers after its update.
+//     engine's gathers after its update;
+//   - backward markers (-ds-engine-backward), as the plan validator checks
+//     them: only at the top level of the training function's backward; none
+//     at all, or one ds.backward_prologue and one ds.backward_epilogue per
+//     trainable engine with gradients, the prologue before its first
+//     gradient, the epilogue after its last gradient and after the waits of
+//     its reduce-scatters, no reduce-scatter of the engine after it.
 //
 // The IR is not changed. Errors name the bucket, its engine and stage, the
 // parameter and its module.
@@ -96,7 +102,7 @@ public:
 
   LogicalResult check() {
     return failure(failed(checkBranches()) || failed(checkTokens()) ||
-                   failed(checkOrder()));
+                   failed(checkOrder()) || failed(checkMarkers()));
   }
 
 private:
@@ -117,6 +123,7 @@ private:
   LogicalResult checkUpdate(OptimizerStepOp update);
   LogicalResult checkGrads(Operation *op);
   LogicalResult checkEnd();
+  LogicalResult checkMarkers();
 
   func::FuncOp func;
   FunctionKind kind;
@@ -361,7 +368,8 @@ LogicalResult FunctionChecker::checkEnd() {
   func.walk([&](BackwardBeginOp) { hasBackward = true; });
   if (kind == FunctionKind::Train && hasBackward)
     for (auto &[op, info] : buckets)
-      if (info.stage >= 2 && !reducedAt.contains(op))
+      if (info.stage >= 2 && !EngineOp(info.engine).getFrozen() &&
+          !reducedAt.contains(op))
         return func.emitError()
                << describe(info) << " is never reduce-scattered in @" << name()
                << ": its gradients would not reach the shards";
@@ -373,6 +381,150 @@ LogicalResult FunctionChecker::checkEnd() {
                << describe(info)
                << " is never all_gathered in @step after the engine's "
                   "update: the ranks would keep stale parameters";
+  return success();
+}
+
+namespace {
+/// One trainable engine's share of the backward, as the markers say.
+struct EngineShare {
+  Operation *prologue = nullptr;
+  Operation *epilogue = nullptr;
+  Operation *firstGrad = nullptr;
+  /// Reduce-scatters of the engine not waited yet.
+  llvm::MapVector<Value, Operation *> pending;
+};
+} // namespace
+
+LogicalResult FunctionChecker::checkMarkers() {
+  Block &body = func.getBody().front();
+  bool any = false;
+  WalkResult misplaced = func.walk([&](Operation *op) {
+    if (!isa<BackwardPrologueOp, BackwardEpilogueOp>(op))
+      return WalkResult::advance();
+    any = true;
+    if (kind == FunctionKind::Train && op->getBlock() == &body)
+      return WalkResult::advance();
+    op->emitError() << op->getName() << " in @" << name()
+                    << ": engine backward markers belong to the backward of "
+                       "the training function, at the top level";
+    return WalkResult::interrupt();
+  });
+  if (misplaced.wasInterrupted())
+    return failure();
+  if (!any)
+    return success();
+
+  // The trainable engine of each parameter, and each engine's share.
+  llvm::StringMap<StringRef> engineOfParam;
+  llvm::MapVector<StringRef, EngineShare> shares;
+  auto module = func->getParentOfType<ModuleOp>();
+  for (EngineOp engine : module.getOps<EngineOp>())
+    if (!engine.getFrozen())
+      shares[engine.getSymName()];
+  for (ParamOp param : module.getOps<ParamOp>())
+    if (param.getEngine() && shares.count(*param.getEngine()))
+      engineOfParam[param.getSymName()] = *param.getEngine();
+
+  bool inBackward = false;
+  for (Operation &op : body) {
+    if (isa<BackwardBeginOp>(op)) {
+      inBackward = true;
+      continue;
+    }
+    if (isa<BackwardPrologueOp, BackwardEpilogueOp>(op)) {
+      StringRef engine =
+          op.getAttrOfType<FlatSymbolRefAttr>("engine").getValue();
+      auto it = shares.find(engine);
+      if (it == shares.end())
+        continue; // The op's verifier reports it.
+      EngineShare &share = it->second;
+      std::string what =
+          op.getName().getStringRef().str() + " @" + engine.str();
+      if (!inBackward)
+        return op.emitError() << what << " comes before ds.backward_begin in @"
+                              << name() << ": it belongs to the backward";
+      if (isa<BackwardPrologueOp>(op)) {
+        if (share.prologue)
+          return op.emitError()
+                 << what << " is the engine's second backward prologue";
+        if (share.firstGrad) {
+          InFlightDiagnostic diag =
+              op.emitError() << what
+                             << " comes after a gradient of the engine; the "
+                                "prologue precedes every gradient of its "
+                                "engine";
+          diag.attachNote(share.firstGrad->getLoc())
+              << "the engine's first gradient";
+          return diag;
+        }
+        share.prologue = &op;
+        continue;
+      }
+      if (!share.prologue)
+        return op.emitError()
+               << what
+               << " has no ds.backward_prologue of the engine before it";
+      if (share.epilogue)
+        return op.emitError()
+               << what << " is the engine's second backward epilogue";
+      if (!share.pending.empty()) {
+        Operation *reduction = share.pending.front().second;
+        const BucketInfo *info = infoOf(reduction);
+        return op.emitError()
+               << what
+               << " comes before the ds.wait of the ds.reduce_scatter of "
+               << (info ? describe(*info) : std::string("its bucket"))
+               << ": the epilogue ends the engine's reductions";
+      }
+      share.epilogue = &op;
+      continue;
+    }
+    WalkResult late = op.walk([&](GradOp grad) {
+      auto it = engineOfParam.find(grad.getParam());
+      if (it == engineOfParam.end())
+        return WalkResult::advance();
+      EngineShare &share = shares[it->second];
+      if (!share.firstGrad)
+        share.firstGrad = grad;
+      if (!share.epilogue)
+        return WalkResult::advance();
+      grad.emitError() << "writes a gradient of engine @" << it->second
+                       << " after its ds.backward_epilogue; every gradient "
+                          "of an engine lies between its prologue and its "
+                          "epilogue";
+      return WalkResult::interrupt();
+    });
+    if (late.wasInterrupted())
+      return failure();
+    if (auto reduction = dyn_cast<ReduceScatterOp>(op)) {
+      const BucketInfo *info = infoOf(reduction);
+      if (!info)
+        continue;
+      EngineShare &share = shares[EngineOp(info->engine).getSymName()];
+      if (share.epilogue)
+        return reduction.emitError()
+               << "ds.reduce_scatter of " << describe(*info)
+               << " after the engine's ds.backward_epilogue: the epilogue "
+                  "ends the engine's reductions";
+      share.pending[reduction.getToken()] = reduction;
+    } else if (auto wait = dyn_cast<WaitOp>(op)) {
+      for (auto &entry : shares)
+        entry.second.pending.remove_if(
+            [&](const auto &p) { return p.first == wait.getToken(); });
+    }
+  }
+  for (auto &[engine, share] : shares) {
+    if (share.prologue && !share.epilogue)
+      return share.prologue->emitError()
+             << "engine @" << engine
+             << " has a ds.backward_prologue but no ds.backward_epilogue";
+    if (share.firstGrad && !share.prologue)
+      return share.firstGrad->emitError()
+             << "engine @" << engine << " has gradients in @" << name()
+             << " but no ds.backward_prologue, while other engines have "
+                "backward markers (every trainable engine with gradients "
+                "has them, or none does)";
+  }
   return success();
 }
 

@@ -21,6 +21,15 @@
 //            of its own (the pass makes them), so the forward's values die
 //            with the forward.
 //
+// A frozen engine (no optimizer) has no gradients: at stages 0-2 there is
+// nothing to lay out. At stage 3 its parameters are sharded all the same:
+// every parameter of the engine (requires_grad or not) goes into the flat
+// buffer, cut into buckets by the same rules, and its sharded buckets are
+// gathered and released in the forward, the eval function and, where
+// activation gradients flow through the engine, the backward; it has no
+// reduce_scatter, no update and nothing in @step (its persistent buckets are
+// whole from the start).
+//
 // The layout follows the backward: parameters whose gradients are complete
 // first come first, so bucket 0 can be reduced while the backward still
 // runs. A parameter is never split between buckets. Waits land where no
@@ -72,6 +81,8 @@ struct BucketLayout {
 /// One engine's flat buffer.
 struct EngineLayout {
   EngineOp engine;
+  /// A frozen stage 3 engine: sharded parameters, no gradients, no update.
+  bool frozen = false;
   int64_t stage = 0;
   OptimizerStepOp step;
   /// Trainable parameters in layout order, with their offsets.
@@ -185,11 +196,12 @@ ZeroPartitionPass::layOut(EngineLayout &layout, int64_t world,
     return engine.emitError()
            << "engine @" << engine.getSymName() << " is already partitioned";
 
-  // Trainable parameters in declaration order, then in backward order.
+  // Trainable parameters (a frozen engine: all of them) in declaration
+  // order, then in backward order.
   auto module = getOperation();
   SmallVector<ParamOp> params;
   for (ParamOp param : module.getOps<ParamOp>())
-    if (param.getRequiresGrad() && param.getEngine() &&
+    if ((param.getRequiresGrad() || layout.frozen) && param.getEngine() &&
         *param.getEngine() == engine.getSymName())
       params.push_back(param);
   for (ParamOp param : params) {
@@ -200,8 +212,9 @@ ZeroPartitionPass::layOut(EngineLayout &layout, int64_t world,
       return engine.emitError()
              << "engine @" << engine.getSymName() << " mixes " << first << " (@"
              << params.front().getSymName() << ") and " << elem << " (@"
-             << param.getSymName()
-             << ") trainable parameters; one flat buffer holds one dtype";
+             << param.getSymName() << ") "
+             << (layout.frozen ? "" : "trainable ")
+             << "parameters; one flat buffer holds one dtype";
   }
   llvm::stable_sort(params, [&](ParamOp a, ParamOp b) {
     auto ia = grads.find(a.getSymName()), ib = grads.find(b.getSymName());
@@ -281,15 +294,17 @@ ZeroPartitionPass::placeStep(func::FuncOp step,
   // Everything goes before the op after the last update (the return).
   Operation *anchor = nullptr;
   for (EngineLayout &layout : engines)
-    if (!anchor || anchor->isBeforeInBlock(layout.step))
+    if (!layout.frozen && (!anchor || anchor->isBeforeInBlock(layout.step)))
       anchor = layout.step;
+  if (!anchor)
+    return success(); // Only frozen engines: nothing happens at the boundary.
   anchor = anchor->getNextNode();
   OpBuilder builder(anchor);
 
   SmallVector<SmallVector<Value>> reductions(engines.size());
   for (auto [e, layout] : llvm::enumerate(engines)) {
-    if (layout.stage >= 2)
-      continue; // Reduced in the backward.
+    if (layout.stage >= 2 || layout.frozen)
+      continue; // Reduced in the backward, or nothing to reduce.
     for (BucketOp bucket : layout.bucketOps) {
       auto ref = FlatSymbolRefAttr::get(bucket.getSymNameAttr());
       Value token =
@@ -304,6 +319,8 @@ ZeroPartitionPass::placeStep(func::FuncOp step,
   }
   SmallVector<Value> gathers;
   for (auto [e, layout] : llvm::enumerate(engines)) {
+    if (layout.frozen)
+      continue; // No update; persistent buckets are whole from the start.
     for (Value token : reductions[e])
       WaitOp::create(builder, layout.step.getLoc(), token);
     layout.step->moveBefore(anchor);
@@ -329,7 +346,9 @@ LogicalResult
 ZeroPartitionPass::placeBackward(func::FuncOp train,
                                  MutableArrayRef<EngineLayout> engines,
                                  const llvm::StringMap<GradPosition> &grads) {
-  auto inBackward = [](const EngineLayout &l) { return l.stage >= 2; };
+  auto inBackward = [](const EngineLayout &l) {
+    return l.stage >= 2 && !l.frozen;
+  };
   auto first = llvm::find_if(engines, inBackward);
   if (first == engines.end())
     return success();
@@ -615,16 +634,28 @@ void ZeroPartitionPass::runOnOperation() {
   if (failed(world))
     return signalPassFailure();
 
+  // Trainable engines, and frozen ones at stage 3 (sharded parameters).
   SmallVector<EngineLayout, 0> engines;
-  for (EngineOp engine : module.getOps<EngineOp>())
-    if (!engine.getFrozen())
+  for (EngineOp engine : module.getOps<EngineOp>()) {
+    if (!engine.getFrozen()) {
       engines.push_back({engine});
+      continue;
+    }
+    FailureOr<::ds::config::EngineConfig> config =
+        parseEngineConfig(engine, *world);
+    if (failed(config))
+      return signalPassFailure();
+    if (config->zero.stage == 3)
+      engines.push_back({engine, /*frozen=*/true});
+  }
   if (engines.empty())
     return;
 
   // Each trainable engine's update, made by -ds-lower-optimizer.
   auto step = module.lookupSymbol<func::FuncOp>("step");
   for (EngineLayout &layout : engines) {
+    if (layout.frozen)
+      continue;
     if (step)
       for (auto update : step.getBody().front().getOps<OptimizerStepOp>())
         if (update.getEngine() == layout.engine.getSymName()) {

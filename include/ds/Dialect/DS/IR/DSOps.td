@@ -47,11 +47,16 @@ def DS_EngineOp : DS_Op<"engine", [Symbol, HasParent<"::mlir::ModuleOp">,
     ds.bucket @model_bucket1 engine @model offset 544 numel 544
     ```
 
-    The verifier checks that the two attributes come together and only on
-    an engine that is not frozen, and that the engine's buckets are sorted,
-    disjoint and cover `[0, flat_numel)` exactly, that every trainable
-    parameter of the engine has a `flat_offset` and that no two parameters
-    overlap.
+    A frozen engine is partitioned only at ZeRO stage 3, where its
+    parameters are sharded (gathered for its forward, released after); its
+    flat buffer then holds every parameter of the engine, `requires_grad` or
+    not, and it has no gradients, reductions or update.
+
+    The verifier checks that the two attributes come together (on a frozen
+    engine only with `zero_stage = 3`), and that the engine's buckets are
+    sorted, disjoint and cover `[0, flat_numel)` exactly, that every
+    trainable parameter of the engine (of a frozen engine: every parameter)
+    has a `flat_offset` and that no two parameters overlap.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$module,
                        DefaultValuedStrAttr<StrAttr, "{}">:$config,
@@ -261,6 +266,61 @@ def DS_BackwardBeginOp : DS_Op<"backward_begin", [
     here and `backward()` from here on.
   }];
   let assemblyFormat = "attr-dict";
+}
+
+class DS_BackwardMarkerOp<string mnemonic>
+    : DS_Op<mnemonic, [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+                       MemoryEffects<[MemRead, MemWrite]>]> {
+  let arguments = (ins FlatSymbolRefAttr:$engine);
+  let assemblyFormat = "$engine attr-dict";
+  let hasVerifier = 1;
+  code commonDescription = [{
+
+    `-ds-engine-backward` places one `ds.backward_prologue` and one
+    `ds.backward_epilogue` for every trainable engine that has `ds.grad` ops
+    in the backward of the training function, at the top level, after
+    `ds.backward_begin`:
+
+    ```mlir
+    ds.backward_begin
+    ...
+    ds.backward_prologue @e1
+    ds.grad @e1.fc2.weight, %g0 : tensor<4x24xf32>
+    ...
+    %t = ds.reduce_scatter @e1_bucket0
+    ds.wait %t
+    ds.backward_epilogue @e1
+    ```
+
+    The engine must exist and not be frozen (a frozen engine has no
+    gradients, hence no share of the backward); the op is never inside a
+    `ds.if`. Like a collective it reads and writes memory, so no rewrite
+    moves an engine's gradients or reductions across it.
+    `-ds-verify-collectives` checks the placement (docs/plan-format.md).
+  }];
+}
+
+def DS_BackwardPrologueOp : DS_BackwardMarkerOp<"backward_prologue"> {
+  let summary = "the start of one engine's share of the joint backward";
+  let description = [{
+    DeepSpeed's `_backward_prologue` for `engine`: it comes before every
+    `ds.grad` of the engine's parameters. The runtime runs nothing here; the
+    marker states, in the IR and in the plan, where the engine's backward
+    begins.
+  }] # commonDescription;
+}
+
+def DS_BackwardEpilogueOp : DS_BackwardMarkerOp<"backward_epilogue"> {
+  let summary = "the end of one engine's share of the joint backward";
+  let description = [{
+    DeepSpeed's `_backward_epilogue` for `engine`: it comes after every
+    `ds.grad` of the engine's parameters and after the `ds.wait` of each of
+    its `ds.reduce_scatter`s, and no gradient or reduction of the engine
+    follows it. The user never calls it: it is placed in the backward, right
+    after the engine's last gradient and the flush of its reductions, so
+    the engine's communication overlaps the backward of the engines after
+    it.
+  }] # commonDescription;
 }
 
 def DS_GradOp : DS_Op<"grad", [

@@ -95,7 +95,8 @@ def DSLowerOptimizer : Pass<"ds-lower-optimizer", "::mlir::ModuleOp"> {
 def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
   let summary = "Lay engines out in flat buffers, cut buckets, place ZeRO's collectives";
   let description = [{
-    For every trainable engine, reads its ZeRO stage from the config
+    For every trainable engine (and every frozen stage 3 engine, see
+    below), reads its ZeRO stage from the config
     (`zero_optimization.stage`, 0 to 3) and:
 
     1. lays its trainable parameters (`requires_grad`, engine not frozen) out
@@ -141,11 +142,21 @@ def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
        With several engines, every engine's reductions start before the
        first engine waits, so their communication overlaps.
 
+    A frozen engine (no optimizer) whose config asks for stage 3 is laid out
+    too, with all its parameters (`requires_grad` or not) and the same
+    bucketing rules; its sharded buckets are gathered and released as
+    above, in the forward, the eval function and, where activation
+    gradients flow through the engine, the backward. It has no
+    reduce-scatter and nothing in `@step` (its persistent buckets are whole
+    from the start). A frozen engine at stages 0-2 has nothing to shard and
+    is left alone.
+
     Run after `-ds-autodiff` (stages 2 and 3 need the backward) and
     `-ds-lower-optimizer` (the collectives go around the
-    `ds.optimizer_step`s in `@step`); `-ds-schedule-collectives` then
-    places the waits as each engine's `overlap_comm` asks. docs/zero.md
-    shows each stage's IR.
+    `ds.optimizer_step`s in `@step`); `-ds-engine-backward` then marks each
+    engine's share of the backward and `-ds-schedule-collectives` places
+    the waits as each engine's `overlap_comm` asks. docs/zero.md shows each
+    stage's IR.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", "0",
@@ -172,6 +183,51 @@ def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def DSEngineBackward : Pass<"ds-engine-backward", "::mlir::ModuleOp"> {
+  let summary = "Mark each trainable engine's share of the joint backward";
+  let description = [{
+    In the backward of `func` (after `ds.backward_begin`), for every engine
+    that is not frozen and has `ds.grad` ops there, inserts a
+    `ds.backward_prologue @engine` right before the first top-level op that
+    holds a `ds.grad` of one of its parameters (a `ds.grad` inside a `ds.if`
+    counts at the `ds.if`) and a `ds.backward_epilogue @engine` after the
+    last, and after the engine's `ds.reduce_scatter`s that
+    `-ds-zero-partition` placed there. The engine's reductions all end
+    before its epilogue: a `ds.reduce_scatter` of a bucket that no gradient
+    writes (placed at the end of the backward) moves up to just before the
+    epilogue, and every wait of the engine's reductions that comes later
+    moves there too, so the IR keeps the marker rules of
+    docs/plan-format.md (`-ds-schedule-collectives` then decides how early
+    the waits go). Frozen engines get no markers, and neither does an
+    engine without gradients.
+
+    ```mlir
+    ds.backward_begin
+    ...
+    ds.backward_prologue @e2
+    ds.grad @e2.fc2.weight, %g : tensor<4x12xf32>
+    ...
+    ds.backward_epilogue @e2
+    ds.backward_prologue @e1
+    ...
+    ```
+
+    With one joint backward for a shared loss, the engines whose outputs
+    enter the loss last are differentiated first, and each engine's epilogue
+    (DeepSpeed's `_backward_epilogue`, which users of several engines call
+    by hand) lands as soon as its gradients are complete. Run after
+    `-ds-zero-partition` and before `-ds-schedule-collectives`.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"forward\"",
+           "The training function">
+  ];
+  let statistics = [
+    Statistic<"numMarked", "engines", "Engines given a prologue and an epilogue">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 def DSScheduleCollectives : Pass<"ds-schedule-collectives", "::mlir::ModuleOp"> {
   let summary = "Place the waits (and prefetch the gathers) as overlap_comm asks";
   let description = [{
@@ -183,8 +239,10 @@ def DSScheduleCollectives : Pass<"ds-schedule-collectives", "::mlir::ModuleOp"> 
     - overlap off: every collective is waited right after it starts; nothing
       overlaps.
     - overlap on: a reduce-scatter in the backward stays right after its
-      bucket's last gradient and is waited at the end of the function (as
-      late as possible); collectives in `@step` keep their places (every
+      bucket's last gradient and is waited right before its engine's
+      `ds.backward_epilogue` (as late as the engine's share of the backward
+      allows), or at the end of the function when the backward has no
+      markers; collectives in `@step` keep their places (every
       engine's reductions start before the first update); each all-gather
       of a sharded (stage 3) bucket is prefetched: moved up, past compute
       and other collectives, as far as it may go, and waited where it was,
@@ -242,7 +300,15 @@ def DSVerifyCollectives : Pass<"ds-verify-collectives", "::mlir::ModuleOp"> {
       reduce-scatter, and every bucket is reduce-scattered exactly once in
       `func`;
     - in `@step`, each engine's `ds.optimizer_step` comes after the waits of
-      its reductions, and its all-gathers after the update.
+      its reductions, and its all-gathers after the update;
+    - the engine backward markers of `-ds-engine-backward`, as the plan
+      validator checks them (docs/plan-format.md): only at the top level of
+      the backward of `func`; none at all, or exactly one
+      `ds.backward_prologue` and one `ds.backward_epilogue` for every
+      trainable engine with `ds.grad` ops, the prologue before the engine's
+      first gradient, the epilogue after its last gradient and after the
+      `ds.wait` of each of its reduce-scatters, and no reduce-scatter of the
+      engine after its epilogue.
 
     It changes nothing; `ds-compile` runs it last.
   }];
@@ -261,7 +327,8 @@ def DSPrintSchedule : Pass<"ds-print-schedule", "::mlir::ModuleOp"> {
     Prints, for the training function `func`, the eval function `eval-func`
     (when it has collectives: ZeRO stage 3 gathers there) and `@step`, the
     order in which every rank runs compute and collectives, numbering the
-    lines. Runs of compute ops are compressed (`forward: 17 ops`, `backward:
+    lines; engine backward markers have a line each (`backward_prologue
+    @student`). Runs of compute ops are compressed (`forward: 17 ops`, `backward:
     22 ops (through grad @fc1.bias)`, naming the last `ds.grad` of the run);
     a `ds.if` counts as one op. Each collective names its engine, its bucket
     and the bucket's elements (`persistent` for stage 3's persistent
