@@ -67,7 +67,7 @@ class Plan:
         Stages, in pipeline order: ``"import"``, ``"ds-assign-engines"``,
         then for a trainable model ``"ds-autodiff"``, ``"canonicalize"``,
         ``"cse"``, ``"ds-lower-optimizer"``, ``"ds-zero-partition"``,
-        ``"ds-schedule-collectives"``, ``"ds-verify-collectives"``, and
+        ``"ds-engine-backward"``, ``"ds-schedule-collectives"``, ``"ds-verify-collectives"``, and
         ``"final"`` (the IR the plan is emitted from). Only
         plans compiled in this process with ``keep_ir=True`` carry IR;
         anything else raises ValueError naming the stages there are.

@@ -183,7 +183,9 @@ def test_mlir_after_each_pass(tmp_path):
     plan = tiny_plan()
     assert plan.stages == ["import", "ds-assign-engines", "ds-autodiff", "canonicalize",
                            "cse", "ds-lower-optimizer", "ds-zero-partition",
-                           "ds-schedule-collectives", "ds-verify-collectives", "final"]
+                           "ds-engine-backward", "ds-schedule-collectives",
+                           "ds-verify-collectives", "final"]
+    assert "ds.backward_epilogue @model" in plan.mlir("ds-engine-backward")
     assert "ds.grad" in plan.mlir("ds-autodiff")
     assert "ds.optimizer_step @model" in plan.mlir("ds-lower-optimizer")
     assert "ds.bucket @model_bucket0" in plan.mlir("ds-zero-partition")
