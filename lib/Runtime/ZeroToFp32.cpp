@@ -1,0 +1,222 @@
+//===- ZeroToFp32.cpp - Whole fp32 weights from a checkpoint's shards -----===//
+//
+// DeepSpeed's zero_to_fp32.py for our checkpoints, every stage: stage 0 (and
+// frozen engines) hold the whole module; stages 1-3 hold one fp32 partition
+// per rank, each the rank's block of every bucket of the flat layout
+// (ds_flat_layout in the model states). Rebuilding a bucket concatenates
+// the ranks' blocks; each parameter is then its slice at its offset.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Runtime/Checkpoint.h"
+
+#include "CheckpointFiles.h"
+
+#include "ds/Runtime/RuntimeError.h"
+
+#include <ATen/ATen.h>
+
+#include <dirent.h>
+#include <map>
+
+namespace ds::runtime {
+
+using detail::DictView;
+
+namespace {
+
+/// Subfolders of `dir` holding a `latest` file: the engines of a
+/// multi-engine checkpoint.
+std::vector<std::string> engineFolders(const std::string &dir) {
+  std::vector<std::string> folders;
+  if (DIR *listing = ::opendir(dir.c_str())) {
+    while (struct dirent *entry = ::readdir(listing)) {
+      std::string name = entry->d_name;
+      if (name != "." && name != ".." &&
+          detail::isFile(dir + "/" + name + "/latest"))
+        folders.push_back(dir + "/" + name);
+    }
+    ::closedir(listing);
+  }
+  return folders;
+}
+
+/// The model states file of rank 0 (either stage's name).
+std::string findModelStates(const std::string &dir, const std::string &folder) {
+  for (int64_t stage : {0, 3}) {
+    std::string path = folder + "/" + detail::modelStatesFile(stage, 0);
+    if (detail::isFile(path))
+      return path;
+  }
+  std::string hint;
+  for (const std::string &engine : engineFolders(dir))
+    hint += (hint.empty() ? "" : ", ") + engine;
+  throw RuntimeError(
+      folder + ": no " + detail::modelStatesFile(0, 0) + " or " +
+      detail::modelStatesFile(3, 0) + " (not a checkpoint folder)" +
+      (hint.empty() ? std::string()
+                    : "; this is a multi-engine checkpoint: run on each "
+                      "engine's folder (" +
+                          hint + ")"));
+}
+
+/// Every rank's fp32 partition, checked against the layout, as the whole
+/// flat buffer.
+at::Tensor rebuildFlat(const std::string &folder, const DictView &model,
+                       int64_t stage, int64_t worldSize) {
+  DictView layout = model.dict("ds_flat_layout");
+  const int64_t numel = layout.integer("numel");
+  std::vector<std::pair<int64_t, int64_t>> buckets;
+  int64_t shardNumel = 0, covered = 0;
+  for (const c10::IValue &bucket : layout.list("buckets")) {
+    std::vector<int64_t> entry =
+        bucket.isList() && bucket.toListRef().size() == 3
+            ? std::vector<int64_t>{bucket.toListRef()[0].toInt(),
+                                   bucket.toListRef()[1].toInt()}
+            : std::vector<int64_t>();
+    if (entry.size() != 2 || entry[0] != covered || entry[1] % worldSize != 0)
+      layout.fail("buckets", "bucket " + std::to_string(buckets.size()) +
+                                 " is not [offset, numel, persistent] "
+                                 "continuing at " +
+                                 std::to_string(covered) +
+                                 " with numel a multiple of " +
+                                 std::to_string(worldSize));
+    buckets.emplace_back(entry[0], entry[1]);
+    covered += entry[1];
+    shardNumel += entry[1] / worldSize;
+  }
+  if (covered != numel)
+    layout.fail("buckets", "cover " + std::to_string(covered) +
+                               " elements, numel is " + std::to_string(numel));
+
+  std::vector<std::string> missing;
+  for (int64_t r = 0; r < worldSize; ++r)
+    if (!detail::isFile(folder + "/" + detail::optimStatesFile(r)))
+      missing.push_back(detail::optimStatesFile(r));
+  if (!missing.empty()) {
+    std::string names;
+    for (const std::string &name : missing)
+      names += (names.empty() ? "" : ", ") + name;
+    throw RuntimeError(folder + ": missing optimizer shard(s) " + names +
+                       " (the checkpoint was saved by " +
+                       std::to_string(worldSize) +
+                       " ranks, dp_world_size; each rank writes one)");
+  }
+  std::vector<at::Tensor> partitions;
+  for (int64_t r = 0; r < worldSize; ++r) {
+    std::string path = folder + "/" + detail::optimStatesFile(r);
+    DictView inner = DictView(detail::readTorchFile(path), path)
+                         .dict("optimizer_state_dict");
+    if (inner.integer("zero_stage") != stage)
+      inner.fail("zero_stage",
+                 "stage " + std::to_string(inner.integer("zero_stage")) +
+                     ", but the model states say " + std::to_string(stage));
+    const char *key =
+        stage == 3 ? "fp32_flat_groups" : "single_partition_of_fp32_groups";
+    std::vector<c10::IValue> groups = inner.list(key);
+    if (groups.size() != 1 || !groups[0].isTensor())
+      inner.fail(key, "expected one tensor (one param group)");
+    at::Tensor partition = groups[0].toTensor();
+    if (partition.dim() != 1 || partition.numel() != shardNumel)
+      inner.fail(key, "shape " + detail::shapeText(partition.sizes().vec()) +
+                          ", expected [" + std::to_string(shardNumel) +
+                          "] (one block of each bucket of the layout at " +
+                          std::to_string(worldSize) + " ranks)");
+    partitions.push_back(partition);
+  }
+  std::vector<at::Tensor> pieces;
+  int64_t shardOffset = 0;
+  for (const auto &[offset, bucketNumel] : buckets) {
+    int64_t block = bucketNumel / worldSize;
+    for (const at::Tensor &partition : partitions)
+      pieces.push_back(partition.narrow(0, shardOffset, block));
+    shardOffset += block;
+  }
+  return pieces.empty() ? at::empty({0}) : at::cat(pieces);
+}
+
+} // namespace
+
+ConsolidatedCheckpoint consolidateCheckpoint(const std::string &dir,
+                                             const std::string &tagArg) {
+  std::string tag = tagArg;
+  if (tag.empty()) {
+    if (!detail::isFile(dir + "/latest") && !engineFolders(dir).empty())
+      findModelStates(dir, dir + "/<tag>"); // Names the engine folders.
+    tag = detail::readLatest(dir);
+  }
+  ConsolidatedCheckpoint result;
+  result.path = dir + "/" + tag;
+  if (!detail::isDirectory(result.path))
+    throw RuntimeError(result.path + ": no such checkpoint folder");
+  std::string modelPath = findModelStates(dir, result.path);
+  DictView model(detail::readTorchFile(modelPath), modelPath);
+  result.stage = model.integer("ds_zero_stage");
+  result.worldSize = model.integer("dp_world_size");
+  if (result.worldSize < 1)
+    model.fail("dp_world_size", "must be at least 1");
+  const bool trainable = model.get("ds_trainable").toBool();
+  DictView module = model.dict("module");
+
+  // Names and shapes: trainable parameters in flat order, then frozen ones.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> params;
+  for (const c10::IValue &group : model.list("param_shapes"))
+    for (const auto &[name, shape] :
+         DictView(group, modelPath, "param_shapes").items())
+      params.emplace_back(
+          name, detail::intList(shape, model.where("param_shapes." + name)));
+  const size_t flatCount = params.size();
+  for (const auto &[name, shape] : model.dict("frozen_param_shapes").items())
+    params.emplace_back(
+        name,
+        detail::intList(shape, model.where("frozen_param_shapes." + name)));
+
+  at::Tensor flat;
+  std::optional<DictView> offsets;
+  if (trainable && result.stage >= 1) {
+    flat = rebuildFlat(result.path, model, result.stage, result.worldSize);
+    offsets = model.dict("ds_flat_layout").dict("offsets");
+  }
+  for (size_t k = 0; k < params.size(); ++k) {
+    const auto &[name, shape] = params[k];
+    at::Tensor tensor;
+    if (flat.defined() && k < flatCount) {
+      if (!offsets->has(name))
+        offsets->fail(name, "parameter '" + name +
+                                "' of param_shapes has no offset in the "
+                                "flat layout");
+      int64_t offset = offsets->integer(name);
+      int64_t numel = 1;
+      for (int64_t size : shape)
+        numel *= size;
+      if (offset < 0 || offset + numel > flat.numel())
+        offsets->fail(name, "parameter '" + name + "' of shape " +
+                                detail::shapeText(shape) + " at offset " +
+                                std::to_string(offset) +
+                                " lies outside the flat buffer of " +
+                                std::to_string(flat.numel()) + " elements");
+      tensor = flat.narrow(0, offset, numel).view(shape).clone();
+    } else {
+      if (!module.has(name))
+        module.fail(name, "parameter '" + name + "' of " +
+                              (k < flatCount ? "param_shapes"
+                                             : "frozen_param_shapes") +
+                              " is missing from the module");
+      tensor = module.tensor(name);
+      if (tensor.sizes().vec() != shape)
+        module.fail(name, "shape " + detail::shapeText(tensor.sizes().vec()) +
+                              ", but param_shapes says " +
+                              detail::shapeText(shape));
+    }
+    result.tensors.emplace_back(name, tensor);
+  }
+  for (const c10::IValue &name : model.list("buffer_names")) {
+    if (!name.isString())
+      model.fail("buffer_names", "expected strings");
+    result.tensors.emplace_back(name.toStringRef(),
+                                module.tensor(name.toStringRef()));
+  }
+  return result;
+}
+
+} // namespace ds::runtime
