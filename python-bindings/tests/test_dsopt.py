@@ -286,8 +286,60 @@ def test_save_params_and_weights(tmp_path):
     restored = dsopt.Engine(tiny_plan(), weights=tmp_path / "p.safetensors")
     for name, tensor in engine.state_dict().items():
         assert torch.equal(restored.state_dict()[name], tensor)
-    with pytest.raises(NotImplementedError):
-        engine.save_checkpoint(str(tmp_path))
+
+
+def test_checkpoint_resume_is_bitwise(tmp_path):
+    # 4 optimizer steps (GAS 2) straight, and 2 + save + load + 2: equal bit for bit.
+    batches = [tiny_batch(seed=s) for s in range(8)]
+    full = dsopt.Engine(tiny_plan())
+    full_losses = train(full, batches)
+    first = dsopt.Engine(tiny_plan())
+    train(first, batches[:4])
+    assert first.save_checkpoint(tmp_path / "ckpt") == "global_step2"
+    assert (tmp_path / "ckpt" / "latest").read_text() == "global_step2"
+    resumed = dsopt.Engine(tiny_plan())
+    path, client_state = resumed.load_checkpoint(tmp_path / "ckpt")
+    assert path == os.path.join(tmp_path / "ckpt", "global_step2") and client_state == {}
+    assert (resumed.global_steps, resumed.micro_steps) == (2, 4)
+    assert resumed.get_lr() == first.get_lr()
+    assert train(resumed, batches[4:]) == full_losses[2:]
+    for name, tensor in full.state_dict().items():
+        assert torch.equal(resumed.state_dict()[name], tensor), name
+    # Python's torch.load reads what the runtime wrote.
+    states = torch.load(tmp_path / "ckpt" / "global_step2" / "mp_rank_00_model_states.pt")
+    assert states["global_steps"] == 2 and states["dp_world_size"] == 1
+    assert states["optimizer"]["loss_scaler"]["cur_scale"] == 1.0
+    # Inside an accumulation window there is no consistent point to save.
+    full(*batches[0])
+    with pytest.raises(dsopt.EngineError, match="between optimizer steps"):
+        full.save_checkpoint(tmp_path / "mid")
+
+
+def test_save_16bit_model(tmp_path):
+    engine = dsopt.Engine(tiny_plan())
+    train(engine, [tiny_batch(seed=s) for s in range(4)])
+    assert engine.save_16bit_model(tmp_path / "out")
+    saved = torch.load(tmp_path / "out" / "pytorch_model.bin")
+    assert list(saved) == list(engine.state_dict())
+    for name, tensor in engine.state_dict().items():
+        assert saved[name].dtype == torch.float32 and torch.equal(saved[name], tensor)
+    module = torch.jit.script(TinyNet())
+    module.load_state_dict(saved)
+    assert torch.equal(module.fc1.weight, engine.state_dict()["fc1.weight"])
+
+    # ZeRO stage 3 gathers only when the config asks for it.
+    stage3 = dict(ADAMW_GAS2, train_micro_batch_size_per_gpu=4,
+                  zero_optimization={"stage": 3})
+    plan = dsopt.compile(TinyNet(), stage3, tiny_batch())
+    with pytest.warns(UserWarning, match="stage3_gather_16bit_weights_on_model_save"):
+        assert not dsopt.Engine(plan).save_16bit_model(tmp_path / "z3", "model.bin")
+    assert not (tmp_path / "z3").exists()
+    stage3["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] = True
+    engine = dsopt.Engine(dsopt.compile(TinyNet(), stage3, tiny_batch()))
+    assert engine.save_16bit_model(tmp_path / "z3", "model.bin")
+    saved = torch.load(tmp_path / "z3" / "model.bin")
+    for name, tensor in engine.state_dict().items():
+        assert torch.equal(saved[name], tensor), name
 
 
 # -- errors -----------------------------------------------------------------------------------
