@@ -341,11 +341,10 @@ at::Tensor matching(const at::Tensor &value, const at::Tensor &destination,
                        shapeText(destination.sizes().vec()) +
                        " in this run's plan");
   if (value.scalar_type() != destination.scalar_type())
-    throw RuntimeError(where + ": dtype " +
-                       std::string(c10::toString(value.scalar_type())) +
-                       " in the checkpoint, " +
-                       c10::toString(destination.scalar_type()) +
-                       " in this run's plan");
+    throw RuntimeError(
+        where + ": dtype " + std::string(c10::toString(value.scalar_type())) +
+        " in the checkpoint, " + c10::toString(destination.scalar_type()) +
+        " in this run's plan");
   return value;
 }
 
@@ -479,8 +478,7 @@ void checkScaler(const DictView &dict) {
 LoadedEngine readEngineCheckpoint(const EngineContext &context,
                                   const std::string &folder) {
   const int64_t stage = context.stage();
-  std::string modelPath =
-      folder + "/" + modelStatesFile(stage, context.rank);
+  std::string modelPath = folder + "/" + modelStatesFile(stage, context.rank);
   DictView model(readTorchFile(modelPath), modelPath);
   LoadedEngine loaded;
 
@@ -496,10 +494,9 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
                    " ranks; ds-zero-to-fp32 rebuilds the weights of any)");
   const int64_t savedStage = model.integer("ds_zero_stage");
   if (savedStage != stage)
-    model.fail("ds_zero_stage", "the checkpoint is ZeRO stage " +
-                                    std::to_string(savedStage) +
-                                    ", this run's plan stage " +
-                                    std::to_string(stage));
+    model.fail("ds_zero_stage",
+               "the checkpoint is ZeRO stage " + std::to_string(savedStage) +
+                   ", this run's plan stage " + std::to_string(stage));
   if (model.get("ds_trainable").toBool() != context.trains())
     model.fail("ds_trainable", "engine \"" + context.desc().name +
                                    "\" trains in one of the checkpoint and "
@@ -533,8 +530,8 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
     readOptimizer(context, optimizer.dict("optimizer_state_dict"), loaded);
   } else {
     std::string optimPath = folder + "/" + optimStatesFile(context.rank);
-    DictView inner =
-        DictView(readTorchFile(optimPath), optimPath).dict("optimizer_state_dict");
+    DictView inner = DictView(readTorchFile(optimPath), optimPath)
+                         .dict("optimizer_state_dict");
     checkScaler(inner);
     if (inner.integer("zero_stage") != stage)
       inner.fail("zero_stage", "stage " +
@@ -572,10 +569,9 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
     c10::IValue scheduler = model.get("lr_scheduler");
     if (scheduler.isNone())
       model.fail("lr_scheduler", "missing, and the plan has a scheduler");
-    loaded.appliedUpdates =
-        DictView(scheduler, modelPath, "lr_scheduler")
-            .integer("last_batch_iteration") +
-        1;
+    loaded.appliedUpdates = DictView(scheduler, modelPath, "lr_scheduler")
+                                .integer("last_batch_iteration") +
+                            1;
   } else {
     loaded.appliedUpdates = loaded.optimizerSteps;
   }

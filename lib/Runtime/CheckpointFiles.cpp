@@ -121,8 +121,7 @@ c10::IValue readTorchFile(const std::string &path) {
   try {
     return readTorchSave(path);
   } catch (const c10::Error &error) {
-    throw RuntimeError("cannot read " + path +
-                       " (not a torch.save file?): " +
+    throw RuntimeError("cannot read " + path + " (not a torch.save file?): " +
                        error.what_without_backtrace());
   }
 }
@@ -283,8 +282,9 @@ void makeDirectories(const std::string &path) {
 void removeTree(const std::string &path) {
   if (::access(path.c_str(), F_OK) != 0)
     return;
-  auto remove = [](const char *entry, const struct stat *, int,
-                   struct FTW *) { return ::remove(entry); };
+  auto remove = [](const char *entry, const struct stat *, int, struct FTW *) {
+    return ::remove(entry);
+  };
   if (::nftw(path.c_str(), remove, 16, FTW_DEPTH | FTW_PHYS) != 0)
     throw RuntimeError("cannot remove " + path + ": " + std::strerror(errno));
 }

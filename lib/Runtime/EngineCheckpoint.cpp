@@ -112,10 +112,10 @@ std::string Engine::saveCheckpoint(const std::string &dir,
     }
     if (!allRanksOk(error.empty()))
       throw RuntimeError(
-          error.empty()
-              ? "save_checkpoint " + dir + "/" + tag + ": another rank failed " +
-                    what + " (its error says why); nothing was published"
-              : "save_checkpoint " + dir + "/" + tag + ": " + error);
+          error.empty() ? "save_checkpoint " + dir + "/" + tag +
+                              ": another rank failed " + what +
+                              " (its error says why); nothing was published"
+                        : "save_checkpoint " + dir + "/" + tag + ": " + error);
   };
   agreed(
       [&] {
@@ -133,8 +133,8 @@ std::string Engine::saveCheckpoint(const std::string &dir,
   agreed(
       [&] {
         for (size_t e : saved) {
-          EngineContext context{*plan_,          e,     *state_,
-                                trainer_.get(),  rank_, worldSize()};
+          EngineContext context{*plan_,         e,     *state_,
+                                trainer_.get(), rank_, worldSize()};
           std::string staging =
               detail::stagingFolder(engineFolder(*plan_, dir, e), tag);
           const int64_t stage = context.stage();

@@ -198,10 +198,10 @@ ConsolidatedCheckpoint consolidateCheckpoint(const std::string &dir,
       tensor = flat.narrow(0, offset, numel).view(shape).clone();
     } else {
       if (!module.has(name))
-        module.fail(name, "parameter '" + name + "' of " +
-                              (k < flatCount ? "param_shapes"
-                                             : "frozen_param_shapes") +
-                              " is missing from the module");
+        module.fail(
+            name, "parameter '" + name + "' of " +
+                      (k < flatCount ? "param_shapes" : "frozen_param_shapes") +
+                      " is missing from the module");
       tensor = module.tensor(name);
       if (tensor.sizes().vec() != shape)
         module.fail(name, "shape " + detail::shapeText(tensor.sizes().vec()) +

@@ -56,10 +56,14 @@ int64_t parseSize(const std::string &text) {
   for (char &c : unit)
     c = char(std::toupper((unsigned char)c));
   const std::vector<std::pair<std::string, int64_t>> units = {
-      {"", 1},           {"B", 1},
-      {"KB", 1000},      {"MB", 1000000},
-      {"GB", 1000000000}, {"KIB", 1024},
-      {"MIB", 1 << 20},  {"GIB", int64_t(1) << 30}};
+      {"", 1},
+      {"B", 1},
+      {"KB", 1000},
+      {"MB", 1000000},
+      {"GB", 1000000000},
+      {"KIB", 1024},
+      {"MIB", 1 << 20},
+      {"GIB", int64_t(1) << 30}};
   for (const auto &[name, factor] : units)
     if (digits > 0 && digits <= 12 && unit == name) {
       int64_t value = std::stoll(text.substr(0, digits)) * factor;
@@ -118,9 +122,9 @@ int main(int argc, char **argv) {
     }
     ds::runtime::ConsolidatedCheckpoint checkpoint =
         ds::runtime::consolidateCheckpoint(options.positional[0], options.tag);
-    std::vector<std::string> files = ds::runtime::writeStateDict(
-        options.positional[1], checkpoint.tensors, options.safetensors,
-        options.maxShardBytes);
+    std::vector<std::string> files =
+        ds::runtime::writeStateDict(options.positional[1], checkpoint.tensors,
+                                    options.safetensors, options.maxShardBytes);
     std::cout << "ds-zero-to-fp32: " << checkpoint.tensors.size()
               << " tensors from " << checkpoint.path << " (ZeRO stage "
               << checkpoint.stage << ", " << checkpoint.worldSize
