@@ -41,6 +41,18 @@ std::vector<std::string> engineFolders(const std::string &dir) {
   return folders;
 }
 
+/// "; this is a multi-engine checkpoint: run on each engine's folder (...)"
+/// when `dir` holds engine folders, else "".
+std::string multiEngineHint(const std::string &dir) {
+  std::string folders;
+  for (const std::string &engine : engineFolders(dir))
+    folders += (folders.empty() ? "" : ", ") + engine;
+  if (folders.empty())
+    return "";
+  return "; this is a multi-engine checkpoint: run on each engine's folder (" +
+         folders + ")";
+}
+
 /// The model states file of rank 0 (either stage's name).
 std::string findModelStates(const std::string &dir, const std::string &folder) {
   for (int64_t stage : {0, 3}) {
@@ -48,16 +60,9 @@ std::string findModelStates(const std::string &dir, const std::string &folder) {
     if (detail::isFile(path))
       return path;
   }
-  std::string hint;
-  for (const std::string &engine : engineFolders(dir))
-    hint += (hint.empty() ? "" : ", ") + engine;
-  throw RuntimeError(
-      folder + ": no " + detail::modelStatesFile(0, 0) + " or " +
-      detail::modelStatesFile(3, 0) + " (not a checkpoint folder)" +
-      (hint.empty() ? std::string()
-                    : "; this is a multi-engine checkpoint: run on each "
-                      "engine's folder (" +
-                          hint + ")"));
+  throw RuntimeError(folder + ": no " + detail::modelStatesFile(0, 0) +
+                     " or " + detail::modelStatesFile(3, 0) +
+                     " (not a checkpoint folder)" + multiEngineHint(dir));
 }
 
 /// Every rank's fp32 partition, checked against the layout, as the whole
@@ -140,15 +145,16 @@ at::Tensor rebuildFlat(const std::string &folder, const DictView &model,
 ConsolidatedCheckpoint consolidateCheckpoint(const std::string &dir,
                                              const std::string &tagArg) {
   std::string tag = tagArg;
-  if (tag.empty()) {
-    if (!detail::isFile(dir + "/latest") && !engineFolders(dir).empty())
-      findModelStates(dir, dir + "/<tag>"); // Names the engine folders.
+  if (tag.empty() && !detail::isFile(dir + "/latest") &&
+      !multiEngineHint(dir).empty())
+    throw RuntimeError(dir + ": no `latest` file" + multiEngineHint(dir));
+  if (tag.empty())
     tag = detail::readLatest(dir);
-  }
   ConsolidatedCheckpoint result;
   result.path = dir + "/" + tag;
   if (!detail::isDirectory(result.path))
-    throw RuntimeError(result.path + ": no such checkpoint folder");
+    throw RuntimeError(result.path + ": no such checkpoint folder" +
+                       multiEngineHint(dir));
   std::string modelPath = findModelStates(dir, result.path);
   DictView model(detail::readTorchFile(modelPath), modelPath);
   result.stage = model.integer("ds_zero_stage");
