@@ -315,6 +315,43 @@ def test_checkpoint_resume_is_bitwise(tmp_path):
         full.save_checkpoint(tmp_path / "mid")
 
 
+KILLED_RESAVE = """
+import sys, torch, dsopt
+sys.path.insert(0, sys.argv[2])
+from test_dsopt import tiny_plan, tiny_batch, train
+engine = dsopt.Engine(tiny_plan())
+train(engine, [tiny_batch(seed=s) for s in range(4)])
+engine.save_checkpoint(sys.argv[1], "same")
+torch.save(engine.state_dict(), sys.argv[1] + "/first.pt")
+train(engine, [tiny_batch(seed=s) for s in range(4, 8)])
+engine.save_checkpoint(sys.argv[1], "same")  # Killed after its first file.
+"""
+
+
+def test_killed_resave_of_a_tag_keeps_the_old_checkpoint(tmp_path):
+    # The second save of tag "same" dies (SIGKILL) after writing its model states into the
+    # staging folder: DIR/same must still hold the first save, whole and loadable.
+    env = dict(os.environ, DS_TEST_CHECKPOINT_KILL="0:2")
+    proc = subprocess.run([sys.executable, "-c", KILLED_RESAVE, str(tmp_path),
+                           os.path.dirname(os.path.abspath(__file__))],
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr
+    assert "killed after checkpoint file 2" in proc.stderr
+    engine = dsopt.Engine(tiny_plan())
+    engine.load_checkpoint(tmp_path, "same")
+    assert engine.global_steps == 2
+    first = torch.load(tmp_path / "first.pt")
+    for name, tensor in engine.state_dict().items():
+        assert torch.equal(first[name], tensor), name
+    # Saving the tag again replaces it whole and clears the staging folder.
+    train(engine, [tiny_batch(seed=s) for s in range(4)])
+    engine.save_checkpoint(tmp_path, "same")
+    assert sorted(os.listdir(tmp_path)) == ["first.pt", "latest", "same"]
+    again = dsopt.Engine(tiny_plan())
+    again.load_checkpoint(tmp_path)
+    assert again.global_steps == 4
+
+
 def test_save_16bit_model(tmp_path):
     engine = dsopt.Engine(tiny_plan())
     train(engine, [tiny_batch(seed=s) for s in range(4)])

@@ -176,6 +176,18 @@ def expect(text, needles, what):
             raise Failure(f"{what}: the error does not say {needle!r}: {text.strip()[-800:]}")
 
 
+def load_every_file(folder):
+    """torch.load (Python's) reads every file of every checkpoint under `folder`."""
+    count = 0
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            if name.endswith(".pt"):
+                torch.load(os.path.join(dirpath, name))
+                count += 1
+    if count == 0:
+        raise Failure(f"{folder}: no checkpoint files")
+
+
 def no_staging(folder):
     for dirpath, dirnames, _ in os.walk(folder):
         for d in dirnames:
@@ -211,6 +223,7 @@ def straight_and_resumed(r, name, model, plan, world, extra_first=(), extra_resu
                 oracle.load_params(resumed + ".safetensors"), "final parameters")
     for folder in (straight, half, resumed):
         no_staging(folder)
+        load_every_file(folder)
     return straight, half, resumed
 
 
