@@ -4,8 +4,8 @@
 // checkpoint folder and reads back: the model states dict (module, shapes,
 // LR schedule, counters, config; at stage 0 also the optimizer) and, at
 // ZeRO stages 1-3, each rank's optim states dict (its fp32 partition and
-// optimizer shard, the loss scaler). Reading checks everything against the
-// plan before anything changes; applying then copies. Engine's
+// optimizer shard, the loss scaler): built in CheckpointSave.cpp, read,
+// checked against the plan and then applied in CheckpointLoad.cpp. Engine's
 // saveCheckpoint / loadCheckpoint (EngineCheckpoint.cpp) drive it over the
 // engines and the ranks. Private to lib/Runtime.
 //
@@ -25,6 +25,7 @@
 #include <vector>
 
 namespace ds::runtime {
+class Optimizer;
 class StateStore;
 } // namespace ds::runtime
 
@@ -60,6 +61,15 @@ struct EngineContext {
   /// the engine's submodule path ("student.fc1.weight" -> "fc1.weight").
   std::string localName(const std::string &qualified) const;
 };
+
+/// The optimizer's state buffers by torch.optim's key names: exp_avg and
+/// exp_avg_sq (Adam, AdamW), momentum_buffer (SGD with momentum), none.
+std::vector<std::pair<const char *, at::Tensor *>>
+optimizerBuffers(Optimizer &optimizer);
+/// Stage 0: one view of `flat` (a buffer of the engine's flat layout) per
+/// trainable parameter, in partition order.
+std::vector<at::Tensor> parameterViews(const EngineContext &context,
+                                       const at::Tensor &flat);
 
 /// The model states dict (every rank builds it; rank 0 writes it at stages
 /// 0-2, every rank its own at stage 3).

@@ -209,6 +209,32 @@ std::vector<std::pair<std::string, c10::IValue>> DictView::items() const {
   return items;
 }
 
+DictView readOptimStates(const std::string &path, int64_t stage) {
+  DictView inner =
+      DictView(readTorchFile(path), path).dict("optimizer_state_dict");
+  if (inner.integer("zero_stage") != stage)
+    inner.fail("zero_stage", "stage " +
+                                 std::to_string(inner.integer("zero_stage")) +
+                                 " in the optimizer shard, but stage " +
+                                 std::to_string(stage) + " is expected");
+  return inner;
+}
+
+at::Tensor fp32PartitionIn(const DictView &optimStates, int64_t stage,
+                           int64_t numel, const std::string &expected) {
+  const char *key =
+      stage == 3 ? "fp32_flat_groups" : "single_partition_of_fp32_groups";
+  std::vector<c10::IValue> groups = optimStates.list(key);
+  if (groups.size() != 1 || !groups[0].isTensor())
+    optimStates.fail(key, "expected one tensor (one param group)");
+  at::Tensor partition = groups[0].toTensor();
+  if (partition.dim() != 1 || partition.numel() != numel)
+    optimStates.fail(key, "shape " + shapeText(partition.sizes().vec()) +
+                              ", expected [" + std::to_string(numel) + "] (" +
+                              expected + ")");
+  return partition;
+}
+
 std::vector<int64_t> intList(const c10::IValue &value,
                              const std::string &what) {
   if (!value.isList())

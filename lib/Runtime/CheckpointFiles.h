@@ -76,6 +76,15 @@ private:
   std::string path_;
 };
 
+/// The "optimizer_state_dict" of the optim states file at `path`, checked
+/// to be ZeRO stage `stage`'s.
+DictView readOptimStates(const std::string &path, int64_t stage);
+/// The rank's fp32 partition in it ("fp32_flat_groups" at stage 3, else
+/// "single_partition_of_fp32_groups": one 1-D tensor), checked to hold
+/// `numel` elements; `expected` says where that number comes from.
+at::Tensor fp32PartitionIn(const DictView &optimStates, int64_t stage,
+                           int64_t numel, const std::string &expected);
+
 /// A list of ints from a checkpoint value (a shape); `what` names it in
 /// errors.
 std::vector<int64_t> intList(const c10::IValue &value, const std::string &what);

@@ -60,8 +60,8 @@ std::string findModelStates(const std::string &dir, const std::string &folder) {
     if (detail::isFile(path))
       return path;
   }
-  throw RuntimeError(folder + ": no " + detail::modelStatesFile(0, 0) +
-                     " or " + detail::modelStatesFile(3, 0) +
+  throw RuntimeError(folder + ": no " + detail::modelStatesFile(0, 0) + " or " +
+                     detail::modelStatesFile(3, 0) +
                      " (not a checkpoint folder)" + multiEngineHint(dir));
 }
 
@@ -110,23 +110,10 @@ at::Tensor rebuildFlat(const std::string &folder, const DictView &model,
   std::vector<at::Tensor> partitions;
   for (int64_t r = 0; r < worldSize; ++r) {
     std::string path = folder + "/" + detail::optimStatesFile(r);
-    DictView inner = DictView(detail::readTorchFile(path), path)
-                         .dict("optimizer_state_dict");
-    if (inner.integer("zero_stage") != stage)
-      inner.fail("zero_stage",
-                 "stage " + std::to_string(inner.integer("zero_stage")) +
-                     ", but the model states say " + std::to_string(stage));
-    const char *key =
-        stage == 3 ? "fp32_flat_groups" : "single_partition_of_fp32_groups";
-    std::vector<c10::IValue> groups = inner.list(key);
-    if (groups.size() != 1 || !groups[0].isTensor())
-      inner.fail(key, "expected one tensor (one param group)");
-    at::Tensor partition = groups[0].toTensor();
-    if (partition.dim() != 1 || partition.numel() != shardNumel)
-      inner.fail(key, "shape " + detail::shapeText(partition.sizes().vec()) +
-                          ", expected [" + std::to_string(shardNumel) +
-                          "] (one block of each bucket of the layout at " +
-                          std::to_string(worldSize) + " ranks)");
+    at::Tensor partition = detail::fp32PartitionIn(
+        detail::readOptimStates(path, stage), stage, shardNumel,
+        "one block of each bucket of the layout at " +
+            std::to_string(worldSize) + " ranks");
     partitions.push_back(partition);
   }
   std::vector<at::Tensor> pieces;

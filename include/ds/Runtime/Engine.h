@@ -191,8 +191,8 @@ public:
   std::string saveCheckpoint(const std::string &dir,
                              const std::string &tag = "",
                              const SaveCheckpointOptions &options = {});
-  /// Loads DIR/<tag>/ (tag "": DIR/latest's): parameters, buffers (rank
-  /// 0's, as saved), optimizer state, LR schedule, step counters and seed,
+  /// Loads DIR/<tag>/ (tag "": DIR/latest's): parameters, buffers (stages
+  /// 0-2: rank 0's, as DeepSpeed saves them), optimizer state, LR schedule, step counters and seed,
   /// so that training goes on bitwise as if it had not stopped. Checks the
   /// world size, ZeRO stage, flat layout and every shape first and throws
   /// RuntimeError naming what differs, changing nothing. Frozen engines are
