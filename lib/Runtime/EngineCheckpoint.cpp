@@ -117,17 +117,20 @@ std::string Engine::saveCheckpoint(const std::string &dir,
                               " (its error says why); nothing was published"
                         : "save_checkpoint " + dir + "/" + tag + ": " + error);
   };
+  // Rank 0 prepares and publishes the folders of the saved engines.
+  auto eachFolder = [&](const std::function<void(const std::string &)> &body) {
+    if (rank_ == 0)
+      for (size_t e : saved)
+        body(engineFolder(*plan_, dir, e));
+  };
   agreed(
       [&] {
-        if (rank_ != 0)
-          return;
-        for (size_t e : saved) {
-          std::string folder = engineFolder(*plan_, dir, e);
+        eachFolder([&](const std::string &folder) {
           detail::makeDirectories(folder);
           std::string staging = detail::stagingFolder(folder, tag);
           detail::removeTree(staging);
           detail::makeDirectories(staging);
-        }
+        });
       },
       "to create the staging folder");
   agreed(
@@ -151,15 +154,13 @@ std::string Engine::saveCheckpoint(const std::string &dir,
       "to write its files");
   agreed(
       [&] {
-        if (rank_ != 0)
-          return;
-        for (size_t e : saved) {
-          std::string folder = engineFolder(*plan_, dir, e);
+        eachFolder([&](const std::string &folder) {
           detail::publishFolder(detail::stagingFolder(folder, tag),
                                 folder + "/" + tag);
           detail::writeLatest(folder, tag);
-        }
-        if (plan_->engines.size() > 1)
+        });
+        // Last: the tag every engine's folder holds complete.
+        if (rank_ == 0 && plan_->engines.size() > 1)
           detail::writeLatest(dir, tag);
       },
       "to publish the checkpoint");
