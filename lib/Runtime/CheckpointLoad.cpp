@@ -214,6 +214,16 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
   loaded.counters.globalSteps = model.integer("global_steps");
   loaded.counters.microSteps = model.integer("ds_micro_steps");
   loaded.counters.seed = uint64_t(model.integer("ds_seed"));
+  // The data position is steps x GAS micro-steps: GAS must not change.
+  const int64_t accumulation = context.plan.gradientAccumulationSteps;
+  if (loaded.counters.microSteps != loaded.counters.globalSteps * accumulation)
+    model.fail("ds_micro_steps",
+               std::to_string(loaded.counters.microSteps) + " micro-steps in " +
+                   std::to_string(loaded.counters.globalSteps) +
+                   " optimizer steps: the checkpoint was saved with another "
+                   "gradient_accumulation_steps than this plan's " +
+                   std::to_string(accumulation) +
+                   " (changing it on resume is not supported)");
   if (!context.trains())
     return loaded;
 

@@ -23,7 +23,7 @@ drives `ds-run --save-checkpoint/--save-every/--resume` and `ds-zero-to-fp32`:
                 (pytorch_model.bin); for the last cell also --safetensors and sharded outputs
                 with their index json, and a missing shard named in the error.
   errors        resuming on another world size names both sizes; another stage names
-                ds_zero_stage; a checkpoint edited by Python to another shape names the key and
+                ds_zero_stage; another gradient_accumulation_steps names ds_micro_steps; a checkpoint edited by Python to another shape names the key and
                 both shapes; ds-zero-to-fp32 on a folder without a checkpoint says so.
   multi         two_models (student trains at stage 2, teacher frozen) and two_losses (two
                 trainable engines, stages 2 and 1), W = 2: DIR/<engine>/<tag>/ per engine, DIR/latest; the
@@ -375,6 +375,13 @@ def case_errors(r):
         plan2s2 = r.compile("err-s2", "mlp", config_for(2), 2)
         proc = r.launch(plan2s2, "mlp", 2, ["--steps", STEPS, "--resume", ckpt], expect_ok=False)
         expect(proc.stderr, ["ds_zero_stage", "ZeRO stage 1", "stage 2"], "stage")
+        # Another gradient_accumulation_steps (the data position is steps x GAS).
+        gas1 = dict(config_for(1), gradient_accumulation_steps=1)
+        plan_gas1 = r.compile("err-gas1", "mlp", gas1, 2)
+        proc = r.launch(plan_gas1, "mlp", 2, ["--steps", STEPS, "--resume", ckpt],
+                        expect_ok=False)
+        expect(proc.stderr, ["ds_micro_steps", "gradient_accumulation_steps than this plan's 1"],
+               "gradient accumulation")
         # A shape edited by Python (the files are torch.load / torch.save compatible).
         edited = r.path("err-w2", "edited")
         shutil.copytree(ckpt, edited)
@@ -391,7 +398,7 @@ def case_errors(r):
         proc = r.zero_to_fp32(r.path("err-w2"), r.path("err-w2", "out2"), "--tag", "x",
                               expect_ok=False)
         expect(proc.stderr, ["no such checkpoint folder"], "zero_to_fp32 without a checkpoint")
-    r.check("errors: world size, stage, shape, missing checkpoint", world_size)
+    r.check("errors: world size, stage, GAS, shape, missing checkpoint", world_size)
 
 
 def case_multi(r):
