@@ -10,6 +10,7 @@
 #include "CheckpointEngine.h"
 
 #include "CheckpointFiles.h"
+#include "CheckpointShards.h"
 #include "Trainer.h"
 
 #include "ds/Runtime/Optimizer.h"
@@ -111,22 +112,30 @@ void checkShapes(const EngineContext &context, const DictView &model) {
                                    "' of the checkpoint is not in the plan");
 }
 
+/// torch.optim's state of parameter `id` in a base optimizer state dict.
+DictView stateEntry(const DictView &base, int64_t id) {
+  c10::IValue stateValue = base.get("state");
+  if (!stateValue.isGenericDict())
+    base.fail("state", "expected a dict of parameter states");
+  c10::impl::GenericDict state = stateValue.toGenericDict();
+  auto it = state.find(c10::IValue(id));
+  if (it == state.end())
+    base.fail("state." + std::to_string(id), "missing");
+  return DictView(it->value(), base.file(), "state." + std::to_string(id));
+}
+
+/// The base optimizer state's key at stage `stage`.
+const char *baseStateKey(int64_t stage) {
+  return stage == 3 ? "optimizer_state_dict" : "base_optimizer_state";
+}
+
 /// The base optimizer state's buffers into the optimizer (stage 0: per
 /// parameter; stages 1-3: one flat shard).
 void readOptimizer(const EngineContext &context, const DictView &base,
                    LoadedEngine &loaded) {
   Optimizer &optimizer = *context.trainer->mutableOptimizer(context.engine);
   auto buffers = optimizerBuffers(optimizer);
-  c10::IValue stateValue = base.get("state");
-  if (!stateValue.isGenericDict())
-    base.fail("state", "expected a dict of parameter states");
-  c10::impl::GenericDict state = stateValue.toGenericDict();
-  auto entryAt = [&](int64_t id) {
-    auto it = state.find(c10::IValue(id));
-    if (it == state.end())
-      base.fail("state." + std::to_string(id), "missing");
-    return DictView(it->value(), base.file(), "state." + std::to_string(id));
-  };
+  auto entryAt = [&](int64_t id) { return stateEntry(base, id); };
   bool first = true;
   auto readStep = [&](const DictView &entry) {
     int64_t steps = int64_t(entry.number("step"));
@@ -166,25 +175,116 @@ void checkScaler(const DictView &dict) {
                 "which this runtime does not implement yet");
 }
 
+/// The optimizer shards and fp32 partitions of a checkpoint saved by
+/// another number of ranks: every rank reads all of them, makes each flat
+/// buffer whole in the saved layout, moves every parameter's slice to its
+/// offset in this plan's layout (whose buckets are padded for this world
+/// size) and keeps its own block of each bucket. Pure data movement: the
+/// state is the saved one, bit for bit.
+void readResharded(const EngineContext &context, const std::string &folder,
+                   const DictView &model, int64_t savedWorld,
+                   LoadedEngine &loaded) {
+  const int64_t stage = context.stage();
+  const SavedLayout layout = readSavedLayout(model, savedWorld);
+  const std::vector<DictView> states =
+      readAllOptimStates(folder, stage, savedWorld);
+  std::vector<at::Tensor> partitions;
+  for (const DictView &state : states) {
+    checkScaler(state);
+    partitions.push_back(fp32PartitionIn(state, stage, layout.shardNumel,
+                                         "the rank's block of each bucket at " +
+                                             std::to_string(savedWorld) +
+                                             " ranks"));
+  }
+  // Saved flat buffer -> this plan's: each parameter's slice moves.
+  const plan::PartitionDesc &partition = *context.desc().partition;
+  auto relaid = [&](const at::Tensor &saved) {
+    at::Tensor full = at::zeros({partition.numel}, saved.options());
+    for (const plan::FlatParamDesc &param : partition.params) {
+      std::string name = context.localName(param.name);
+      auto found = layout.offsets.find(name);
+      if (found == layout.offsets.end())
+        model.fail("ds_flat_layout.offsets",
+                   "parameter '" + name + "' has no offset");
+      int64_t numel =
+          plan::staticNumel(context.plan.findState(param.name)->shape)
+              .value_or(0);
+      if (found->second + numel > saved.numel())
+        model.fail("ds_flat_layout.offsets." + name,
+                   "lies outside the flat buffer");
+      full.narrow(0, param.offset, numel)
+          .copy_(saved.narrow(0, found->second, numel));
+    }
+    return full;
+  };
+  // This rank's block of each bucket of a buffer in this plan's layout.
+  auto myBlocks = [&](const at::Tensor &full) {
+    std::vector<at::Tensor> blocks;
+    for (const plan::BucketDesc &bucket : partition.buckets) {
+      int64_t block = bucket.numel / context.worldSize;
+      blocks.push_back(
+          full.narrow(0, bucket.offset + context.rank * block, block));
+    }
+    return blocks;
+  };
+
+  std::vector<at::Tensor> parameters =
+      myBlocks(relaid(unshard(partitions, layout)));
+  const std::vector<at::Tensor> &blocks =
+      context.trainer->parameterBlocks(context.engine);
+  for (size_t b = 0; b < blocks.size(); ++b)
+    loaded.copies.emplace_back(
+        blocks[b],
+        matching(parameters[b], blocks[b], folder + ": fp32 partitions"));
+
+  Optimizer &optimizer = *context.trainer->mutableOptimizer(context.engine);
+  for (auto &[key, buffer] : optimizerBuffers(optimizer)) {
+    std::vector<at::Tensor> shards;
+    for (const DictView &state : states) {
+      DictView entry = stateEntry(state.dict(baseStateKey(stage)), 0);
+      at::Tensor shard = entry.tensor(key);
+      if (shard.dim() != 1 || shard.numel() != layout.shardNumel)
+        entry.fail(key, "shape " + shapeText(shard.sizes().vec()) +
+                            ", expected [" + std::to_string(layout.shardNumel) +
+                            "]");
+      shards.push_back(shard);
+    }
+    std::vector<at::Tensor> mine = myBlocks(relaid(unshard(shards, layout)));
+    loaded.copies.emplace_back(
+        *buffer,
+        matching(mine.empty() ? buffer->narrow(0, 0, 0) : at::cat(mine),
+                 *buffer, folder + ": " + key));
+  }
+  loaded.optimizerSteps = int64_t(
+      stateEntry(states[0].dict(baseStateKey(stage)), 0).number("step"));
+}
+
 } // namespace
 
 LoadedEngine readEngineCheckpoint(const EngineContext &context,
                                   const std::string &folder) {
   const int64_t stage = context.stage();
   std::string modelPath = folder + "/" + modelStatesFile(stage, context.rank);
+  // Stage 3 on more ranks than saved: the new ranks take rank 0's module
+  // (its buffers; persistent parameters are the same on every rank).
+  const std::string ownPath = modelPath;
+  if (stage == 3 && !isFile(modelPath))
+    modelPath = folder + "/" + modelStatesFile(stage, 0);
   DictView model(readTorchFile(modelPath), modelPath);
   LoadedEngine loaded;
 
   const int64_t savedWorld = model.integer("dp_world_size");
-  if (savedWorld != context.worldSize)
-    model.fail("dp_world_size",
-               "the checkpoint was saved by " + std::to_string(savedWorld) +
-                   " data-parallel rank(s), this run has " +
-                   std::to_string(context.worldSize) +
-                   " (resuming on another world size is not supported: its "
-                   "optimizer shards are laid out for " +
-                   std::to_string(savedWorld) +
-                   " ranks; ds-zero-to-fp32 rebuilds the weights of any)");
+  if (savedWorld < 1)
+    model.fail("dp_world_size", "must be at least 1");
+  if (modelPath != ownPath && context.rank < savedWorld)
+    throw RuntimeError("cannot read " + ownPath +
+                       ": no such file (the "
+                       "checkpoint was saved by " +
+                       std::to_string(savedWorld) +
+                       " ranks; each writes its own)");
+  // Another world size: stage 0 and frozen engines hold whole tensors;
+  // stages 1-3 are re-sharded (readResharded).
+  const bool reshard = savedWorld != context.worldSize;
   const int64_t savedStage = model.integer("ds_zero_stage");
   if (savedStage != stage)
     model.fail("ds_zero_stage",
@@ -195,7 +295,7 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
                                    "\" trains in one of the checkpoint and "
                                    "the plan and is frozen in the other");
   checkShapes(context, model);
-  if (context.trains())
+  if (context.trains() && !reshard)
     checkLayout(context, model);
 
   // Parameters and buffers the module holds whole.
@@ -231,14 +331,13 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
     DictView optimizer = model.dict("optimizer");
     checkScaler(optimizer);
     readOptimizer(context, optimizer.dict("optimizer_state_dict"), loaded);
+  } else if (reshard) {
+    readResharded(context, folder, model, savedWorld, loaded);
   } else {
     std::string optimPath = folder + "/" + optimStatesFile(context.rank);
     DictView inner = readOptimStates(optimPath, stage);
     checkScaler(inner);
-    readOptimizer(context,
-                  inner.dict(stage == 3 ? "optimizer_state_dict"
-                                        : "base_optimizer_state"),
-                  loaded);
+    readOptimizer(context, inner.dict(baseStateKey(stage)), loaded);
     const std::vector<at::Tensor> &blocks =
         context.trainer->parameterBlocks(context.engine);
     int64_t numel = 0;

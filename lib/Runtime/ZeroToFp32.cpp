@@ -11,6 +11,7 @@
 #include "ds/Runtime/Checkpoint.h"
 
 #include "CheckpointFiles.h"
+#include "CheckpointShards.h"
 
 #include "ds/Runtime/RuntimeError.h"
 
@@ -22,6 +23,7 @@
 namespace ds::runtime {
 
 using detail::DictView;
+using detail::SavedLayout;
 
 namespace {
 
@@ -67,64 +69,16 @@ std::string findModelStates(const std::string &dir, const std::string &folder) {
 
 /// Every rank's fp32 partition, checked against the layout, as the whole
 /// flat buffer.
-at::Tensor rebuildFlat(const std::string &folder, const DictView &model,
-                       int64_t stage, int64_t worldSize) {
-  DictView layout = model.dict("ds_flat_layout");
-  const int64_t numel = layout.integer("numel");
-  std::vector<std::pair<int64_t, int64_t>> buckets;
-  int64_t shardNumel = 0, covered = 0;
-  for (const c10::IValue &bucket : layout.list("buckets")) {
-    std::vector<int64_t> entry =
-        bucket.isList() && bucket.toListRef().size() == 3
-            ? std::vector<int64_t>{bucket.toListRef()[0].toInt(),
-                                   bucket.toListRef()[1].toInt()}
-            : std::vector<int64_t>();
-    if (entry.size() != 2 || entry[0] != covered || entry[1] % worldSize != 0)
-      layout.fail("buckets", "bucket " + std::to_string(buckets.size()) +
-                                 " is not [offset, numel, persistent] "
-                                 "continuing at " +
-                                 std::to_string(covered) +
-                                 " with numel a multiple of " +
-                                 std::to_string(worldSize));
-    buckets.emplace_back(entry[0], entry[1]);
-    covered += entry[1];
-    shardNumel += entry[1] / worldSize;
-  }
-  if (covered != numel)
-    layout.fail("buckets", "cover " + std::to_string(covered) +
-                               " elements, numel is " + std::to_string(numel));
-
-  std::vector<std::string> missing;
-  for (int64_t r = 0; r < worldSize; ++r)
-    if (!detail::isFile(folder + "/" + detail::optimStatesFile(r)))
-      missing.push_back(detail::optimStatesFile(r));
-  if (!missing.empty()) {
-    std::string names;
-    for (const std::string &name : missing)
-      names += (names.empty() ? "" : ", ") + name;
-    throw RuntimeError(folder + ": missing optimizer shard(s) " + names +
-                       " (the checkpoint was saved by " +
-                       std::to_string(worldSize) +
-                       " ranks, dp_world_size; each rank writes one)");
-  }
+at::Tensor rebuildFlat(const std::string &folder, const SavedLayout &layout,
+                       int64_t stage) {
   std::vector<at::Tensor> partitions;
-  for (int64_t r = 0; r < worldSize; ++r) {
-    std::string path = folder + "/" + detail::optimStatesFile(r);
-    at::Tensor partition = detail::fp32PartitionIn(
-        detail::readOptimStates(path, stage), stage, shardNumel,
+  for (const DictView &states :
+       detail::readAllOptimStates(folder, stage, layout.worldSize))
+    partitions.push_back(detail::fp32PartitionIn(
+        states, stage, layout.shardNumel,
         "one block of each bucket of the layout at " +
-            std::to_string(worldSize) + " ranks");
-    partitions.push_back(partition);
-  }
-  std::vector<at::Tensor> pieces;
-  int64_t shardOffset = 0;
-  for (const auto &[offset, bucketNumel] : buckets) {
-    int64_t block = bucketNumel / worldSize;
-    for (const at::Tensor &partition : partitions)
-      pieces.push_back(partition.narrow(0, shardOffset, block));
-    shardOffset += block;
-  }
-  return pieces.empty() ? at::empty({0}) : at::cat(pieces);
+            std::to_string(layout.worldSize) + " ranks"));
+  return detail::unshard(partitions, layout);
 }
 
 } // namespace
@@ -165,29 +119,31 @@ ConsolidatedCheckpoint consolidateCheckpoint(const std::string &dir,
         detail::intList(shape, model.where("frozen_param_shapes." + name)));
 
   at::Tensor flat;
-  std::optional<DictView> offsets;
+  SavedLayout layout;
   if (trainable && result.stage >= 1) {
-    flat = rebuildFlat(result.path, model, result.stage, result.worldSize);
-    offsets = model.dict("ds_flat_layout").dict("offsets");
+    layout = detail::readSavedLayout(model, result.worldSize);
+    flat = rebuildFlat(result.path, layout, result.stage);
   }
   for (size_t k = 0; k < params.size(); ++k) {
     const auto &[name, shape] = params[k];
     at::Tensor tensor;
     if (flat.defined() && k < flatCount) {
-      if (!offsets->has(name))
-        offsets->fail(name, "parameter '" + name +
-                                "' of param_shapes has no offset in the "
-                                "flat layout");
-      int64_t offset = offsets->integer(name);
+      auto found = layout.offsets.find(name);
+      if (found == layout.offsets.end())
+        model.fail("ds_flat_layout.offsets",
+                   "parameter '" + name +
+                       "' of param_shapes has no offset in the flat layout");
+      int64_t offset = found->second;
       int64_t numel = 1;
       for (int64_t size : shape)
         numel *= size;
-      if (offset < 0 || offset + numel > flat.numel())
-        offsets->fail(name, "parameter '" + name + "' of shape " +
-                                detail::shapeText(shape) + " at offset " +
-                                std::to_string(offset) +
-                                " lies outside the flat buffer of " +
-                                std::to_string(flat.numel()) + " elements");
+      if (offset + numel > flat.numel())
+        model.fail("ds_flat_layout.offsets." + name,
+                   "parameter '" + name + "' of shape " +
+                       detail::shapeText(shape) + " at offset " +
+                       std::to_string(offset) +
+                       " lies outside the flat buffer of " +
+                       std::to_string(flat.numel()) + " elements");
       tensor = flat.narrow(0, offset, numel).view(shape).clone();
     } else {
       if (!module.has(name))

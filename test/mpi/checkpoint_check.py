@@ -15,6 +15,9 @@ drives `ds-run --save-checkpoint/--save-every/--resume` and `ds-zero-to-fp32`:
                 staging folder is left. Also the `dropout` model at stage 1 with --seed 5 saved,
                 then resumed without --seed (the seed comes from the checkpoint), and a
                 checkpoint whose files Python re-saved with torch.save resumes the same.
+  reshard       per stage: 2 steps on W = 2, step 3 on W = 4, step 4 on W = 2 again (each
+                --resume re-shards the optimizer state): loss lines and final parameters equal
+                4 steps on W = 2 up to the order of the averaging sums (1e-6 abs + 1e-5 rel).
   kill          stage 2, W = 2: rank 0 kills itself (SIGKILL, DS_TEST_CHECKPOINT_KILL) after the
                 first file of the save at step 4, then rank 1 after its last file of that save:
                 the job dies, `latest` still names global_step2, and resuming from it gives the
@@ -22,7 +25,7 @@ drives `ds-run --save-checkpoint/--save-every/--resume` and `ds-zero-to-fp32`:
   zero-to-fp32  per stage and W: ds-zero-to-fp32 output equals ds-run --save-params bitwise
                 (pytorch_model.bin); for the last cell also --safetensors and sharded outputs
                 with their index json, and a missing shard named in the error.
-  errors        resuming on another world size names both sizes; another stage names
+  errors        a missing optimizer shard is named; another stage names
                 ds_zero_stage; another gradient_accumulation_steps names ds_micro_steps; a checkpoint edited by Python to another shape names the key and
                 both shapes; ds-zero-to-fp32 on a folder without a checkpoint says so.
   multi         two_models (student trains at stage 2, teacher frozen) and two_losses (two
@@ -299,6 +302,40 @@ def case_kill(r):
         r.check(f"save killed mid-write (DS_TEST_CHECKPOINT_KILL={kill})", cell)
 
 
+def case_reshard(r):
+    # 2 steps on 2 ranks, step 3 on 4 ranks, step 4 on 2 ranks again: the same losses and
+    # parameters as 4 steps on 2 ranks, up to the order of the averaging sums.
+    for stage in r.args.stages:
+        def cell(stage=stage):
+            name = f"reshard-s{stage}"
+            plan2 = r.compile(name + "-w2", "mlp", config_for(stage), 2)
+            plan4 = r.compile(name + "-w4", "mlp", config_for(stage), 4)
+            os.makedirs(r.path(name), exist_ok=True)
+            straight, half, wide = (r.path(name, d) for d in ("straight", "half", "wide"))
+            r.launch(plan2, "mlp", 2, ["--steps", STEPS, "--save-params", straight + ".safetensors",
+                                       "--losses", straight + ".jsonl"])
+            r.launch(plan2, "mlp", 2, ["--steps", 2, "--save-checkpoint", half])
+            r.launch(plan4, "mlp", 4, ["--steps", 3, "--resume", half, "--save-checkpoint", wide,
+                                       "--losses", wide + ".jsonl"])
+            back = r.path(name, "back")
+            r.launch(plan2, "mlp", 2, ["--steps", STEPS, "--resume", wide,
+                                       "--save-params", back + ".safetensors",
+                                       "--losses", back + ".jsonl"])
+            expected = oracle.read_jsonl(straight + ".jsonl")
+            lines = oracle.read_jsonl(wide + ".jsonl") + oracle.read_jsonl(back + ".jsonl")
+            ok, msg = oracle.compare_train_lines(lines, expected[2:], 1e-6, 0.0, 1e-5,
+                                                 "resharded", "straight")
+            if not ok:
+                raise Failure(f"loss lines of steps 3-4: {msg}")
+            ok, msg = oracle.compare_params(oracle.load_params(back + ".safetensors"),
+                                            oracle.load_params(straight + ".safetensors"),
+                                            1e-5, 1e-6, "resharded", "straight")
+            if not ok:
+                raise Failure(f"final parameters: {msg}")
+            print(f"  {msg}")
+        r.check(f"reshard mlp stage {stage}: W 2 -> 4 -> 2", cell)
+
+
 def case_zero_to_fp32(r):
     last = None
     for world in r.args.world_sizes:
@@ -361,16 +398,18 @@ def case_zero_to_fp32(r):
 
 
 def case_errors(r):
-    def world_size():
+    def errors():
         plan2 = r.compile("err-w2", "mlp", config_for(1), 2)
-        plan4 = r.compile("err-w4", "mlp", config_for(1), 4)
         ckpt = r.path("err-w2", "ckpt")
         r.launch(plan2, "mlp", 2, ["--steps", 2, "--save-checkpoint", ckpt])
-        proc = r.launch(plan4, "mlp", 4, ["--steps", STEPS, "--resume", ckpt], expect_ok=False)
-        expect(proc.stderr, ["dp_world_size", "saved by 2", "this run has 4"], "world size")
-        # ds-zero-to-fp32 reads any world size.
-        out = r.path("err-w2", "out")
-        r.zero_to_fp32(ckpt, out)
+        # A missing shard is named.
+        broken = r.path("err-w2", "broken")
+        shutil.copytree(ckpt, broken)
+        shard = "zero_pp_rank_1_mp_rank_00_optim_states.pt"
+        os.remove(os.path.join(broken, "global_step2", shard))
+        proc = r.launch(plan2, "mlp", 2, ["--steps", STEPS, "--resume", broken],
+                        expect_ok=False)
+        expect(proc.stderr, [shard, "no such file"], "missing shard")
         # The stage differs.
         plan2s2 = r.compile("err-s2", "mlp", config_for(2), 2)
         proc = r.launch(plan2s2, "mlp", 2, ["--steps", STEPS, "--resume", ckpt], expect_ok=False)
@@ -398,7 +437,7 @@ def case_errors(r):
         proc = r.zero_to_fp32(r.path("err-w2"), r.path("err-w2", "out2"), "--tag", "x",
                               expect_ok=False)
         expect(proc.stderr, ["no such checkpoint folder"], "zero_to_fp32 without a checkpoint")
-    r.check("errors: world size, stage, GAS, shape, missing checkpoint", world_size)
+    r.check("errors: missing shard, stage, GAS, shape, missing checkpoint", errors)
 
 
 def case_multi(r):
@@ -451,7 +490,7 @@ def case_multi(r):
         r.check(f"multi-engine {model} W={world}", cell)
 
 
-CASES = {"resume": case_resume, "kill": case_kill, "zero-to-fp32": case_zero_to_fp32,
+CASES = {"resume": case_resume, "reshard": case_reshard, "kill": case_kill, "zero-to-fp32": case_zero_to_fp32,
          "errors": case_errors, "multi": case_multi}
 
 

@@ -46,8 +46,9 @@ its forward only). On W data-parallel ranks, launch it with Open MPI:
   --resume DIR          load DIR's latest checkpoint (parameters, optimizer
                         state, LR schedule, step counters, seed) and go on
                         from its step to --steps, reading the data from
-                        where it left off; the world size, ZeRO stage and
-                        shapes must match (docs/checkpoint.md)
+                        where it left off; the ZeRO stage, GAS and shapes
+                        must match, another world size is re-sharded
+                        (docs/checkpoint.md)
   --seed S              the seed of dropout masks and every random draw
                         (an integer >= 0); overrides the config's "seed";
                         default 0

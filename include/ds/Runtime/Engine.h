@@ -194,9 +194,11 @@ public:
   /// Loads DIR/<tag>/ (tag "": DIR/latest's): parameters, buffers (stages
   /// 0-2: rank 0's, as DeepSpeed saves them), optimizer state, LR schedule, step counters and seed,
   /// so that training goes on bitwise as if it had not stopped. Checks the
-  /// world size, ZeRO stage, flat layout and every shape first and throws
-  /// RuntimeError naming what differs, changing nothing. Frozen engines are
-  /// loaded when their folder exists. Returns the folder loaded.
+  /// ZeRO stage, accumulation steps, flat layout and every shape first and
+  /// throws RuntimeError naming what differs, changing nothing. A
+  /// checkpoint of another world size is re-sharded (every rank reads every
+  /// shard). Frozen engines are loaded when their folder exists. Returns
+  /// the folder loaded.
   std::string loadCheckpoint(const std::string &dir,
                              const std::string &tag = "");
   /// DeepSpeed's save_16bit_model: every parameter and buffer whole, in the
