@@ -261,9 +261,9 @@ std::string readLatest(const std::string &dir) {
   std::string path = dir + "/latest";
   std::ifstream in(path);
   if (!in)
-    throw RuntimeError("cannot resume from " + dir + ": " + path +
+    throw RuntimeError("no checkpoint in " + dir + ": " + path +
                        " does not exist (no checkpoint was completed there; "
-                       "pass a tag to load a specific one)");
+                       "a tag names a specific one)");
   std::stringstream text;
   text << in.rdbuf();
   std::string tag = text.str();
