@@ -116,11 +116,8 @@ public:
   /// Whether state entry `stateIndex` lives in a flat parameter buffer.
   bool inFlatParameters(int64_t stateIndex) const;
 
-  // Checkpoints (Checkpoint.cpp): what an engine's update depends on.
-  /// The engine's ZeRO stage; -1 without a partition.
-  int64_t stage(size_t engine) const {
-    return engines_[engine].partition ? engines_[engine].stage : -1;
-  }
+  // Checkpoints (CheckpointSave.cpp, CheckpointLoad.cpp): what an engine's
+  // next updates depend on.
   /// Stages 1-3: this rank's block of each bucket (views of the flat or
   /// shard parameter buffers; writing them changes the parameters). Empty
   /// at stage 0 and before bindParameters().
