@@ -2,9 +2,9 @@
 //-*-===//
 //
 // torch::pickle_load of LibTorch 1.13 cannot read a dict with exactly one
-// key as Python writes it (its unpickler lacks the SETITEM opcode, used for
-// single-item dicts), so this reader unpickles the zip archive itself and
-// rewrites that one case into the equivalent SETITEMS form. Private to
+// key or a list with one element as Python writes them (its unpickler lacks
+// the SETITEM and APPEND opcodes), so this reader unpickles the zip archive
+// itself and rewrites those into the equivalent SETITEMS / APPENDS forms. Private to
 // lib/Runtime.
 //
 //===----------------------------------------------------------------------===//

@@ -116,6 +116,27 @@ public:
   /// Whether state entry `stateIndex` lives in a flat parameter buffer.
   bool inFlatParameters(int64_t stateIndex) const;
 
+  // Checkpoints (CheckpointSave.cpp, CheckpointLoad.cpp): what an engine's
+  // next updates depend on.
+  /// Stages 1-3: this rank's block of each bucket (views of the flat or
+  /// shard parameter buffers; writing them changes the parameters). Empty
+  /// at stage 0 and before bindParameters().
+  const std::vector<at::Tensor> &parameterBlocks(size_t engine) const {
+    return engines_[engine].parameterBlocks;
+  }
+  /// nullptr for frozen engines.
+  Optimizer *mutableOptimizer(size_t engine) {
+    return engines_[engine].optimizer.get();
+  }
+  /// Updates applied so far: the LR schedule's position.
+  int64_t appliedUpdates(size_t engine) const {
+    return engines_[engine].appliedUpdates;
+  }
+  void setAppliedUpdates(size_t engine, int64_t updates) {
+    engines_[engine].appliedUpdates = updates;
+  }
+  void setSeed(uint64_t seed) { seed_ = seed; }
+
   // Memory (MemoryStats).
   /// Flat parameter buffers of stage 1-2 engines; stage 3's persistent
   /// buckets and shard parameter buffers. With `engine`: that engine's.

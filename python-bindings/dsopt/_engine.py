@@ -10,6 +10,7 @@ only maps DeepSpeed's names and argument forms onto it.
 
 import collections
 import os
+import warnings
 
 from . import _dsopt
 from ._plan import Plan, load_plan
@@ -114,19 +115,34 @@ class Engine:
         """Eval mode: forward runs the eval program (as after module.eval())."""
         return self.train(False)
 
-    def save_checkpoint(self, save_dir, tag=None, client_state=None):
-        raise NotImplementedError("save_checkpoint: checkpoints are not in the "
-                                  "runtime yet; save_params(path) writes the "
-                                  "parameters and buffers as safetensors")
+    def save_checkpoint(self, save_dir, tag=None, client_state=None, *, include_frozen=False):
+        """DeepSpeed's save_checkpoint: save_dir/<tag>/ (tag None: "global_step<N>") in
+        DeepSpeed's layout, then save_dir/latest; one folder per engine of a multi-engine plan
+        (save_dir/<engine>/<tag>/), frozen engines only with include_frozen. Call it between
+        optimizer steps, on every rank. Returns the tag (DeepSpeed returns True).
+        client_state is not supported (the files hold tensors, numbers and strings only)."""
+        if client_state:
+            raise ValueError("save_checkpoint: client_state is not supported")
+        return self._native.save_checkpoint(os.fspath(save_dir), tag or "", include_frozen)
 
     def load_checkpoint(self, load_dir, tag=None):
-        raise NotImplementedError("load_checkpoint: checkpoints are not in the "
-                                  "runtime yet; Engine(plan, weights=path) loads "
-                                  "saved parameters")
+        """DeepSpeed's load_checkpoint: parameters, optimizer state, LR schedule, step counters
+        and seed from load_dir/<tag>/ (tag None: load_dir/latest's), so that training goes on
+        bitwise as if it had not stopped. Returns (load_path, {}) as DeepSpeed does
+        (client states are not supported)."""
+        return self._native.load_checkpoint(os.fspath(load_dir), tag or ""), {}
 
-    def save_16bit_model(self, save_dir, save_filename="pytorch_model.bin"):
-        raise NotImplementedError("save_16bit_model: 16-bit training is not in "
-                                  "the runtime yet")
+    def save_16bit_model(self, save_dir, save_filename="pytorch_model.bin",
+                         exclude_frozen_parameters=False):
+        """DeepSpeed's save_16bit_model: the whole state dict (in the training dtype: fp32, since
+        there is no fp16/bf16 training yet) as save_dir/save_filename, by rank 0; every rank must
+        call it. Under ZeRO stage 3 it gathers only when the config sets
+        stage3_gather_16bit_weights_on_model_save; otherwise it warns and returns False."""
+        saved, message = self._native.save_16bit_model(os.fspath(save_dir), save_filename,
+                                                      bool(exclude_frozen_parameters))
+        if not saved:
+            warnings.warn(message)
+        return saved
 
     # -- DeepSpeed's accessors ----------------------------------------------
     @property

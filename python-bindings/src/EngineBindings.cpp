@@ -129,6 +129,35 @@ void bindEngineClass(py::module_ &m) {
              py::gil_scoped_release release;
              ds::runtime::writeSafetensors(path, named);
            })
+      // Checkpoints (docs/checkpoint.md): collectives, like state().
+      .def(
+          "save_checkpoint",
+          [](Engine &engine, const std::string &dir, const std::string &tag,
+             bool includeFrozen) {
+            ds::runtime::SaveCheckpointOptions options;
+            options.includeFrozen = includeFrozen;
+            return engine.saveCheckpoint(dir, tag, options);
+          },
+          py::arg("dir"), py::arg("tag") = "",
+          py::arg("include_frozen") = false,
+          py::call_guard<py::gil_scoped_release>())
+      .def("load_checkpoint", &Engine::loadCheckpoint, py::arg("dir"),
+           py::arg("tag") = "", py::call_guard<py::gil_scoped_release>())
+      // (saved, message): message says why nothing was saved.
+      .def(
+          "save_16bit_model",
+          [](Engine &engine, const std::string &dir,
+             const std::string &filename, bool excludeFrozen) {
+            std::string message;
+            bool saved;
+            {
+              py::gil_scoped_release release;
+              saved =
+                  engine.save16bitModel(dir, filename, excludeFrozen, &message);
+            }
+            return py::make_tuple(saved, message);
+          },
+          py::arg("dir"), py::arg("filename"), py::arg("exclude_frozen"))
       .def("memory",
            [](const Engine &engine) { return memoryReport(engine.memory()); })
       .def("train_memory",

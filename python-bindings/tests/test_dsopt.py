@@ -327,8 +327,97 @@ def test_save_params_and_weights(tmp_path):
     restored = dsopt.Engine(tiny_plan(), weights=tmp_path / "p.safetensors")
     for name, tensor in engine.state_dict().items():
         assert torch.equal(restored.state_dict()[name], tensor)
-    with pytest.raises(NotImplementedError):
-        engine.save_checkpoint(str(tmp_path))
+
+
+def test_checkpoint_resume_is_bitwise(tmp_path):
+    # 4 optimizer steps (GAS 2) straight, and 2 + save + load + 2: equal bit for bit.
+    batches = [tiny_batch(seed=s) for s in range(8)]
+    full = dsopt.Engine(tiny_plan())
+    full_losses = train(full, batches)
+    first = dsopt.Engine(tiny_plan())
+    train(first, batches[:4])
+    assert first.save_checkpoint(tmp_path / "ckpt") == "global_step2"
+    assert (tmp_path / "ckpt" / "latest").read_text() == "global_step2"
+    resumed = dsopt.Engine(tiny_plan())
+    path, client_state = resumed.load_checkpoint(tmp_path / "ckpt")
+    assert path == os.path.join(tmp_path / "ckpt", "global_step2") and client_state == {}
+    assert (resumed.global_steps, resumed.micro_steps) == (2, 4)
+    assert resumed.get_lr() == first.get_lr()
+    assert train(resumed, batches[4:]) == full_losses[2:]
+    for name, tensor in full.state_dict().items():
+        assert torch.equal(resumed.state_dict()[name], tensor), name
+    # Python's torch.load reads what the runtime wrote.
+    states = torch.load(tmp_path / "ckpt" / "global_step2" / "mp_rank_00_model_states.pt")
+    assert states["global_steps"] == 2 and states["dp_world_size"] == 1
+    assert states["optimizer"]["loss_scaler"]["cur_scale"] == 1.0
+    # Inside an accumulation window there is no consistent point to save.
+    full(*batches[0])
+    with pytest.raises(dsopt.EngineError, match="between optimizer steps"):
+        full.save_checkpoint(tmp_path / "mid")
+
+
+KILLED_RESAVE = """
+import sys, torch, dsopt
+sys.path.insert(0, sys.argv[2])
+from test_dsopt import tiny_plan, tiny_batch, train
+engine = dsopt.Engine(tiny_plan())
+train(engine, [tiny_batch(seed=s) for s in range(4)])
+engine.save_checkpoint(sys.argv[1], "same")
+torch.save(engine.state_dict(), sys.argv[1] + "/first.pt")
+train(engine, [tiny_batch(seed=s) for s in range(4, 8)])
+engine.save_checkpoint(sys.argv[1], "same")  # Killed after its first file.
+"""
+
+
+def test_killed_resave_of_a_tag_keeps_the_old_checkpoint(tmp_path):
+    # The second save of tag "same" dies (SIGKILL) after writing its model states into the
+    # staging folder: DIR/same must still hold the first save, whole and loadable.
+    env = dict(os.environ, DS_TEST_CHECKPOINT_KILL="0:2")
+    proc = subprocess.run([sys.executable, "-c", KILLED_RESAVE, str(tmp_path),
+                           os.path.dirname(os.path.abspath(__file__))],
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr
+    assert "killed after checkpoint file 2" in proc.stderr
+    engine = dsopt.Engine(tiny_plan())
+    engine.load_checkpoint(tmp_path, "same")
+    assert engine.global_steps == 2
+    first = torch.load(tmp_path / "first.pt")
+    for name, tensor in engine.state_dict().items():
+        assert torch.equal(first[name], tensor), name
+    # Saving the tag again replaces it whole and clears the staging folder.
+    train(engine, [tiny_batch(seed=s) for s in range(4)])
+    engine.save_checkpoint(tmp_path, "same")
+    assert sorted(os.listdir(tmp_path)) == ["first.pt", "latest", "same"]
+    again = dsopt.Engine(tiny_plan())
+    again.load_checkpoint(tmp_path)
+    assert again.global_steps == 4
+
+
+def test_save_16bit_model(tmp_path):
+    engine = dsopt.Engine(tiny_plan())
+    train(engine, [tiny_batch(seed=s) for s in range(4)])
+    assert engine.save_16bit_model(tmp_path / "out")
+    saved = torch.load(tmp_path / "out" / "pytorch_model.bin")
+    assert list(saved) == list(engine.state_dict())
+    for name, tensor in engine.state_dict().items():
+        assert saved[name].dtype == torch.float32 and torch.equal(saved[name], tensor)
+    module = torch.jit.script(TinyNet())
+    module.load_state_dict(saved)
+    assert torch.equal(module.fc1.weight, engine.state_dict()["fc1.weight"])
+
+    # ZeRO stage 3 gathers only when the config asks for it.
+    stage3 = dict(ADAMW_GAS2, train_micro_batch_size_per_gpu=4,
+                  zero_optimization={"stage": 3})
+    plan = dsopt.compile(TinyNet(), stage3, tiny_batch())
+    with pytest.warns(UserWarning, match="stage3_gather_16bit_weights_on_model_save"):
+        assert not dsopt.Engine(plan).save_16bit_model(tmp_path / "z3", "model.bin")
+    assert not (tmp_path / "z3").exists()
+    stage3["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] = True
+    engine = dsopt.Engine(dsopt.compile(TinyNet(), stage3, tiny_batch()))
+    assert engine.save_16bit_model(tmp_path / "z3", "model.bin")
+    saved = torch.load(tmp_path / "z3" / "model.bin")
+    for name, tensor in engine.state_dict().items():
+        assert torch.equal(saved[name], tensor), name
 
 
 # -- errors -----------------------------------------------------------------------------------

@@ -38,6 +38,17 @@ its forward only). On W data-parallel ranks, launch it with Open MPI:
                         of every rank (bytes of parameters, gradients,
                         optimizer state, peak; elements communicated per
                         optimizer step), atomically, when training ends
+  --save-checkpoint DIR save a DeepSpeed checkpoint (DIR/global_step<N>/,
+                        DIR/latest; multi-engine plans: DIR/<engine>/...)
+                        when the run ends, and every --save-every steps
+  --save-every N        also save after every N-th optimizer step
+  --save-frozen         also save the frozen engines of a multi-engine plan
+  --resume DIR          load DIR's latest checkpoint (parameters, optimizer
+                        state, LR schedule, step counters, seed) and go on
+                        from its step to --steps, reading the data from
+                        where it left off; the ZeRO stage, GAS and shapes
+                        must match, another world size is re-sharded
+                        (docs/checkpoint.md)
   --seed S              the seed of dropout masks and every random draw
                         (an integer >= 0); overrides the config's "seed";
                         default 0
@@ -147,6 +158,16 @@ Options parseOptions(int argc, char **argv) {
                                     "an integer >= 0");
     } else if (flag == "--save-params") {
       options.saveParamsPath = args.value(flag, inlineValue);
+    } else if (flag == "--save-checkpoint") {
+      options.saveCheckpointDir = args.value(flag, inlineValue);
+    } else if (flag == "--save-every") {
+      options.saveEvery = integerAtLeast(flag, args.value(flag, inlineValue),
+                                         1, "a positive integer");
+    } else if (flag == "--save-frozen") {
+      noValue();
+      options.saveFrozen = true;
+    } else if (flag == "--resume") {
+      options.resumeDir = args.value(flag, inlineValue);
     } else if (flag == "--report") {
       options.reportPath = args.value(flag, inlineValue);
     } else if (flag == "--losses") {
@@ -169,6 +190,15 @@ Options parseOptions(int argc, char **argv) {
   if (options.eval && !options.reportPath.empty())
     throw UsageError("--report measures a training run; it cannot be "
                      "combined with --eval");
+  if (options.saveCheckpointDir.empty() &&
+      (options.saveEvery || options.saveFrozen))
+    throw UsageError(std::string(options.saveEvery ? "--save-every"
+                                                   : "--save-frozen") +
+                     " needs --save-checkpoint DIR");
+  if (options.eval &&
+      !(options.saveCheckpointDir.empty() && options.resumeDir.empty()))
+    throw UsageError("--save-checkpoint and --resume belong to training; "
+                     "they cannot be combined with --eval");
   return options;
 }
 

@@ -34,6 +34,14 @@ struct Options {
   /// Measured memory and communication report (JSON, docs/runtime.md
   /// "Reports"), written atomically by rank 0 when training ends.
   std::string reportPath;
+  /// Checkpoints (docs/checkpoint.md): saved into this folder every
+  /// `saveEvery` steps (0: only at the end) and when the run ends.
+  std::string saveCheckpointDir;
+  int64_t saveEvery = 0;
+  /// Also save frozen engines.
+  bool saveFrozen = false;
+  /// Resume from this folder's latest checkpoint.
+  std::string resumeDir;
   /// Overrides the configs' "seed".
   std::optional<int64_t> seed;
   bool help = false;

@@ -193,6 +193,22 @@ plan::Report gatherReport(const runtime::Engine &engine, const World &world,
   return report;
 }
 
+/// --resume: loads the checkpoint and returns the first step to run.
+int64_t resumeFrom(const Options &options, runtime::Engine &engine,
+                   int64_t steps) {
+  if (options.resumeDir.empty())
+    return 1;
+  std::string loaded = engine.loadCheckpoint(options.resumeDir);
+  if (engine.globalSteps() >= steps)
+    throw runtime::RuntimeError(
+        "--resume " + loaded + ": the checkpoint is at step " +
+        std::to_string(engine.globalSteps()) + "; --steps " +
+        std::to_string(steps) +
+        " leaves nothing to run (--steps counts all steps, those before "
+        "the checkpoint included)");
+  return engine.globalSteps() + 1;
+}
+
 } // namespace
 
 void runTrain(const Options &options, const World &world) {
@@ -208,10 +224,16 @@ void runTrain(const Options &options, const World &world) {
   engine.resetOverlap();
   const int64_t accumulation = engine.plan().gradientAccumulationSteps;
 
+  // A resumed run goes on from the checkpoint's step to --steps; the data
+  // position follows from the step.
+  const int64_t first = resumeFrom(options, engine, run.steps);
+  runtime::SaveCheckpointOptions saveOptions;
+  saveOptions.includeFrozen = options.saveFrozen;
+
   LossMeter meter(engine.plan(), options.planPath);
   LossLog log(world);
   Progress progress("train");
-  for (int64_t step = 1; step <= run.steps; ++step) {
+  for (int64_t step = first; step <= run.steps; ++step) {
     world.faultPoint(step); // DS_TEST_FAULT (test/mpi), else nothing.
     runtime::StepReport report;
     for (int64_t micro = 0; micro < accumulation; ++micro) {
@@ -231,12 +253,17 @@ void runTrain(const Options &options, const World &world) {
     addStepReport(line, report, engine.plan());
     log.emit(line);
     progress.update(step, run.steps);
+    if (!options.saveCheckpointDir.empty() &&
+        ((options.saveEvery && step % options.saveEvery == 0) ||
+         step == run.steps))
+      engine.saveCheckpoint(options.saveCheckpointDir, "", saveOptions);
   }
   plan::OverlapReport overlap = engine.overlap();
   log.writeFile(options.lossesPath);
   if (!options.reportPath.empty()) {
-    plan::Report measured = gatherReport(engine, world, stepVolume, run.steps,
-                                         loadBroadcast, overlap);
+    plan::Report measured =
+        gatherReport(engine, world, stepVolume, run.steps - first + 1,
+                     loadBroadcast, overlap);
     if (world.isLeader())
       plan::writeReport(measured, options.reportPath);
   }

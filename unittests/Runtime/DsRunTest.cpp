@@ -156,6 +156,12 @@ TEST(DsRun, ErrorsAreOneLineAndExitCodeOne) {
        "ds-run: error: --steps: '0' is not a positive integer"},
       {{plan, "--data", dir.file("data.pt"), "--eval", "--steps"},
        "ds-run: error: option --steps needs a value"},
+      {{plan, "--data", dir.file("data.pt"), "--save-every", "2"},
+       "ds-run: error: --save-every needs --save-checkpoint DIR (see ds-run "
+       "--help)"},
+      {{plan, "--data", dir.file("data.pt"), "--eval", "--resume", "ck"},
+       "ds-run: error: --save-checkpoint and --resume belong to training; they "
+       "cannot be combined with --eval (see ds-run --help)"},
       {{plan, "--data", dir.file("data.pt")},
        "ds-run: error: " + plan +
            ": the plan has no train program (programs.train): it was "

@@ -16,6 +16,7 @@
 
 #include "ds/Plan/Plan.h"
 #include "ds/Plan/Report.h"
+#include "ds/Runtime/Checkpoint.h"
 #include "ds/Runtime/Executor.h"
 #include "ds/Runtime/Safetensors.h"
 
@@ -174,6 +175,44 @@ public:
   /// (only its rank's block exists).
   NamedTensors gatherState() const;
 
+  //===--------------------------------------------------------------------===//
+  // Checkpoints (docs/checkpoint.md): DeepSpeed's layout and file names,
+  // files Python's torch.load reads. Collectives: every rank calls them at
+  // the same point, on an accumulation boundary (after step(), before the
+  // next forward()).
+  //===--------------------------------------------------------------------===//
+
+  /// Saves DIR/<tag>/ (tag "": "global_step<N>"), one folder per saved
+  /// plan engine in a multi-engine plan (DIR/<engine>/<tag>/), then the
+  /// `latest` file(s) naming the tag. Each rank writes its own shards into
+  /// a staging folder that is renamed into place once every rank wrote
+  /// them: a save that dies part-way leaves the previous checkpoint as it
+  /// was. Returns the tag. Throws RuntimeError (on every rank).
+  std::string saveCheckpoint(const std::string &dir,
+                             const std::string &tag = "",
+                             const SaveCheckpointOptions &options = {});
+  /// Loads DIR/<tag>/ (tag "": DIR/latest's): parameters, buffers (stages
+  /// 0-2: rank 0's, as DeepSpeed saves them), optimizer state, LR schedule, step counters and seed,
+  /// so that training goes on bitwise as if it had not stopped. Checks the
+  /// ZeRO stage, accumulation steps, flat layout and every shape first and
+  /// throws RuntimeError naming what differs, changing nothing. A
+  /// checkpoint of another world size is re-sharded (every rank reads every
+  /// shard). Frozen engines are loaded when their folder exists. Returns
+  /// the folder loaded.
+  std::string loadCheckpoint(const std::string &dir,
+                             const std::string &tag = "");
+  /// DeepSpeed's save_16bit_model: every parameter and buffer whole, in the
+  /// training dtype (fp32 here: there is no fp16/bf16 training yet),
+  /// written by rank 0 to DIR/FILENAME as a torch.save dict keyed by
+  /// qualified name; `excludeFrozen` leaves out parameters that do not
+  /// train. Under ZeRO stage 3 it gathers (a collective) only when the
+  /// config sets stage3_gather_16bit_weights_on_model_save; otherwise it
+  /// saves nothing and returns false, with the reason in `*message`.
+  bool save16bitModel(const std::string &dir,
+                      const std::string &filename = "pytorch_model.bin",
+                      bool excludeFrozen = false,
+                      std::string *message = nullptr);
+
   /// The training collectives' timing since load (or resetOverlap()): per
   /// kind, how long they were in flight and how long the calling thread was
   /// blocked on them; trainSeconds is the time spent in forward(),
@@ -213,6 +252,11 @@ private:
   MemoryStats fillStateBytes(MemoryStats stats) const;
   /// Every state tensor from rank 0 (several ranks only).
   void broadcastState();
+  /// Checkpoints: on an accumulation boundary, outside a micro-step.
+  void requireCheckpointPoint(const char *call) const;
+  /// Whether every rank's `ok` is true (a collective; `ok` alone on one
+  /// rank).
+  bool allRanksOk(bool ok) const;
 
   std::unique_ptr<plan::Plan> plan_;
   std::string origin_;

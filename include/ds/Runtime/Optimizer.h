@@ -51,6 +51,12 @@ public:
   const at::Tensor &momentumBuffer() const { return first_; }
   int64_t bytes() const;
 
+  /// For loading a checkpoint: the state buffers (writable, same as
+  /// expAvg() / expAvgSq()) and the update count.
+  at::Tensor &mutableExpAvg() { return first_; }
+  at::Tensor &mutableExpAvgSq() { return second_; }
+  void setSteps(int64_t steps) { steps_ = steps; }
+
 private:
   void adamStep(const std::vector<at::Tensor> &params,
                 const std::vector<at::Tensor> &grads, double lr);

@@ -1,0 +1,338 @@
+//===- CheckpointFiles.cpp - Files and folders of a checkpoint ------------===//
+
+#include "CheckpointFiles.h"
+
+#include "TorchSaveReader.h"
+
+#include "ds/Plan/AtomicFile.h"
+#include "ds/Runtime/RuntimeError.h"
+
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <ftw.h>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace ds::runtime::detail {
+
+std::string modelStatesFile(int64_t stage, int64_t rank) {
+  if (stage == 3)
+    return "zero_pp_rank_" + std::to_string(rank) +
+           "_mp_rank_00_model_states.pt";
+  return "mp_rank_00_model_states.pt";
+}
+
+std::string optimStatesFile(int64_t rank) {
+  return "zero_pp_rank_" + std::to_string(rank) + "_mp_rank_00_optim_states.pt";
+}
+
+c10::impl::GenericDict newDict() {
+  return c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get());
+}
+
+c10::impl::GenericList newList() {
+  return c10::impl::GenericList(c10::AnyType::get());
+}
+
+c10::IValue jsonToIValue(const plan::ordered_json &json) {
+  if (json.is_object()) {
+    c10::impl::GenericDict dict = newDict();
+    for (const auto &[key, value] : json.items())
+      dict.insert(key, jsonToIValue(value));
+    return dict;
+  }
+  if (json.is_array()) {
+    c10::impl::GenericList list = newList();
+    for (const auto &value : json)
+      list.push_back(jsonToIValue(value));
+    return list;
+  }
+  if (json.is_string())
+    return json.get<std::string>();
+  if (json.is_boolean())
+    return json.get<bool>();
+  if (json.is_number_integer())
+    return json.get<int64_t>();
+  if (json.is_number())
+    return json.get<double>();
+  return c10::IValue();
+}
+
+c10::IValue shapeValue(const std::vector<int64_t> &shape) {
+  c10::impl::GenericList list = newList();
+  for (int64_t size : shape)
+    list.push_back(size);
+  return list;
+}
+
+namespace {
+
+/// DS_TEST_CHECKPOINT_KILL=RANK:N: the failure test's crash in mid-save.
+void countWrittenFile(int64_t rank) {
+  static int64_t written = 0;
+  ++written;
+  const char *text = std::getenv("DS_TEST_CHECKPOINT_KILL");
+  if (!text)
+    return;
+  long long killRank = -1, killAfter = -1;
+  if (std::sscanf(text, "%lld:%lld", &killRank, &killAfter) != 2)
+    throw RuntimeError(std::string("DS_TEST_CHECKPOINT_KILL: '") + text +
+                       "' is not RANK:N");
+  if (killRank == rank && killAfter == written) {
+    std::fprintf(stderr,
+                 "DS_TEST_CHECKPOINT_KILL: rank %lld killed after checkpoint "
+                 "file %lld\n",
+                 killRank, killAfter);
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  }
+}
+
+} // namespace
+
+void writeTorchFile(const std::string &path, const c10::IValue &value,
+                    int64_t rank) {
+  std::vector<char> bytes;
+  try {
+    bytes = torch::jit::pickle_save(value);
+  } catch (const c10::Error &error) {
+    throw RuntimeError("cannot write " + path + ": " +
+                       error.what_without_backtrace());
+  }
+  try {
+    plan::writeFileAtomic(path, std::string_view(bytes.data(), bytes.size()));
+  } catch (const std::runtime_error &error) {
+    throw RuntimeError(error.what());
+  }
+  countWrittenFile(rank);
+}
+
+c10::IValue readTorchFile(const std::string &path) {
+  if (!isFile(path))
+    throw RuntimeError("cannot read " + path + ": no such file");
+  try {
+    return readTorchSave(path);
+  } catch (const c10::Error &error) {
+    throw RuntimeError("cannot read " + path + " (not a torch.save file?): " +
+                       error.what_without_backtrace());
+  }
+}
+
+DictView::DictView(c10::IValue value, std::string file, std::string path)
+    : dict_(newDict()), file_(std::move(file)), path_(std::move(path)) {
+  if (!value.isGenericDict())
+    throw RuntimeError(file_ + ": " + (path_.empty() ? "the file" : path_) +
+                       ": expected a dict, found " + value.tagKind());
+  dict_ = value.toGenericDict();
+}
+
+std::string DictView::where(const std::string &key) const {
+  return file_ + ": key '" + (path_.empty() ? key : path_ + "." + key) + "'";
+}
+
+void DictView::fail(const std::string &key, const std::string &problem) const {
+  throw RuntimeError(where(key) + ": " + problem);
+}
+
+bool DictView::has(const std::string &key) const {
+  return dict_.contains(c10::IValue(key));
+}
+
+c10::IValue DictView::get(const std::string &key) const {
+  auto it = dict_.find(c10::IValue(key));
+  if (it == dict_.end())
+    fail(key, "missing");
+  return it->value();
+}
+
+DictView DictView::dict(const std::string &key) const {
+  c10::IValue value = get(key);
+  if (!value.isGenericDict())
+    fail(key, std::string("expected a dict, found ") + value.tagKind());
+  return DictView(value, file_, path_.empty() ? key : path_ + "." + key);
+}
+
+at::Tensor DictView::tensor(const std::string &key) const {
+  c10::IValue value = get(key);
+  if (!value.isTensor())
+    fail(key, std::string("expected a tensor, found ") + value.tagKind());
+  return value.toTensor();
+}
+
+int64_t DictView::integer(const std::string &key) const {
+  c10::IValue value = get(key);
+  if (!value.isInt())
+    fail(key, std::string("expected an int, found ") + value.tagKind());
+  return value.toInt();
+}
+
+double DictView::number(const std::string &key) const {
+  c10::IValue value = get(key);
+  if (value.isDouble())
+    return value.toDouble();
+  if (value.isInt())
+    return double(value.toInt());
+  if (value.isTensor() && value.toTensor().numel() == 1)
+    return value.toTensor().item<double>();
+  fail(key, std::string("expected a number, found ") + value.tagKind());
+}
+
+std::string DictView::string(const std::string &key) const {
+  c10::IValue value = get(key);
+  if (!value.isString())
+    fail(key, std::string("expected a string, found ") + value.tagKind());
+  return value.toStringRef();
+}
+
+std::vector<c10::IValue> DictView::list(const std::string &key) const {
+  c10::IValue value = get(key);
+  if (!value.isList())
+    fail(key, std::string("expected a list, found ") + value.tagKind());
+  return value.toListRef().vec();
+}
+
+std::vector<std::pair<std::string, c10::IValue>> DictView::items() const {
+  std::vector<std::pair<std::string, c10::IValue>> items;
+  for (const auto &entry : dict_) {
+    std::string key = entry.key().isString() ? entry.key().toStringRef()
+                                             : entry.key().tagKind();
+    items.emplace_back(key, entry.value());
+  }
+  return items;
+}
+
+DictView readOptimStates(const std::string &path, int64_t stage) {
+  DictView inner =
+      DictView(readTorchFile(path), path).dict("optimizer_state_dict");
+  if (inner.integer("zero_stage") != stage)
+    inner.fail("zero_stage", "stage " +
+                                 std::to_string(inner.integer("zero_stage")) +
+                                 " in the optimizer shard, but stage " +
+                                 std::to_string(stage) + " is expected");
+  return inner;
+}
+
+at::Tensor fp32PartitionIn(const DictView &optimStates, int64_t stage,
+                           int64_t numel, const std::string &expected) {
+  const char *key =
+      stage == 3 ? "fp32_flat_groups" : "single_partition_of_fp32_groups";
+  std::vector<c10::IValue> groups = optimStates.list(key);
+  if (groups.size() != 1 || !groups[0].isTensor())
+    optimStates.fail(key, "expected one tensor (one param group)");
+  at::Tensor partition = groups[0].toTensor();
+  if (partition.dim() != 1 || partition.numel() != numel)
+    optimStates.fail(key, "shape " + shapeText(partition.sizes().vec()) +
+                              ", expected [" + std::to_string(numel) + "] (" +
+                              expected + ")");
+  return partition;
+}
+
+std::vector<int64_t> intList(const c10::IValue &value,
+                             const std::string &what) {
+  if (!value.isList())
+    throw RuntimeError(what + ": expected a list of ints, found " +
+                       value.tagKind());
+  std::vector<int64_t> ints;
+  for (const c10::IValue &item : value.toListRef()) {
+    if (!item.isInt())
+      throw RuntimeError(what + ": expected a list of ints, found an item " +
+                         item.tagKind());
+    ints.push_back(item.toInt());
+  }
+  return ints;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+std::string readLatest(const std::string &dir) {
+  std::string path = dir + "/latest";
+  std::ifstream in(path);
+  if (!in)
+    throw RuntimeError("no checkpoint in " + dir + ": " + path +
+                       " does not exist (no checkpoint was completed there; "
+                       "a tag names a specific one)");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string tag = text.str();
+  while (!tag.empty() && (tag.back() == '\n' || tag.back() == ' '))
+    tag.pop_back();
+  if (tag.empty())
+    throw RuntimeError(path + ": empty (expected the tag of a checkpoint)");
+  return tag;
+}
+
+void writeLatest(const std::string &dir, const std::string &tag) {
+  try {
+    plan::writeFileAtomic(dir + "/latest", tag);
+  } catch (const std::runtime_error &error) {
+    throw RuntimeError(error.what());
+  }
+}
+
+bool isDirectory(const std::string &path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+bool isFile(const std::string &path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
+}
+
+void makeDirectories(const std::string &path) {
+  for (size_t slash = 1; slash != std::string::npos;) {
+    slash = path.find('/', slash + 1);
+    std::string prefix = path.substr(0, slash);
+    if (::mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST)
+      throw RuntimeError("cannot create folder " + prefix + ": " +
+                         std::strerror(errno));
+  }
+  if (!isDirectory(path))
+    throw RuntimeError("cannot create folder " + path +
+                       ": a file of that name exists");
+}
+
+void removeTree(const std::string &path) {
+  if (::access(path.c_str(), F_OK) != 0)
+    return;
+  auto remove = [](const char *entry, const struct stat *, int, struct FTW *) {
+    return ::remove(entry);
+  };
+  if (::nftw(path.c_str(), remove, 16, FTW_DEPTH | FTW_PHYS) != 0)
+    throw RuntimeError("cannot remove " + path + ": " + std::strerror(errno));
+}
+
+std::string stagingFolder(const std::string &dir, const std::string &tag) {
+  return dir + "/." + tag + ".partial";
+}
+
+void publishFolder(const std::string &staging, const std::string &target) {
+  if (!isDirectory(target)) {
+    if (::rename(staging.c_str(), target.c_str()) != 0)
+      throw RuntimeError("cannot rename " + staging + " to " + target + ": " +
+                         std::strerror(errno));
+    return;
+  }
+  // A tag saved again: swap the folders in one step, so that a reader (or
+  // a crash) sees either the old checkpoint or the new one, never neither.
+  if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, target.c_str(),
+                  RENAME_EXCHANGE) != 0)
+    throw RuntimeError("cannot replace " + target + " by " + staging + ": " +
+                       std::strerror(errno));
+  removeTree(staging);
+}
+
+} // namespace ds::runtime::detail

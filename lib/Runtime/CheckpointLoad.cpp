@@ -1,0 +1,381 @@
+//===- CheckpointLoad.cpp - One plan engine's checkpoint, read and checked
+//-===//
+//
+// Everything is checked against the plan (world size, stage, layout, names,
+// shapes, dtypes) before anything changes: readEngineCheckpoint() collects
+// the copies, applyEngineCheckpoint() makes them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CheckpointEngine.h"
+
+#include "CheckpointFiles.h"
+#include "CheckpointShards.h"
+#include "Trainer.h"
+
+#include "ds/Runtime/Optimizer.h"
+#include "ds/Runtime/RuntimeError.h"
+#include "ds/Runtime/StateStore.h"
+
+#include <ATen/ATen.h>
+
+#include <map>
+
+namespace ds::runtime::detail {
+
+namespace {
+
+/// `value` as the destination's replacement: same shape and dtype, else an
+/// error naming `where`.
+at::Tensor matching(const at::Tensor &value, const at::Tensor &destination,
+                    const std::string &where) {
+  if (value.sizes() != destination.sizes())
+    throw RuntimeError(where + ": shape " + shapeText(value.sizes().vec()) +
+                       " in the checkpoint, " +
+                       shapeText(destination.sizes().vec()) +
+                       " in this run's plan");
+  if (value.scalar_type() != destination.scalar_type())
+    throw RuntimeError(
+        where + ": dtype " + std::string(c10::toString(value.scalar_type())) +
+        " in the checkpoint, " + c10::toString(destination.scalar_type()) +
+        " in this run's plan");
+  return value;
+}
+
+void checkLayout(const EngineContext &context, const DictView &model) {
+  const plan::PartitionDesc &partition = *context.desc().partition;
+  DictView layout = model.dict("ds_flat_layout");
+  std::string differs;
+  if (layout.integer("numel") != partition.numel)
+    differs = "numel " + std::to_string(layout.integer("numel")) + " vs " +
+              std::to_string(partition.numel);
+  std::vector<c10::IValue> buckets = layout.list("buckets");
+  if (differs.empty() && buckets.size() != partition.buckets.size())
+    differs = std::to_string(buckets.size()) + " buckets vs " +
+              std::to_string(partition.buckets.size());
+  for (size_t b = 0; differs.empty() && b < buckets.size(); ++b) {
+    if (!buckets[b].isList() || buckets[b].toListRef().size() != 3)
+      layout.fail("buckets", "expected [offset, numel, persistent] entries");
+    const auto &entry = buckets[b].toListRef();
+    const plan::BucketDesc &ours = partition.buckets[b];
+    if (entry[0].toInt() != ours.offset || entry[1].toInt() != ours.numel ||
+        entry[2].toBool() != ours.persistent)
+      differs = "bucket " + std::to_string(b) + " is [" +
+                std::to_string(entry[0].toInt()) + ", " +
+                std::to_string(entry[1].toInt()) + "] vs [" +
+                std::to_string(ours.offset) + ", " +
+                std::to_string(ours.numel) + "]";
+  }
+  DictView offsets = layout.dict("offsets");
+  for (const plan::FlatParamDesc &param : partition.params) {
+    std::string name = context.localName(param.name);
+    if (differs.empty() && offsets.has(name) &&
+        offsets.integer(name) != param.offset)
+      differs = "parameter " + name + " at offset " +
+                std::to_string(offsets.integer(name)) + " vs " +
+                std::to_string(param.offset);
+  }
+  if (!differs.empty())
+    layout.fail("", "the checkpoint's flat layout differs from the plan's (" +
+                        differs +
+                        "; checkpoint vs plan): compile with the same "
+                        "zero_optimization bucket sizes as the saved run");
+}
+
+/// The names, kinds and shapes the checkpoint saved against the plan's.
+void checkShapes(const EngineContext &context, const DictView &model) {
+  std::map<std::string, std::vector<int64_t>> saved;
+  std::vector<c10::IValue> groups = model.list("param_shapes");
+  for (const c10::IValue &group : groups)
+    for (const auto &[name, shape] :
+         DictView(group, model.file(), "param_shapes").items())
+      saved[name] = intList(shape, model.where("param_shapes." + name));
+  for (const auto &[name, shape] : model.dict("frozen_param_shapes").items())
+    saved[name] = intList(shape, model.where("frozen_param_shapes." + name));
+  for (int64_t index : context.stateIndices()) {
+    const plan::StateDesc &state = context.plan.state[size_t(index)];
+    if (state.kind == plan::StateKind::Buffer)
+      continue;
+    std::string name = context.localName(state.name);
+    auto it = saved.find(name);
+    if (it == saved.end())
+      model.fail("param_shapes", "parameter '" + name +
+                                     "' of the plan is not in the checkpoint");
+    if (it->second != state.shape)
+      model.fail("param_shapes." + name,
+                 "shape " + shapeText(it->second) + " in the checkpoint, " +
+                     shapeText(state.shape) + " in this run's plan");
+    saved.erase(it);
+  }
+  if (!saved.empty())
+    model.fail("param_shapes", "parameter '" + saved.begin()->first +
+                                   "' of the checkpoint is not in the plan");
+}
+
+/// torch.optim's state of parameter `id` in a base optimizer state dict.
+DictView stateEntry(const DictView &base, int64_t id) {
+  c10::IValue stateValue = base.get("state");
+  if (!stateValue.isGenericDict())
+    base.fail("state", "expected a dict of parameter states");
+  c10::impl::GenericDict state = stateValue.toGenericDict();
+  auto it = state.find(c10::IValue(id));
+  if (it == state.end())
+    base.fail("state." + std::to_string(id), "missing");
+  return DictView(it->value(), base.file(), "state." + std::to_string(id));
+}
+
+/// The base optimizer state's key at stage `stage`.
+const char *baseStateKey(int64_t stage) {
+  return stage == 3 ? "optimizer_state_dict" : "base_optimizer_state";
+}
+
+/// The base optimizer state's buffers into the optimizer (stage 0: per
+/// parameter; stages 1-3: one flat shard).
+void readOptimizer(const EngineContext &context, const DictView &base,
+                   LoadedEngine &loaded) {
+  Optimizer &optimizer = *context.trainer->mutableOptimizer(context.engine);
+  auto buffers = optimizerBuffers(optimizer);
+  auto entryAt = [&](int64_t id) { return stateEntry(base, id); };
+  bool first = true;
+  auto readStep = [&](const DictView &entry) {
+    int64_t steps = int64_t(entry.number("step"));
+    if (!first && steps != loaded.optimizerSteps)
+      entry.fail("step", "differs between parameters");
+    loaded.optimizerSteps = steps;
+    first = false;
+  };
+  if (context.stage() == 0) {
+    size_t count = context.desc().partition->params.size();
+    for (auto &[key, buffer] : buffers) {
+      std::vector<at::Tensor> views = parameterViews(context, *buffer);
+      for (size_t k = 0; k < count; ++k) {
+        DictView entry = entryAt(int64_t(k));
+        loaded.copies.emplace_back(
+            views[k], matching(entry.tensor(key), views[k], entry.where(key)));
+      }
+    }
+    for (size_t k = 0; k < count; ++k)
+      readStep(entryAt(int64_t(k)));
+    return;
+  }
+  DictView entry = entryAt(0);
+  readStep(entry);
+  for (auto &[key, buffer] : buffers)
+    loaded.copies.emplace_back(
+        *buffer, matching(entry.tensor(key), *buffer, entry.where(key)));
+}
+
+void checkScaler(const DictView &dict) {
+  DictView scaler = dict.dict("loss_scaler");
+  c10::IValue dynamic = dict.get("dynamic_loss_scale");
+  if (scaler.number("cur_scale") != 1.0 || !dynamic.isBool() ||
+      dynamic.toBool())
+    scaler.fail("cur_scale",
+                "a loss scale other than a static 1.0 needs fp16 training, "
+                "which this runtime does not implement yet");
+}
+
+/// The optimizer shards and fp32 partitions of a checkpoint saved by
+/// another number of ranks: every rank reads all of them, makes each flat
+/// buffer whole in the saved layout, moves every parameter's slice to its
+/// offset in this plan's layout (whose buckets are padded for this world
+/// size) and keeps its own block of each bucket. Pure data movement: the
+/// state is the saved one, bit for bit.
+void readResharded(const EngineContext &context, const std::string &folder,
+                   const DictView &model, int64_t savedWorld,
+                   LoadedEngine &loaded) {
+  const int64_t stage = context.stage();
+  const SavedLayout layout = readSavedLayout(model, savedWorld);
+  const std::vector<DictView> states =
+      readAllOptimStates(folder, stage, savedWorld);
+  std::vector<at::Tensor> partitions;
+  for (const DictView &state : states) {
+    checkScaler(state);
+    partitions.push_back(fp32PartitionIn(state, stage, layout.shardNumel,
+                                         "the rank's block of each bucket at " +
+                                             std::to_string(savedWorld) +
+                                             " ranks"));
+  }
+  // Saved flat buffer -> this plan's: each parameter's slice moves.
+  const plan::PartitionDesc &partition = *context.desc().partition;
+  auto relaid = [&](const at::Tensor &saved) {
+    at::Tensor full = at::zeros({partition.numel}, saved.options());
+    for (const plan::FlatParamDesc &param : partition.params) {
+      std::string name = context.localName(param.name);
+      auto found = layout.offsets.find(name);
+      if (found == layout.offsets.end())
+        model.fail("ds_flat_layout.offsets",
+                   "parameter '" + name + "' has no offset");
+      int64_t numel =
+          plan::staticNumel(context.plan.findState(param.name)->shape)
+              .value_or(0);
+      if (found->second + numel > saved.numel())
+        model.fail("ds_flat_layout.offsets." + name,
+                   "lies outside the flat buffer");
+      full.narrow(0, param.offset, numel)
+          .copy_(saved.narrow(0, found->second, numel));
+    }
+    return full;
+  };
+  // This rank's block of each bucket of a buffer in this plan's layout.
+  auto myBlocks = [&](const at::Tensor &full) {
+    std::vector<at::Tensor> blocks;
+    for (const plan::BucketDesc &bucket : partition.buckets) {
+      int64_t block = bucket.numel / context.worldSize;
+      blocks.push_back(
+          full.narrow(0, bucket.offset + context.rank * block, block));
+    }
+    return blocks;
+  };
+
+  std::vector<at::Tensor> parameters =
+      myBlocks(relaid(unshard(partitions, layout)));
+  const std::vector<at::Tensor> &blocks =
+      context.trainer->parameterBlocks(context.engine);
+  for (size_t b = 0; b < blocks.size(); ++b)
+    loaded.copies.emplace_back(
+        blocks[b],
+        matching(parameters[b], blocks[b], folder + ": fp32 partitions"));
+
+  Optimizer &optimizer = *context.trainer->mutableOptimizer(context.engine);
+  for (auto &[key, buffer] : optimizerBuffers(optimizer)) {
+    std::vector<at::Tensor> shards;
+    for (const DictView &state : states) {
+      DictView entry = stateEntry(state.dict(baseStateKey(stage)), 0);
+      at::Tensor shard = entry.tensor(key);
+      if (shard.dim() != 1 || shard.numel() != layout.shardNumel)
+        entry.fail(key, "shape " + shapeText(shard.sizes().vec()) +
+                            ", expected [" + std::to_string(layout.shardNumel) +
+                            "]");
+      shards.push_back(shard);
+    }
+    std::vector<at::Tensor> mine = myBlocks(relaid(unshard(shards, layout)));
+    loaded.copies.emplace_back(
+        *buffer,
+        matching(mine.empty() ? buffer->narrow(0, 0, 0) : at::cat(mine),
+                 *buffer, folder + ": " + key));
+  }
+  loaded.optimizerSteps = int64_t(
+      stateEntry(states[0].dict(baseStateKey(stage)), 0).number("step"));
+}
+
+} // namespace
+
+LoadedEngine readEngineCheckpoint(const EngineContext &context,
+                                  const std::string &folder) {
+  const int64_t stage = context.stage();
+  std::string modelPath = folder + "/" + modelStatesFile(stage, context.rank);
+  // Stage 3 on more ranks than saved: the new ranks take rank 0's module
+  // (its buffers; persistent parameters are the same on every rank).
+  const std::string ownPath = modelPath;
+  if (stage == 3 && !isFile(modelPath))
+    modelPath = folder + "/" + modelStatesFile(stage, 0);
+  DictView model(readTorchFile(modelPath), modelPath);
+  LoadedEngine loaded;
+
+  const int64_t savedWorld = model.integer("dp_world_size");
+  if (savedWorld < 1)
+    model.fail("dp_world_size", "must be at least 1");
+  if (modelPath != ownPath && context.rank < savedWorld)
+    throw RuntimeError("cannot read " + ownPath +
+                       ": no such file (the "
+                       "checkpoint was saved by " +
+                       std::to_string(savedWorld) +
+                       " ranks; each writes its own)");
+  // Another world size: stage 0 and frozen engines hold whole tensors;
+  // stages 1-3 are re-sharded (readResharded).
+  const bool reshard = savedWorld != context.worldSize;
+  const int64_t savedStage = model.integer("ds_zero_stage");
+  if (savedStage != stage)
+    model.fail("ds_zero_stage",
+               "the checkpoint is ZeRO stage " + std::to_string(savedStage) +
+                   ", this run's plan stage " + std::to_string(stage));
+  if (model.get("ds_trainable").toBool() != context.trains())
+    model.fail("ds_trainable", "engine \"" + context.desc().name +
+                                   "\" trains in one of the checkpoint and "
+                                   "the plan and is frozen in the other");
+  checkShapes(context, model);
+  if (context.trains() && !reshard)
+    checkLayout(context, model);
+
+  // Parameters and buffers the module holds whole.
+  DictView module = model.dict("module");
+  for (int64_t index : context.stateIndices()) {
+    if (context.state.sharded(index))
+      continue;
+    std::string name =
+        context.localName(context.plan.state[size_t(index)].name);
+    const at::Tensor &destination = context.state.tensor(index);
+    loaded.copies.emplace_back(
+        destination,
+        matching(module.tensor(name), destination, module.where(name)));
+  }
+
+  loaded.counters.globalSteps = model.integer("global_steps");
+  loaded.counters.microSteps = model.integer("ds_micro_steps");
+  loaded.counters.seed = uint64_t(model.integer("ds_seed"));
+  // The data position is steps x GAS micro-steps: GAS must not change.
+  const int64_t accumulation = context.plan.gradientAccumulationSteps;
+  if (loaded.counters.microSteps != loaded.counters.globalSteps * accumulation)
+    model.fail("ds_micro_steps",
+               std::to_string(loaded.counters.microSteps) + " micro-steps in " +
+                   std::to_string(loaded.counters.globalSteps) +
+                   " optimizer steps: the checkpoint was saved with another "
+                   "gradient_accumulation_steps than this plan's " +
+                   std::to_string(accumulation) +
+                   " (changing it on resume is not supported)");
+  if (!context.trains())
+    return loaded;
+
+  if (stage == 0) {
+    DictView optimizer = model.dict("optimizer");
+    checkScaler(optimizer);
+    readOptimizer(context, optimizer.dict("optimizer_state_dict"), loaded);
+  } else if (reshard) {
+    readResharded(context, folder, model, savedWorld, loaded);
+  } else {
+    std::string optimPath = folder + "/" + optimStatesFile(context.rank);
+    DictView inner = readOptimStates(optimPath, stage);
+    checkScaler(inner);
+    readOptimizer(context, inner.dict(baseStateKey(stage)), loaded);
+    const std::vector<at::Tensor> &blocks =
+        context.trainer->parameterBlocks(context.engine);
+    int64_t numel = 0;
+    for (const at::Tensor &block : blocks)
+      numel += block.numel();
+    at::Tensor partition =
+        fp32PartitionIn(inner, stage, numel, "this rank's shard");
+    int64_t offset = 0;
+    for (const at::Tensor &block : blocks) {
+      loaded.copies.emplace_back(
+          block, matching(partition.narrow(0, offset, block.numel()), block,
+                          optimPath + ": fp32 partition"));
+      offset += block.numel();
+    }
+  }
+  if (context.desc().optimizer->scheduler) {
+    c10::IValue scheduler = model.get("lr_scheduler");
+    if (scheduler.isNone())
+      model.fail("lr_scheduler", "missing, and the plan has a scheduler");
+    loaded.appliedUpdates = DictView(scheduler, modelPath, "lr_scheduler")
+                                .integer("last_batch_iteration") +
+                            1;
+  } else {
+    loaded.appliedUpdates = loaded.optimizerSteps;
+  }
+  return loaded;
+}
+
+void applyEngineCheckpoint(const EngineContext &context,
+                           const LoadedEngine &loaded) {
+  at::NoGradGuard noGrad;
+  for (const auto &[destination, value] : loaded.copies)
+    destination.copy_(value);
+  if (!context.trains())
+    return;
+  context.trainer->mutableOptimizer(context.engine)
+      ->setSteps(loaded.optimizerSteps);
+  context.trainer->setAppliedUpdates(context.engine, loaded.appliedUpdates);
+}
+
+} // namespace ds::runtime::detail

@@ -1,0 +1,264 @@
+//===- CheckpointSave.cpp - One plan engine's checkpoint dicts
+//-------------===//
+//
+// Key names and nesting follow DeepSpeed 0.19's engine.py and
+// stage_1_and_2.py / stage3.py state_dict(); values DeepSpeed keeps as Python
+// objects (torch.Size, the LossScaler) are plain lists and dicts here, which
+// LibTorch's pickler can write. Keys of our own start with "ds_": the flat
+// layout (which DeepSpeed keeps implicit in its param groups), the micro-step
+// counter and the seed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CheckpointEngine.h"
+
+#include "CheckpointFiles.h"
+#include "Trainer.h"
+
+#include "ds/Runtime/Optimizer.h"
+#include "ds/Runtime/RuntimeError.h"
+#include "ds/Runtime/StateStore.h"
+
+#include <ATen/ATen.h>
+
+namespace ds::runtime::detail {
+
+namespace {
+
+constexpr const char *kVersion = "ds 0.1 (DeepSpeed 0.19 checkpoint layout)";
+
+/// This rank's fp32 partition: its block of every bucket, in bucket order.
+at::Tensor fp32Partition(const EngineContext &context) {
+  const std::vector<at::Tensor> &blocks =
+      context.trainer->parameterBlocks(context.engine);
+  if (blocks.empty())
+    return at::empty({0}, at::TensorOptions().dtype(at::kFloat));
+  return at::cat(blocks);
+}
+
+c10::IValue paramGroup(const EngineContext &context, c10::IValue params) {
+  const plan::OptimizerDesc &desc = *context.desc().optimizer;
+  c10::impl::GenericDict group = newDict();
+  group.insert("lr", *context.trainer->nextLr(context.engine));
+  if (desc.type == "sgd") {
+    group.insert("momentum", desc.momentum);
+    group.insert("dampening", desc.dampening);
+    group.insert("nesterov", desc.nesterov);
+  } else {
+    c10::impl::GenericList betas = newList();
+    betas.push_back(desc.betas[0]);
+    betas.push_back(desc.betas[1]);
+    group.insert("betas", betas);
+    group.insert("eps", desc.eps);
+    group.insert("amsgrad", false);
+  }
+  group.insert("weight_decay", desc.weightDecay);
+  group.insert("params", std::move(params));
+  return group;
+}
+
+/// torch.optim's state_dict(): {"state": {i: {...}}, "param_groups": [..]};
+/// stage 0 per parameter, stages 1-3 one flat shard.
+c10::IValue baseOptimizerState(const EngineContext &context) {
+  Optimizer &optimizer = *context.trainer->mutableOptimizer(context.engine);
+  auto buffers = optimizerBuffers(optimizer);
+  at::Tensor step = at::scalar_tensor(double(optimizer.steps()), at::kFloat);
+  c10::impl::GenericDict state(c10::IntType::get(), c10::AnyType::get());
+  c10::impl::GenericList ids = newList();
+  if (context.stage() == 0) {
+    std::vector<std::vector<at::Tensor>> views;
+    for (auto &[key, buffer] : buffers)
+      views.push_back(parameterViews(context, *buffer));
+    size_t count = context.desc().partition->params.size();
+    for (size_t k = 0; k < count; ++k) {
+      c10::impl::GenericDict entry = newDict();
+      entry.insert("step", step.clone());
+      for (size_t b = 0; b < buffers.size(); ++b)
+        entry.insert(buffers[b].first, views[b][k].clone());
+      state.insert(int64_t(k), entry);
+      ids.push_back(int64_t(k));
+    }
+  } else {
+    c10::impl::GenericDict entry = newDict();
+    entry.insert("step", step);
+    for (auto &[key, buffer] : buffers)
+      entry.insert(key, buffer->clone());
+    state.insert(0, entry);
+    ids.push_back(int64_t(0));
+  }
+  c10::impl::GenericDict dict = newDict();
+  dict.insert("state", state);
+  c10::impl::GenericList groups = newList();
+  groups.push_back(paramGroup(context, ids));
+  dict.insert("param_groups", groups);
+  return dict;
+}
+
+/// DeepSpeed's loss scaler state: fp32 training has a static scale of 1.
+c10::IValue lossScaler(const RunCounters &counters) {
+  c10::impl::GenericDict scaler = newDict();
+  scaler.insert("cur_scale", 1.0);
+  scaler.insert("cur_iter", counters.globalSteps);
+  scaler.insert("last_overflow_iter", int64_t(-1));
+  scaler.insert("scale_factor", 2.0);
+  scaler.insert("scale_window", int64_t(1000));
+  scaler.insert("min_scale", 1.0);
+  scaler.insert("delayed_shift", int64_t(1));
+  scaler.insert("cur_hysteresis", int64_t(1));
+  scaler.insert("consecutive_hysteresis", false);
+  scaler.insert("dynamic", false);
+  return scaler;
+}
+
+/// The keys FP16_Optimizer / the ZeRO optimizers put next to the base
+/// optimizer's state.
+void addScalerKeys(c10::impl::GenericDict &dict, const EngineContext &context,
+                   const RunCounters &counters) {
+  dict.insert("loss_scaler", lossScaler(counters));
+  dict.insert("dynamic_loss_scale", false);
+  dict.insert("overflow", false);
+  dict.insert("clip_grad", context.desc().optimizer->gradientClipping);
+}
+
+c10::IValue flatLayout(const plan::PartitionDesc &partition,
+                       const EngineContext &context) {
+  c10::impl::GenericDict layout = newDict();
+  layout.insert("numel", partition.numel);
+  c10::impl::GenericDict offsets = newDict();
+  for (const plan::FlatParamDesc &param : partition.params)
+    offsets.insert(context.localName(param.name), param.offset);
+  layout.insert("offsets", offsets);
+  c10::impl::GenericList buckets = newList();
+  for (const plan::BucketDesc &bucket : partition.buckets) {
+    c10::impl::GenericList entry = newList();
+    entry.push_back(bucket.offset);
+    entry.push_back(bucket.numel);
+    entry.push_back(bucket.persistent);
+    buckets.push_back(entry);
+  }
+  layout.insert("buckets", buckets);
+  return layout;
+}
+
+bool inPartition(const plan::EngineDesc &desc, const std::string &name) {
+  if (!desc.partition)
+    return false;
+  for (const plan::FlatParamDesc &param : desc.partition->params)
+    if (param.name == name)
+      return true;
+  return false;
+}
+
+} // namespace
+
+c10::IValue buildModelStates(const EngineContext &context,
+                             const RunCounters &counters) {
+  const plan::EngineDesc &desc = context.desc();
+  c10::impl::GenericDict module = newDict();
+  c10::impl::GenericList bufferNames = newList();
+  c10::impl::GenericDict paramShapes = newDict();
+  c10::impl::GenericDict frozenShapes = newDict();
+  for (int64_t index : context.stateIndices()) {
+    const plan::StateDesc &state = context.plan.state[size_t(index)];
+    std::string name = context.localName(state.name);
+    // Stage 3: a sharded parameter is in the optim states only (DeepSpeed
+    // leaves an empty placeholder; a missing key says the same).
+    if (!context.state.sharded(index))
+      module.insert(name, context.state.tensor(index).clone());
+    if (state.kind == plan::StateKind::Buffer)
+      bufferNames.push_back(name);
+    else if (!inPartition(desc, state.name))
+      frozenShapes.insert(name, shapeValue(state.shape));
+  }
+  // DeepSpeed: one ordered dict of shapes per param group, in flat order.
+  if (desc.partition)
+    for (const plan::FlatParamDesc &param : desc.partition->params)
+      paramShapes.insert(context.localName(param.name),
+                         shapeValue(context.plan.findState(param.name)->shape));
+  c10::impl::GenericList paramShapeGroups = newList();
+  paramShapeGroups.push_back(paramShapes);
+
+  c10::impl::GenericDict dict = newDict();
+  dict.insert("module", module);
+  dict.insert("buffer_names", bufferNames);
+  c10::IValue optimizer;
+  if (context.trains() && context.stage() == 0) {
+    c10::impl::GenericDict fp16Optimizer = newDict();
+    addScalerKeys(fp16Optimizer, context, counters);
+    fp16Optimizer.insert("optimizer_state_dict", baseOptimizerState(context));
+    optimizer = fp16Optimizer;
+  }
+  dict.insert("optimizer", optimizer);
+  dict.insert("param_shapes", paramShapeGroups);
+  dict.insert("frozen_param_shapes", frozenShapes);
+  dict.insert("shared_params", newDict());
+  dict.insert("frozen_param_fragments", c10::IValue());
+  c10::IValue scheduler;
+  if (context.trains() && desc.optimizer->scheduler) {
+    c10::impl::GenericDict state = newDict();
+    state.insert("last_batch_iteration",
+                 context.trainer->appliedUpdates(context.engine) - 1);
+    scheduler = state;
+  }
+  dict.insert("lr_scheduler", scheduler);
+  c10::impl::GenericDict sampler = newDict();
+  sampler.insert("micro_steps", counters.microSteps);
+  dict.insert("data_sampler", sampler);
+  dict.insert("random_ltd", c10::IValue());
+  dict.insert("sparse_tensor_module_names", newList());
+  dict.insert("skipped_steps", int64_t(0));
+  dict.insert("global_steps", counters.globalSteps);
+  dict.insert("global_samples",
+              counters.globalSteps * context.plan.microBatchPerRank *
+                  context.plan.gradientAccumulationSteps * context.worldSize);
+  dict.insert("dp_world_size", context.worldSize);
+  dict.insert("mp_world_size", int64_t(1));
+  dict.insert("ds_config", jsonToIValue(desc.config));
+  dict.insert("ds_version", kVersion);
+  dict.insert("ds_engine", desc.name);
+  dict.insert("ds_zero_stage", context.stage());
+  dict.insert("ds_trainable", context.trains());
+  dict.insert("ds_flat_layout", desc.partition
+                                    ? flatLayout(*desc.partition, context)
+                                    : c10::IValue());
+  dict.insert("ds_micro_steps", counters.microSteps);
+  dict.insert("ds_seed", int64_t(counters.seed));
+  return dict;
+}
+
+c10::IValue buildOptimStates(const EngineContext &context,
+                             const RunCounters &counters) {
+  const int64_t stage = context.stage();
+  c10::impl::GenericDict inner = newDict();
+  inner.insert("zero_stage", stage);
+  addScalerKeys(inner, context, counters);
+  c10::impl::GenericList partitions = newList();
+  partitions.push_back(fp32Partition(context));
+  if (stage == 3) {
+    inner.insert("partition_count", context.worldSize);
+    inner.insert("optimizer_state_dict", baseOptimizerState(context));
+    inner.insert("fp32_flat_groups", partitions);
+  } else {
+    c10::impl::GenericList counts = newList();
+    counts.push_back(context.worldSize);
+    inner.insert("partition_count", counts);
+    inner.insert("base_optimizer_state", baseOptimizerState(context));
+    inner.insert("single_partition_of_fp32_groups", partitions);
+    c10::impl::GenericList paddings = newList();
+    const plan::PartitionDesc &partition = *context.desc().partition;
+    int64_t used = 0;
+    for (const plan::FlatParamDesc &param : partition.params)
+      used += plan::staticNumel(context.plan.findState(param.name)->shape)
+                  .value_or(0);
+    paddings.push_back(partition.numel - used);
+    inner.insert("group_paddings", paddings);
+  }
+  inner.insert("ds_version", kVersion);
+  c10::impl::GenericDict dict = newDict();
+  dict.insert("optimizer_state_dict", inner);
+  dict.insert("ds_config", jsonToIValue(context.desc().config));
+  dict.insert("ds_version", kVersion);
+  return dict;
+}
+
+} // namespace ds::runtime::detail

@@ -1,0 +1,269 @@
+//===- EngineCheckpoint.cpp - save_checkpoint, load_checkpoint, 16-bit ----===//
+//
+// The ranks' side of a checkpoint: which folders, which rank writes which
+// file, and the agreement steps that make a save all-or-nothing and a load
+// all-or-nothing. A save writes into DIR/.<tag>.partial; once every rank
+// reports its files written, rank 0 renames the staging folder to DIR/<tag>
+// and only then writes DIR/latest (a multi-engine plan: each engine's
+// folder, then the top-level DIR/latest last). A load reads and checks
+// everything on every rank, agrees, then copies.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Runtime/Engine.h"
+
+#include "CheckpointEngine.h"
+#include "CheckpointFiles.h"
+#include "Trainer.h"
+
+#include "ds/Runtime/Communicator.h"
+#include "ds/Runtime/RuntimeError.h"
+#include "ds/Runtime/StateStore.h"
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <set>
+
+namespace ds::runtime {
+
+using detail::EngineContext;
+
+namespace {
+
+/// The folder of plan engine `engine`'s checkpoints: DIR for a one-engine
+/// plan (DeepSpeed's layout), DIR/<engine> for several.
+std::string engineFolder(const plan::Plan &plan, const std::string &dir,
+                         size_t engine) {
+  if (plan.engines.size() == 1)
+    return dir;
+  return dir + "/" + plan.engines[engine].name;
+}
+
+void checkTag(const std::string &tag) {
+  if (tag.empty() || tag == "." || tag == ".." || tag[0] == '.' ||
+      tag.find('/') != std::string::npos)
+    throw RuntimeError("checkpoint tag '" + tag +
+                       "' is not a folder name (no '/', not starting with "
+                       "'.')");
+}
+
+/// ZeRO stage 3 engines whose config does not ask to gather on save.
+std::string stage3WithoutGather(const plan::Plan &plan) {
+  for (const plan::EngineDesc &desc : plan.engines) {
+    if (!desc.partition || desc.partition->stage != 3)
+      continue;
+    bool gather = false;
+    auto zero = desc.config.find("zero_optimization");
+    if (zero != desc.config.end() && zero->is_object())
+      for (const char *key : {"stage3_gather_16bit_weights_on_model_save",
+                              "stage3_gather_fp16_weights_on_model_save"}) {
+        auto it = zero->find(key);
+        gather |= it != zero->end() && it->is_boolean() && it->get<bool>();
+      }
+    if (!gather)
+      return desc.name;
+  }
+  return "";
+}
+
+} // namespace
+
+void Engine::requireCheckpointPoint(const char *call) const {
+  requireTrain(call);
+  if (phase_ != Phase::Idle ||
+      microSteps_ % trainer_->gradientAccumulationSteps() != 0)
+    throw RuntimeError(origin_ + ": " + call +
+                       ": call it between optimizer steps (after the step() "
+                       "that ends an accumulation window, before the next "
+                       "forward()); micro-step " +
+                       std::to_string(microSteps_) + " is inside a window");
+}
+
+bool Engine::allRanksOk(bool ok) const {
+  if (worldSize() <= 1)
+    return ok;
+  at::Tensor flag = at::full({1}, ok ? 0 : 1, at::kInt);
+  communicator_->allReduce(flag, ReduceOp::Max).wait();
+  return flag.item<int>() == 0;
+}
+
+std::string Engine::saveCheckpoint(const std::string &dir,
+                                   const std::string &tagArg,
+                                   const SaveCheckpointOptions &options) {
+  requireCheckpointPoint("save_checkpoint");
+  const std::string tag =
+      tagArg.empty() ? "global_step" + std::to_string(globalSteps_) : tagArg;
+  checkTag(tag);
+  detail::RunCounters counters{globalSteps_, microSteps_, seed()};
+  std::vector<size_t> saved;
+  for (size_t e = 0; e < plan_->engines.size(); ++e)
+    if (plan_->engines[e].optimizer || options.includeFrozen)
+      saved.push_back(e);
+
+  // Each step: every rank does its part, then all agree before the next
+  // (a rank that failed makes every rank throw; nothing is published).
+  auto agreed = [&](const std::function<void()> &part, const char *what) {
+    std::string error;
+    try {
+      part();
+    } catch (const std::exception &caught) {
+      error = caught.what();
+    }
+    if (!allRanksOk(error.empty()))
+      throw RuntimeError(
+          error.empty() ? "save_checkpoint " + dir + "/" + tag +
+                              ": another rank failed " + what +
+                              " (its error says why); nothing was published"
+                        : "save_checkpoint " + dir + "/" + tag + ": " + error);
+  };
+  // Rank 0 prepares and publishes the folders of the saved engines.
+  auto eachFolder = [&](const std::function<void(const std::string &)> &body) {
+    if (rank_ == 0)
+      for (size_t e : saved)
+        body(engineFolder(*plan_, dir, e));
+  };
+  agreed(
+      [&] {
+        eachFolder([&](const std::string &folder) {
+          detail::makeDirectories(folder);
+          std::string staging = detail::stagingFolder(folder, tag);
+          detail::removeTree(staging);
+          detail::makeDirectories(staging);
+        });
+      },
+      "to create the staging folder");
+  agreed(
+      [&] {
+        for (size_t e : saved) {
+          EngineContext context{*plan_,         e,     *state_,
+                                trainer_.get(), rank_, worldSize()};
+          std::string staging =
+              detail::stagingFolder(engineFolder(*plan_, dir, e), tag);
+          const int64_t stage = context.stage();
+          if (stage == 3 || rank_ == 0)
+            detail::writeTorchFile(
+                staging + "/" + detail::modelStatesFile(stage, rank_),
+                detail::buildModelStates(context, counters), rank_);
+          if (context.trains() && stage >= 1)
+            detail::writeTorchFile(
+                staging + "/" + detail::optimStatesFile(rank_),
+                detail::buildOptimStates(context, counters), rank_);
+        }
+      },
+      "to write its files");
+  agreed(
+      [&] {
+        eachFolder([&](const std::string &folder) {
+          detail::publishFolder(detail::stagingFolder(folder, tag),
+                                folder + "/" + tag);
+          detail::writeLatest(folder, tag);
+        });
+        // Last: the tag every engine's folder holds complete.
+        if (rank_ == 0 && plan_->engines.size() > 1)
+          detail::writeLatest(dir, tag);
+      },
+      "to publish the checkpoint");
+  return tag;
+}
+
+std::string Engine::loadCheckpoint(const std::string &dir,
+                                   const std::string &tagArg) {
+  requireCheckpointPoint("load_checkpoint");
+  std::string tag;
+  std::vector<detail::LoadedEngine> loaded(plan_->engines.size());
+  std::vector<bool> present(plan_->engines.size(), false);
+  std::string error;
+  try {
+    tag = tagArg.empty() ? detail::readLatest(dir) : tagArg;
+    checkTag(tag);
+    for (size_t e = 0; e < plan_->engines.size(); ++e) {
+      EngineContext context{*plan_,         e,     *state_,
+                            trainer_.get(), rank_, worldSize()};
+      std::string folder = engineFolder(*plan_, dir, e) + "/" + tag;
+      // Frozen engines are saved only on request.
+      if (!context.trains() && !detail::isDirectory(folder))
+        continue;
+      if (!detail::isDirectory(folder))
+        throw RuntimeError("cannot load checkpoint " + folder +
+                           ": no such folder" +
+                           (plan_->engines.size() > 1
+                                ? " (engine \"" + plan_->engines[e].name + "\")"
+                                : std::string()));
+      loaded[e] = detail::readEngineCheckpoint(context, folder);
+      present[e] = true;
+    }
+  } catch (const std::exception &caught) {
+    error = caught.what();
+  }
+  if (!allRanksOk(error.empty()))
+    throw RuntimeError(error.empty()
+                           ? "load_checkpoint " + dir +
+                                 ": another rank could not read its files "
+                                 "(its error says why); nothing was loaded"
+                           : error);
+
+  std::optional<detail::RunCounters> counters;
+  for (size_t e = 0; e < plan_->engines.size(); ++e) {
+    if (!present[e])
+      continue;
+    detail::applyEngineCheckpoint(
+        EngineContext{*plan_, e, *state_, trainer_.get(), rank_, worldSize()},
+        loaded[e]);
+    if (!counters && plan_->engines[e].optimizer)
+      counters = loaded[e].counters;
+  }
+  if (counters) {
+    globalSteps_ = counters->globalSteps;
+    microSteps_ = counters->microSteps;
+    trainer_->setSeed(counters->seed);
+  }
+  return dir + "/" + tag;
+}
+
+bool Engine::save16bitModel(const std::string &dir, const std::string &filename,
+                            bool excludeFrozen, std::string *message) {
+  if (std::string engine = stage3WithoutGather(*plan_); !engine.empty()) {
+    if (message)
+      *message = "save_16bit_model: engine \"" + engine +
+                 "\" is ZeRO stage 3 and its config does not set "
+                 "zero_optimization.stage3_gather_16bit_weights_on_model_save"
+                 ": nothing saved (ds-zero-to-fp32 rebuilds the weights from "
+                 "a checkpoint)";
+    return false;
+  }
+  if (filename.empty() || filename.find('/') != std::string::npos)
+    throw RuntimeError("save_16bit_model: '" + filename +
+                       "' is not a file name");
+  NamedTensors named = gatherState();
+  if (excludeFrozen) {
+    std::set<std::string> trainable;
+    for (const plan::EngineDesc &desc : plan_->engines)
+      if (desc.optimizer && desc.partition)
+        for (const plan::FlatParamDesc &param : desc.partition->params)
+          trainable.insert(param.name);
+    NamedTensors kept;
+    for (auto &[name, tensor] : named)
+      if (trainable.count(name) ||
+          state_->desc(state_->indexOf(name)).kind == plan::StateKind::Buffer)
+        kept.emplace_back(name, tensor);
+    named = std::move(kept);
+  }
+  std::string error;
+  if (rank_ == 0) {
+    try {
+      detail::makeDirectories(dir);
+      writeTorchStateDict(dir + "/" + filename, named);
+    } catch (const std::exception &caught) {
+      error = caught.what();
+    }
+  }
+  if (!allRanksOk(error.empty()))
+    throw RuntimeError(error.empty()
+                           ? "save_16bit_model: rank 0 could not write " + dir +
+                                 "/" + filename
+                           : "save_16bit_model: " + error);
+  return true;
+}
+
+} // namespace ds::runtime

@@ -1,0 +1,171 @@
+//===- ZeroToFp32.cpp - Whole fp32 weights from a checkpoint's shards -----===//
+//
+// DeepSpeed's zero_to_fp32.py for our checkpoints, every stage: stage 0 (and
+// frozen engines) hold the whole module; stages 1-3 hold one fp32 partition
+// per rank, each the rank's block of every bucket of the flat layout
+// (ds_flat_layout in the model states). Rebuilding a bucket concatenates
+// the ranks' blocks; each parameter is then its slice at its offset.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Runtime/Checkpoint.h"
+
+#include "CheckpointFiles.h"
+#include "CheckpointShards.h"
+
+#include "ds/Runtime/RuntimeError.h"
+
+#include <ATen/ATen.h>
+
+#include <dirent.h>
+#include <map>
+
+namespace ds::runtime {
+
+using detail::DictView;
+using detail::SavedLayout;
+
+namespace {
+
+/// Subfolders of `dir` holding a `latest` file: the engines of a
+/// multi-engine checkpoint.
+std::vector<std::string> engineFolders(const std::string &dir) {
+  std::vector<std::string> folders;
+  if (DIR *listing = ::opendir(dir.c_str())) {
+    while (struct dirent *entry = ::readdir(listing)) {
+      std::string name = entry->d_name;
+      if (name != "." && name != ".." &&
+          detail::isFile(dir + "/" + name + "/latest"))
+        folders.push_back(dir + "/" + name);
+    }
+    ::closedir(listing);
+  }
+  return folders;
+}
+
+/// "; this is a multi-engine checkpoint: run on each engine's folder (...)"
+/// when `dir` holds engine folders, else "".
+std::string multiEngineHint(const std::string &dir) {
+  std::string folders;
+  for (const std::string &engine : engineFolders(dir))
+    folders += (folders.empty() ? "" : ", ") + engine;
+  if (folders.empty())
+    return "";
+  return "; this is a multi-engine checkpoint: run on each engine's folder (" +
+         folders + ")";
+}
+
+/// The model states file of rank 0 (either stage's name).
+std::string findModelStates(const std::string &dir, const std::string &folder) {
+  for (int64_t stage : {0, 3}) {
+    std::string path = folder + "/" + detail::modelStatesFile(stage, 0);
+    if (detail::isFile(path))
+      return path;
+  }
+  throw RuntimeError(folder + ": no " + detail::modelStatesFile(0, 0) + " or " +
+                     detail::modelStatesFile(3, 0) +
+                     " (not a checkpoint folder)" + multiEngineHint(dir));
+}
+
+/// Every rank's fp32 partition, checked against the layout, as the whole
+/// flat buffer.
+at::Tensor rebuildFlat(const std::string &folder, const SavedLayout &layout,
+                       int64_t stage) {
+  std::vector<at::Tensor> partitions;
+  for (const DictView &states :
+       detail::readAllOptimStates(folder, stage, layout.worldSize))
+    partitions.push_back(detail::fp32PartitionIn(
+        states, stage, layout.shardNumel,
+        "one block of each bucket of the layout at " +
+            std::to_string(layout.worldSize) + " ranks"));
+  return detail::unshard(partitions, layout);
+}
+
+} // namespace
+
+ConsolidatedCheckpoint consolidateCheckpoint(const std::string &dir,
+                                             const std::string &tagArg) {
+  std::string tag = tagArg;
+  if (tag.empty() && !detail::isFile(dir + "/latest") &&
+      !multiEngineHint(dir).empty())
+    throw RuntimeError(dir + ": no `latest` file" + multiEngineHint(dir));
+  if (tag.empty())
+    tag = detail::readLatest(dir);
+  ConsolidatedCheckpoint result;
+  result.path = dir + "/" + tag;
+  if (!detail::isDirectory(result.path))
+    throw RuntimeError(result.path + ": no such checkpoint folder" +
+                       multiEngineHint(dir));
+  std::string modelPath = findModelStates(dir, result.path);
+  DictView model(detail::readTorchFile(modelPath), modelPath);
+  result.stage = model.integer("ds_zero_stage");
+  result.worldSize = model.integer("dp_world_size");
+  if (result.worldSize < 1)
+    model.fail("dp_world_size", "must be at least 1");
+  const bool trainable = model.get("ds_trainable").toBool();
+  DictView module = model.dict("module");
+
+  // Names and shapes: trainable parameters in flat order, then frozen ones.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> params;
+  for (const c10::IValue &group : model.list("param_shapes"))
+    for (const auto &[name, shape] :
+         DictView(group, modelPath, "param_shapes").items())
+      params.emplace_back(
+          name, detail::intList(shape, model.where("param_shapes." + name)));
+  const size_t flatCount = params.size();
+  for (const auto &[name, shape] : model.dict("frozen_param_shapes").items())
+    params.emplace_back(
+        name,
+        detail::intList(shape, model.where("frozen_param_shapes." + name)));
+
+  at::Tensor flat;
+  SavedLayout layout;
+  if (trainable && result.stage >= 1) {
+    layout = detail::readSavedLayout(model, result.worldSize);
+    flat = rebuildFlat(result.path, layout, result.stage);
+  }
+  for (size_t k = 0; k < params.size(); ++k) {
+    const auto &[name, shape] = params[k];
+    at::Tensor tensor;
+    if (flat.defined() && k < flatCount) {
+      auto found = layout.offsets.find(name);
+      if (found == layout.offsets.end())
+        model.fail("ds_flat_layout.offsets",
+                   "parameter '" + name +
+                       "' of param_shapes has no offset in the flat layout");
+      int64_t offset = found->second;
+      int64_t numel = 1;
+      for (int64_t size : shape)
+        numel *= size;
+      if (offset + numel > flat.numel())
+        model.fail("ds_flat_layout.offsets." + name,
+                   "parameter '" + name + "' of shape " +
+                       detail::shapeText(shape) + " at offset " +
+                       std::to_string(offset) +
+                       " lies outside the flat buffer of " +
+                       std::to_string(flat.numel()) + " elements");
+      tensor = flat.narrow(0, offset, numel).view(shape).clone();
+    } else {
+      if (!module.has(name))
+        module.fail(
+            name, "parameter '" + name + "' of " +
+                      (k < flatCount ? "param_shapes" : "frozen_param_shapes") +
+                      " is missing from the module");
+      tensor = module.tensor(name);
+      if (tensor.sizes().vec() != shape)
+        module.fail(name, "shape " + detail::shapeText(tensor.sizes().vec()) +
+                              ", but param_shapes says " +
+                              detail::shapeText(shape));
+    }
+    result.tensors.emplace_back(name, tensor);
+  }
+  for (const c10::IValue &name : model.list("buffer_names")) {
+    if (!name.isString())
+      model.fail("buffer_names", "expected strings");
+    result.tensors.emplace_back(name.toStringRef(),
+                                module.tensor(name.toStringRef()));
+  }
+  return result;
+}
+
+} // namespace ds::runtime

@@ -1,0 +1,522 @@
+#!/usr/bin/python3
+"""Checkpoints under real MPI ranks: exact resume, crash safety, zero_to_fp32, errors.
+
+  checkpoint_check.py --bin BUILD/bin --models DIR --case CASE [--stages 0 1 2 3]
+                      [--world-sizes 2] [--launcher 'mpirun -n {W}'] [--keep DIR]
+
+Every case compiles DIR/mlp.pt (AdamW with weight decay, WarmupLR, GAS 2, buckets of 500
+elements; stage 3 keeps the biases persistent and shards the weights) or the named model, and
+drives `ds-run --save-checkpoint/--save-every/--resume` and `ds-zero-to-fp32`:
+
+  resume        per stage and W: 4 steps straight (saving at steps 3 and 4), and 2 steps + save,
+                then --resume to step 4: the loss lines of steps 3-4, the final parameters and
+                every file of the two global_step4 checkpoints (optimizer shards, loss scaler,
+                LR schedule, counters) are bitwise equal; every file loads with torch.load; no
+                staging folder is left. Also the `dropout` model at stage 1 with --seed 5 saved,
+                then resumed without --seed (the seed comes from the checkpoint), and a
+                checkpoint whose files Python re-saved with torch.save resumes the same.
+  reshard       per stage: 2 steps on W = 2, step 3 on W = 4, step 4 on W = 2 again (each
+                --resume re-shards the optimizer state): loss lines and final parameters equal
+                4 steps on W = 2 up to the order of the averaging sums (1e-6 abs + 1e-5 rel).
+  kill          stage 2, W = 2: rank 0 kills itself (SIGKILL, DS_TEST_CHECKPOINT_KILL) after the
+                first file of the save at step 4, then rank 1 after its last file of that save:
+                the job dies, `latest` still names global_step2, and resuming from it gives the
+                uninterrupted run's parameters bitwise; the next save cleans the staging folder.
+  zero-to-fp32  per stage and W: ds-zero-to-fp32 output equals ds-run --save-params bitwise
+                (pytorch_model.bin); for the last cell also --safetensors and sharded outputs
+                with their index json, and a missing shard named in the error.
+  errors        a missing optimizer shard is named; another stage names
+                ds_zero_stage; another gradient_accumulation_steps names ds_micro_steps; a checkpoint edited by Python to another shape names the key and
+                both shapes; ds-zero-to-fp32 on a folder without a checkpoint says so.
+  multi         two_models (student trains at stage 2, teacher frozen) and two_losses (two
+                trainable engines, stages 2 and 1), W = 2: DIR/<engine>/<tag>/ per engine, DIR/latest; the
+                frozen teacher only with --save-frozen; bitwise resume; ds-zero-to-fp32 on an
+                engine folder gives that engine's parameters (names relative to it).
+Exits 1 naming every failure.
+"""
+
+import argparse
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "oracle"))
+import oracle  # noqa: E402
+import train_check  # noqa: E402
+
+BUCKET = 500
+STEPS = 4  # mlp's data holds 8 micro-steps: 4 steps of GAS 2.
+
+
+def config_for(stage, bucket=BUCKET):
+    zero = {"stage": stage, "reduce_bucket_size": bucket, "allgather_bucket_size": bucket}
+    if stage == 3:
+        zero["stage3_param_persistence_threshold"] = 100  # Biases whole, weights sharded.
+    return {
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": 2,
+        "zero_optimization": zero,
+        "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "weight_decay": 0.01}},
+        "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0.0001,
+                                                     "warmup_max_lr": 0.001,
+                                                     "warmup_num_steps": 3}},
+    }
+
+
+class Failure(Exception):
+    pass
+
+
+class Runner:
+    def __init__(self, args, root):
+        self.args = args
+        self.root = root
+        self.failures = []
+
+    def path(self, *parts):
+        return os.path.join(self.root, *parts)
+
+    def compile(self, name, model, config, world_size):
+        os.makedirs(self.path(name), exist_ok=True)
+        config_path = self.path(name, "ds_config.json")
+        with open(config_path, "w") as f:
+            json.dump(config, f)
+        plan = self.path(name, model + ".plan")
+        train_check.run([os.path.join(self.args.bin, "ds-compile"),
+                         os.path.join(self.args.models, model + ".pt"), "--config", config_path,
+                         "--example-inputs", self.data(model), "--world-size", str(world_size),
+                         "-o", plan], "ds-compile")
+        return plan
+
+    def data(self, model):
+        return os.path.join(self.args.models, model + ".data.pt")
+
+    def launch(self, plan, model, world_size, flags, env=None, expect_ok=True):
+        launcher = self.args.launcher
+        if launcher is None:
+            launcher = train_check.default_launcher(world_size)
+        prefix = launcher.replace("{W}", str(world_size)).split() if world_size > 1 else []
+        cmd = prefix + [os.path.join(self.args.bin, "ds-run"), plan, "--data", self.data(model)]
+        cmd += [str(f) for f in flags]
+        full_env = dict(os.environ, OMP_NUM_THREADS="1")
+        full_env.update(env or {})
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=300)
+        if expect_ok and proc.returncode != 0:
+            raise Failure("ds-run failed (exit %d): %s\n%s%s" % (
+                proc.returncode, " ".join(cmd), proc.stdout, proc.stderr[-3000:]))
+        if not expect_ok and proc.returncode == 0:
+            raise Failure("ds-run succeeded but should have failed: " + " ".join(cmd))
+        return proc
+
+    def zero_to_fp32(self, checkpoint, out, *flags, expect_ok=True):
+        cmd = [os.path.join(self.args.bin, "ds-zero-to-fp32"), checkpoint, out] + list(flags)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if expect_ok and proc.returncode != 0:
+            raise Failure("ds-zero-to-fp32 failed: %s\n%s" % (" ".join(cmd), proc.stderr))
+        if not expect_ok and proc.returncode == 0:
+            raise Failure("ds-zero-to-fp32 succeeded but should have failed: " + " ".join(cmd))
+        return proc
+
+    def check(self, cell, fn):
+        try:
+            fn()
+            print(f"{cell}: OK")
+        except (Failure, train_check.CheckFailed, oracle.OracleError, AssertionError) as e:
+            print(f"{cell}: FAILED: {e}", file=sys.stderr)
+            self.failures.append(f"{cell}: {e}")
+
+
+# -- comparisons --------------------------------------------------------------------------------
+def same(a, b, where):
+    """Bitwise equality of two torch.load results (dicts, lists, tensors, numbers)."""
+    if isinstance(a, torch.Tensor):
+        if not (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
+                and torch.equal(a, b)):
+            raise Failure(f"{where}: tensors differ")
+    elif isinstance(a, dict):
+        if not isinstance(b, dict) or list(a) != list(b):
+            raise Failure(f"{where}: keys differ: {list(a)} vs "
+                          f"{list(b) if isinstance(b, dict) else type(b)}")
+        for key in a:
+            same(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (list, tuple)):
+        if not isinstance(b, (list, tuple)) or len(a) != len(b):
+            raise Failure(f"{where}: lists differ")
+        for i, (x, y) in enumerate(zip(a, b)):
+            same(x, y, f"{where}[{i}]")
+    elif a != b:
+        raise Failure(f"{where}: {a!r} vs {b!r}")
+
+
+def same_params(a, b, what):
+    if a.keys() != b.keys():
+        raise Failure(f"{what}: names differ: {sorted(a)} vs {sorted(b)}")
+    for name in a:
+        if a[name].dtype != b[name].dtype or not torch.equal(a[name], b[name]):
+            raise Failure(f"{what}: {name} differs (max |diff| "
+                          f"{(a[name].double() - b[name].double()).abs().max().item():.3g})")
+
+
+def same_checkpoints(a, b):
+    """Every file of two checkpoint folders loads with torch.load and is bitwise equal."""
+    files = sorted(os.listdir(a))
+    if files != sorted(os.listdir(b)):
+        raise Failure(f"{a} and {b} hold different files: {files} vs {sorted(os.listdir(b))}")
+    for name in files:
+        same(torch.load(os.path.join(a, name)), torch.load(os.path.join(b, name)), name)
+
+
+def expect(text, needles, what):
+    for needle in needles:
+        if needle not in text:
+            raise Failure(f"{what}: the error does not say {needle!r}: {text.strip()[-800:]}")
+
+
+def load_every_file(folder):
+    """torch.load (Python's) reads every file of every checkpoint under `folder`."""
+    count = 0
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            if name.endswith(".pt"):
+                torch.load(os.path.join(dirpath, name))
+                count += 1
+    if count == 0:
+        raise Failure(f"{folder}: no checkpoint files")
+
+
+def no_staging(folder):
+    for dirpath, dirnames, _ in os.walk(folder):
+        for d in dirnames:
+            if d.endswith(".partial"):
+                raise Failure(f"staging folder {os.path.join(dirpath, d)} left behind")
+
+
+def read_latest(folder):
+    with open(os.path.join(folder, "latest")) as f:
+        return f.read().strip()
+
+
+# -- cases -------------------------------------------------------------------------------------
+def straight_and_resumed(r, name, model, plan, world, extra_first=(), extra_resume=(),
+                         engine=""):
+    """4 steps straight, and 2 + resume: returns the three checkpoint folders. `engine`: the
+    folder of one saved engine of a multi-engine plan."""
+    straight, half, resumed = (r.path(name, d) for d in ("straight", "half", "resumed"))
+    r.launch(plan, model, world, ["--steps", STEPS, "--save-checkpoint", straight,
+                                  "--save-every", 3, "--save-params", straight + ".safetensors",
+                                  "--losses", straight + ".jsonl", *extra_first])
+    r.launch(plan, model, world, ["--steps", 2, "--save-checkpoint", half, *extra_first])
+    r.launch(plan, model, world, ["--steps", STEPS, "--resume", half, "--save-checkpoint",
+                                  resumed, "--save-params", resumed + ".safetensors",
+                                  "--losses", resumed + ".jsonl", *extra_resume])
+    if read_latest(straight) != "global_step4" or not os.path.isdir(
+            os.path.join(straight, engine, "global_step3")):
+        raise Failure(f"{straight}: expected global_step3, global_step4 and latest = global_step4")
+    lines_a, lines_b = oracle.read_jsonl(straight + ".jsonl"), oracle.read_jsonl(resumed + ".jsonl")
+    if lines_a[2:] != lines_b:
+        raise Failure(f"loss lines of steps 3-4 differ: {lines_a[2:]} vs {lines_b}")
+    same_params(oracle.load_params(straight + ".safetensors"),
+                oracle.load_params(resumed + ".safetensors"), "final parameters")
+    for folder in (straight, half, resumed):
+        no_staging(folder)
+        load_every_file(folder)
+    return straight, half, resumed
+
+
+def case_resume(r):
+    for world in r.args.world_sizes:
+        for stage in r.args.stages:
+            def cell(stage=stage, world=world):
+                name = f"resume-s{stage}-w{world}"
+                plan = r.compile(name, "mlp", config_for(stage), world)
+                straight, half, resumed = straight_and_resumed(r, name, "mlp", plan, world)
+                same_checkpoints(os.path.join(straight, "global_step4"),
+                                 os.path.join(resumed, "global_step4"))
+                states = torch.load(os.path.join(
+                    straight, "global_step4",
+                    "zero_pp_rank_0_mp_rank_00_model_states.pt" if stage == 3
+                    else "mp_rank_00_model_states.pt"))
+                assert states["global_steps"] == 4 and states["dp_world_size"] == world, states
+                assert states["lr_scheduler"] == {"last_batch_iteration": 3}, states["lr_scheduler"]
+                if stage >= 1:
+                    optim = torch.load(os.path.join(straight, "global_step4",
+                                                    "zero_pp_rank_0_mp_rank_00_optim_states.pt"))
+                    inner = optim["optimizer_state_dict"]
+                    assert inner["zero_stage"] == stage and inner["loss_scaler"]["cur_scale"] == 1.0
+                if stage == 2:
+                    # Files re-saved by Python's torch.save resume the same.
+                    edited = r.path(name, "python-resaved")
+                    shutil.copytree(half, edited)
+                    for f in os.listdir(os.path.join(edited, "global_step2")):
+                        p = os.path.join(edited, "global_step2", f)
+                        torch.save(torch.load(p), p)
+                    r.launch(plan, "mlp", world, ["--steps", STEPS, "--resume", edited,
+                                                  "--save-params", edited + ".safetensors"])
+                    same_params(oracle.load_params(straight + ".safetensors"),
+                                oracle.load_params(edited + ".safetensors"),
+                                "parameters resumed from Python-saved files")
+            r.check(f"resume mlp stage {stage} W={world}", cell)
+
+    def seeded():
+        # Dropout masks depend on (seed, step, micro-step, rank): the seed is restored.
+        world = r.args.world_sizes[0]
+        plan = r.compile("resume-dropout", "dropout", config_for(1), world)
+        straight_and_resumed(r, "resume-dropout", "dropout", plan, world,
+                             extra_first=["--seed", 5])
+    r.check("resume dropout stage 1 --seed 5 (seed from the checkpoint)", seeded)
+
+
+def case_kill(r):
+    world = 2
+    plan = r.compile("kill", "mlp", config_for(2), world)
+    reference = r.path("kill", "straight.safetensors")
+    r.launch(plan, "mlp", world, ["--steps", STEPS, "--save-params", reference])
+    # Stage 2: rank 0 writes 2 files per save (model states, its optimizer shard), rank 1 one.
+    for kill in ("0:3", "1:2"):
+        def cell(kill=kill):
+            folder = r.path("kill", "ckpt-" + kill.replace(":", "-"))
+            proc = r.launch(plan, "mlp", world,
+                            ["--steps", STEPS, "--save-checkpoint", folder, "--save-every", 2],
+                            env={"DS_TEST_CHECKPOINT_KILL": kill}, expect_ok=False)
+            expect(proc.stderr, [f"DS_TEST_CHECKPOINT_KILL: rank {kill.split(':')[0]} killed"],
+                   "killed save")
+            if read_latest(folder) != "global_step2":
+                raise Failure(f"{folder}/latest is {read_latest(folder)!r}, expected global_step2")
+            if os.path.exists(os.path.join(folder, "global_step4")):
+                raise Failure("the interrupted checkpoint global_step4 was published")
+            resumed = folder + ".safetensors"
+            r.launch(plan, "mlp", world, ["--steps", STEPS, "--resume", folder,
+                                          "--save-checkpoint", folder, "--save-params", resumed])
+            same_params(oracle.load_params(reference), oracle.load_params(resumed),
+                        "parameters resumed after the killed save")
+            if read_latest(folder) != "global_step4":
+                raise Failure("the save after resuming did not publish global_step4")
+            no_staging(folder)
+        r.check(f"save killed mid-write (DS_TEST_CHECKPOINT_KILL={kill})", cell)
+
+
+def case_reshard(r):
+    # 2 steps on 2 ranks, step 3 on 4 ranks, step 4 on 2 ranks again: the same losses and
+    # parameters as 4 steps on 2 ranks, up to the order of the averaging sums.
+    for stage in r.args.stages:
+        def cell(stage=stage):
+            name = f"reshard-s{stage}"
+            plan2 = r.compile(name + "-w2", "mlp", config_for(stage), 2)
+            plan4 = r.compile(name + "-w4", "mlp", config_for(stage), 4)
+            os.makedirs(r.path(name), exist_ok=True)
+            straight, half, wide = (r.path(name, d) for d in ("straight", "half", "wide"))
+            r.launch(plan2, "mlp", 2, ["--steps", STEPS, "--save-params", straight + ".safetensors",
+                                       "--losses", straight + ".jsonl"])
+            r.launch(plan2, "mlp", 2, ["--steps", 2, "--save-checkpoint", half])
+            r.launch(plan4, "mlp", 4, ["--steps", 3, "--resume", half, "--save-checkpoint", wide,
+                                       "--losses", wide + ".jsonl"])
+            back = r.path(name, "back")
+            r.launch(plan2, "mlp", 2, ["--steps", STEPS, "--resume", wide,
+                                       "--save-params", back + ".safetensors",
+                                       "--losses", back + ".jsonl"])
+            expected = oracle.read_jsonl(straight + ".jsonl")
+            lines = oracle.read_jsonl(wide + ".jsonl") + oracle.read_jsonl(back + ".jsonl")
+            ok, msg = oracle.compare_train_lines(lines, expected[2:], 1e-6, 0.0, 1e-5,
+                                                 "resharded", "straight")
+            if not ok:
+                raise Failure(f"loss lines of steps 3-4: {msg}")
+            ok, msg = oracle.compare_params(oracle.load_params(back + ".safetensors"),
+                                            oracle.load_params(straight + ".safetensors"),
+                                            1e-5, 1e-6, "resharded", "straight")
+            if not ok:
+                raise Failure(f"final parameters: {msg}")
+            print(f"  {msg}")
+        r.check(f"reshard mlp stage {stage}: W 2 -> 4 -> 2", cell)
+
+
+def case_zero_to_fp32(r):
+    last = None
+    for world in r.args.world_sizes:
+        for stage in r.args.stages:
+            def cell(stage=stage, world=world):
+                nonlocal last
+                name = f"z2f-s{stage}-w{world}"
+                plan = r.compile(name, "mlp", config_for(stage), world)
+                ckpt, params = r.path(name, "ckpt"), r.path(name, "params.safetensors")
+                r.launch(plan, "mlp", world, ["--steps", 2, "--save-checkpoint", ckpt,
+                                              "--save-params", params])
+                out = r.path(name, "out")
+                r.zero_to_fp32(ckpt, out)
+                same_params(oracle.load_params(params),
+                            torch.load(os.path.join(out, "pytorch_model.bin")), "zero_to_fp32")
+                last = (name, ckpt, params)
+            r.check(f"zero_to_fp32 mlp stage {stage} W={world}", cell)
+    if last is None:
+        return
+    name, ckpt, params = last
+
+    def formats():
+        expected = oracle.load_params(params)
+        out = r.path(name, "out-st")
+        r.zero_to_fp32(ckpt, out, "--safetensors", "--tag", "global_step2")
+        same_params(expected, oracle.load_params(os.path.join(out, "model.safetensors")),
+                    "model.safetensors")
+        for flag, index_name in (("--safetensors", "model.safetensors.index.json"),
+                                 (None, "pytorch_model.bin.index.json")):
+            out = r.path(name, "out-sharded-" + ("st" if flag else "bin"))
+            r.zero_to_fp32(ckpt, out, "--max-shard-size", "2KB", *([flag] if flag else []))
+            with open(os.path.join(out, index_name)) as f:
+                index = json.load(f)
+            files = sorted(set(index["weight_map"].values()))
+            if len(files) < 2 or sorted(index["weight_map"]) != sorted(expected):
+                raise Failure(f"{index_name}: expected several shards covering every tensor: "
+                              f"{index}")
+            total = sum(t.numel() * t.element_size() for t in expected.values())
+            if index["metadata"]["total_size"] != total:
+                raise Failure(f"{index_name}: total_size {index['metadata']['total_size']} "
+                              f"!= {total}")
+            merged = {}
+            for file in files:
+                path = os.path.join(out, file)
+                if os.path.getsize(path) > 2000 + 1500 and len(
+                        [k for k, v in index["weight_map"].items() if v == file]) > 1:
+                    raise Failure(f"{file}: larger than the shard size allows")
+                merged.update(oracle.load_params(path) if flag else torch.load(path))
+            same_params(expected, merged, index_name)
+        # A missing shard is named.
+        broken = r.path(name, "broken")
+        shutil.copytree(ckpt, broken)
+        tag = read_latest(broken)
+        shard = "zero_pp_rank_1_mp_rank_00_optim_states.pt"
+        if os.path.exists(os.path.join(broken, tag, shard)):
+            os.remove(os.path.join(broken, tag, shard))
+            proc = r.zero_to_fp32(broken, r.path(name, "out-broken"), expect_ok=False)
+            expect(proc.stderr, ["missing optimizer shard", shard], "missing shard")
+    r.check(f"zero_to_fp32 formats and missing shard ({name})", formats)
+
+
+def case_errors(r):
+    def errors():
+        plan2 = r.compile("err-w2", "mlp", config_for(1), 2)
+        ckpt = r.path("err-w2", "ckpt")
+        r.launch(plan2, "mlp", 2, ["--steps", 2, "--save-checkpoint", ckpt])
+        # A missing shard is named.
+        broken = r.path("err-w2", "broken")
+        shutil.copytree(ckpt, broken)
+        shard = "zero_pp_rank_1_mp_rank_00_optim_states.pt"
+        os.remove(os.path.join(broken, "global_step2", shard))
+        proc = r.launch(plan2, "mlp", 2, ["--steps", STEPS, "--resume", broken],
+                        expect_ok=False)
+        expect(proc.stderr, [shard, "no such file"], "missing shard")
+        # The stage differs.
+        plan2s2 = r.compile("err-s2", "mlp", config_for(2), 2)
+        proc = r.launch(plan2s2, "mlp", 2, ["--steps", STEPS, "--resume", ckpt], expect_ok=False)
+        expect(proc.stderr, ["ds_zero_stage", "ZeRO stage 1", "stage 2"], "stage")
+        # Another gradient_accumulation_steps (the data position is steps x GAS).
+        gas1 = dict(config_for(1), gradient_accumulation_steps=1)
+        plan_gas1 = r.compile("err-gas1", "mlp", gas1, 2)
+        proc = r.launch(plan_gas1, "mlp", 2, ["--steps", STEPS, "--resume", ckpt],
+                        expect_ok=False)
+        expect(proc.stderr, ["ds_micro_steps", "gradient_accumulation_steps than this plan's 1"],
+               "gradient accumulation")
+        # A shape edited by Python (the files are torch.load / torch.save compatible).
+        edited = r.path("err-w2", "edited")
+        shutil.copytree(ckpt, edited)
+        path = os.path.join(edited, "global_step2", "mp_rank_00_model_states.pt")
+        states = torch.load(path)
+        states["param_shapes"][0]["fc1.weight"] = [32, 9]
+        torch.save(states, path)
+        proc = r.launch(plan2, "mlp", 2, ["--steps", STEPS, "--resume", edited], expect_ok=False)
+        expect(proc.stderr, ["param_shapes.fc1.weight", "[32, 9]", "[32, 8]"], "shape")
+        # Nothing to resume from.
+        proc = r.launch(plan2, "mlp", 2, ["--steps", STEPS, "--resume", r.path("nowhere")],
+                        expect_ok=False)
+        expect(proc.stderr, ["latest", "does not exist"], "missing checkpoint")
+        proc = r.zero_to_fp32(r.path("err-w2"), r.path("err-w2", "out2"), "--tag", "x",
+                              expect_ok=False)
+        expect(proc.stderr, ["no such checkpoint folder"], "zero_to_fp32 without a checkpoint")
+    r.check("errors: missing shard, stage, GAS, shape, missing checkpoint", errors)
+
+
+def case_multi(r):
+    world = 2
+    teacher = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 2}
+    for model, engines, frozen in (
+            ("two_models", {"student": config_for(2), "teacher": teacher}, ["teacher"]),
+            ("two_losses", {"a": config_for(2), "b": config_for(1)}, [])):
+        def cell(model=model, engines=engines, frozen=frozen):
+            name = f"multi-{model}"
+            plan = r.compile(name, model, {"engines": engines}, world)
+            with open(plan) as f:
+                names = [e["name"] for e in json.load(f)["engines"]]
+            trainable = [e for e in engines if e not in frozen]
+            straight, half, resumed = straight_and_resumed(r, name, model, plan, world,
+                                                           engine=trainable[0])
+            if read_latest(straight) != "global_step4":
+                raise Failure(f"{straight}/latest is not global_step4")
+            for engine in names:
+                folder = os.path.join(straight, engine)
+                if engine in frozen:
+                    if os.path.exists(folder):
+                        raise Failure(f"frozen engine {engine} saved without --save-frozen")
+                    continue
+                if read_latest(folder) != "global_step4":
+                    raise Failure(f"{folder}/latest is not global_step4")
+                same_checkpoints(os.path.join(folder, "global_step4"),
+                                 os.path.join(resumed, engine, "global_step4"))
+                # zero_to_fp32 on the engine's folder: its parameters, relative names.
+                out = r.path(name, "out-" + engine)
+                r.zero_to_fp32(folder, out)
+                rebuilt = torch.load(os.path.join(out, "pytorch_model.bin"))
+                trained = oracle.load_params(straight + ".safetensors")
+                mine = {k: v for k, v in trained.items() if k.startswith(engine + ".")}
+                same_params({k[len(engine) + 1:]: v for k, v in mine.items()}, rebuilt,
+                            f"zero_to_fp32 of engine {engine}")
+            # Without a tag, the top-level `latest` belongs to no engine: the error names them.
+            proc = r.zero_to_fp32(straight, r.path(name, "out-top"), expect_ok=False)
+            expect(proc.stderr, ["multi-engine checkpoint"], "zero_to_fp32 on the top folder")
+            if frozen:
+                with_frozen = r.path(name, "with-frozen")
+                r.launch(plan, model, world, ["--steps", 2, "--save-checkpoint", with_frozen,
+                                              "--save-frozen"])
+                for engine in frozen:
+                    files = os.listdir(os.path.join(with_frozen, engine, "global_step2"))
+                    if files != ["mp_rank_00_model_states.pt"]:
+                        raise Failure(f"frozen engine {engine}: expected only the model "
+                                      f"states, found {files}")
+                r.launch(plan, model, world, ["--steps", STEPS, "--resume", with_frozen])
+        r.check(f"multi-engine {model} W={world}", cell)
+
+
+CASES = {"resume": case_resume, "reshard": case_reshard, "kill": case_kill, "zero-to-fp32": case_zero_to_fp32,
+         "errors": case_errors, "multi": case_multi}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="checkpoint_check.py", description=__doc__.splitlines()[0])
+    p.add_argument("--bin", required=True)
+    p.add_argument("--models", required=True)
+    p.add_argument("--case", required=True, choices=sorted(CASES))
+    p.add_argument("--stages", type=int, nargs="+", default=[0, 1, 2, 3])
+    p.add_argument("--world-sizes", type=int, nargs="+", default=[2])
+    p.add_argument("--launcher", default=None)
+    p.add_argument("--keep", default=None, metavar="DIR")
+    args = p.parse_args(argv)
+    root = args.keep or tempfile.mkdtemp(prefix="checkpoint_check.")
+    runner = Runner(args, root)
+    try:
+        CASES[args.case](runner)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    if runner.failures:
+        print(f"{len(runner.failures)} failure(s):\n  " + "\n  ".join(runner.failures),
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
