@@ -175,6 +175,62 @@ void checkScaler(const DictView &dict) {
                 "which this runtime does not implement yet");
 }
 
+/// A flat buffer in the saved layout -> this plan's: each parameter's
+/// slice moves to its offset here (buckets padded for this world size).
+at::Tensor relaidFlat(const EngineContext &context, const DictView &model,
+                      const SavedLayout &layout, const at::Tensor &saved) {
+  const plan::PartitionDesc &partition = *context.desc().partition;
+  at::Tensor full = at::zeros({partition.numel}, saved.options());
+  for (const plan::FlatParamDesc &param : partition.params) {
+    std::string name = context.localName(param.name);
+    auto found = layout.offsets.find(name);
+    if (found == layout.offsets.end())
+      model.fail("ds_flat_layout.offsets",
+                 "parameter '" + name + "' has no offset");
+    int64_t numel =
+        plan::staticNumel(context.plan.findState(param.name)->shape)
+            .value_or(0);
+    if (found->second + numel > saved.numel())
+      model.fail("ds_flat_layout.offsets." + name,
+                 "lies outside the flat buffer");
+    full.narrow(0, param.offset, numel)
+        .copy_(saved.narrow(0, found->second, numel));
+  }
+  return full;
+}
+
+/// This rank's block of each bucket of a buffer in this plan's layout.
+std::vector<at::Tensor> myBlocksOf(const EngineContext &context,
+                                   const at::Tensor &full) {
+  std::vector<at::Tensor> blocks;
+  for (const plan::BucketDesc &bucket : context.desc().partition->buckets) {
+    int64_t block = bucket.numel / context.worldSize;
+    blocks.push_back(
+        full.narrow(0, bucket.offset + context.rank * block, block));
+  }
+  return blocks;
+}
+
+/// A frozen ZeRO-3 engine: this rank's parameter blocks from every saved
+/// rank's "ds_frozen_partition", re-laid for this world size.
+void readFrozenPartition(const EngineContext &context,
+                         const std::string &folder, const DictView &model,
+                         int64_t savedWorld, LoadedEngine &loaded) {
+  const SavedLayout layout = readSavedLayout(model, savedWorld);
+  std::vector<at::Tensor> parameters = myBlocksOf(
+      context,
+      relaidFlat(context, model, layout,
+                 unshard(readAllFrozenPartitions(folder, savedWorld,
+                                                 layout.shardNumel),
+                         layout)));
+  const std::vector<at::Tensor> &blocks =
+      context.trainer->parameterBlocks(context.engine);
+  for (size_t b = 0; b < blocks.size(); ++b)
+    loaded.copies.emplace_back(
+        blocks[b],
+        matching(parameters[b], blocks[b], folder + ": ds_frozen_partition"));
+}
+
 /// The optimizer shards and fp32 partitions of a checkpoint saved by
 /// another number of ranks: every rank reads all of them, makes each flat
 /// buffer whole in the saved layout, moves every parameter's slice to its
@@ -196,38 +252,12 @@ void readResharded(const EngineContext &context, const std::string &folder,
                                              std::to_string(savedWorld) +
                                              " ranks"));
   }
-  // Saved flat buffer -> this plan's: each parameter's slice moves.
-  const plan::PartitionDesc &partition = *context.desc().partition;
   auto relaid = [&](const at::Tensor &saved) {
-    at::Tensor full = at::zeros({partition.numel}, saved.options());
-    for (const plan::FlatParamDesc &param : partition.params) {
-      std::string name = context.localName(param.name);
-      auto found = layout.offsets.find(name);
-      if (found == layout.offsets.end())
-        model.fail("ds_flat_layout.offsets",
-                   "parameter '" + name + "' has no offset");
-      int64_t numel =
-          plan::staticNumel(context.plan.findState(param.name)->shape)
-              .value_or(0);
-      if (found->second + numel > saved.numel())
-        model.fail("ds_flat_layout.offsets." + name,
-                   "lies outside the flat buffer");
-      full.narrow(0, param.offset, numel)
-          .copy_(saved.narrow(0, found->second, numel));
-    }
-    return full;
+    return relaidFlat(context, model, layout, saved);
   };
-  // This rank's block of each bucket of a buffer in this plan's layout.
   auto myBlocks = [&](const at::Tensor &full) {
-    std::vector<at::Tensor> blocks;
-    for (const plan::BucketDesc &bucket : partition.buckets) {
-      int64_t block = bucket.numel / context.worldSize;
-      blocks.push_back(
-          full.narrow(0, bucket.offset + context.rank * block, block));
-    }
-    return blocks;
+    return myBlocksOf(context, full);
   };
-
   std::vector<at::Tensor> parameters =
       myBlocks(relaid(unshard(partitions, layout)));
   const std::vector<at::Tensor> &blocks =
@@ -324,8 +354,11 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
                    "gradient_accumulation_steps than this plan's " +
                    std::to_string(accumulation) +
                    " (changing it on resume is not supported)");
-  if (!context.trains())
+  if (!context.trains()) {
+    if (context.desc().partition && context.trainer)
+      readFrozenPartition(context, folder, model, savedWorld, loaded);
     return loaded;
+  }
 
   if (stage == 0) {
     DictView optimizer = model.dict("optimizer");

@@ -193,6 +193,14 @@ c10::IValue buildModelStates(const EngineContext &context,
   dict.insert("frozen_param_shapes", frozenShapes);
   dict.insert("shared_params", newDict());
   dict.insert("frozen_param_fragments", c10::IValue());
+  // A frozen ZeRO-3 engine: this rank's block of every bucket (what the
+  // optimizer shards carry for a trainable one).
+  if (!context.trains() && desc.partition && context.trainer) {
+    const std::vector<at::Tensor> &blocks =
+        context.trainer->parameterBlocks(context.engine);
+    dict.insert("ds_frozen_partition",
+                blocks.empty() ? at::empty({0}) : at::cat(blocks));
+  }
   c10::IValue scheduler;
   if (context.trains() && desc.optimizer->scheduler) {
     c10::impl::GenericDict state = newDict();

@@ -60,6 +60,30 @@ std::vector<DictView> readAllOptimStates(const std::string &folder,
   return states;
 }
 
+std::vector<at::Tensor> readAllFrozenPartitions(const std::string &folder,
+                                                int64_t worldSize,
+                                                int64_t shardNumel) {
+  std::vector<at::Tensor> partitions;
+  for (int64_t r = 0; r < worldSize; ++r) {
+    std::string path = folder + "/" + modelStatesFile(3, r);
+    if (!isFile(path))
+      throw RuntimeError(path + ": no such file (the frozen ZeRO-3 engine "
+                                "was saved by " +
+                         std::to_string(worldSize) +
+                         " ranks, dp_world_size; each writes its block)");
+    DictView model(readTorchFile(path), path);
+    at::Tensor partition = model.tensor("ds_frozen_partition");
+    if (partition.dim() != 1 || partition.numel() != shardNumel)
+      model.fail("ds_frozen_partition",
+                 "shape " + shapeText(partition.sizes().vec()) +
+                     ", expected [" + std::to_string(shardNumel) +
+                     "] (one block of each bucket at " +
+                     std::to_string(worldSize) + " ranks)");
+    partitions.push_back(partition);
+  }
+  return partitions;
+}
+
 at::Tensor unshard(const std::vector<at::Tensor> &shards,
                    const SavedLayout &layout) {
   std::vector<at::Tensor> pieces;

@@ -44,6 +44,14 @@ SavedLayout readSavedLayout(const DictView &modelStates, int64_t worldSize);
 std::vector<DictView> readAllOptimStates(const std::string &folder,
                                          int64_t stage, int64_t worldSize);
 
+/// A frozen ZeRO-3 engine has no optimizer shards: each rank's model states
+/// file carries its block of every bucket as "ds_frozen_partition". Every
+/// rank's, in rank order, checked to hold `shardNumel` elements. Throws
+/// RuntimeError naming a missing file or a bad tensor.
+std::vector<at::Tensor> readAllFrozenPartitions(const std::string &folder,
+                                                int64_t worldSize,
+                                                int64_t shardNumel);
+
 /// The whole flat buffer from the ranks' shards (one per rank, in rank
 /// order, each shardNumel elements).
 at::Tensor unshard(const std::vector<at::Tensor> &shards,

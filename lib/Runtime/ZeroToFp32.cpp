@@ -123,6 +123,13 @@ ConsolidatedCheckpoint consolidateCheckpoint(const std::string &dir,
   if (trainable && result.stage >= 1) {
     layout = detail::readSavedLayout(model, result.worldSize);
     flat = rebuildFlat(result.path, layout, result.stage);
+  } else if (!trainable && result.stage == 3 &&
+             !model.get("ds_flat_layout").isNone()) {
+    // A frozen ZeRO-3 engine: the blocks are in the model states.
+    layout = detail::readSavedLayout(model, result.worldSize);
+    flat = detail::unshard(detail::readAllFrozenPartitions(
+                               result.path, result.worldSize, layout.shardNumel),
+                           layout);
   }
   for (size_t k = 0; k < params.size(); ++k) {
     const auto &[name, shape] = params[k];

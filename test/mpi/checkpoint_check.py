@@ -98,6 +98,9 @@ class Runner:
     def data(self, model):
         return os.path.join(self.args.models, model + ".data.pt")
 
+    def model(self, model):
+        return os.path.join(self.args.models, model + ".pt")
+
     def launch(self, plan, model, world_size, flags, env=None, expect_ok=True):
         launcher = self.args.launcher
         if launcher is None:
@@ -443,11 +446,17 @@ def case_errors(r):
 def case_multi(r):
     world = 2
     teacher = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 2}
-    for model, engines, frozen in (
-            ("two_models", {"student": config_for(2), "teacher": teacher}, ["teacher"]),
-            ("two_losses", {"a": config_for(2), "b": config_for(1)}, [])):
-        def cell(model=model, engines=engines, frozen=frozen):
-            name = f"multi-{model}"
+    teacher3 = dict(teacher, zero_optimization={"stage": 3, "reduce_bucket_size": BUCKET,
+                                                "stage3_param_persistence_threshold": 100})
+    for label, model, engines, frozen in (
+            ("two_models", "two_models", {"student": config_for(2), "teacher": teacher},
+             ["teacher"]),
+            # A frozen ZeRO-3 teacher: each rank saves its blocks in its model states.
+            ("two_models-z3", "two_models", {"student": config_for(2), "teacher": teacher3},
+             ["teacher"]),
+            ("two_losses", "two_losses", {"a": config_for(2), "b": config_for(1)}, [])):
+        def cell(label=label, model=model, engines=engines, frozen=frozen):
+            name = f"multi-{label}"
             plan = r.compile(name, model, {"engines": engines}, world)
             with open(plan) as f:
                 names = [e["name"] for e in json.load(f)["engines"]]
@@ -481,13 +490,39 @@ def case_multi(r):
                 with_frozen = r.path(name, "with-frozen")
                 r.launch(plan, model, world, ["--steps", 2, "--save-checkpoint", with_frozen,
                                               "--save-frozen"])
+                initial = dict(torch.jit.load(r.model(model)).named_parameters())
                 for engine in frozen:
-                    files = os.listdir(os.path.join(with_frozen, engine, "global_step2"))
-                    if files != ["mp_rank_00_model_states.pt"]:
+                    folder = os.path.join(with_frozen, engine)
+                    files = sorted(os.listdir(os.path.join(folder, "global_step2")))
+                    stage3 = engines[engine].get("zero_optimization", {}).get("stage") == 3
+                    expected = ([f"zero_pp_rank_{k}_mp_rank_00_model_states.pt"
+                                 for k in range(world)] if stage3
+                                else ["mp_rank_00_model_states.pt"])
+                    if files != expected:
                         raise Failure(f"frozen engine {engine}: expected only the model "
-                                      f"states, found {files}")
-                r.launch(plan, model, world, ["--steps", STEPS, "--resume", with_frozen])
-        r.check(f"multi-engine {model} W={world}", cell)
+                                      f"states {expected}, found {files}")
+                    out = r.path(name, "out-frozen-" + engine)
+                    r.zero_to_fp32(folder, out)
+                    same_params({k[len(engine) + 1:]: v.detach() for k, v in initial.items()
+                                 if k.startswith(engine + ".")},
+                                torch.load(os.path.join(out, "pytorch_model.bin")),
+                                f"zero_to_fp32 of frozen engine {engine}")
+                # Resume from other initial weights: every parameter comes from the
+                # checkpoint (the frozen engine's blocks included).
+                other = r.path(name, "other.safetensors")
+                oracle.write_safetensors(other, {k: v.detach() + 1.0
+                                                 for k, v in initial.items()})
+                resumed_params = r.path(name, "with-frozen-resumed.safetensors")
+                r.launch(plan, model, world, ["--steps", STEPS, "--resume", with_frozen,
+                                              "--weights", other,
+                                              "--save-params", resumed_params])
+                got = oracle.load_params(resumed_params)
+                for engine in frozen:
+                    same_params({k: v.detach() for k, v in initial.items()
+                                 if k.startswith(engine + ".")},
+                                {k: v for k, v in got.items() if k.startswith(engine + ".")},
+                                f"frozen engine {engine} after --resume over other weights")
+        r.check(f"multi-engine {label} W={world}", cell)
 
 
 CASES = {"resume": case_resume, "reshard": case_reshard, "kill": case_kill, "zero-to-fp32": case_zero_to_fp32,
