@@ -3,11 +3,12 @@
 
   zero_matrix.py --bin BUILD/bin --models DIR --model NAME --world-size W
                  [--stages 0 1 2 3o 3n 3or] [--gas 1 2] [--steps 3] [--bucket N]
-                 [--launcher 'mpirun -n {W}'] [--keep DIR]
+                 [--leaf-module JSON] [--launcher 'mpirun -n {W}'] [--keep DIR]
 
 A stage is a digit with optional flags: `o` overlap_comm on, `n` overlap_comm off (neither: the
 config leaves it to DeepSpeed's default), `r` stage3_max_reuse_distance 0 (release after the
-forward and gather again for the backward). Stage 3 cells set
+forward and gather again for the backward), `l` zero_optimization.leaf_module set to --leaf-module
+(stage 3 gathers each leaf module whole and reduces it once). Stage 3 cells set
 stage3_param_persistence_threshold 0, so that every parameter is sharded.
 
 For each GAS g, the oracle (oracle.train, design.md "The numerical oracle") trains the model once
@@ -38,8 +39,8 @@ import train_check  # noqa: E402
 
 def parse_stage(spec):
     """'3or' -> (3, {"overlap_comm": True, "stage3_max_reuse_distance": 0, ...})."""
-    if not spec or not spec[0].isdigit() or int(spec[0]) > 3 or any(c not in "onr" for c in spec[1:]):
-        raise argparse.ArgumentTypeError(f"bad stage {spec!r}: a digit 0-3 and flags o, n, r")
+    if not spec or not spec[0].isdigit() or int(spec[0]) > 3 or any(c not in "onrl" for c in spec[1:]):
+        raise argparse.ArgumentTypeError(f"bad stage {spec!r}: a digit 0-3 and flags o, n, r, l")
     stage, flags = int(spec[0]), spec[1:]
     zero = {}
     if "o" in flags:
@@ -48,15 +49,19 @@ def parse_stage(spec):
         zero["overlap_comm"] = False
     if "r" in flags:
         zero["stage3_max_reuse_distance"] = 0
+    if "l" in flags:
+        zero["leaf_module"] = None  # --leaf-module, filled in by config_for
     if stage == 3:
         zero["stage3_param_persistence_threshold"] = 0
     return spec, stage, zero
 
 
-def config_for(stage, gas, bucket):
+def config_for(stage, gas, bucket, leaf_module=None):
     spec, number, extra = stage
     zero = {"stage": number}
     zero.update(extra)
+    if "leaf_module" in zero:
+        zero["leaf_module"] = leaf_module
     if bucket:
         zero["reduce_bucket_size"] = bucket
         zero["allgather_bucket_size"] = bucket
@@ -110,11 +115,15 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--bucket", type=int, default=0,
                    help="reduce_bucket_size and allgather_bucket_size (elements)")
+    p.add_argument("--leaf-module", type=json.loads, default=None, metavar="JSON",
+                   help="zero_optimization.leaf_module of the stages with flag l")
     p.add_argument("--launcher", default=None)
     p.add_argument("--keep", default=None, metavar="DIR")
     args = p.parse_args(argv)
     if args.world_size < 1 or args.steps < 1 or any(g < 1 for g in args.gas):
         p.error("--world-size, --steps and --gas must be positive")
+    if any("leaf_module" in stage[2] for stage in args.stages) and args.leaf_module is None:
+        p.error("a stage with flag l needs --leaf-module")
 
     root = args.keep or tempfile.mkdtemp(prefix="zero_matrix.")
     failures = []
@@ -123,14 +132,14 @@ def main(argv=None):
             model = os.path.join(args.models, args.model + ".pt")
             data = os.path.join(args.models, args.model + ".data.pt")
             expected_lines, expected_state = oracle.train(
-                model, data, config_for(args.stages[0], gas, args.bucket), args.steps,
+                model, data, config_for(args.stages[0], gas, args.bucket, args.leaf_module), args.steps,
                 args.world_size)
             first_state = None
             for stage in args.stages:
                 cell = f"{args.model} stage {stage[0]} W={args.world_size} GAS={gas}"
                 workdir = os.path.join(root, f"s{stage[0]}-g{gas}")
                 os.makedirs(workdir, exist_ok=True)
-                config = config_for(stage, gas, args.bucket)
+                config = config_for(stage, gas, args.bucket, args.leaf_module)
                 try:
                     lines, state = run_cell(args, workdir, config)
                 except (train_check.CheckFailed, oracle.OracleError) as e:

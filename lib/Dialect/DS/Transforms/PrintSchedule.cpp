@@ -39,6 +39,8 @@ struct BucketInfo {
   bool persistent = false;
   /// Stage 3, not persistent: counts as live while gathered.
   bool sharded = false;
+  /// Stage 3: the leaf module the bucket holds (empty: none).
+  std::optional<std::string> leaf;
 };
 
 /// "0.001", "1e-08".
@@ -58,7 +60,9 @@ public:
       for (auto [index, bucket] : llvm::enumerate(entry.second))
         buckets[bucket.getSymName()] = {
             entry.first().str(), int64_t(index), bucket.getNumel(),
-            bucket.getPersistent(), bucket.isShardedAt(stage)};
+            bucket.getPersistent(), bucket.isShardedAt(stage),
+            bucket.getLeaf() ? std::optional(bucket.getLeaf()->str())
+                             : std::nullopt};
     }
   }
 
@@ -96,7 +100,8 @@ std::string SchedulePrinter::describe(Operation *collective, bool size) const {
   text += " @" + info.engine + " bucket " + std::to_string(info.index);
   if (size)
     text += " (" + std::to_string(info.numel) + " elements" +
-            (info.persistent ? ", persistent)" : ")");
+            (info.persistent ? ", persistent" : "") +
+            (info.leaf ? ", leaf '" + *info.leaf + "'" : "") + ")";
   return text;
 }
 

@@ -45,6 +45,7 @@
 
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/EngineConfig.h"
+#include "ds/Dialect/DS/Transforms/LeafModules.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
 #include "ds/Dialect/DS/Transforms/ShardedParams.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -76,6 +77,8 @@ struct BucketLayout {
   SmallVector<ParamOp> params;
   /// Stage 3: the parameters stay whole on every rank.
   bool persistent = false;
+  /// Stage 3: the leaf module whose subtree the bucket holds.
+  const LeafModule *leaf = nullptr;
 };
 
 /// One engine's flat buffer.
@@ -92,6 +95,8 @@ struct EngineLayout {
   int64_t numel = 0;
   /// Stage 3: zero_optimization.stage3_max_reuse_distance.
   int64_t maxReuseDistance = 0;
+  /// Stage 3: the outermost leaf modules, one bucket each.
+  SmallVector<LeafModule> leaves;
 };
 
 int64_t numelOf(ParamOp param) {
@@ -99,18 +104,19 @@ int64_t numelOf(ParamOp param) {
 }
 
 /// Packs parameters, in order, into buckets of at most `capacity` parameter
-/// elements (a larger parameter gets a bucket of its own) and pads each
-/// bucket to a multiple of `worldSize`. The buckets follow those already in
-/// `layout`.
+/// elements (a larger parameter gets a bucket of its own; a leaf module's
+/// parameters all go into one) and pads each bucket to a multiple of
+/// `worldSize`. The buckets follow those already in `layout`.
 class BucketPlanner {
 public:
   BucketPlanner(int64_t capacity, int64_t worldSize)
       : capacity(capacity), worldSize(worldSize) {}
 
   void plan(ArrayRef<ParamOp> params, EngineLayout &layout,
-            bool persistent = false) {
+            bool persistent = false, const LeafModule *leaf = nullptr) {
     BucketLayout current;
     current.persistent = persistent;
+    current.leaf = leaf;
     int64_t used = 0;
     auto close = [&] {
       if (current.params.empty())
@@ -127,7 +133,7 @@ public:
     current.offset = layout.numel;
     for (ParamOp param : params) {
       int64_t numel = numelOf(param);
-      if (used > 0 && used + numel > capacity)
+      if (used > 0 && used + numel > capacity && !leaf)
         close();
       layout.params.push_back({param, current.offset + used});
       current.params.push_back(param);
@@ -242,16 +248,32 @@ ZeroPartitionPass::layOut(EngineLayout &layout, int64_t world,
            << capacity;
   BucketPlanner planner(capacity, world);
   if (layout.stage == 3) {
-    // Sharded buckets first, then the persistent ones (DeepSpeed keeps a
-    // parameter whole when its numel is <= the threshold); each group in
-    // layout order.
+    // Sharded buckets first, then one bucket per leaf module (all its
+    // parameters, sharded whatever their size), then the persistent ones
+    // (DeepSpeed keeps a parameter whole when its numel is <= the
+    // threshold); each group in layout order.
+    FailureOr<SmallVector<LeafModule>> leaves =
+        findLeafModules(engine, config->zero.leafModule);
+    if (failed(leaves))
+      return failure();
+    layout.leaves = std::move(*leaves);
     SmallVector<ParamOp> sharded, persistent;
-    for (ParamOp param : params)
-      (numelOf(param) <= config->zero.stage3ParamPersistenceThreshold
-           ? persistent
-           : sharded)
-          .push_back(param);
+    SmallVector<SmallVector<ParamOp>> inLeaf(layout.leaves.size());
+    for (ParamOp param : params) {
+      auto leaf = llvm::find_if(layout.leaves, [&](const LeafModule &l) {
+        return l.contains(param.getModule());
+      });
+      if (leaf != layout.leaves.end())
+        inLeaf[leaf - layout.leaves.begin()].push_back(param);
+      else
+        (numelOf(param) <= config->zero.stage3ParamPersistenceThreshold
+             ? persistent
+             : sharded)
+            .push_back(param);
+    }
     planner.plan(sharded, layout);
+    for (auto [leaf, leafParams] : llvm::zip(layout.leaves, inLeaf))
+      planner.plan(leafParams, layout, /*persistent=*/false, &leaf);
     planner.plan(persistent, layout, /*persistent=*/true);
   } else {
     planner.plan(params, layout);
@@ -280,7 +302,23 @@ void ZeroPartitionPass::declare(OpBuilder &builder, EngineLayout &layout) {
       name = base + "_" + std::to_string(suffix);
     auto op =
         BucketOp::create(builder, engine.getLoc(), name, engine.getSymName(),
-                         bucket.offset, bucket.numel, bucket.persistent);
+                         bucket.offset, bucket.numel, bucket.persistent,
+                         bucket.leaf ? builder.getStringAttr(bucket.leaf->path)
+                                     : StringAttr());
+    if (bucket.leaf) {
+      int64_t used = 0;
+      for (ParamOp param : bucket.params)
+        used += numelOf(param);
+      op.emitRemark() << "ZeRO-3 leaf module '" << bucket.leaf->path << "'"
+                      << (bucket.leaf->moduleClass.empty()
+                              ? std::string()
+                              : " (" + bucket.leaf->moduleClass + ")")
+                      << ", matched by " << bucket.leaf->matchedBy
+                      << ": its " << bucket.params.size() << " parameters ("
+                      << used << " elements) are bucket @" << name
+                      << ", gathered at once and reduced once";
+      ++numLeafModules;
+    }
     layout.bucketOps.push_back(op);
   }
 }
@@ -556,7 +594,11 @@ void ZeroPartitionPass::placeGathers(func::FuncOp func, bool training,
       if (!llvm::is_contained(bucketNames, read.bucket.getSymName()))
         bucketNames.push_back(read.bucket.getSymName());
     }
-    if (isa<IfOp>(op) && !reads.empty()) {
+    // A leaf module's bucket is gathered before the ds.if by design: no
+    // remark for it.
+    bool allInLeaves = llvm::all_of(
+        reads, [](ParamRead read) { return read.bucket.getLeaf().has_value(); });
+    if (isa<IfOp>(op) && !reads.empty() && !allInLeaves) {
       // The backward's ds.if has the forward's location: say which it is.
       std::string where = turn < 0 ? "of @" + func.getSymName().str()
                                    : (segment ? "in the backward of @"

@@ -1,0 +1,168 @@
+// RUN: ds-opt %s -split-input-file -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition=world-size=2 -ds-verify-collectives -verify-diagnostics | FileCheck %s
+
+// How zero_optimization.leaf_module picks the ZeRO-3 leaf modules of an
+// engine (docs/leaf-modules.md): by class (bare, dotted, public alias), by
+// path, by path suffix; the outermost match wins.
+
+// A dotted class: Python's `__main__.` before a class of the script the model
+// was defined in (TorchScript records `__torch__.SparseMoeBlock`).
+// CHECK-LABEL: ds.bucket @model_bucket0 engine @model offset 0 numel 4{{$}}
+// CHECK-NEXT: ds.bucket @model_bucket1 engine @model offset 4 numel 12 leaf "moe"
+// CHECK-NOT: ds.bucket {{.*}} leaf
+// expected-remark @+1 {{ZeRO-3 leaf module 'moe' (SparseMoeBlock), matched by zero_optimization.leaf_module.classes[0] "__main__.SparseMoeBlock": its 3 parameters (12 elements) are bucket @model_bucket1, gathered at once and reduced once}}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 4, \"stage3_param_persistence_threshold\": 0, \"leaf_module\": {\"classes\": [\"__main__.SparseMoeBlock\"]}}}"}
+ds.param @moe.gate.w : tensor<4xf32> {engine = @model, module = "moe.gate", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+ds.param @moe.experts.0.w : tensor<4xf32> {engine = @model, module = "moe.experts.0", module_class = "Expert", requires_grad}
+ds.param @moe.experts.1.w : tensor<4xf32> {engine = @model, module = "moe.experts.1", module_class = "Expert", requires_grad}
+ds.param @head.w : tensor<4xf32> {engine = @model, module = "head", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
+  %wg = ds.get_param @moe.gate.w : tensor<4xf32>
+  %g = ds.aten "aten::mul.Tensor"(%x, %wg) {module = "moe.gate", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %h = ds.aten "aten::relu"(%g) {module = "moe", module_class = "SparseMoeBlock"} : (tensor<4xf32>) -> tensor<4xf32>
+  %w0 = ds.get_param @moe.experts.0.w : tensor<4xf32>
+  %e0 = ds.aten "aten::mul.Tensor"(%h, %w0) {module = "moe.experts.0", module_class = "Expert"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %w1 = ds.get_param @moe.experts.1.w : tensor<4xf32>
+  %e1 = ds.aten "aten::mul.Tensor"(%e0, %w1) {module = "moe.experts.1", module_class = "Expert"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %wh = ds.get_param @head.w : tensor<4xf32>
+  %o = ds.aten "aten::mul.Tensor"(%e1, %wh) {module = "head", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n = ds.constant unit : !ds.none
+  %s = ds.aten "aten::sum"(%o, %n) {module = "", module_class = "Model"} : (tensor<4xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// An exact module path. A leaf inside a leaf (moe.experts.0) is part of
+// the outer one: one bucket.
+// CHECK-LABEL: ds.bucket @model_bucket0 engine @model offset 0 numel 4{{$}}
+// CHECK-NEXT: ds.bucket @model_bucket1 engine @model offset 4 numel 12 leaf "moe"
+// CHECK-NOT: ds.bucket {{.*}} leaf
+// expected-remark @+1 {{ZeRO-3 leaf module 'moe' (SparseMoeBlock), matched by zero_optimization.leaf_module.names[1] "moe": its 3 parameters (12 elements) are bucket @model_bucket1, gathered at once and reduced once}}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 4, \"stage3_param_persistence_threshold\": 0, \"leaf_module\": {\"names\": [\"moe.experts.0\", \"moe\"]}}}"}
+ds.param @moe.gate.w : tensor<4xf32> {engine = @model, module = "moe.gate", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+ds.param @moe.experts.0.w : tensor<4xf32> {engine = @model, module = "moe.experts.0", module_class = "Expert", requires_grad}
+ds.param @moe.experts.1.w : tensor<4xf32> {engine = @model, module = "moe.experts.1", module_class = "Expert", requires_grad}
+ds.param @head.w : tensor<4xf32> {engine = @model, module = "head", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
+  %wg = ds.get_param @moe.gate.w : tensor<4xf32>
+  %g = ds.aten "aten::mul.Tensor"(%x, %wg) {module = "moe.gate", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %h = ds.aten "aten::relu"(%g) {module = "moe", module_class = "SparseMoeBlock"} : (tensor<4xf32>) -> tensor<4xf32>
+  %w0 = ds.get_param @moe.experts.0.w : tensor<4xf32>
+  %e0 = ds.aten "aten::mul.Tensor"(%h, %w0) {module = "moe.experts.0", module_class = "Expert"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %w1 = ds.get_param @moe.experts.1.w : tensor<4xf32>
+  %e1 = ds.aten "aten::mul.Tensor"(%e0, %w1) {module = "moe.experts.1", module_class = "Expert"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %wh = ds.get_param @head.w : tensor<4xf32>
+  %o = ds.aten "aten::mul.Tensor"(%e1, %wh) {module = "head", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n = ds.constant unit : !ds.none
+  %s = ds.aten "aten::sum"(%o, %n) {module = "", module_class = "Model"} : (tensor<4xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// A suffix on a `.` boundary: moe.experts, a ModuleList that no op or
+// parameter names directly (so its class is unknown). The gate stays
+// outside the leaf, in a bucket of its own.
+// CHECK-LABEL: ds.bucket @model_bucket0 engine @model offset 0 numel 4{{$}}
+// CHECK-NEXT: ds.bucket @model_bucket1 engine @model offset 4 numel 4{{$}}
+// CHECK-NEXT: ds.bucket @model_bucket2 engine @model offset 8 numel 8 leaf "moe.experts"
+// expected-remark @+1 {{ZeRO-3 leaf module 'moe.experts', matched by zero_optimization.leaf_module.name_suffixes[0] "experts": its 2 parameters (8 elements) are bucket @model_bucket2, gathered at once and reduced once}}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 4, \"stage3_param_persistence_threshold\": 0, \"leaf_module\": {\"name_suffixes\": \"experts\"}}}"}
+ds.param @moe.gate.w : tensor<4xf32> {engine = @model, module = "moe.gate", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+ds.param @moe.experts.0.w : tensor<4xf32> {engine = @model, module = "moe.experts.0", module_class = "Expert", requires_grad}
+ds.param @moe.experts.1.w : tensor<4xf32> {engine = @model, module = "moe.experts.1", module_class = "Expert", requires_grad}
+ds.param @head.w : tensor<4xf32> {engine = @model, module = "head", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
+  %wg = ds.get_param @moe.gate.w : tensor<4xf32>
+  %g = ds.aten "aten::mul.Tensor"(%x, %wg) {module = "moe.gate", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %h = ds.aten "aten::relu"(%g) {module = "moe", module_class = "SparseMoeBlock"} : (tensor<4xf32>) -> tensor<4xf32>
+  %w0 = ds.get_param @moe.experts.0.w : tensor<4xf32>
+  %e0 = ds.aten "aten::mul.Tensor"(%h, %w0) {module = "moe.experts.0", module_class = "Expert"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %w1 = ds.get_param @moe.experts.1.w : tensor<4xf32>
+  %e1 = ds.aten "aten::mul.Tensor"(%e0, %w1) {module = "moe.experts.1", module_class = "Expert"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %wh = ds.get_param @head.w : tensor<4xf32>
+  %o = ds.aten "aten::mul.Tensor"(%e1, %wh) {module = "head", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n = ds.constant unit : !ds.none
+  %s = ds.aten "aten::sum"(%o, %n) {module = "", module_class = "Model"} : (tensor<4xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// A public alias (`torch.nn.Linear` for torch.nn.modules.linear.Linear)
+// matches both Linear modules: two leaves, two buckets, named in path order.
+// CHECK-LABEL: ds.bucket @model_bucket0 engine @model offset 0 numel 4{{$}}
+// CHECK-NEXT: ds.bucket @model_bucket1 engine @model offset 4 numel 4{{$}}
+// CHECK-NEXT: ds.bucket @model_bucket2 engine @model offset 8 numel 4 leaf "head"
+// CHECK-NEXT: ds.bucket @model_bucket3 engine @model offset 12 numel 4 leaf "moe.gate"
+// expected-remark @+2 {{ZeRO-3 leaf module 'head' (torch.nn.modules.linear.Linear), matched by zero_optimization.leaf_module.classes[0] "torch.nn.Linear": its 1 parameters (4 elements) are bucket @model_bucket2, gathered at once and reduced once}}
+// expected-remark @+1 {{ZeRO-3 leaf module 'moe.gate' (torch.nn.modules.linear.Linear), matched by zero_optimization.leaf_module.classes[0] "torch.nn.Linear": its 1 parameters (4 elements) are bucket @model_bucket3, gathered at once and reduced once}}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 4, \"stage3_param_persistence_threshold\": 0, \"leaf_module\": {\"classes\": [\"torch.nn.Linear\"]}}}"}
+ds.param @moe.gate.w : tensor<4xf32> {engine = @model, module = "moe.gate", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+ds.param @moe.experts.0.w : tensor<4xf32> {engine = @model, module = "moe.experts.0", module_class = "Expert", requires_grad}
+ds.param @moe.experts.1.w : tensor<4xf32> {engine = @model, module = "moe.experts.1", module_class = "Expert", requires_grad}
+ds.param @head.w : tensor<4xf32> {engine = @model, module = "head", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
+  %wg = ds.get_param @moe.gate.w : tensor<4xf32>
+  %g = ds.aten "aten::mul.Tensor"(%x, %wg) {module = "moe.gate", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %h = ds.aten "aten::relu"(%g) {module = "moe", module_class = "SparseMoeBlock"} : (tensor<4xf32>) -> tensor<4xf32>
+  %w0 = ds.get_param @moe.experts.0.w : tensor<4xf32>
+  %e0 = ds.aten "aten::mul.Tensor"(%h, %w0) {module = "moe.experts.0", module_class = "Expert"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %w1 = ds.get_param @moe.experts.1.w : tensor<4xf32>
+  %e1 = ds.aten "aten::mul.Tensor"(%e0, %w1) {module = "moe.experts.1", module_class = "Expert"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %wh = ds.get_param @head.w : tensor<4xf32>
+  %o = ds.aten "aten::mul.Tensor"(%e1, %wh) {module = "head", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n = ds.constant unit : !ds.none
+  %s = ds.aten "aten::sum"(%o, %n) {module = "", module_class = "Model"} : (tensor<4xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// DeepSpeed's default classes match nothing here, silently.
+// CHECK-LABEL: ds.bucket @model_bucket0 engine @model offset 0 numel 4{{$}}
+// CHECK-NOT: ds.bucket {{.*}} leaf
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 4, \"stage3_param_persistence_threshold\": 0}}"}
+ds.param @moe.gate.w : tensor<4xf32> {engine = @model, module = "moe.gate", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+ds.param @moe.experts.0.w : tensor<4xf32> {engine = @model, module = "moe.experts.0", module_class = "Expert", requires_grad}
+ds.param @moe.experts.1.w : tensor<4xf32> {engine = @model, module = "moe.experts.1", module_class = "Expert", requires_grad}
+ds.param @head.w : tensor<4xf32> {engine = @model, module = "head", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
+  %wg = ds.get_param @moe.gate.w : tensor<4xf32>
+  %g = ds.aten "aten::mul.Tensor"(%x, %wg) {module = "moe.gate", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %h = ds.aten "aten::relu"(%g) {module = "moe", module_class = "SparseMoeBlock"} : (tensor<4xf32>) -> tensor<4xf32>
+  %w0 = ds.get_param @moe.experts.0.w : tensor<4xf32>
+  %e0 = ds.aten "aten::mul.Tensor"(%h, %w0) {module = "moe.experts.0", module_class = "Expert"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %w1 = ds.get_param @moe.experts.1.w : tensor<4xf32>
+  %e1 = ds.aten "aten::mul.Tensor"(%e0, %w1) {module = "moe.experts.1", module_class = "Expert"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %wh = ds.get_param @head.w : tensor<4xf32>
+  %o = ds.aten "aten::mul.Tensor"(%e1, %wh) {module = "head", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n = ds.constant unit : !ds.none
+  %s = ds.aten "aten::sum"(%o, %n) {module = "", module_class = "Model"} : (tensor<4xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// Stages 0-2 ignore leaf modules.
+// CHECK-LABEL: ds.bucket @model_bucket0 engine @model offset 0 numel 4{{$}}
+// CHECK-NOT: ds.bucket {{.*}} leaf
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": 4, \"stage3_param_persistence_threshold\": 0, \"leaf_module\": {\"names\": [\"nothing\"]}}}"}
+ds.param @moe.gate.w : tensor<4xf32> {engine = @model, module = "moe.gate", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+ds.param @moe.experts.0.w : tensor<4xf32> {engine = @model, module = "moe.experts.0", module_class = "Expert", requires_grad}
+ds.param @moe.experts.1.w : tensor<4xf32> {engine = @model, module = "moe.experts.1", module_class = "Expert", requires_grad}
+ds.param @head.w : tensor<4xf32> {engine = @model, module = "head", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
+  %wg = ds.get_param @moe.gate.w : tensor<4xf32>
+  %g = ds.aten "aten::mul.Tensor"(%x, %wg) {module = "moe.gate", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %h = ds.aten "aten::relu"(%g) {module = "moe", module_class = "SparseMoeBlock"} : (tensor<4xf32>) -> tensor<4xf32>
+  %w0 = ds.get_param @moe.experts.0.w : tensor<4xf32>
+  %e0 = ds.aten "aten::mul.Tensor"(%h, %w0) {module = "moe.experts.0", module_class = "Expert"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %w1 = ds.get_param @moe.experts.1.w : tensor<4xf32>
+  %e1 = ds.aten "aten::mul.Tensor"(%e0, %w1) {module = "moe.experts.1", module_class = "Expert"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %wh = ds.get_param @head.w : tensor<4xf32>
+  %o = ds.aten "aten::mul.Tensor"(%e1, %wh) {module = "head", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n = ds.constant unit : !ds.none
+  %s = ds.aten "aten::sum"(%o, %n) {module = "", module_class = "Model"} : (tensor<4xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
+}
