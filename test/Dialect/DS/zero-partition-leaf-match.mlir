@@ -166,3 +166,38 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
   %s = ds.aten "aten::sum"(%o, %n) {module = "", module_class = "Model"} : (tensor<4xf32>, !ds.none) -> tensor<f32>
   return %s : tensor<f32>
 }
+
+// -----
+
+// Several engines: names and suffixes are relative to the engine's module
+// (`moe` is student.moe for @student; critic.moe is not the student's). A
+// frozen stage 3 engine has leaves too: gathered at once, never reduced.
+// CHECK-LABEL: ds.bucket @student_bucket0 engine @student offset 0 numel 8 leaf "moe"
+// CHECK-NEXT:  ds.bucket @critic_bucket0 engine @critic offset 0 numel 8 leaf "moe"
+// CHECK-LABEL: func.func @forward(
+// CHECK:         ds.all_gather @student_bucket0
+// CHECK:         ds.all_gather @critic_bucket0
+// CHECK:         ds.reduce_scatter @student_bucket0
+// CHECK-NOT:     ds.reduce_scatter
+// CHECK:         return
+// expected-remark @below {{ZeRO-3 leaf module 'moe', matched by zero_optimization.leaf_module.names[0] "moe": its 2 parameters (8 elements) are bucket @student_bucket0, gathered at once and reduced once}}
+ds.engine @student {module = "student", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 4, \"stage3_param_persistence_threshold\": 0, \"leaf_module\": {\"names\": \"moe\"}}}"}
+// expected-remark @below {{ZeRO-3 leaf module 'moe' (Blk), matched by zero_optimization.leaf_module.classes[0] "Blk": its 2 parameters (8 elements) are bucket @critic_bucket0, gathered at once}}
+ds.engine @critic {module = "critic", frozen, config = "{\"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 4, \"stage3_param_persistence_threshold\": 0, \"leaf_module\": {\"classes\": \"Blk\"}}}"}
+ds.param @student.moe.a : tensor<4xf32> {module = "student.moe.a", module_class = "L", requires_grad, engine = @student}
+ds.param @student.moe.b : tensor<4xf32> {module = "student.moe.b", module_class = "L", requires_grad, engine = @student}
+ds.param @critic.moe.a : tensor<4xf32> {module = "critic.moe", module_class = "Blk", engine = @critic}
+ds.param @critic.moe.b : tensor<4xf32> {module = "critic.moe", module_class = "Blk", engine = @critic}
+func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
+  %a = ds.get_param @student.moe.a : tensor<4xf32>
+  %b = ds.get_param @student.moe.b : tensor<4xf32>
+  %h = ds.aten "aten::mul.Tensor"(%x, %a) {module = "student.moe.a", module_class = "L"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %i = ds.aten "aten::mul.Tensor"(%h, %b) {module = "student.moe.b", module_class = "L"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %ca = ds.get_param @critic.moe.a : tensor<4xf32>
+  %cb = ds.get_param @critic.moe.b : tensor<4xf32>
+  %j = ds.aten "aten::mul.Tensor"(%i, %ca) {module = "critic.moe", module_class = "Blk"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %k = ds.aten "aten::mul.Tensor"(%j, %cb) {module = "critic.moe", module_class = "Blk"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n = ds.constant unit : !ds.none
+  %s = ds.aten "aten::sum"(%k, %n) {module = "", module_class = "Model"} : (tensor<4xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
+}

@@ -245,9 +245,8 @@ LogicalResult BucketOp::verifySymbolUses(SymbolTableCollection &table) {
                          << "; only stage 3 shards parameters, so only its "
                             "buckets can be persistent";
   if (getLeaf() && (getPersistent() || *engine->getZeroStage() != 3)) {
-    InFlightDiagnostic diag = emitOpError()
-                              << "is the bucket of leaf module '" << *getLeaf()
-                              << "', but ";
+    InFlightDiagnostic diag = emitOpError() << "is the bucket of leaf module '"
+                                            << *getLeaf() << "', but ";
     if (getPersistent())
       diag << "it is persistent";
     else

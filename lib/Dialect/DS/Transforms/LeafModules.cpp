@@ -130,8 +130,8 @@ mlir::ds::findLeafModules(EngineOp engine,
           return outer.contains(qualified);
         }))
       continue;
-    leaves.push_back({path.str(), qualified, cls,
-                      first->key + " \"" + first->value + "\""});
+    leaves.push_back(
+        {path.str(), qualified, cls, first->key + " \"" + first->value + "\""});
   }
 
   for (SmallVector<Spec> *specs : {&classes, &names, &suffixes})

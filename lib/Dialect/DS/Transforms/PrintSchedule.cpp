@@ -57,12 +57,13 @@ public:
       auto engine = module.lookupSymbol<EngineOp>(entry.first());
       int64_t stage =
           engine && engine.isPartitioned() ? *engine.getZeroStage() : 0;
-      for (auto [index, bucket] : llvm::enumerate(entry.second))
-        buckets[bucket.getSymName()] = {
-            entry.first().str(), int64_t(index), bucket.getNumel(),
-            bucket.getPersistent(), bucket.isShardedAt(stage),
-            bucket.getLeaf() ? std::optional(bucket.getLeaf()->str())
-                             : std::nullopt};
+      for (auto [index, bucket] : llvm::enumerate(entry.second)) {
+        BucketInfo &info = buckets[bucket.getSymName()];
+        info = {entry.first().str(), int64_t(index), bucket.getNumel(),
+                bucket.getPersistent(), bucket.isShardedAt(stage)};
+        if (std::optional<StringRef> leaf = bucket.getLeaf())
+          info.leaf = leaf->str();
+      }
     }
   }
 

@@ -300,11 +300,10 @@ void ZeroPartitionPass::declare(OpBuilder &builder, EngineLayout &layout) {
     std::string name = base;
     for (int suffix = 1; SymbolTable::lookupSymbolIn(module, name); ++suffix)
       name = base + "_" + std::to_string(suffix);
-    auto op =
-        BucketOp::create(builder, engine.getLoc(), name, engine.getSymName(),
-                         bucket.offset, bucket.numel, bucket.persistent,
-                         bucket.leaf ? builder.getStringAttr(bucket.leaf->path)
-                                     : StringAttr());
+    auto op = BucketOp::create(
+        builder, engine.getLoc(), name, engine.getSymName(), bucket.offset,
+        bucket.numel, bucket.persistent,
+        bucket.leaf ? builder.getStringAttr(bucket.leaf->path) : StringAttr());
     if (bucket.leaf) {
       int64_t used = 0;
       for (ParamOp param : bucket.params)
@@ -313,10 +312,11 @@ void ZeroPartitionPass::declare(OpBuilder &builder, EngineLayout &layout) {
                       << (bucket.leaf->moduleClass.empty()
                               ? std::string()
                               : " (" + bucket.leaf->moduleClass + ")")
-                      << ", matched by " << bucket.leaf->matchedBy
-                      << ": its " << bucket.params.size() << " parameters ("
-                      << used << " elements) are bucket @" << name
-                      << ", gathered at once and reduced once";
+                      << ", matched by " << bucket.leaf->matchedBy << ": its "
+                      << bucket.params.size() << " parameters (" << used
+                      << " elements) are bucket @" << name
+                      << ", gathered at once"
+                      << (layout.frozen ? "" : " and reduced once");
       ++numLeafModules;
     }
     layout.bucketOps.push_back(op);
@@ -596,8 +596,9 @@ void ZeroPartitionPass::placeGathers(func::FuncOp func, bool training,
     }
     // A leaf module's bucket is gathered before the ds.if by design: no
     // remark for it.
-    bool allInLeaves = llvm::all_of(
-        reads, [](ParamRead read) { return read.bucket.getLeaf().has_value(); });
+    bool allInLeaves = llvm::all_of(reads, [](ParamRead read) {
+      return read.bucket.getLeaf().has_value();
+    });
     if (isa<IfOp>(op) && !reads.empty() && !allInLeaves) {
       // The backward's ds.if has the forward's location: say which it is.
       std::string where = turn < 0 ? "of @" + func.getSymName().str()
