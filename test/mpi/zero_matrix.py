@@ -3,7 +3,7 @@
 
   zero_matrix.py --bin BUILD/bin --models DIR --model NAME --world-size W
                  [--stages 0 1 2 3o 3n 3or] [--gas 1 2] [--steps 3] [--bucket N]
-                 [--leaf-module JSON] [--launcher 'mpirun -n {W}'] [--keep DIR]
+                 [--leaf-module JSON] [--check-report] [--launcher 'mpirun -n {W}'] [--keep DIR]
 
 A stage is a digit with optional flags: `o` overlap_comm on, `n` overlap_comm off (neither: the
 config leaves it to DeepSpeed's default), `r` stage3_max_reuse_distance 0 (release after the
@@ -20,7 +20,10 @@ so that several buckets, split parameters and padding are exercised) and trained
     of the oracle (losses 1e-5 relative; parameters 1e-4 + 1e-4 * |oracle|);
   - the final parameters of every stage within the same tolerance of stage `stages[0]`'s;
   - the highest stage, run a second time, gives bitwise the same parameters and loss lines
-    (runs of the same stage and W are bitwise equal).
+    (runs of the same stage and W are bitwise equal);
+  - with --check-report, ds-compile --report and ds-run --report agree on every rank's
+    parameter, gradient and optimizer-state bytes and communication volume (peaks are not
+    compared: a data-dependent model's activations are not known before it runs).
 Exits 1 naming the failing cell, 2 on bad arguments.
 """
 
@@ -81,9 +84,12 @@ def run_cell(args, workdir, config):
     with open(config_path, "w") as f:
         json.dump(config, f, indent=2)
     plan = os.path.join(workdir, "model.plan")
+    predicted = os.path.join(workdir, "predicted.json")
+    measured = os.path.join(workdir, "measured.json")
+    reports = args.check_report
     train_check.run([os.path.join(args.bin, "ds-compile"), model, "--config", config_path,
-                     "--example-inputs", data, "--world-size", str(args.world_size), "-o", plan],
-                    "ds-compile")
+                     "--example-inputs", data, "--world-size", str(args.world_size), "-o", plan]
+                    + (["--report", predicted] if reports else []), "ds-compile")
     launcher = args.launcher
     if launcher is None:
         launcher = train_check.default_launcher(args.world_size)
@@ -92,8 +98,27 @@ def run_cell(args, workdir, config):
     params = os.path.join(workdir, "ours.safetensors")
     train_check.run(prefix + [os.path.join(args.bin, "ds-run"), plan, "--data", data,
                               "--steps", str(args.steps), "--losses", lines,
-                              "--save-params", params], "ds-run")
+                              "--save-params", params]
+                    + (["--report", measured] if reports else []), "ds-run")
+    if reports:
+        compare_reports(predicted, measured)
     return oracle.read_jsonl(lines), oracle.load_params(params)
+
+
+REPORT_KEYS = ("param_bytes", "grad_bytes", "optimizer_state_bytes", "comm_volume_elements")
+
+
+def compare_reports(predicted_path, measured_path):
+    """Raises CheckFailed unless every rank's state bytes and traffic are as predicted."""
+    with open(predicted_path) as f:
+        predicted = json.load(f)
+    with open(measured_path) as f:
+        measured = json.load(f)
+    for want, got in zip(predicted["ranks"], measured["ranks"]):
+        for key in REPORT_KEYS:
+            if want[key] != got[key]:
+                raise train_check.CheckFailed(
+                    f"rank {got['rank']}: {key} measured {got[key]} != predicted {want[key]}")
 
 
 def bitwise_equal(a, b):
@@ -117,6 +142,8 @@ def main(argv=None):
                    help="reduce_bucket_size and allgather_bucket_size (elements)")
     p.add_argument("--leaf-module", type=json.loads, default=None, metavar="JSON",
                    help="zero_optimization.leaf_module of the stages with flag l")
+    p.add_argument("--check-report", action="store_true",
+                   help="compare ds-run --report with ds-compile --report in every cell")
     p.add_argument("--launcher", default=None)
     p.add_argument("--keep", default=None, metavar="DIR")
     args = p.parse_args(argv)
