@@ -1,6 +1,7 @@
 //===- LeafModules.cpp - ZeRO-3 leaf modules of an engine -----------------===//
 
 #include "ds/Dialect/DS/Transforms/LeafModules.h"
+#include "ds/Dialect/DS/Transforms/ShardedParams.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringExtras.h"
@@ -13,10 +14,7 @@ using namespace mlir::ds;
 /// Whether `path` is `prefix` or below it on a `.` boundary ("" contains
 /// every path).
 static bool isWithin(StringRef path, StringRef prefix) {
-  if (prefix.empty() || path == prefix)
-    return true;
-  return path.size() > prefix.size() && path.starts_with(prefix) &&
-         path[prefix.size()] == '.';
+  return path == prefix || isUnderModule(path, prefix);
 }
 
 bool LeafModule::contains(StringRef module) const {
