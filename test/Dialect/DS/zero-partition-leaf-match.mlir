@@ -201,3 +201,32 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
   %s = ds.aten "aten::sum"(%k, %n) {module = "", module_class = "Model"} : (tensor<4xf32>, !ds.none) -> tensor<f32>
   return %s : tensor<f32>
 }
+
+// -----
+
+// A leaf called inside a data-dependent ds.if of an enclosing module: the
+// branch is not the leaf's own routing, so the remark about the gather
+// hoisted out of it stays.
+// CHECK-LABEL: ds.bucket @model_bucket0 engine @model offset 0 numel 4 leaf "moe"
+// CHECK-LABEL: func.func @forward(
+// CHECK:         ds.all_gather @model_bucket0
+// CHECK-NEXT:    ds.wait
+// CHECK-NEXT:    ds.if
+// expected-remark @below {{ZeRO-3 leaf module 'moe' (SparseMoeBlock), matched by zero_optimization.leaf_module.names[0] "moe": its 1 parameters (4 elements) are bucket @model_bucket0, gathered at once and reduced once}}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0, \"leaf_module\": {\"names\": \"moe\"}}}"}
+ds.param @moe.w : tensor<4xf32> {engine = @model, module = "moe", module_class = "SparseMoeBlock", requires_grad}
+func.func @forward(%x: tensor<4xf32> {ds.name = "x"}, %c: i1 {ds.name = "c", ds.unbatched}) -> tensor<f32> {
+  // expected-remark @+2 {{ZeRO-3: the parameters of module 'moe' are read inside this data-dependent ds.if in the forward of @forward; bucket @model_bucket0 is gathered before it on every rank}}
+  // expected-remark @+1 {{ZeRO-3: the parameters of module 'moe' are read inside this data-dependent ds.if in the backward of @forward; bucket @model_bucket0 is gathered before it on every rank}}
+  %y = ds.if %c -> (tensor<4xf32>) {
+    %w = ds.get_param @moe.w : tensor<4xf32>
+    %e = ds.aten "aten::mul.Tensor"(%x, %w) {module = "moe", module_class = "SparseMoeBlock"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %r = ds.aten "aten::relu"(%e) {module = "", module_class = "Model"} : (tensor<4xf32>) -> tensor<4xf32>
+    ds.yield %r : tensor<4xf32>
+  } else {
+    ds.yield %x : tensor<4xf32>
+  }
+  %n = ds.constant unit : !ds.none
+  %s = ds.aten "aten::sum"(%y, %n) {module = "", module_class = "Model"} : (tensor<4xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
+}

@@ -531,6 +531,29 @@ static std::string describeModules(ArrayRef<ParamRead> reads) {
   return text;
 }
 
+/// Whether `branch` is routing inside the leaf module whose bucket is
+/// `bucket`: every op in it that names its module lies in the leaf's
+/// subtree (a leaf called under a ds.if of an enclosing module is not).
+static bool isLeafRouting(IfOp branch, BucketOp bucket) {
+  std::optional<StringRef> leaf = bucket.getLeaf();
+  if (!leaf)
+    return false;
+  auto engine = SymbolTable::lookupNearestSymbolFrom<EngineOp>(
+      bucket, bucket.getEngineAttr());
+  std::string qualified = leaf->str();
+  if (engine && !engine.getModule().empty())
+    qualified = leaf->empty() ? engine.getModule().str()
+                              : (engine.getModule() + "." + *leaf).str();
+  WalkResult result = branch->walk([&](Operation *inner) {
+    auto module = inner->getAttrOfType<StringAttr>("module");
+    if (module && module.getValue() != qualified &&
+        !isUnderModule(module.getValue(), qualified))
+      return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return !result.wasInterrupted();
+}
+
 /// Stage 3: gathers, waits and releases of the sharded buckets in `func`.
 /// Each bucket is gathered (and waited) right before the first top-level op
 /// that reads one of its parameters and released right after the last, once
@@ -594,12 +617,13 @@ void ZeroPartitionPass::placeGathers(func::FuncOp func, bool training,
       if (!llvm::is_contained(bucketNames, read.bucket.getSymName()))
         bucketNames.push_back(read.bucket.getSymName());
     }
-    // A leaf module's bucket is gathered before the ds.if by design: no
-    // remark for it.
-    bool allInLeaves = llvm::all_of(reads, [](ParamRead read) {
-      return read.bucket.getLeaf().has_value();
+    // A leaf module's own routing: its bucket is gathered before the ds.if
+    // by design, no remark.
+    auto branch = dyn_cast<IfOp>(op);
+    bool leafRouting = llvm::all_of(reads, [&](ParamRead read) {
+      return branch && isLeafRouting(branch, read.bucket);
     });
-    if (isa<IfOp>(op) && !reads.empty() && !allInLeaves) {
+    if (branch && !reads.empty() && !leafRouting) {
       // The backward's ds.if has the forward's location: say which it is.
       std::string where = turn < 0 ? "of @" + func.getSymName().str()
                                    : (segment ? "in the backward of @"

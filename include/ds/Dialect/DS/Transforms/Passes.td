@@ -146,7 +146,8 @@ def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
          threshold, with a remark naming the module, the config entry that
          matched and the bucket. It is gathered before the first top-level op
          that reads the leaf (so before its `ds.if`s, without the remark for
-         routed modules), released after the last, and reduce-scattered once.
+         routed modules when every op in the `ds.if` belongs to the leaf),
+         released after the last, and reduce-scattered once.
          A user-given entry that matches no module of the engine is an
          error naming the key; DeepSpeed's default classes never are.
          Stages 0-2 ignore leaf modules.
