@@ -9,7 +9,7 @@
 // CHECK-LABEL: ds.bucket @model_bucket0 engine @model offset 0 numel 4{{$}}
 // CHECK-NEXT: ds.bucket @model_bucket1 engine @model offset 4 numel 12 leaf "moe"
 // CHECK-NOT: ds.bucket {{.*}} leaf
-// expected-remark @+1 {{ZeRO-3 leaf module 'moe' (SparseMoeBlock), matched by zero_optimization.leaf_module.classes[0] "__main__.SparseMoeBlock": its 3 parameters (12 elements) are bucket @model_bucket1, gathered at once and reduced once}}
+// expected-remark @+1 {{ZeRO-3 leaf module 'moe' (SparseMoeBlock), matched by zero_optimization.leaf_module.classes[0] "__main__.SparseMoeBlock": bucket @model_bucket1 holds its 3 parameters (12 elements), gathered at once and reduced once}}
 ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 4, \"stage3_param_persistence_threshold\": 0, \"leaf_module\": {\"classes\": [\"__main__.SparseMoeBlock\"]}}}"}
 ds.param @moe.gate.w : tensor<4xf32> {engine = @model, module = "moe.gate", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @moe.experts.0.w : tensor<4xf32> {engine = @model, module = "moe.experts.0", module_class = "Expert", requires_grad}
@@ -37,7 +37,7 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK-LABEL: ds.bucket @model_bucket0 engine @model offset 0 numel 4{{$}}
 // CHECK-NEXT: ds.bucket @model_bucket1 engine @model offset 4 numel 12 leaf "moe"
 // CHECK-NOT: ds.bucket {{.*}} leaf
-// expected-remark @+1 {{ZeRO-3 leaf module 'moe' (SparseMoeBlock), matched by zero_optimization.leaf_module.names[1] "moe": its 3 parameters (12 elements) are bucket @model_bucket1, gathered at once and reduced once}}
+// expected-remark @+1 {{ZeRO-3 leaf module 'moe' (SparseMoeBlock), matched by zero_optimization.leaf_module.names[1] "moe": bucket @model_bucket1 holds its 3 parameters (12 elements), gathered at once and reduced once}}
 ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 4, \"stage3_param_persistence_threshold\": 0, \"leaf_module\": {\"names\": [\"moe.experts.0\", \"moe\"]}}}"}
 ds.param @moe.gate.w : tensor<4xf32> {engine = @model, module = "moe.gate", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @moe.experts.0.w : tensor<4xf32> {engine = @model, module = "moe.experts.0", module_class = "Expert", requires_grad}
@@ -66,7 +66,7 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK-LABEL: ds.bucket @model_bucket0 engine @model offset 0 numel 4{{$}}
 // CHECK-NEXT: ds.bucket @model_bucket1 engine @model offset 4 numel 4{{$}}
 // CHECK-NEXT: ds.bucket @model_bucket2 engine @model offset 8 numel 8 leaf "moe.experts"
-// expected-remark @+1 {{ZeRO-3 leaf module 'moe.experts', matched by zero_optimization.leaf_module.name_suffixes[0] "experts": its 2 parameters (8 elements) are bucket @model_bucket2, gathered at once and reduced once}}
+// expected-remark @+1 {{ZeRO-3 leaf module 'moe.experts', matched by zero_optimization.leaf_module.name_suffixes[0] "experts": bucket @model_bucket2 holds its 2 parameters (8 elements), gathered at once and reduced once}}
 ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 4, \"stage3_param_persistence_threshold\": 0, \"leaf_module\": {\"name_suffixes\": \"experts\"}}}"}
 ds.param @moe.gate.w : tensor<4xf32> {engine = @model, module = "moe.gate", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @moe.experts.0.w : tensor<4xf32> {engine = @model, module = "moe.experts.0", module_class = "Expert", requires_grad}
@@ -95,8 +95,8 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK-NEXT: ds.bucket @model_bucket1 engine @model offset 4 numel 4{{$}}
 // CHECK-NEXT: ds.bucket @model_bucket2 engine @model offset 8 numel 4 leaf "head"
 // CHECK-NEXT: ds.bucket @model_bucket3 engine @model offset 12 numel 4 leaf "moe.gate"
-// expected-remark @+2 {{ZeRO-3 leaf module 'head' (torch.nn.modules.linear.Linear), matched by zero_optimization.leaf_module.classes[0] "torch.nn.Linear": its 1 parameters (4 elements) are bucket @model_bucket2, gathered at once and reduced once}}
-// expected-remark @+1 {{ZeRO-3 leaf module 'moe.gate' (torch.nn.modules.linear.Linear), matched by zero_optimization.leaf_module.classes[0] "torch.nn.Linear": its 1 parameters (4 elements) are bucket @model_bucket3, gathered at once and reduced once}}
+// expected-remark @+2 {{ZeRO-3 leaf module 'head' (torch.nn.modules.linear.Linear), matched by zero_optimization.leaf_module.classes[0] "torch.nn.Linear": bucket @model_bucket2 holds its 1 parameter (4 elements), gathered at once and reduced once}}
+// expected-remark @+1 {{ZeRO-3 leaf module 'moe.gate' (torch.nn.modules.linear.Linear), matched by zero_optimization.leaf_module.classes[0] "torch.nn.Linear": bucket @model_bucket3 holds its 1 parameter (4 elements), gathered at once and reduced once}}
 ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 4, \"stage3_param_persistence_threshold\": 0, \"leaf_module\": {\"classes\": [\"torch.nn.Linear\"]}}}"}
 ds.param @moe.gate.w : tensor<4xf32> {engine = @model, module = "moe.gate", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @moe.experts.0.w : tensor<4xf32> {engine = @model, module = "moe.experts.0", module_class = "Expert", requires_grad}
@@ -180,9 +180,9 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK:         ds.reduce_scatter @student_bucket0
 // CHECK-NOT:     ds.reduce_scatter
 // CHECK:         return
-// expected-remark @below {{ZeRO-3 leaf module 'moe', matched by zero_optimization.leaf_module.names[0] "moe": its 2 parameters (8 elements) are bucket @student_bucket0, gathered at once and reduced once}}
+// expected-remark @below {{ZeRO-3 leaf module 'moe', matched by zero_optimization.leaf_module.names[0] "moe": bucket @student_bucket0 holds its 2 parameters (8 elements), gathered at once and reduced once}}
 ds.engine @student {module = "student", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 4, \"stage3_param_persistence_threshold\": 0, \"leaf_module\": {\"names\": \"moe\"}}}"}
-// expected-remark @below {{ZeRO-3 leaf module 'moe' (Blk), matched by zero_optimization.leaf_module.classes[0] "Blk": its 2 parameters (8 elements) are bucket @critic_bucket0, gathered at once}}
+// expected-remark @below {{ZeRO-3 leaf module 'moe' (Blk), matched by zero_optimization.leaf_module.classes[0] "Blk": bucket @critic_bucket0 holds its 2 parameters (8 elements), gathered at once}}
 ds.engine @critic {module = "critic", frozen, config = "{\"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 4, \"stage3_param_persistence_threshold\": 0, \"leaf_module\": {\"classes\": \"Blk\"}}}"}
 ds.param @student.moe.a : tensor<4xf32> {module = "student.moe.a", module_class = "L", requires_grad, engine = @student}
 ds.param @student.moe.b : tensor<4xf32> {module = "student.moe.b", module_class = "L", requires_grad, engine = @student}
@@ -212,7 +212,7 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK:         ds.all_gather @model_bucket0
 // CHECK-NEXT:    ds.wait
 // CHECK-NEXT:    ds.if
-// expected-remark @below {{ZeRO-3 leaf module 'moe' (SparseMoeBlock), matched by zero_optimization.leaf_module.names[0] "moe": its 1 parameters (4 elements) are bucket @model_bucket0, gathered at once and reduced once}}
+// expected-remark @below {{ZeRO-3 leaf module 'moe' (SparseMoeBlock), matched by zero_optimization.leaf_module.names[0] "moe": bucket @model_bucket0 holds its 1 parameter (4 elements), gathered at once and reduced once}}
 ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0, \"leaf_module\": {\"names\": \"moe\"}}}"}
 ds.param @moe.w : tensor<4xf32> {engine = @model, module = "moe", module_class = "SparseMoeBlock", requires_grad}
 func.func @forward(%x: tensor<4xf32> {ds.name = "x"}, %c: i1 {ds.name = "c", ds.unbatched}) -> tensor<f32> {

@@ -65,7 +65,7 @@
 // CHECK-NEXT:    ds.release @model_bucket1
 // CHECK-NEXT:    return
 
-// expected-remark @below {{ZeRO-3 leaf module 'moe' (SparseMoeBlock), matched by zero_optimization.leaf_module.classes[0] "SparseMoeBlock": its 3 parameters (12 elements) are bucket @model_bucket1, gathered at once and reduced once}}
+// expected-remark @below {{ZeRO-3 leaf module 'moe' (SparseMoeBlock), matched by zero_optimization.leaf_module.classes[0] "SparseMoeBlock": bucket @model_bucket1 holds its 3 parameters (12 elements), gathered at once and reduced once}}
 ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 4, \"stage3_param_persistence_threshold\": 0, \"stage3_max_reuse_distance\": 0, \"leaf_module\": {\"classes\": [\"SparseMoeBlock\"]}}}"}
 ds.param @moe.gate.w : tensor<4xf32> {engine = @model, module = "moe.gate", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @moe.experts.0.fc1.w : tensor<4xf32> {engine = @model, module = "moe.experts.0.fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}

@@ -21,6 +21,13 @@
 //            of its own (the pass makes them), so the forward's values die
 //            with the forward.
 //
+// Stage 3 leaf modules (zero_optimization.leaf_module, LeafModules.h,
+// docs/leaf-modules.md): all parameters of an outermost leaf's subtree form
+// one sharded bucket of their own, marked `leaf`, whatever the bucket size
+// and the persistence threshold; the rules above then gather it before the
+// leaf's first read (before its ds.ifs), release it after its last and
+// reduce it once. A user-given entry that matches no module is an error.
+//
 // A frozen engine (no optimizer) has no gradients: at stages 0-2 there is
 // nothing to lay out. At stage 3 its parameters are sharded all the same:
 // every parameter of the engine (requires_grad or not) goes into the flat
@@ -312,10 +319,12 @@ void ZeroPartitionPass::declare(OpBuilder &builder, EngineLayout &layout) {
                       << (bucket.leaf->moduleClass.empty()
                               ? std::string()
                               : " (" + bucket.leaf->moduleClass + ")")
-                      << ", matched by " << bucket.leaf->matchedBy << ": its "
-                      << bucket.params.size() << " parameters (" << used
-                      << " elements) are bucket @" << name
-                      << ", gathered at once"
+                      << ", matched by " << bucket.leaf->matchedBy
+                      << ": bucket @" << name << " holds its "
+                      << bucket.params.size()
+                      << (bucket.params.size() == 1 ? " parameter ("
+                                                    : " parameters (")
+                      << used << " elements), gathered at once"
                       << (layout.frozen ? "" : " and reduced once");
       ++numLeafModules;
     }
