@@ -42,7 +42,8 @@ import train_check  # noqa: E402
 
 def parse_stage(spec):
     """'3or' -> (3, {"overlap_comm": True, "stage3_max_reuse_distance": 0, ...})."""
-    if not spec or not spec[0].isdigit() or int(spec[0]) > 3 or any(c not in "onrl" for c in spec[1:]):
+    if (not spec or not spec[0].isdigit() or int(spec[0]) > 3
+            or any(c not in "onrl" for c in spec[1:])):
         raise argparse.ArgumentTypeError(f"bad stage {spec!r}: a digit 0-3 and flags o, n, r, l")
     stage, flags = int(spec[0]), spec[1:]
     zero = {}
@@ -159,8 +160,8 @@ def main(argv=None):
             model = os.path.join(args.models, args.model + ".pt")
             data = os.path.join(args.models, args.model + ".data.pt")
             expected_lines, expected_state = oracle.train(
-                model, data, config_for(args.stages[0], gas, args.bucket, args.leaf_module), args.steps,
-                args.world_size)
+                model, data, config_for(args.stages[0], gas, args.bucket, args.leaf_module),
+                args.steps, args.world_size)
             first_state = None
             for stage in args.stages:
                 cell = f"{args.model} stage {stage[0]} W={args.world_size} GAS={gas}"
