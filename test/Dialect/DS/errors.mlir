@@ -674,6 +674,19 @@ ds.bucket @b0 engine @model offset 0 numel 4 persistent
 
 // -----
 
+// A leaf module's bucket is sharded: a stage 3 engine's, not persistent.
+ds.engine @model {module = "", zero_stage = 2, flat_numel = 4}
+// expected-error @below {{'ds.bucket' op is the bucket of leaf module 'moe', but engine @model is at ZeRO stage 2; a leaf module's bucket is a sharded bucket of a stage 3 engine}}
+ds.bucket @b0 engine @model offset 0 numel 4 leaf "moe"
+
+// -----
+
+ds.engine @model {module = "", zero_stage = 3, flat_numel = 4}
+// expected-error @below {{'ds.bucket' op is the bucket of leaf module 'moe', but it is persistent; a leaf module's bucket is a sharded bucket of a stage 3 engine}}
+ds.bucket @b0 engine @model offset 0 numel 4 persistent leaf "moe"
+
+// -----
+
 ds.engine @model {module = "", zero_stage = 3, flat_numel = 8}
 ds.bucket @b0 engine @model offset 0 numel 4
 ds.bucket @b1 engine @model offset 4 numel 4 persistent

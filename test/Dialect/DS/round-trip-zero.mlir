@@ -81,11 +81,13 @@ func.func @step() {
 // -----
 
 // ZeRO stage 3: a sharded bucket is gathered where its parameters are read
-// and released after; a persistent one is not sharded (stage 2's rules).
+// and released after; a persistent one is not sharded (stage 2's rules); a
+// leaf one holds one leaf module's parameters.
 // CHECK-LABEL: module attributes {ds.world_size = 2 : i64} {
-// CHECK-NEXT:    ds.engine @model {flat_numel = 8 : i64, module = "", zero_stage = 3 : i64}
+// CHECK-NEXT:    ds.engine @model {flat_numel = 12 : i64, module = "", zero_stage = 3 : i64}
 // CHECK:         ds.bucket @model_bucket0 engine @model offset 0 numel 4
 // CHECK-NEXT:    ds.bucket @model_bucket1 engine @model offset 4 numel 4 persistent
+// CHECK-NEXT:    ds.bucket @model_bucket2 engine @model offset 8 numel 4 leaf "moe"
 // CHECK-LABEL:   func.func @forward_eval()
 // CHECK-NEXT:      %[[T:.*]] = ds.all_gather @model_bucket0
 // CHECK-NEXT:      ds.wait %[[T]]
@@ -94,11 +96,13 @@ func.func @step() {
 // CHECK-NEXT:      ds.release @model_bucket0
 // CHECK-NEXT:      return
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", zero_stage = 3, flat_numel = 8}
+ds.engine @model {module = "", zero_stage = 3, flat_numel = 12}
 ds.param @w : tensor<4xf32> {module = "", module_class = "M", requires_grad, engine = @model, flat_offset = 0}
 ds.param @b : tensor<1xf32> {module = "", module_class = "M", requires_grad, engine = @model, flat_offset = 4}
+ds.param @moe.w : tensor<4xf32> {module = "moe", module_class = "SparseMoeBlock", requires_grad, engine = @model, flat_offset = 8}
 ds.bucket @model_bucket0 engine @model offset 0 numel 4
 ds.bucket @model_bucket1 engine @model offset 4 numel 4 persistent
+ds.bucket @model_bucket2 engine @model offset 8 numel 4 leaf "moe"
 func.func @forward_eval() -> tensor<4xf32> {
   %t = ds.all_gather @model_bucket0
   ds.wait %t

@@ -244,6 +244,17 @@ LogicalResult BucketOp::verifySymbolUses(SymbolTableCollection &table) {
                          << " is at ZeRO stage " << *engine->getZeroStage()
                          << "; only stage 3 shards parameters, so only its "
                             "buckets can be persistent";
+  if (getLeaf() && (getPersistent() || *engine->getZeroStage() != 3)) {
+    InFlightDiagnostic diag = emitOpError() << "is the bucket of leaf module '"
+                                            << *getLeaf() << "', but ";
+    if (getPersistent())
+      diag << "it is persistent";
+    else
+      diag << "engine " << getEngineAttr() << " is at ZeRO stage "
+           << *engine->getZeroStage();
+    return diag << "; a leaf module's bucket is a sharded bucket of a stage 3 "
+                   "engine";
+  }
   return success();
 }
 

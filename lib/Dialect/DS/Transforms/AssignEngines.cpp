@@ -10,6 +10,7 @@
 
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
+#include "ds/Dialect/DS/Transforms/ShardedParams.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -30,19 +31,12 @@ struct EngineSpec {
   bool ownsState = false;
 };
 
-/// Whether the qualified state name `name` lies under module `prefix`.
-static bool isUnder(StringRef name, StringRef prefix) {
-  if (prefix.empty())
-    return true;
-  return name.starts_with(prefix) && name.size() > prefix.size() &&
-         name[prefix.size()] == '.';
-}
 
 /// Whether two module prefixes overlap (one is the other or a submodule of it).
 static bool overlaps(StringRef a, StringRef b) {
   if (a.empty() || b.empty())
     return a == b;
-  return a == b || isUnder(a, b) || isUnder(b, a);
+  return a == b || isUnderModule(a, b) || isUnderModule(b, a);
 }
 
 struct AssignEnginesPass
@@ -76,7 +70,7 @@ struct AssignEnginesPass
       EngineSpec *owner = nullptr;
       // A named submodule wins over the root engine.
       for (EngineSpec &spec : specs)
-        if (isUnder(name, spec.prefix) && (!owner || owner->prefix.empty()))
+        if (isUnderModule(name, spec.prefix) && (!owner || owner->prefix.empty()))
           owner = &spec;
       if (!owner) {
         op->emitError() << "state '" << name

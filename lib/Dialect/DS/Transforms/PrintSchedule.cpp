@@ -39,6 +39,8 @@ struct BucketInfo {
   bool persistent = false;
   /// Stage 3, not persistent: counts as live while gathered.
   bool sharded = false;
+  /// Stage 3: the leaf module the bucket holds (empty: none).
+  std::optional<std::string> leaf;
 };
 
 /// "0.001", "1e-08".
@@ -55,10 +57,13 @@ public:
       auto engine = module.lookupSymbol<EngineOp>(entry.first());
       int64_t stage =
           engine && engine.isPartitioned() ? *engine.getZeroStage() : 0;
-      for (auto [index, bucket] : llvm::enumerate(entry.second))
-        buckets[bucket.getSymName()] = {
-            entry.first().str(), int64_t(index), bucket.getNumel(),
-            bucket.getPersistent(), bucket.isShardedAt(stage)};
+      for (auto [index, bucket] : llvm::enumerate(entry.second)) {
+        BucketInfo &info = buckets[bucket.getSymName()];
+        info = {entry.first().str(), int64_t(index), bucket.getNumel(),
+                bucket.getPersistent(), bucket.isShardedAt(stage)};
+        if (std::optional<StringRef> leaf = bucket.getLeaf())
+          info.leaf = leaf->str();
+      }
     }
   }
 
@@ -96,7 +101,8 @@ std::string SchedulePrinter::describe(Operation *collective, bool size) const {
   text += " @" + info.engine + " bucket " + std::to_string(info.index);
   if (size)
     text += " (" + std::to_string(info.numel) + " elements" +
-            (info.persistent ? ", persistent)" : ")");
+            (info.persistent ? ", persistent" : "") +
+            (info.leaf ? ", leaf '" + *info.leaf + "'" : "") + ")";
   return text;
 }
 

@@ -82,3 +82,10 @@ std::string mlir::ds::commonModulePrefix(ArrayRef<StringRef> modules) {
   }
   return llvm::join(common, ".");
 }
+
+bool mlir::ds::isUnderModule(StringRef name, StringRef prefix) {
+  if (prefix.empty())
+    return true;
+  return name.starts_with(prefix) && name.size() > prefix.size() &&
+         name[prefix.size()] == '.';
+}

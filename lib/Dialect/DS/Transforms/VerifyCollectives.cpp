@@ -62,6 +62,8 @@ std::string describe(BucketInfo info) {
                      ", ZeRO stage " + std::to_string(info.stage);
   if (info.bucket.getPersistent())
     text += ", persistent";
+  if (std::optional<StringRef> leaf = info.bucket.getLeaf())
+    text += ", leaf '" + leaf->str() + "'";
   return text + ")";
 }
 
@@ -236,7 +238,11 @@ LogicalResult FunctionChecker::checkRead(ParamRead read) {
       branch = outer;
     diag << "; the read is inside a data-dependent ds.if: gather the bucket "
             "before the ds.if (as -ds-zero-partition does), never inside it";
-    if (std::string leaf = leafCandidate(branch); !leaf.empty())
+    BucketOp readBucket = info.bucket;
+    if (readBucket.getLeaf())
+      diag << " (a leaf module's bucket is gathered before the leaf's first "
+              "read)";
+    else if (std::string leaf = leafCandidate(branch); !leaf.empty())
       diag << ", or declare " << leaf
            << " a ZeRO-3 leaf module (zero_optimization.leaf_module) so "
               "that its parameters are gathered together before the branch";

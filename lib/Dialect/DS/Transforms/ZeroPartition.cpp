@@ -21,6 +21,13 @@
 //            of its own (the pass makes them), so the forward's values die
 //            with the forward.
 //
+// Stage 3 leaf modules (zero_optimization.leaf_module, LeafModules.h,
+// docs/leaf-modules.md): all parameters of an outermost leaf's subtree form
+// one sharded bucket of their own, marked `leaf`, whatever the bucket size
+// and the persistence threshold; the rules above then gather it before the
+// leaf's first read (before its ds.ifs), release it after its last and
+// reduce it once. A user-given entry that matches no module is an error.
+//
 // A frozen engine (no optimizer) has no gradients: at stages 0-2 there is
 // nothing to lay out. At stage 3 its parameters are sharded all the same:
 // every parameter of the engine (requires_grad or not) goes into the flat
@@ -45,6 +52,7 @@
 
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/EngineConfig.h"
+#include "ds/Dialect/DS/Transforms/LeafModules.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
 #include "ds/Dialect/DS/Transforms/ShardedParams.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -76,6 +84,8 @@ struct BucketLayout {
   SmallVector<ParamOp> params;
   /// Stage 3: the parameters stay whole on every rank.
   bool persistent = false;
+  /// Stage 3: the leaf module whose subtree the bucket holds.
+  const LeafModule *leaf = nullptr;
 };
 
 /// One engine's flat buffer.
@@ -92,6 +102,8 @@ struct EngineLayout {
   int64_t numel = 0;
   /// Stage 3: zero_optimization.stage3_max_reuse_distance.
   int64_t maxReuseDistance = 0;
+  /// Stage 3: the outermost leaf modules, one bucket each.
+  SmallVector<LeafModule> leaves;
 };
 
 int64_t numelOf(ParamOp param) {
@@ -99,18 +111,19 @@ int64_t numelOf(ParamOp param) {
 }
 
 /// Packs parameters, in order, into buckets of at most `capacity` parameter
-/// elements (a larger parameter gets a bucket of its own) and pads each
-/// bucket to a multiple of `worldSize`. The buckets follow those already in
-/// `layout`.
+/// elements (a larger parameter gets a bucket of its own; a leaf module's
+/// parameters all go into one) and pads each bucket to a multiple of
+/// `worldSize`. The buckets follow those already in `layout`.
 class BucketPlanner {
 public:
   BucketPlanner(int64_t capacity, int64_t worldSize)
       : capacity(capacity), worldSize(worldSize) {}
 
   void plan(ArrayRef<ParamOp> params, EngineLayout &layout,
-            bool persistent = false) {
+            bool persistent = false, const LeafModule *leaf = nullptr) {
     BucketLayout current;
     current.persistent = persistent;
+    current.leaf = leaf;
     int64_t used = 0;
     auto close = [&] {
       if (current.params.empty())
@@ -127,7 +140,7 @@ public:
     current.offset = layout.numel;
     for (ParamOp param : params) {
       int64_t numel = numelOf(param);
-      if (used > 0 && used + numel > capacity)
+      if (used > 0 && used + numel > capacity && !leaf)
         close();
       layout.params.push_back({param, current.offset + used});
       current.params.push_back(param);
@@ -242,16 +255,32 @@ ZeroPartitionPass::layOut(EngineLayout &layout, int64_t world,
            << capacity;
   BucketPlanner planner(capacity, world);
   if (layout.stage == 3) {
-    // Sharded buckets first, then the persistent ones (DeepSpeed keeps a
-    // parameter whole when its numel is <= the threshold); each group in
-    // layout order.
+    // Sharded buckets first, then one bucket per leaf module (all its
+    // parameters, sharded whatever their size), then the persistent ones
+    // (DeepSpeed keeps a parameter whole when its numel is <= the
+    // threshold); each group in layout order.
+    FailureOr<SmallVector<LeafModule>> leaves =
+        findLeafModules(engine, config->zero.leafModule);
+    if (failed(leaves))
+      return failure();
+    layout.leaves = std::move(*leaves);
     SmallVector<ParamOp> sharded, persistent;
-    for (ParamOp param : params)
-      (numelOf(param) <= config->zero.stage3ParamPersistenceThreshold
-           ? persistent
-           : sharded)
-          .push_back(param);
+    SmallVector<SmallVector<ParamOp>> inLeaf(layout.leaves.size());
+    for (ParamOp param : params) {
+      auto leaf = llvm::find_if(layout.leaves, [&](const LeafModule &l) {
+        return l.contains(param.getModule());
+      });
+      if (leaf != layout.leaves.end())
+        inLeaf[leaf - layout.leaves.begin()].push_back(param);
+      else
+        (numelOf(param) <= config->zero.stage3ParamPersistenceThreshold
+             ? persistent
+             : sharded)
+            .push_back(param);
+    }
     planner.plan(sharded, layout);
+    for (auto [leaf, leafParams] : llvm::zip(layout.leaves, inLeaf))
+      planner.plan(leafParams, layout, /*persistent=*/false, &leaf);
     planner.plan(persistent, layout, /*persistent=*/true);
   } else {
     planner.plan(params, layout);
@@ -278,9 +307,27 @@ void ZeroPartitionPass::declare(OpBuilder &builder, EngineLayout &layout) {
     std::string name = base;
     for (int suffix = 1; SymbolTable::lookupSymbolIn(module, name); ++suffix)
       name = base + "_" + std::to_string(suffix);
-    auto op =
-        BucketOp::create(builder, engine.getLoc(), name, engine.getSymName(),
-                         bucket.offset, bucket.numel, bucket.persistent);
+    auto op = BucketOp::create(
+        builder, engine.getLoc(), name, engine.getSymName(), bucket.offset,
+        bucket.numel, bucket.persistent,
+        bucket.leaf ? builder.getStringAttr(bucket.leaf->path) : StringAttr());
+    if (bucket.leaf) {
+      int64_t used = 0;
+      for (ParamOp param : bucket.params)
+        used += numelOf(param);
+      op.emitRemark() << "ZeRO-3 leaf module '" << bucket.leaf->path << "'"
+                      << (bucket.leaf->moduleClass.empty()
+                              ? std::string()
+                              : " (" + bucket.leaf->moduleClass + ")")
+                      << ", matched by " << bucket.leaf->matchedBy
+                      << ": bucket @" << name << " holds its "
+                      << bucket.params.size()
+                      << (bucket.params.size() == 1 ? " parameter ("
+                                                    : " parameters (")
+                      << used << " elements), gathered at once"
+                      << (layout.frozen ? "" : " and reduced once");
+      ++numLeafModules;
+    }
     layout.bucketOps.push_back(op);
   }
 }
@@ -493,6 +540,29 @@ static std::string describeModules(ArrayRef<ParamRead> reads) {
   return text;
 }
 
+/// Whether `branch` is routing inside the leaf module whose bucket is
+/// `bucket`: every op in it that names its module lies in the leaf's
+/// subtree (a leaf called under a ds.if of an enclosing module is not).
+static bool isLeafRouting(IfOp branch, BucketOp bucket) {
+  std::optional<StringRef> leaf = bucket.getLeaf();
+  if (!leaf)
+    return false;
+  auto engine = SymbolTable::lookupNearestSymbolFrom<EngineOp>(
+      bucket, bucket.getEngineAttr());
+  std::string qualified = leaf->str();
+  if (engine && !engine.getModule().empty())
+    qualified = leaf->empty() ? engine.getModule().str()
+                              : (engine.getModule() + "." + *leaf).str();
+  WalkResult result = branch->walk([&](Operation *inner) {
+    auto module = inner->getAttrOfType<StringAttr>("module");
+    if (module && module.getValue() != qualified &&
+        !isUnderModule(module.getValue(), qualified))
+      return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return !result.wasInterrupted();
+}
+
 /// Stage 3: gathers, waits and releases of the sharded buckets in `func`.
 /// Each bucket is gathered (and waited) right before the first top-level op
 /// that reads one of its parameters and released right after the last, once
@@ -556,7 +626,13 @@ void ZeroPartitionPass::placeGathers(func::FuncOp func, bool training,
       if (!llvm::is_contained(bucketNames, read.bucket.getSymName()))
         bucketNames.push_back(read.bucket.getSymName());
     }
-    if (isa<IfOp>(op) && !reads.empty()) {
+    // A leaf module's own routing: its bucket is gathered before the ds.if
+    // by design, no remark.
+    auto branch = dyn_cast<IfOp>(op);
+    bool leafRouting = llvm::all_of(reads, [&](ParamRead read) {
+      return branch && isLeafRouting(branch, read.bucket);
+    });
+    if (branch && !reads.empty() && !leafRouting) {
       // The backward's ds.if has the forward's location: say which it is.
       std::string where = turn < 0 ? "of @" + func.getSymName().str()
                                    : (segment ? "in the backward of @"

@@ -429,13 +429,25 @@ def DS_BucketOp : DS_Op<"bucket", [Symbol, HasParent<"::mlir::ModuleOp">,
     ```mlir
     ds.bucket @model_bucket2 engine @model offset 1088 numel 48 persistent
     ```
+
+    A `leaf` bucket holds every parameter of one ZeRO-3 leaf module's
+    subtree (`zero_optimization.leaf_module`), and nothing else, whatever
+    its size: the leaf is gathered at once before its first read and
+    released after its last, so nothing inside it (a data-dependent
+    `ds.if`) needs a collective, and its gradients are reduced together.
+    The string is the leaf's module path, relative to the engine's module.
+    Only sharded buckets of stage 3 engines are leaves.
+
+    ```mlir
+    ds.bucket @model_bucket1 engine @model offset 288 numel 4160 leaf "moe"
+    ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$engine,
                        DS_I64Attr:$offset, DS_I64Attr:$numel,
-                       UnitAttr:$persistent);
+                       UnitAttr:$persistent, OptionalAttr<StrAttr>:$leaf);
   let assemblyFormat = [{
     $sym_name `engine` $engine `offset` $offset `numel` $numel
-    (`persistent` $persistent^)? attr-dict
+    (`persistent` $persistent^)? (`leaf` $leaf^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -139,6 +139,18 @@ def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
          `stage3_max_reuse_distance` parameter elements of its engine
          between its forward release and its backward gather (0 always
          releases).
+       - stage 3 leaf modules (`zero_optimization.leaf_module`: classes,
+         names, name suffixes; docs/leaf-modules.md): all parameters of an
+         outermost leaf's subtree go into one sharded bucket of their own,
+         marked `leaf "<path>"`, whatever its size and the persistence
+         threshold, with a remark naming the module, the config entry that
+         matched and the bucket. It is gathered before the first top-level op
+         that reads the leaf (so before its `ds.if`s, without the remark for
+         routed modules when every op in the `ds.if` belongs to the leaf),
+         released after the last, and reduce-scattered once.
+         A user-given entry that matches no module of the engine is an
+         error naming the key; DeepSpeed's default classes never are.
+         Stages 0-2 ignore leaf modules.
        With several engines, every engine's reductions start before the
        first engine waits, so their communication overlaps.
 
@@ -173,6 +185,8 @@ def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
     Statistic<"paddingElements", "padding-elements",
               "Zero elements added to fill buckets to the world size">,
     Statistic<"numReleases", "releases", "Stage 3 releases placed">,
+    Statistic<"numLeafModules", "leaf-modules",
+              "Stage 3 leaf modules, one bucket each">,
     Statistic<"numBackwardReads", "backward-reads",
               "Stage 3 parameters read again in the backward">,
     Statistic<"numKeptBuckets", "kept-buckets",

@@ -74,6 +74,10 @@ private:
 /// share nothing).
 std::string commonModulePrefix(ArrayRef<StringRef> modules);
 
+/// Whether the dotted name `name` (a state name or module path) lies under
+/// module `prefix` on a `.` boundary; everything lies under the root "".
+bool isUnderModule(StringRef name, StringRef prefix);
+
 } // namespace mlir::ds
 
 #endif // DS_DIALECT_DS_TRANSFORMS_SHARDEDPARAMS_H
