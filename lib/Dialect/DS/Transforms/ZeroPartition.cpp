@@ -541,8 +541,11 @@ static std::string describeModules(ArrayRef<ParamRead> reads) {
 }
 
 /// Whether `branch` is routing inside the leaf module whose bucket is
-/// `bucket`: every op in it that names its module lies in the leaf's
-/// subtree (a leaf called under a ds.if of an enclosing module is not).
+/// `bucket`: some op in it names a module of the leaf's subtree and every
+/// op that names a module lies there (a leaf called under a ds.if of an
+/// enclosing module is not). Ops with an empty module (those the backward
+/// adds without a TorchScript origin, e.g. the zeros of an untaken
+/// branch) do not count either way.
 static bool isLeafRouting(IfOp branch, BucketOp bucket) {
   std::optional<StringRef> leaf = bucket.getLeaf();
   if (!leaf)
@@ -553,14 +556,18 @@ static bool isLeafRouting(IfOp branch, BucketOp bucket) {
   if (engine && !engine.getModule().empty())
     qualified = leaf->empty() ? engine.getModule().str()
                               : (engine.getModule() + "." + *leaf).str();
+  bool inLeaf = false;
   WalkResult result = branch->walk([&](Operation *inner) {
     auto module = inner->getAttrOfType<StringAttr>("module");
-    if (module && module.getValue() != qualified &&
+    if (!module || module.getValue().empty())
+      return WalkResult::advance();
+    if (module.getValue() != qualified &&
         !isUnderModule(module.getValue(), qualified))
       return WalkResult::interrupt();
+    inLeaf = true;
     return WalkResult::advance();
   });
-  return !result.wasInterrupted();
+  return inLeaf && !result.wasInterrupted();
 }
 
 /// Stage 3: gathers, waits and releases of the sharded buckets in `func`.
