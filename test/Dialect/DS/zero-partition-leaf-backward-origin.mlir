@@ -1,8 +1,8 @@
 // RUN: ds-opt %s -ds-zero-partition=world-size=2 -verify-diagnostics -o /dev/null
 
 // A leaf's backward ds.if whose branch also holds an op without a
-// TorchScript origin (module = "", as the backward's zeros of an untaken
-// branch are): still routing inside the leaf, so the only remark is the
+// TorchScript origin (no module and no module_class, as the backward's
+// zeros of an untaken branch): still routing inside the leaf, so the only remark is the
 // leaf's own (no "read inside this data-dependent ds.if" remark). The IR is
 // zero-partition-leaf.mlir after -ds-autodiff -canonicalize -cse
 // -ds-lower-optimizer, with that op added.
@@ -53,7 +53,7 @@ module {
       ds.grad @moe.experts.1.fc1.w, %23 : tensor<4xf32>
       ds.yield %22 : tensor<4xf32>
     } else {
-      %z = ds.aten "aten::neg"(%15) {module = ""} : (tensor<4xf32>) -> tensor<4xf32>
+      %z = ds.aten "aten::neg"(%15) : (tensor<4xf32>) -> tensor<4xf32>
       ds.yield %z : tensor<4xf32>
     }
     %18 = ds.if %arg1 -> (tensor<4xf32>) {

@@ -543,9 +543,9 @@ static std::string describeModules(ArrayRef<ParamRead> reads) {
 /// Whether `branch` is routing inside the leaf module whose bucket is
 /// `bucket`: some op in it names a module of the leaf's subtree and every
 /// op that names a module lies there (a leaf called under a ds.if of an
-/// enclosing module is not). Ops with an empty module (those the backward
-/// adds without a TorchScript origin, e.g. the zeros of an untaken
-/// branch) do not count either way.
+/// enclosing module is not). Ops without a TorchScript origin (no module,
+/// or an empty one and no class: what the backward adds, e.g. the zeros of
+/// an untaken branch) do not count either way.
 static bool isLeafRouting(IfOp branch, BucketOp bucket) {
   std::optional<StringRef> leaf = bucket.getLeaf();
   if (!leaf)
@@ -559,7 +559,11 @@ static bool isLeafRouting(IfOp branch, BucketOp bucket) {
   bool inLeaf = false;
   WalkResult result = branch->walk([&](Operation *inner) {
     auto module = inner->getAttrOfType<StringAttr>("module");
-    if (!module || module.getValue().empty())
+    auto moduleClass = inner->getAttrOfType<StringAttr>("module_class");
+    // No origin: no module, or an empty one without a class (the root's
+    // own ops carry the root's class).
+    if (!module || (module.getValue().empty() &&
+                    (!moduleClass || moduleClass.getValue().empty())))
       return WalkResult::advance();
     if (module.getValue() != qualified &&
         !isUnderModule(module.getValue(), qualified))
