@@ -300,6 +300,20 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
   const std::string ownPath = modelPath;
   if (stage == 3 && !isFile(modelPath))
     modelPath = folder + "/" + modelStatesFile(stage, 0);
+  // Stage 3 saves per-rank model states, stages 0-2 one file: a checkpoint
+  // of the other kind says so by its files; name both stages.
+  if (!isFile(modelPath)) {
+    std::string other =
+        folder + "/" + modelStatesFile(stage == 3 ? 0 : 3, 0);
+    if (isFile(other)) {
+      DictView saved(readTorchFile(other), other);
+      saved.fail("ds_zero_stage",
+                 "the checkpoint is ZeRO stage " +
+                     std::to_string(saved.integer("ds_zero_stage")) +
+                     ", this run's plan stage " + std::to_string(stage) +
+                     " (changing the stage on resume is not supported)");
+    }
+  }
   DictView model(readTorchFile(modelPath), modelPath);
   LoadedEngine loaded;
 

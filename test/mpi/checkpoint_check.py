@@ -417,6 +417,15 @@ def case_errors(r):
         plan2s2 = r.compile("err-s2", "mlp", config_for(2), 2)
         proc = r.launch(plan2s2, "mlp", 2, ["--steps", STEPS, "--resume", ckpt], expect_ok=False)
         expect(proc.stderr, ["ds_zero_stage", "ZeRO stage 1", "stage 2"], "stage")
+        # Stage 3 keeps per-rank model states: a stage 1 checkpoint on a stage 3 plan (and a
+        # stage 3 checkpoint on a stage 1 plan) still name both stages.
+        plan2s3 = r.compile("err-s3", "mlp", config_for(3), 2)
+        proc = r.launch(plan2s3, "mlp", 2, ["--steps", STEPS, "--resume", ckpt], expect_ok=False)
+        expect(proc.stderr, ["ds_zero_stage", "ZeRO stage 1", "stage 3"], "stage 1 -> 3")
+        ckpt3 = r.path("err-s3", "ckpt")
+        r.launch(plan2s3, "mlp", 2, ["--steps", 2, "--save-checkpoint", ckpt3])
+        proc = r.launch(plan2, "mlp", 2, ["--steps", STEPS, "--resume", ckpt3], expect_ok=False)
+        expect(proc.stderr, ["ds_zero_stage", "ZeRO stage 3", "stage 1"], "stage 3 -> 1")
         # Another gradient_accumulation_steps (the data position is steps x GAS).
         gas1 = dict(config_for(1), gradient_accumulation_steps=1)
         plan_gas1 = r.compile("err-gas1", "mlp", gas1, 2)
