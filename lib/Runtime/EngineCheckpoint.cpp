@@ -218,7 +218,8 @@ std::string Engine::loadCheckpoint(const std::string &dir,
     microSteps_ = counters->microSteps;
     trainer_->setSeed(counters->seed);
   }
-  return dir + "/" + tag;
+  // Several engines: one folder per engine below DIR, each DIR/<engine>/<tag>.
+  return plan_->engines.size() > 1 ? dir : dir + "/" + tag;
 }
 
 bool Engine::save16bitModel(const std::string &dir, const std::string &filename,

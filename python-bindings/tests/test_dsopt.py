@@ -283,6 +283,14 @@ def test_session_drives_every_engine(bin_dir, models, tmp_path):
     reports = session.engine_reports()
     assert reports["a"]["optimizer_state_bytes"] == 2 * 4 * sum(
         params[n].numel() for n in a.parameters)
+    # One checkpoint folder per engine; loading names the checkpoint's root.
+    assert session.save_checkpoint(tmp_path / "ckpt") == "global_step2"
+    assert sorted(os.listdir(tmp_path / "ckpt")) == ["a", "b", "latest"]
+    resumed = dsopt.Engine(str(tmp_path / "model.plan"))
+    path, _ = resumed.load_checkpoint(tmp_path / "ckpt")
+    assert path == str(tmp_path / "ckpt")
+    for name, tensor in resumed.engines["b"].state_dict().items():
+        assert torch.equal(tensor, params[name]), name
     assert reports["b"]["grad_bytes"] == 4 * sum(params[n].numel() for n in b.parameters)
 
 

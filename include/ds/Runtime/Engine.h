@@ -198,7 +198,8 @@ public:
   /// throws RuntimeError naming what differs, changing nothing. A
   /// checkpoint of another world size is re-sharded (every rank reads every
   /// shard). Frozen engines are loaded when their folder exists. Returns
-  /// the folder loaded.
+  /// the folder loaded: DIR/<tag>, or DIR itself for a multi-engine plan
+  /// (whose engines load from DIR/<engine>/<tag>).
   std::string loadCheckpoint(const std::string &dir,
                              const std::string &tag = "");
   /// DeepSpeed's save_16bit_model: every parameter and buffer whole, in the
