@@ -17,6 +17,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <dirent.h>
 #include <map>
 
@@ -40,6 +41,8 @@ std::vector<std::string> engineFolders(const std::string &dir) {
     }
     ::closedir(listing);
   }
+  // readdir's order is the file system's: name them the same way each time.
+  std::sort(folders.begin(), folders.end());
   return folders;
 }
 
