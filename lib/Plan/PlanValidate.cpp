@@ -546,19 +546,38 @@ private:
     return *engine;
   }
 
+  /// The partitioned engine an op names, with its `bucket` in range.
+  const EngineDesc &bucketedEngine(const Op &op,
+                                   const std::string &where) const {
+    const EngineDesc &engine = partitionedEngine(op, where);
+    int64_t buckets = int64_t(engine.partition->buckets.size());
+    if (op.bucket < 0 || op.bucket >= buckets)
+      fail(where, "bucket: engine " + quoted(engine.name) + " has " +
+                      std::to_string(buckets) + " bucket(s), found " +
+                      std::to_string(op.bucket));
+    return engine;
+  }
+
+  /// The trainable engine an op names; `frozenDetail` says why a frozen one
+  /// cannot be named there.
+  const EngineDesc &trainableEngine(const Op &op, const std::string &where,
+                                    const std::string &frozenDetail) const {
+    const EngineDesc *engine = plan_.findEngine(op.engine);
+    if (!engine)
+      fail(where, "engine: the plan has no engine named " + quoted(op.engine));
+    if (!engine->optimizer)
+      fail(where, "engine: engine " + quoted(op.engine) + frozenDetail);
+    return *engine;
+  }
+
   std::string bucketName(const std::string &engine, int64_t bucket) const {
     return "bucket " + std::to_string(bucket) + " of engine " + quoted(engine);
   }
 
   void checkCollective(const Op &op, const std::string &where,
                        std::vector<ValueId> &definedHere) {
-    const EngineDesc &engine = partitionedEngine(op, where);
+    const EngineDesc &engine = bucketedEngine(op, where);
     const PartitionDesc &partition = *engine.partition;
-    int64_t buckets = int64_t(partition.buckets.size());
-    if (op.bucket < 0 || op.bucket >= buckets)
-      fail(where, "bucket: engine " + quoted(engine.name) + " has " +
-                      std::to_string(buckets) + " bucket(s), found " +
-                      std::to_string(op.bucket));
     std::string stage = std::to_string(partition.stage);
     const bool sharded = partition.shardsParameters(size_t(op.bucket));
     if (isEval_ && !(op.kind == OpKind::AllGather && sharded))
@@ -676,13 +695,8 @@ private:
   /// Stage 3: `release` drops a sharded bucket that was gathered and
   /// waited; no value read from it may outlive it.
   void checkRelease(const Op &op, const std::string &where) {
-    const EngineDesc &engine = partitionedEngine(op, where);
+    const EngineDesc &engine = bucketedEngine(op, where);
     const PartitionDesc &partition = *engine.partition;
-    int64_t buckets = int64_t(partition.buckets.size());
-    if (op.bucket < 0 || op.bucket >= buckets)
-      fail(where, "bucket: engine " + quoted(engine.name) + " has " +
-                      std::to_string(buckets) + " bucket(s), found " +
-                      std::to_string(op.bucket));
     if (partition.stage != 3)
       fail(where, "release is for ZeRO stage 3 engines; engine " +
                       quoted(engine.name) + " is at stage " +
@@ -750,12 +764,8 @@ private:
     if (!isStep_)
       fail(where, "optimizer_step belongs to programs.step (the "
                   "accumulation boundary)");
-    const EngineDesc *engine = plan_.findEngine(op.engine);
-    if (!engine)
-      fail(where, "engine: the plan has no engine named " + quoted(op.engine));
-    if (!engine->optimizer)
-      fail(where, "engine: engine " + quoted(op.engine) +
-                      " has no optimizer (a frozen engine is never updated)");
+    const EngineDesc *engine = &trainableEngine(
+        op, where, " has no optimizer (a frozen engine is never updated)");
     if (auto it = steppedAt_.find(op.engine); it != steppedAt_.end())
       fail(where, "engine " + quoted(op.engine) + " steps twice (first by " +
                       it->second + ")");
@@ -821,13 +831,9 @@ private:
   }
 
   void checkBackwardMarker(const Op &op, const std::string &where) {
-    const EngineDesc *engine = plan_.findEngine(op.engine);
-    if (!engine)
-      fail(where, "engine: the plan has no engine named " + quoted(op.engine));
-    if (!engine->optimizer)
-      fail(where, "engine: engine " + quoted(op.engine) +
-                      " is frozen; only trainable engines have a backward "
-                      "prologue and epilogue");
+    trainableEngine(op, where,
+                    " is frozen; only trainable engines have a backward "
+                    "prologue and epilogue");
     if (op.kind == OpKind::BackwardPrologue) {
       if (auto it = prologueAt_.find(op.engine); it != prologueAt_.end())
         fail(where, "engine " + quoted(op.engine) +
