@@ -21,7 +21,6 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import time
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +28,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import step_time  # noqa: E402
+from zero_overlap import default_launcher, run  # noqa: E402
 
 
 class Logits(torch.nn.Module):
@@ -65,11 +65,6 @@ class Distill(torch.nn.Module):
         return ce + 0.5 * kl
 
 
-def default_launcher():
-    root = " --allow-run-as-root" if hasattr(os, "geteuid") and os.geteuid() == 0 else ""
-    return "mpirun" + root + " --oversubscribe -n {W}"
-
-
 def engine_config(stage, batch, trains):
     zero = {"stage": stage, "overlap_comm": stage >= 2}
     if stage >= 1:
@@ -83,12 +78,6 @@ def engine_config(stage, batch, trains):
     if trains:
         cfg["optimizer"] = {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.01}}
     return cfg
-
-
-def run(prefix, cmd, env):
-    start = time.perf_counter()
-    subprocess.run(prefix + cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
 
 
 def main():
