@@ -179,6 +179,11 @@ std::optional<CompileResult> run(MLIRContext &context,
   PassManager pm(&context);
   if (options.keepIR)
     pm.addInstrumentation(std::make_unique<IRSnapshots>(result.irAfterPass));
+  // Mixed precision (fp16 / bf16 / torch_autocast) as casts and dtypes, in
+  // the forward the backward is then derived from (no change in fp32).
+  mlir::ds::DSAssignPrecisionOptions precisionOptions;
+  precisionOptions.worldSize = options.worldSize;
+  pm.addPass(mlir::ds::createDSAssignPrecision(precisionOptions));
   // The training step: DeepSpeed divides every gradient by the accumulation
   // steps; the backward's seed does it once for all paths.
   const int64_t accumulation =

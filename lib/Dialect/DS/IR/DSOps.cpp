@@ -138,6 +138,92 @@ static std::string number(double value) {
   return text;
 }
 
+/// Whether `type` is one of the float types an engine trains in.
+static bool isTrainingFloat(Type type) {
+  return type.isF32() || type.isF16() || type.isBF16();
+}
+
+/// Checks the loss scaler of an fp16 engine: exactly the keys the plan's
+/// loss scaler has, with their types and ranges.
+static LogicalResult verifyLossScaler(EngineOp op, DictionaryAttr scaler) {
+  auto fail = [&](StringRef key, StringRef expected) {
+    return op.emitOpError() << "loss_scaler." << key << " must be "
+                            << expected << ", got " << scaler.get(key);
+  };
+  static constexpr StringLiteral keys[] = {
+      "type",       "scale",           "scale_window",
+      "hysteresis", "consecutive_hysteresis", "min_scale"};
+  for (NamedAttribute entry : scaler)
+    if (!llvm::is_contained(keys, entry.getName().getValue()))
+      return op.emitOpError()
+             << "loss_scaler has an unknown key '" << entry.getName().getValue()
+             << "' (expected type, scale, scale_window, hysteresis, "
+                "consecutive_hysteresis, min_scale)";
+  for (StringRef key : keys)
+    if (!scaler.get(key))
+      return op.emitOpError() << "loss_scaler is missing '" << key << "'";
+  auto type = dyn_cast<StringAttr>(scaler.get("type"));
+  if (!type || (type.getValue() != "dynamic" && type.getValue() != "static"))
+    return fail("type", "\"dynamic\" or \"static\"");
+  for (StringRef key : {"scale", "min_scale"}) {
+    auto value = dyn_cast<FloatAttr>(scaler.get(key));
+    if (!value || !value.getType().isF64() ||
+        !(value.getValueAsDouble() > 0.0) ||
+        !std::isfinite(value.getValueAsDouble()))
+      return fail(key, "a finite f64 > 0");
+  }
+  for (StringRef key : {"scale_window", "hysteresis"}) {
+    auto value = dyn_cast<IntegerAttr>(scaler.get(key));
+    if (!value || !value.getType().isInteger(64) || value.getInt() < 1)
+      return fail(key, "an i64 >= 1");
+  }
+  if (!isa<BoolAttr>(scaler.get("consecutive_hysteresis")))
+    return fail("consecutive_hysteresis", "a bool");
+  return success();
+}
+
+LogicalResult EngineOp::verify() {
+  std::optional<StringRef> precision = getPrecision();
+  if (!precision) {
+    for (StringRef name : {"grad_accum_dtype", "autocast_dtype", "loss_scaler"})
+      if ((*this)->getAttr(name))
+        return emitOpError() << "has '" << name
+                             << "' but no 'precision' (an engine without "
+                                "'precision' trains in fp32)";
+    return success();
+  }
+  if (*precision != "bf16" && *precision != "fp16" && *precision != "autocast")
+    return emitOpError() << "'precision' must be \"bf16\", \"fp16\" or "
+                            "\"autocast\", got \""
+                         << *precision << "\"";
+  if (std::optional<Type> accum = getGradAccumDtype();
+      accum && !isTrainingFloat(*accum))
+    return emitOpError() << "'grad_accum_dtype' must be f32, f16 or bf16, got "
+                         << *accum;
+  std::optional<Type> autocast = getAutocastDtype();
+  if (*precision == "autocast") {
+    if (!autocast)
+      return emitOpError() << "has precision \"autocast\" but no "
+                              "'autocast_dtype'";
+    if (!autocast->isBF16() && !autocast->isF16())
+      return emitOpError() << "'autocast_dtype' must be bf16 or f16, got "
+                           << *autocast;
+  } else if (autocast) {
+    return emitOpError() << "'autocast_dtype' is only for precision "
+                            "\"autocast\", but precision is \""
+                         << *precision << "\"";
+  }
+  if (std::optional<DictionaryAttr> scaler = getLossScaler()) {
+    if (*precision != "fp16")
+      return emitOpError() << "'loss_scaler' is only for precision \"fp16\" "
+                              "(bf16 and autocast need no loss scaling), but "
+                              "precision is \""
+                           << *precision << "\"";
+    return verifyLossScaler(*this, *scaler);
+  }
+  return success();
+}
+
 LogicalResult EngineOp::verifySymbolUses(SymbolTableCollection &) {
   if (getZeroStage().has_value() != getFlatNumel().has_value())
     return emitOpError() << "zero_stage and flat_numel describe a partition "

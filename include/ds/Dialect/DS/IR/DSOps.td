@@ -57,18 +57,58 @@ def DS_EngineOp : DS_Op<"engine", [Symbol, HasParent<"::mlir::ModuleOp">,
     sorted, disjoint and cover `[0, flat_numel)` exactly, that every
     trainable parameter of the engine (of a frozen engine: every parameter)
     has a `flat_offset` and that no two parameters overlap.
+
+    `-ds-assign-precision` records the engine's mixed-precision mode from its
+    config (docs/precision.md). Without `precision` the engine trains in
+    fp32. With it:
+
+    - `precision`: `"bf16"` or `"fp16"` (the config's `bf16.enabled` /
+      `fp16.enabled`: the engine's float parameters and buffers are stored
+      in that type) or `"autocast"` (`torch_autocast.enabled`: parameters
+      stay f32, ops follow torch.autocast's CPU policy);
+    - `grad_accum_dtype`: the element type of the engine's gradient buffers
+      (`data_types.grad_accum_dtype`, by default the model dtype: `bf16` /
+      `f16` in the native modes, `f32` under autocast);
+    - `autocast_dtype` (autocast only): the lower-precision type of the
+      autocast policy (`torch_autocast.dtype`);
+    - `loss_scaler` (fp16 only): the loss scaler's settings, every default
+      resolved: `type` (`"dynamic"` or `"static"`), `scale` (the first
+      step's scale: `loss_scale`, or `2^initial_scale_power` when dynamic),
+      `scale_window`, `hysteresis`, `consecutive_hysteresis`, `min_scale`.
+
+    ```mlir
+    ds.engine @model {module = "", precision = "fp16", grad_accum_dtype = f16,
+        loss_scaler = {type = "dynamic", scale = 65536.0 : f64,
+                       scale_window = 1000 : i64, hysteresis = 2 : i64,
+                       consecutive_hysteresis = false, min_scale = 1.0 : f64}}
+    ds.engine @student {module = "student", precision = "autocast",
+        grad_accum_dtype = f32, autocast_dtype = bf16}
+    ```
+
+    The verifier checks the spelling of `precision`, that the other three
+    come only with it (`autocast_dtype` only and always with `"autocast"`,
+    `loss_scaler` only with `"fp16"`), that the types are `f32`, `f16` or
+    `bf16` (`autocast_dtype`: `bf16` or `f16`), and that `loss_scaler` has
+    exactly the six keys above with their types and ranges.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$module,
                        DefaultValuedStrAttr<StrAttr, "{}">:$config,
                        UnitAttr:$frozen,
                        OptionalAttr<DS_I64Attr>:$zero_stage,
-                       OptionalAttr<DS_I64Attr>:$flat_numel);
+                       OptionalAttr<DS_I64Attr>:$flat_numel,
+                       OptionalAttr<StrAttr>:$precision,
+                       OptionalAttr<TypeAttr>:$grad_accum_dtype,
+                       OptionalAttr<TypeAttr>:$autocast_dtype,
+                       OptionalAttr<DictionaryAttr>:$loss_scaler);
   let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
   let builders = [
     OpBuilder<(ins "::llvm::StringRef":$sym_name, "::llvm::StringRef":$module,
                    "::llvm::StringRef":$config, "bool":$frozen), [{
       build($_builder, $_state, sym_name, module, config, frozen,
-            /*zero_stage=*/nullptr, /*flat_numel=*/nullptr);
+            /*zero_stage=*/nullptr, /*flat_numel=*/nullptr,
+            /*precision=*/nullptr, /*grad_accum_dtype=*/nullptr,
+            /*autocast_dtype=*/nullptr, /*loss_scaler=*/nullptr);
     }]>
   ];
   let extraClassDeclaration = [{

@@ -26,6 +26,80 @@ def DSAssignEngines : Pass<"ds-assign-engines", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DSAssignPrecision : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
+  let summary = "Run every op in the dtype of its engine's fp16 / bf16 / torch_autocast config";
+  let description = [{
+    Reads the mixed-precision sections of every engine's `config` (`bf16`,
+    `fp16`, `torch_autocast`, `data_types.grad_accum_dtype`) and rewrites
+    every function of the module (`@forward`, `@forward_eval`, ...) so that
+    each op runs in the dtype DeepSpeed with LibTorch 1.13 runs it in on
+    CPU. Every conversion is an ordinary `ds.aten "aten::to.dtype"`, so the
+    IR shows each decision, and `-ds-autodiff` (whose gradient of
+    `aten::to.dtype` casts back) derives a backward in the same dtypes.
+
+    An op belongs to the engine whose `module` is the longest prefix of the
+    op's `module` (root ops to the root engine). Per engine:
+
+    - no precision section: nothing changes (fp32);
+    - `bf16.enabled` / `fp16.enabled`: the engine's float `ds.param`s and
+      `ds.buffer`s, and their reads, become `bf16` / `f16` (DeepSpeed calls
+      `module.bfloat16()` / `half()`). Every op of the engine first casts a
+      float tensor operand of another dtype to the engine's dtype: inputs
+      and activations of fp32 engines enter this way (DeepSpeed users cast
+      their inputs themselves). An op without a CPU kernel in that dtype
+      (under fp16 every op but data movement: LibTorch 1.13 has no Half CPU
+      kernels for addmm, layer_norm, softmax, gelu, conv, ...; under bf16
+      `aten::mse_loss`) has its operands cast to `f32`, runs in `f32`, and
+      each float result is cast back to the engine's dtype: fp16 storage,
+      fp32 compute, rounded at every cast;
+    - `torch_autocast.enabled`: parameters stay `f32`; ops in torch.autocast's
+      CPU lower-precision list (linear, matmul, mm, bmm, addmm, baddbmm,
+      addbmm, conv1d/2d/3d) cast their float operands to
+      `torch_autocast.dtype`, ops in its fp32 list (mse_loss,
+      cross_entropy_loss, nll_loss, kl_div, ...) to `f32`, promote ops
+      (cat, stack, index_copy) to the widest; every other op runs in its
+      inputs' dtype (softmax, layer_norm, sum, mean of bf16 stay bf16).
+
+    The op lists are lib/Dialect/DS/Transforms/PrecisionTables.def, probed
+    from LibTorch 1.13 and checked against it by test/precision. An op
+    whose dimensioned float operands have different dtypes (a bf16 linear
+    output added to an f32 residual) gets the narrower ones cast up first,
+    which is what LibTorch's type promotion does inside the op. Result types
+    are then re-inferred in program order (an explicit `dtype` argument
+    decides; else the promoted float type of the float tensor operands),
+    with `ds.if` results and the functions' result types: the loss of a
+    bf16 engine is bf16.
+
+    The engine records the decision: `precision` ("bf16", "fp16" or
+    "autocast"), `grad_accum_dtype`, `autocast_dtype` (autocast) and
+    `loss_scaler` (fp16: type, scale, scale_window, hysteresis,
+    consecutive_hysteresis, min_scale, every default resolved), and a remark
+    says what happened:
+
+    ```
+    remark: fp16: 6 parameters and 0 buffers stored in f16; 0 ops in f16,
+        6 ops computed in f32 and rounded to f16 (no f16 CPU kernel:
+        aten::linear, aten::gelu, aten::relu; compute ops not known to have
+        one: aten::mse_loss)
+    ```
+
+    A config the config library rejects (fp16 autocast on CPU, bf16 or fp16
+    together with torch_autocast) is an error on the engine naming the key.
+    Runs after the configs are attached to the engines and before
+    `-ds-autodiff`; running it after is an error.
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", "0",
+           "Data-parallel ranks the configs are read for (0: the module's "
+           "ds.world_size, else 1)">
+  ];
+  let statistics = [
+    Statistic<"numCasts", "casts", "aten::to.dtype casts inserted">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def DSAutodiff : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
   let summary = "Derive the backward of a forward function";
   let description = [{

@@ -1,0 +1,528 @@
+//===- AssignPrecision.cpp - fp16 / bf16 / torch_autocast as IR -----------===//
+//
+// Reads every engine's mixed-precision config (`bf16`, `fp16`,
+// `torch_autocast`) and rewrites the functions so that every op runs in the
+// dtype DeepSpeed with LibTorch 1.13 would run it in on CPU, with every
+// conversion a visible `ds.aten "aten::to.dtype"`:
+//
+// - native bf16 / fp16: the engine's float parameters and buffers are
+//   stored in bf16 / f16 (DeepSpeed calls module.bfloat16() / half() on the
+//   whole module), and every op of the engine first casts a float tensor
+//   operand of another dtype to the engine's dtype (this is how the inputs,
+//   and activations from an fp32 engine, enter: DeepSpeed users cast their
+//   inputs themselves). An op without a CPU kernel in that dtype (every
+//   compute op under fp16, PrecisionTables.def) then has its operands cast
+//   to f32, runs in f32, and each float result is cast back (rounded) to the
+//   engine's dtype;
+// - torch_autocast: parameters stay f32; the ops of the engine follow
+//   torch.autocast's CPU tables of LibTorch 1.13 (lower-precision list: cast
+//   to the autocast dtype; fp32 list: cast to f32; promote list: cast to the
+//   widest), and every other op runs in its inputs' dtype.
+//
+// Everywhere (in every engine, and in ops no engine owns), an op whose
+// dimensioned float operands have different dtypes gets the narrower ones
+// cast up to the promoted dtype first: exactly what LibTorch's type
+// promotion does inside the op, made explicit so that the backward
+// -ds-autodiff derives is typed (the gradient of aten::to.dtype casts
+// back). A program without precision config has no mixed dtypes, so
+// nothing changes. Result types are re-inferred (DTypeInference.h) in
+// program order, with `ds.if` results and the functions' result types.
+//
+// An op belongs to the engine whose `module` is the longest prefix of the
+// op's `module` (ops of the root, `module = ""`, to the root engine), as
+// state belongs to engines in -ds-assign-engines. The engine gets the
+// `precision`, `grad_accum_dtype`, `autocast_dtype` and `loss_scaler`
+// attributes and a remark that sums up what happened. Runs after the
+// engines' configs are attached and before -ds-autodiff.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Dialect/DS/IR/DSOps.h"
+#include "ds/Dialect/DS/Transforms/DTypeInference.h"
+#include "ds/Dialect/DS/Transforms/EngineConfig.h"
+#include "ds/Dialect/DS/Transforms/Passes.h"
+#include "ds/Dialect/DS/Transforms/ShardedParams.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <cmath>
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_DSASSIGNPRECISION
+#include "ds/Dialect/DS/Transforms/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+namespace config = ::ds::config;
+
+namespace {
+
+/// The operator lists of PrecisionTables.def, by base name.
+struct PrecisionTables {
+  llvm::StringSet<> f16Native, f16NoKernel, bf16NoKernel, autocastLower,
+      autocastFp32, autocastPromote;
+
+  static const PrecisionTables &get() {
+    static const PrecisionTables tables = [] {
+      PrecisionTables t;
+#define F16_NATIVE(NAME) t.f16Native.insert(NAME);
+#define F16_NO_KERNEL(NAME) t.f16NoKernel.insert(NAME);
+#define BF16_NO_KERNEL(NAME) t.bf16NoKernel.insert(NAME);
+#define AUTOCAST_LOWER(NAME) t.autocastLower.insert(NAME);
+#define AUTOCAST_FP32(NAME) t.autocastFp32.insert(NAME);
+#define AUTOCAST_PROMOTE(NAME) t.autocastPromote.insert(NAME);
+#include "PrecisionTables.def"
+      return t;
+    }();
+    return tables;
+  }
+};
+
+/// `aten::add.Tensor` -> `aten::add`.
+StringRef baseName(StringRef op) {
+  size_t colons = op.find("::");
+  size_t dot = op.find('.', colons == StringRef::npos ? 0 : colons + 2);
+  return dot == StringRef::npos ? op : op.take_front(dot);
+}
+
+enum class Mode { FP32, BF16, FP16, Autocast };
+
+/// Ordered op names with counts, for the remarks.
+using OpCounts = llvm::MapVector<StringRef, unsigned>;
+
+std::string describe(const OpCounts &ops) {
+  std::string text;
+  for (auto [i, entry] : llvm::enumerate(ops))
+    text += (i ? ", " : "") + entry.first.str();
+  return text;
+}
+
+unsigned total(const OpCounts &ops) {
+  unsigned n = 0;
+  for (const auto &entry : ops)
+    n += entry.second;
+  return n;
+}
+
+/// One engine's decisions and what the pass did with them.
+struct EnginePrecision {
+  EngineOp engine;
+  Mode mode = Mode::FP32;
+  /// The stored dtype (native modes) or the autocast dtype.
+  Type lowType;
+  unsigned params = 0, buffers = 0;
+  /// Native: ops run in the engine's dtype, ops computed in f32.
+  OpCounts native, wrapped;
+  /// Autocast: ops cast to the autocast dtype, to f32, promoted, others.
+  OpCounts lower, fp32, promoted, other;
+};
+
+std::string typeName(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
+Type dtypeType(MLIRContext *context, config::DType dtype) {
+  switch (dtype) {
+  case config::DType::Float16:
+    return Float16Type::get(context);
+  case config::DType::BFloat16:
+    return BFloat16Type::get(context);
+  case config::DType::Float32:
+    break;
+  }
+  return Float32Type::get(context);
+}
+
+struct AssignPrecisionPass
+    : public mlir::ds::impl::DSAssignPrecisionBase<AssignPrecisionPass> {
+  using DSAssignPrecisionBase::DSAssignPrecisionBase;
+
+  std::vector<EnginePrecision> engines;
+  /// Casts made so far: (value, element type) -> the cast values.
+  DenseMap<std::pair<Value, Type>, SmallVector<Value, 1>> casts;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    WalkResult differentiated = module.walk([](BackwardBeginOp op) {
+      op.emitError() << "-ds-assign-precision must run before -ds-autodiff "
+                        "(the backward would keep the forward's dtypes)";
+      return WalkResult::interrupt();
+    });
+    if (differentiated.wasInterrupted())
+      return signalPassFailure();
+    FailureOr<int64_t> world = resolveWorldSize(module, worldSize);
+    if (failed(world))
+      return signalPassFailure();
+    for (EngineOp engine : module.getOps<EngineOp>()) {
+      FailureOr<config::EngineConfig> parsed =
+          parseEngineConfig(engine, *world);
+      if (failed(parsed))
+        return signalPassFailure();
+      engines.push_back(decide(engine, *parsed));
+    }
+    retypeState(module);
+    for (auto func : module.getOps<func::FuncOp>())
+      rewrite(func);
+    for (EnginePrecision &e : engines)
+      remark(e);
+  }
+
+  /// Reads the config and records the decision on the engine.
+  EnginePrecision decide(EngineOp engine, const config::EngineConfig &cfg) {
+    MLIRContext *context = engine.getContext();
+    Builder b(context);
+    EnginePrecision e;
+    e.engine = engine;
+    for (StringRef name :
+         {"precision", "grad_accum_dtype", "autocast_dtype", "loss_scaler"})
+      engine->removeAttr(name);
+    if (cfg.fp16.enabled)
+      e.mode = Mode::FP16;
+    else if (cfg.bf16.enabled)
+      e.mode = Mode::BF16;
+    else if (cfg.torchAutocast.enabled)
+      e.mode = Mode::Autocast;
+    if (e.mode == Mode::FP32)
+      return e;
+    e.lowType = e.mode == Mode::Autocast
+                    ? dtypeType(context, cfg.torchAutocast.dtype)
+                    : dtypeType(context, cfg.modelDtype());
+    engine.setPrecision(e.mode == Mode::FP16   ? "fp16"
+                        : e.mode == Mode::BF16 ? "bf16"
+                                               : "autocast");
+    engine.setGradAccumDtype(dtypeType(context, cfg.gradAccumDtype));
+    if (e.mode == Mode::Autocast)
+      engine.setAutocastDtype(e.lowType);
+    if (e.mode == Mode::FP16) {
+      const config::Fp16Config &fp16 = cfg.fp16;
+      NamedAttribute entries[] = {
+          b.getNamedAttr("type", b.getStringAttr(fp16.dynamicLossScale()
+                                                     ? "dynamic"
+                                                     : "static")),
+          b.getNamedAttr("scale", b.getF64FloatAttr(fp16.initialLossScale())),
+          b.getNamedAttr("scale_window",
+                         b.getI64IntegerAttr(fp16.lossScaleWindow)),
+          b.getNamedAttr("hysteresis", b.getI64IntegerAttr(fp16.hysteresis)),
+          b.getNamedAttr("consecutive_hysteresis",
+                         b.getBoolAttr(fp16.consecutiveHysteresis)),
+          b.getNamedAttr("min_scale", b.getF64FloatAttr(fp16.minLossScale))};
+      engine.setLossScalerAttr(b.getDictionaryAttr(entries));
+    }
+    return e;
+  }
+
+  /// Native modes: the engine's float parameters and buffers, and every read
+  /// of them, in the engine's dtype.
+  void retypeState(ModuleOp module) {
+    llvm::StringMap<Type> retyped;
+    for (EnginePrecision &e : engines) {
+      if (e.mode != Mode::BF16 && e.mode != Mode::FP16)
+        continue;
+      StringRef name = e.engine.getSymName();
+      auto retype = [&](Operation *op, TypeAttr typeAttr, unsigned &count) {
+        auto tensor = dyn_cast<RankedTensorType>(typeAttr.getValue());
+        if (!tensor || !isa<FloatType>(tensor.getElementType()) ||
+            tensor.getElementType() == e.lowType)
+          return;
+        Type newType = tensor.clone(e.lowType);
+        op->setAttr("type", TypeAttr::get(newType));
+        retyped[SymbolTable::getSymbolName(op).getValue()] = newType;
+        ++count;
+      };
+      for (ParamOp param : module.getOps<ParamOp>())
+        if (param.getEngine() && *param.getEngine() == name)
+          retype(param, param.getTypeAttr(), e.params);
+      for (BufferOp buffer : module.getOps<BufferOp>())
+        if (buffer.getEngine() && *buffer.getEngine() == name)
+          retype(buffer, buffer.getTypeAttr(), e.buffers);
+    }
+    if (retyped.empty())
+      return;
+    module.walk([&](Operation *op) {
+      if (auto get = dyn_cast<GetParamOp>(op)) {
+        if (Type t = retyped.lookup(get.getName()))
+          get.getResult().setType(cast<RankedTensorType>(t));
+      } else if (auto get = dyn_cast<GetBufferOp>(op)) {
+        if (Type t = retyped.lookup(get.getName()))
+          get.getResult().setType(cast<RankedTensorType>(t));
+      }
+    });
+  }
+
+  /// The engine an op with module path `module` belongs to: the one whose
+  /// module is the longest prefix of it; null when none.
+  EnginePrecision *engineOf(StringRef module) {
+    EnginePrecision *best = nullptr;
+    for (EnginePrecision &e : engines) {
+      StringRef prefix = e.engine.getModule();
+      if (isUnderModule(module, prefix) &&
+          (!best || prefix.size() > best->engine.getModule().size()))
+        best = &e;
+    }
+    return best;
+  }
+
+  /// `v` as element type `elem`, before `user`: an earlier cast of `v` to
+  /// `elem` that dominates `user` is reused.
+  Value castTo(Value v, Type elem, Operation *user, StringRef module,
+               StringRef moduleClass) {
+    if (cast<RankedTensorType>(v.getType()).getElementType() == elem)
+      return v;
+    SmallVector<Value, 1> &made = casts[{v, elem}];
+    for (Value c : made)
+      if (c.getParentBlock()->findAncestorOpInBlock(*user))
+        return c;
+    OpBuilder builder(user);
+    Value c = createDtypeCast(builder, user->getLoc(), v, elem, module,
+                              moduleClass);
+    made.push_back(c);
+    ++numCasts;
+    return c;
+  }
+
+  /// The element types a float operand is cast through (empty: none).
+  using CastChain = SmallVector<Type, 2>;
+
+  /// Casts every float tensor operand of `op`, and every float tensor
+  /// element of a ds.list_construct operand, through `chainOf(value)`. The
+  /// casts of list elements go before the list; a list another op reads
+  /// too is copied first, so that only `op` sees the casts.
+  template <typename Fn>
+  void castFloatOperands(AtenOp op, Fn chainOf) {
+    auto apply = [&](Value v, Operation *at) {
+      for (Type t : chainOf(v))
+        v = castTo(v, t, at, op.getModule(), op.getModuleClass());
+      return v;
+    };
+    for (unsigned i = 0, n = op->getNumOperands(); i < n; ++i) {
+      Value arg = op->getOperand(i);
+      if (isFloatTensorType(arg.getType())) {
+        if (!chainOf(arg).empty())
+          op->setOperand(i, apply(arg, op));
+        continue;
+      }
+      auto list = arg.getDefiningOp<ListConstructOp>();
+      if (!list || llvm::none_of(list.getElements(), [&](Value e) {
+            return isFloatTensorType(e.getType()) && !chainOf(e).empty();
+          }))
+        continue;
+      if (!list->hasOneUse()) {
+        OpBuilder builder(op);
+        list = cast<ListConstructOp>(builder.clone(*list));
+        op->setOperand(i, list.getResult());
+      }
+      for (unsigned j = 0; j < list->getNumOperands(); ++j) {
+        Value e = list->getOperand(j);
+        if (isFloatTensorType(e.getType()) && !chainOf(e).empty())
+          list->setOperand(j, apply(e, list));
+      }
+    }
+  }
+
+  static Type elementOf(Value v) {
+    return cast<RankedTensorType>(v.getType()).getElementType();
+  }
+
+  /// Makes LibTorch's implicit promotion explicit: when `op`'s float tensor
+  /// operands (dimensioned ones, or 0-dim ones when there are only those)
+  /// have different dtypes, the narrower are cast up. Returns whether a cast
+  /// was made.
+  bool promoteExplicitly(AtenOp op) {
+    SmallVector<Value> floats = floatTensorOperands(op);
+    Type target = promotedFloatType(floats);
+    if (!target)
+      return false;
+    bool anyDimensioned = llvm::any_of(floats, [](Value v) {
+      return cast<RankedTensorType>(v.getType()).getRank() > 0;
+    });
+    bool mixed = llvm::any_of(floats, [&](Value v) {
+      bool decides = !anyDimensioned ||
+                     cast<RankedTensorType>(v.getType()).getRank() > 0;
+      return decides && elementOf(v) != target;
+    });
+    if (!mixed)
+      return false;
+    castFloatOperands(op, [&](Value v) {
+      bool decides = !anyDimensioned ||
+                     cast<RankedTensorType>(v.getType()).getRank() > 0;
+      return decides && elementOf(v) != target ? CastChain{target}
+                                               : CastChain{};
+    });
+    return true;
+  }
+
+  void rewrite(func::FuncOp func) {
+    SmallVector<Operation *> ops;
+    // Post-order is program order for every definition and use.
+    func.walk([&](Operation *op) { ops.push_back(op); });
+    for (Operation *op : ops) {
+      if (auto aten = dyn_cast<AtenOp>(op)) {
+        rewriteAten(aten);
+      } else if (auto ifOp = dyn_cast<IfOp>(op)) {
+        inferIfResultTypes(ifOp);
+      } else if (auto unpack = dyn_cast<ListUnpackOp>(op)) {
+        // The elements of a list an operator returned have its dtype.
+        if (auto producer = unpack.getList().getDefiningOp<AtenOp>())
+          if (Type elem = inferredFloatResultType(producer))
+            for (Value r : unpack.getResults())
+              if (isFloatTensorType(r.getType()))
+                r.setType(withElementType(r.getType(), elem));
+      } else if (auto set = dyn_cast<SetBufferOp>(op)) {
+        // A buffer keeps its (engine's) dtype whatever computed the update.
+        auto buffer =
+            SymbolTable::lookupNearestSymbolFrom<BufferOp>(op, set.getNameAttr());
+        if (!buffer)
+          continue;
+        Type want = cast<RankedTensorType>(buffer.getType()).getElementType();
+        Value v = set.getValue();
+        if (isFloatTensorType(v.getType()) && elementOf(v) != want) {
+          StringRef module, moduleClass;
+          if (auto def = v.getDefiningOp<AtenOp>()) {
+            module = def.getModule();
+            moduleClass = def.getModuleClass();
+          }
+          set->setOperand(1, castTo(v, want, op, module, moduleClass));
+        }
+      }
+    }
+    auto ret = cast<func::ReturnOp>(func.getBody().back().getTerminator());
+    func.setType(FunctionType::get(func.getContext(), func.getArgumentTypes(),
+                                   ret.getOperandTypes()));
+  }
+
+  void rewriteAten(AtenOp op) {
+    EnginePrecision *e = engineOf(op.getModule());
+    Mode mode = e ? e->mode : Mode::FP32;
+    bool hasFloats = !floatTensorOperands(op).empty();
+    if (mode == Mode::FP32 || !hasFloats) {
+      promoteExplicitly(op);
+      inferResultTypes(op);
+      return;
+    }
+    if (mode == Mode::Autocast)
+      return rewriteAutocast(op, *e);
+    rewriteNative(op, *e);
+  }
+
+  void rewriteNative(AtenOp op, EnginePrecision &e) {
+    const PrecisionTables &tables = PrecisionTables::get();
+    StringRef base = baseName(op.getOp());
+    Type low = e.lowType;
+    Type f32 = Float32Type::get(op.getContext());
+    bool native = e.mode == Mode::FP16 ? tables.f16Native.contains(base)
+                                       : !tables.bf16NoKernel.contains(base);
+    Type compute = native ? low : f32;
+    // Round every float operand to the engine's dtype, then (no kernel)
+    // widen it to f32.
+    castFloatOperands(op, [&](Value v) {
+      CastChain chain;
+      if (elementOf(v) != low)
+        chain.push_back(low);
+      if (compute != low)
+        chain.push_back(compute);
+      return chain;
+    });
+    inferResultTypes(op);
+    (native ? e.native : e.wrapped)[op.getOp()]++;
+    if (native)
+      return;
+    // Each f32 result is rounded back to the engine's dtype.
+    OpBuilder builder(op->getContext());
+    builder.setInsertionPointAfter(op);
+    for (Value r : op.getResults()) {
+      if (!isFloatTensorType(r.getType()) || elementOf(r) != f32)
+        continue;
+      Value back = createDtypeCast(builder, op.getLoc(), r, low, op.getModule(),
+                                   op.getModuleClass());
+      r.replaceAllUsesExcept(back, back.getDefiningOp());
+      ++numCasts;
+    }
+  }
+
+  void rewriteAutocast(AtenOp op, EnginePrecision &e) {
+    const PrecisionTables &tables = PrecisionTables::get();
+    StringRef base = baseName(op.getOp());
+    Type f32 = Float32Type::get(op.getContext());
+    // torch.autocast casts only eligible tensors: floating point, not f64.
+    auto eligible = [](Value v) { return !elementOf(v).isF64(); };
+    auto castAll = [&](Type target) {
+      castFloatOperands(op, [&](Value v) {
+        return eligible(v) && elementOf(v) != target ? CastChain{target}
+                                                     : CastChain{};
+      });
+    };
+    if (tables.autocastLower.contains(base)) {
+      castAll(e.lowType);
+      e.lower[op.getOp()]++;
+    } else if (tables.autocastFp32.contains(base)) {
+      castAll(f32);
+      e.fp32[op.getOp()]++;
+    } else if (tables.autocastPromote.contains(base)) {
+      // at::autocast::promote_type: the autocast dtype unless an eligible
+      // operand is f32.
+      Type widest = e.lowType;
+      for (Value v : floatTensorOperands(op))
+        if (eligible(v) && elementOf(v) != e.lowType)
+          widest = f32;
+      castAll(widest);
+      e.promoted[op.getOp()]++;
+    } else {
+      promoteExplicitly(op);
+      e.other[op.getOp()]++;
+    }
+    inferResultTypes(op);
+  }
+
+  void remark(EnginePrecision &e) {
+    if (e.mode == Mode::FP32)
+      return;
+    const PrecisionTables &tables = PrecisionTables::get();
+    InFlightDiagnostic diag = e.engine.emitRemark();
+    std::string low = typeName(e.lowType);
+    if (e.mode == Mode::Autocast) {
+      diag << "autocast (" << low << "): parameters stay f32; "
+           << total(e.lower) << " ops cast to " << low;
+      if (!e.lower.empty())
+        diag << " (" << describe(e.lower) << ")";
+      diag << ", " << total(e.fp32) << " ops cast to f32";
+      if (!e.fp32.empty())
+        diag << " (" << describe(e.fp32) << ")";
+      diag << ", " << total(e.promoted) << " ops cast to the widest type";
+      if (!e.promoted.empty())
+        diag << " (" << describe(e.promoted) << ")";
+      diag << ", " << total(e.other) << " ops run in their inputs' dtype";
+      return;
+    }
+    StringRef mode = e.mode == Mode::FP16 ? "fp16" : "bf16";
+    diag << mode << ": " << e.params << " parameters and " << e.buffers
+         << " buffers stored in " << low << "; " << total(e.native)
+         << " ops in " << low << ", " << total(e.wrapped)
+         << " ops computed in f32 and rounded to " << low;
+    OpCounts noKernel, byPolicy;
+    for (const auto &entry : e.wrapped) {
+      StringRef base = baseName(entry.first);
+      bool missing = e.mode == Mode::FP16 ? tables.f16NoKernel.contains(base)
+                                          : tables.bf16NoKernel.contains(base);
+      (missing ? noKernel : byPolicy)[entry.first] = entry.second;
+    }
+    if (!noKernel.empty() || !byPolicy.empty()) {
+      diag << " (";
+      if (!noKernel.empty())
+        diag << "no " << low << " CPU kernel: " << describe(noKernel);
+      if (!byPolicy.empty())
+        diag << (noKernel.empty() ? "" : "; ")
+             << "compute ops not known to have one: " << describe(byPolicy);
+      diag << ")";
+    }
+  }
+};
+
+} // namespace
