@@ -263,7 +263,8 @@ struct AssignPrecisionPass
     EnginePrecision *best = nullptr;
     for (EnginePrecision &e : engines) {
       StringRef prefix = e.engine.getModule();
-      if (isUnderModule(module, prefix) &&
+      // The engine's own module (`student`) and everything below it.
+      if ((module == prefix || isUnderModule(module, prefix)) &&
           (!best || prefix.size() > best->engine.getModule().size()))
         best = &e;
     }
@@ -519,7 +520,7 @@ struct AssignPrecisionPass
         diag << "no " << low << " CPU kernel: " << describe(noKernel);
       if (!byPolicy.empty())
         diag << (noKernel.empty() ? "" : "; ")
-             << "compute ops not known to have one: " << describe(byPolicy);
+             << "fp32 compute by policy: " << describe(byPolicy);
       diag << ")";
     }
   }

@@ -79,8 +79,8 @@ def DSAssignPrecision : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
     ```
     remark: fp16: 6 parameters and 0 buffers stored in f16; 0 ops in f16,
         6 ops computed in f32 and rounded to f16 (no f16 CPU kernel:
-        aten::linear, aten::gelu, aten::relu; compute ops not known to have
-        one: aten::mse_loss)
+        aten::linear, aten::gelu, aten::relu; fp32 compute by policy:
+        aten::mse_loss)
     ```
 
     A config the config library rejects (fp16 autocast on CPU, bf16 or fp16
