@@ -167,9 +167,12 @@ void parsePrecision(ObjectReader &root, const ParseContext &context,
   if (config.torchAutocast.enabled &&
       (config.fp16.enabled || config.bf16.enabled))
     throw ConfigError(root.keyPath("torch_autocast.enabled"),
-                      std::string("torch_autocast cannot be enabled together "
-                                  "with ") +
-                          (config.fp16.enabled ? "fp16" : "bf16"));
+                      std::string("torch_autocast.enabled cannot be true "
+                                  "together with ") +
+                          (config.fp16.enabled ? "fp16.enabled"
+                                               : "bf16.enabled") +
+                          " (DeepSpeed's mixed-precision modes exclude each "
+                          "other)");
 
   DType modelDtype = config.modelDtype();
   config.gradAccumDtype = modelDtype;

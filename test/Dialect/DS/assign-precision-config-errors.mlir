@@ -1,0 +1,32 @@
+// RUN: ds-opt %s -split-input-file -ds-assign-precision -verify-diagnostics
+
+// -ds-assign-precision reports a config the config library rejects on the
+// engine, naming the keys.
+
+// expected-error @+1 {{config of engine @model: torch_autocast.enabled: torch_autocast.enabled cannot be true together with bf16.enabled}}
+ds.engine @model {module = "", config = "{\"bf16\": {\"enabled\": true}, \"torch_autocast\": {\"enabled\": true}, \"optimizer\": {\"type\": \"AdamW\"}}"}
+
+// -----
+
+// expected-error @+1 {{config of engine @model: torch_autocast.enabled: torch_autocast.enabled cannot be true together with fp16.enabled}}
+ds.engine @model {module = "", config = "{\"fp16\": {\"enabled\": true}, \"torch_autocast\": {\"enabled\": true}, \"optimizer\": {\"type\": \"AdamW\"}}"}
+
+// -----
+
+// expected-error @+1 {{config of engine @model: torch_autocast.dtype: fp16 autocast is not supported on CPU}}
+ds.engine @model {module = "", config = "{\"torch_autocast\": {\"enabled\": true, \"dtype\": \"float16\"}, \"optimizer\": {\"type\": \"AdamW\"}}"}
+
+// -----
+
+// expected-error @+1 {{config of engine @model: bf16.enabled: fp16 and bf16 cannot both be enabled}}
+ds.engine @model {module = "", config = "{\"bf16\": {\"enabled\": true}, \"fp16\": {\"enabled\": true}, \"optimizer\": {\"type\": \"AdamW\"}}"}
+
+// -----
+
+// After -ds-autodiff the backward would keep the forward's dtypes.
+ds.engine @model {module = "", config = "{\"bf16\": {\"enabled\": true}, \"optimizer\": {\"type\": \"AdamW\"}}"}
+func.func @forward() {
+  // expected-error @+1 {{-ds-assign-precision must run before -ds-autodiff}}
+  ds.backward_begin
+  return
+}
