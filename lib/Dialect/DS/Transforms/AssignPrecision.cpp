@@ -332,11 +332,14 @@ struct AssignPrecisionPass
     return cast<RankedTensorType>(v.getType()).getElementType();
   }
 
-  /// Makes LibTorch's implicit promotion explicit: when `op`'s float tensor
+  /// Makes LibTorch's implicit promotion explicit: when `op`'s result follows
+  /// promotion (DTypeInference.h) and its float tensor
   /// operands (dimensioned ones, or 0-dim ones when there are only those)
   /// have different dtypes, the narrower are cast up. Returns whether a cast
   /// was made.
   bool promoteExplicitly(AtenOp op) {
+    if (!followsPromotion(op))
+      return false;
     SmallVector<Value> floats = floatTensorOperands(op);
     Type target = promotedFloatType(floats);
     if (!target)

@@ -109,6 +109,23 @@ static std::optional<unsigned> dtypeArgument(StringRef op) {
   return it->second;
 }
 
+/// Operators whose first result has the dtype of their input (operand 0)
+/// even when their parameters are wider: LibTorch 1.13's CPU batch norm
+/// takes a bf16 input with f32 weights and statistics and returns bf16
+/// (probed: batch_norm, native_batch_norm, instance_norm, prelu). Their
+/// other float results (native_batch_norm's saved statistics) keep their
+/// declared types.
+static bool followsInput(StringRef op) {
+  return op == "aten::batch_norm" || op == "aten::native_batch_norm" ||
+         op == "aten::instance_norm" || op == "aten::prelu";
+}
+
+bool mlir::ds::followsPromotion(AtenOp op) {
+  StringRef name = op.getOp();
+  return !dtypeArgument(name) && !followsInput(name) &&
+         name != "aten::type_as" && name != "aten::to.other";
+}
+
 SmallVector<Value> mlir::ds::floatTensorOperands(AtenOp op) {
   SmallVector<Value> values;
   for (Value arg : op.getArgs()) {
@@ -150,6 +167,11 @@ Type mlir::ds::inferredFloatResultType(AtenOp op) {
     if (!isa<NoneType>(dtype.getType()))
       return Type();
   }
+  if (followsInput(name))
+    return op.getArgs().empty() || !isFloatTensorType(op.getArgs()[0].getType())
+               ? Type()
+               : cast<RankedTensorType>(op.getArgs()[0].getType())
+                     .getElementType();
   if ((name == "aten::type_as" || name == "aten::to.other") &&
       op.getArgs().size() > 1) {
     auto other = dyn_cast<RankedTensorType>(op.getArgs()[1].getType());
@@ -159,6 +181,19 @@ Type mlir::ds::inferredFloatResultType(AtenOp op) {
 }
 
 bool mlir::ds::inferResultTypes(AtenOp op) {
+  if (followsInput(op.getOp())) {
+    if (op.getArgs().empty() || op->getNumResults() == 0 ||
+        !isFloatTensorType(op.getArgs()[0].getType()) ||
+        !isFloatTensorType(op->getResult(0).getType()))
+      return false;
+    Type elem = cast<RankedTensorType>(op.getArgs()[0].getType())
+                    .getElementType();
+    Value result = op->getResult(0);
+    if (cast<RankedTensorType>(result.getType()).getElementType() == elem)
+      return false;
+    result.setType(withElementType(result.getType(), elem));
+    return true;
+  }
   Type elem = inferredFloatResultType(op);
   if (!elem || !isa<FloatType>(elem))
     return false;

@@ -8,6 +8,9 @@
 //   `aten::softmax.int`, `aten::sum`, ...) produces that dtype;
 // - `aten::type_as` and `aten::to.other` produce the dtype of their second
 //   operand;
+// - the first result of batch_norm, native_batch_norm, instance_norm and
+//   prelu has the dtype of their input (LibTorch 1.13's CPU kernels take a
+//   bf16 input with f32 weights and statistics);
 // - otherwise a float result takes the promoted float dtype of the op's
 //   float tensor operands (elements of `ds.list_construct` operands count):
 //   dimensioned tensors win over 0-dim tensors, which win over Python
@@ -53,6 +56,12 @@ SmallVector<Value> floatTensorOperands(AtenOp op);
 /// (dimensioned tensors over 0-dim tensors); null when none is a float
 /// tensor.
 Type promotedFloatType(ValueRange values);
+
+/// Whether `op`'s float result follows LibTorch's type promotion of its
+/// float tensor operands (not an explicit dtype, not the input's or another
+/// operand's dtype): only then does casting a narrower operand up to the
+/// promoted type leave the result unchanged.
+bool followsPromotion(AtenOp op);
 
 /// The element type `op`'s float results must have, by the rules above; null
 /// when the declared types stand.

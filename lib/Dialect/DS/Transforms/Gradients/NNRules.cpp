@@ -198,8 +198,12 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
              << "gradient of batch_norm is supported in training mode only";
     Value x = gb.operand(0), w = gb.operand(1), b = gb.operand(2);
     auto xt = cast<RankedTensorType>(x.getType());
-    auto statType =
-        RankedTensorType::get({xt.getDimSize(1)}, xt.getElementType());
+    // LibTorch's mixed-type batch norm (a bf16 input, f32 weights, as under
+    // autocast) keeps its statistics in the weights' dtype.
+    Type statElem = xt.getElementType();
+    if (auto wt = dyn_cast<RankedTensorType>(w.getType()))
+      statElem = wt.getElementType();
+    auto statType = RankedTensorType::get({xt.getDimSize(1)}, statElem);
     auto fwd = gb.atenN("aten::native_batch_norm",
                         {x, w, b, gb.none(), gb.none(), gb.constBool(true),
                          gb.operand(6), gb.operand(7)},
