@@ -452,10 +452,15 @@ static plan::PartitionDesc partitionOf(ModuleOp module, EngineOp engine) {
   llvm::stable_sort(partition.params, [](const auto &a, const auto &b) {
     return a.offset < b.offset;
   });
-  for (BucketOp bucket : module.getOps<BucketOp>())
-    if (bucket.getEngine() == engine.getSymName())
-      partition.buckets.push_back(
-          {bucket.getOffset(), bucket.getNumel(), bucket.getPersistent()});
+  for (BucketOp bucket : module.getOps<BucketOp>()) {
+    if (bucket.getEngine() != engine.getSymName())
+      continue;
+    plan::BucketDesc desc;
+    desc.offset = bucket.getOffset();
+    desc.numel = bucket.getNumel();
+    desc.persistent = bucket.getPersistent();
+    partition.buckets.push_back(desc);
+  }
   llvm::stable_sort(partition.buckets, [](const auto &a, const auto &b) {
     return a.offset < b.offset;
   });

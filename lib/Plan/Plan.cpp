@@ -39,7 +39,7 @@ constexpr std::array<std::pair<ValueType, const char *>, 8> kValueTypes = {{
     {ValueType::Token, "token"},
 }};
 
-constexpr std::array<std::pair<OpKind, const char *>, 17> kOpKinds = {{
+constexpr std::array<std::pair<OpKind, const char *>, 18> kOpKinds = {{
     {OpKind::Input, "input"},
     {OpKind::State, "state"},
     {OpKind::SetState, "set_state"},
@@ -57,6 +57,7 @@ constexpr std::array<std::pair<OpKind, const char *>, 17> kOpKinds = {{
     {OpKind::Release, "release"},
     {OpKind::BackwardPrologue, "backward_prologue"},
     {OpKind::BackwardEpilogue, "backward_epilogue"},
+    {OpKind::LossScale, "loss_scale"},
 }};
 
 const DTypeInfo &info(DType dtype) {
@@ -315,6 +316,12 @@ Op Op::backwardEpilogue(std::string engine) {
   return engineMarker(OpKind::BackwardEpilogue, std::move(engine));
 }
 
+Op Op::lossScale(std::string engine, ValueId result) {
+  Op op = engineMarker(OpKind::LossScale, std::move(engine));
+  op.results = {result};
+  return op;
+}
+
 std::string Op::label() const {
   if (kind == OpKind::Call)
     return op;
@@ -342,6 +349,17 @@ const EngineDesc *Plan::findEngine(const std::string &name) const {
     if (desc.name == name)
       return &desc;
   return nullptr;
+}
+
+DType EngineDesc::gradDtype(DType paramDtype) const {
+  return precision ? precision->gradAccumDtype : paramDtype;
+}
+
+DType EngineDesc::bucketDtype(size_t bucket, DType paramDtype) const {
+  if (partition && bucket < partition->buckets.size() &&
+      partition->buckets[bucket].dtype)
+    return *partition->buckets[bucket].dtype;
+  return gradDtype(paramDtype);
 }
 
 int64_t PartitionDesc::shardNumel(int64_t worldSize) const {

@@ -209,7 +209,7 @@ private:
                       "\" (expected input, state, set_state, constant, list, "
                       "unpack, call, if, grad, all_reduce, reduce_scatter, "
                       "all_gather, wait, optimizer_step, release, "
-                      "backward_prologue or backward_epilogue)");
+                      "backward_prologue, backward_epilogue or loss_scale)");
     Op op;
     op.kind = *kind;
     if (op.kind == OpKind::Call) {
@@ -273,6 +273,10 @@ private:
     case OpKind::BackwardPrologue:
     case OpKind::BackwardEpilogue:
       op.engine = cursor.field("engine").toString();
+      break;
+    case OpKind::LossScale:
+      op.engine = cursor.field("engine").toString();
+      op.results = {cursor.field("result").toInt()};
       break;
     case OpKind::Release:
       op.engine = cursor.field("engine").toString();
@@ -398,9 +402,35 @@ PartitionDesc parsePartition(const JsonCursor &cursor) {
     desc.numel = bucket.field("numel").toInt();
     if (auto persistent = bucket.optionalField("persistent"))
       desc.persistent = persistent->toBool();
+    if (auto dtype = bucket.optionalField("dtype"))
+      desc.dtype = parseDTypeAt(*dtype);
     partition.buckets.push_back(desc);
   }
   return partition;
+}
+
+PrecisionDesc parsePrecision(const JsonCursor &cursor) {
+  cursor.requireObject();
+  PrecisionDesc precision;
+  precision.mode = cursor.field("mode").toString();
+  precision.paramDtype = parseDTypeAt(cursor.field("param_dtype"));
+  precision.masterDtype = parseDTypeAt(cursor.field("master_dtype"));
+  precision.gradAccumDtype = parseDTypeAt(cursor.field("grad_accum_dtype"));
+  if (auto autocast = nullableField(cursor, "autocast_dtype"))
+    precision.autocastDtype = parseDTypeAt(*autocast);
+  if (auto scaler = nullableField(cursor, "loss_scaler")) {
+    scaler->requireObject();
+    LossScalerDesc desc;
+    desc.type = scaler->field("type").toString();
+    desc.scale = number(*scaler, "scale");
+    desc.scaleWindow = scaler->field("scale_window").toInt();
+    desc.hysteresis = scaler->field("hysteresis").toInt();
+    desc.consecutiveHysteresis =
+        scaler->field("consecutive_hysteresis").toBool();
+    desc.minScale = number(*scaler, "min_scale");
+    precision.lossScaler = desc;
+  }
+  return precision;
 }
 
 EngineDesc parseEngine(const JsonCursor &cursor) {
@@ -416,6 +446,8 @@ EngineDesc parseEngine(const JsonCursor &cursor) {
     engine.optimizer = parseOptimizer(*optimizer);
   if (auto partition = nullableField(cursor, "partition"))
     engine.partition = parsePartition(*partition);
+  if (auto precision = nullableField(cursor, "precision"))
+    engine.precision = parsePrecision(*precision);
   return engine;
 }
 

@@ -48,6 +48,16 @@ bool isBackwardMarker(OpKind kind) {
   return kind == OpKind::BackwardPrologue || kind == OpKind::BackwardEpilogue;
 }
 
+/// Ops of the train program's backward, outside branches.
+bool isBackwardOnly(OpKind kind) {
+  return isBackwardMarker(kind) || kind == OpKind::LossScale;
+}
+
+bool isFloat(DType dtype) {
+  return dtype == DType::Float32 || dtype == DType::Float64 ||
+         dtype == DType::Float16 || dtype == DType::BFloat16;
+}
+
 /// Whether the engine's config names an optimizer (DeepSpeed: trainable).
 bool configHasOptimizer(const ordered_json &config) {
   if (!config.is_object())
@@ -487,6 +497,19 @@ private:
       expectResults(0);
       checkBackwardMarker(op, where);
       return;
+    case OpKind::LossScale: {
+      expectResults(1);
+      const EngineDesc &engine = trainableEngine(
+          op, where, " has no optimizer (a frozen engine has no loss scale)");
+      if (!engine.precision || !engine.precision->lossScaler)
+        fail(where, "engine: engine " + quoted(op.engine) +
+                        " has no precision.loss_scaler (only fp16 engines "
+                        "scale their loss)");
+      defineResults();
+      expectTensor(op.results[0], DType::Float32, {}, where, "result",
+                   "a loss scale");
+      return;
+    }
     case OpKind::If:
       use(op.cond, where, "cond");
       expectType(op.cond, ValueType::Bool, where, "cond", "the condition");
@@ -503,7 +526,7 @@ private:
 
   /// Which program may hold which op kinds, and never inside branches.
   void checkKindAllowed(const Op &op, const std::string &where) const {
-    if (isBackwardMarker(op.kind)) {
+    if (isBackwardOnly(op.kind)) {
       if (!isTrain_ || depth_ > 0 || !inBackward_)
         fail(where, std::string(opKindName(op.kind)) +
                         " ops belong to the backward of programs.train (at "
@@ -1165,7 +1188,87 @@ private:
         checkOptimizer(*engine.optimizer, where + ".optimizer");
       if (engine.partition)
         checkPartition(engine, *engine.partition, where + ".partition");
+      if (engine.precision)
+        checkPrecision(engine, *engine.precision, where + ".precision");
     }
+  }
+
+  void checkPrecision(const EngineDesc &engine, const PrecisionDesc &precision,
+                      const std::string &where) const {
+    DType expected;
+    if (precision.mode == "bf16")
+      expected = DType::BFloat16;
+    else if (precision.mode == "fp16")
+      expected = DType::Float16;
+    else if (precision.mode == "autocast")
+      expected = DType::Float32;
+    else
+      fail(where + ".mode", "unknown precision mode " + quoted(precision.mode) +
+                                " (expected \"bf16\", \"fp16\" or "
+                                "\"autocast\")");
+    if (precision.paramDtype != expected)
+      fail(where + ".param_dtype",
+           "a " + precision.mode + " engine stores its parameters as " +
+               dtypeName(expected) + ", found " +
+               dtypeName(precision.paramDtype));
+    if (precision.masterDtype != DType::Float32)
+      fail(where + ".master_dtype", std::string("must be float32, found ") +
+                                        dtypeName(precision.masterDtype));
+    if (!isFloat(precision.gradAccumDtype))
+      fail(where + ".grad_accum_dtype",
+           std::string("must be a float dtype, found ") +
+               dtypeName(precision.gradAccumDtype));
+    bool autocast = precision.mode == "autocast";
+    if (autocast != precision.autocastDtype.has_value())
+      fail(where + ".autocast_dtype",
+           autocast ? "an autocast engine needs its autocast_dtype"
+                    : "only autocast engines have an autocast_dtype");
+    if (autocast && *precision.autocastDtype != DType::BFloat16 &&
+        *precision.autocastDtype != DType::Float16)
+      fail(where + ".autocast_dtype",
+           std::string("must be bfloat16 or float16, found ") +
+               dtypeName(*precision.autocastDtype));
+    bool fp16 = precision.mode == "fp16";
+    if (precision.lossScaler && !fp16)
+      fail(where + ".loss_scaler",
+           "only fp16 engines scale their loss, this one is " + precision.mode);
+    if (fp16 && engine.optimizer && !precision.lossScaler)
+      fail(where, "a trainable fp16 engine needs a loss_scaler");
+    if (precision.lossScaler)
+      checkLossScaler(*precision.lossScaler, where + ".loss_scaler");
+    // Native modes store every float parameter and buffer in the low dtype.
+    if (autocast)
+      return;
+    for (size_t i = 0; i < plan_.state.size(); ++i) {
+      const StateDesc &state = plan_.state[i];
+      if (state.engine == engine.name && isFloat(state.dtype) &&
+          state.dtype != expected)
+        fail(indexed("state", i) + ".dtype",
+             quoted(state.name) + " of " + precision.mode + " engine " +
+                 quoted(engine.name) + " must be " + dtypeName(expected) +
+                 ", found " + dtypeName(state.dtype));
+    }
+  }
+
+  void checkLossScaler(const LossScalerDesc &scaler,
+                       const std::string &where) const {
+    if (scaler.type != "dynamic" && scaler.type != "static")
+      fail(where + ".type", "unknown loss scaler " + quoted(scaler.type) +
+                                " (expected \"dynamic\" or \"static\")");
+    checkFinite(scaler.scale, where + ".scale");
+    if (scaler.scale <= 0)
+      fail(where + ".scale",
+           "must be positive, found " + formatNumber(scaler.scale));
+    if (scaler.scaleWindow < 1)
+      fail(where + ".scale_window",
+           "must be >= 1, found " + std::to_string(scaler.scaleWindow));
+    if (scaler.hysteresis < 1)
+      fail(where + ".hysteresis",
+           "must be >= 1, found " + std::to_string(scaler.hysteresis));
+    checkFinite(scaler.minScale, where + ".min_scale");
+    if (scaler.minScale <= 0)
+      fail(where + ".min_scale",
+           "must be positive, found " + formatNumber(scaler.minScale));
   }
 
   void checkFinite(double value, const std::string &where) const {
@@ -1337,6 +1440,10 @@ private:
                                 " is not a multiple of world_size " +
                                 std::to_string(plan_.worldSize) +
                                 " (each rank owns numel / world_size of it)");
+      if (bucket.dtype && !isFloat(*bucket.dtype))
+        fail(at + ".dtype", std::string("a bucket communicates in a float "
+                                        "dtype, found ") +
+                                dtypeName(*bucket.dtype));
       if (bucket.persistent && partition.stage != 3)
         fail(at + ".persistent",
              "only ZeRO stage 3 buckets may be persistent (stage 3 keeps "

@@ -133,6 +133,10 @@ ordered_json opToJson(const Op &op) {
     json["engine"] = op.engine;
     json["bucket"] = op.bucket;
     break;
+  case OpKind::LossScale:
+    json["engine"] = op.engine;
+    json["result"] = singleResult(op);
+    break;
   }
   // Calls always carry their origin; other ops only when the compiler set it.
   bool isCall = op.kind == OpKind::Call;
@@ -202,9 +206,30 @@ ordered_json partitionToJson(const PartitionDesc &partition) {
     // Stage 3 spells it on every bucket; the other stages never set it.
     if (partition.stage == 3 || bucket.persistent)
       entry["persistent"] = bucket.persistent;
+    if (bucket.dtype)
+      entry["dtype"] = dtypeName(*bucket.dtype);
     buckets.push_back(std::move(entry));
   }
   json["buckets"] = std::move(buckets);
+  return json;
+}
+
+ordered_json precisionToJson(const PrecisionDesc &precision) {
+  ordered_json json = ordered_json::object();
+  json["mode"] = precision.mode;
+  json["param_dtype"] = dtypeName(precision.paramDtype);
+  json["master_dtype"] = dtypeName(precision.masterDtype);
+  json["grad_accum_dtype"] = dtypeName(precision.gradAccumDtype);
+  if (precision.autocastDtype)
+    json["autocast_dtype"] = dtypeName(*precision.autocastDtype);
+  if (const std::optional<LossScalerDesc> &scaler = precision.lossScaler)
+    json["loss_scaler"] = {{"type", scaler->type},
+                           {"scale", scaler->scale},
+                           {"scale_window", scaler->scaleWindow},
+                           {"hysteresis", scaler->hysteresis},
+                           {"consecutive_hysteresis",
+                            scaler->consecutiveHysteresis},
+                           {"min_scale", scaler->minScale}};
   return json;
 }
 
@@ -296,6 +321,8 @@ ordered_json toJson(const Plan &plan) {
       entry["optimizer"] = optimizerToJson(*engine.optimizer);
     if (engine.partition)
       entry["partition"] = partitionToJson(*engine.partition);
+    if (engine.precision)
+      entry["precision"] = precisionToJson(*engine.precision);
     engines.push_back(std::move(entry));
   }
   json["engines"] = std::move(engines);

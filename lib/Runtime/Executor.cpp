@@ -325,6 +325,7 @@ void Executor::Impl::build(const std::vector<Op> &ops, const std::string &path,
     case OpKind::AllGather:
     case OpKind::OptimizerStep:
     case OpKind::Release:
+    case OpKind::LossScale:
       step.stateIndex = engineIndex(op, step.context.where);
       break;
     case OpKind::Wait:
@@ -582,6 +583,12 @@ void Executor::Impl::execute(const Step &step) {
   case OpKind::Release:
     training_->release(size_t(step.stateIndex), op.bucket);
     return;
+  case OpKind::LossScale: {
+    c10::IValue scale = training_->lossScale(size_t(step.stateIndex));
+    checkResult(step, "result", op.results[0], scale);
+    set(op.results[0], std::move(scale));
+    return;
+  }
   case OpKind::BackwardPrologue:
   case OpKind::BackwardEpilogue:
     // Markers: the plan's validation already placed every grad op and

@@ -82,6 +82,9 @@ public:
   void release(size_t engine, int64_t bucket) override {
     trainer_.release(engine, bucket);
   }
+  at::Tensor lossScale(size_t) override {
+    trainer_.internalError("a loss_scale in programs.eval");
+  }
 
 private:
   Trainer &trainer_;
@@ -633,6 +636,12 @@ void Trainer::attachBucket(size_t e, int64_t bucket) {
         params.full.narrow(0, params.offsets[k], numel).view(params.shapes[k]));
   }
   params.status = BucketParams::Status::Gathered;
+}
+
+at::Tensor Trainer::lossScale(size_t e) {
+  // The constructor refuses fp16 engines until loss scaling is wired in.
+  internalError("loss_scale of engine \"" + engines_[e].name +
+                "\", which does not scale its loss");
 }
 
 void Trainer::release(size_t e, int64_t bucket) {

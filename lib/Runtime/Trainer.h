@@ -69,6 +69,7 @@ public:
   void wait(const c10::IValue &token) override;
   void optimizerStep(size_t engine) override;
   void release(size_t engine, int64_t bucket) override;
+  at::Tensor lossScale(size_t engine) override;
   void liveBytesChanged(int64_t bytes) override;
 
   /// What programs.eval runs through: stage 3's gathers, waits and

@@ -136,6 +136,12 @@ struct BucketDesc {
   /// block; `all_gather` in programs.train / programs.eval materialises the
   /// whole bucket and `release` drops it.
   bool persistent = false;
+  /// The dtype the bucket's collectives move: its gradients are cast to it
+  /// for the reduction (and the result back into the gradient buffer), and
+  /// at stage 3 its parameters are cast to it for the all-gather. Absent:
+  /// the engine's gradient buffer dtype (precision.grad_accum_dtype, else
+  /// the parameters' dtype), i.e. no cast. A float dtype.
+  std::optional<DType> dtype;
 };
 
 /// How -ds-zero-partition laid out and sharded one trainable engine
@@ -167,6 +173,47 @@ struct PartitionDesc {
   int64_t bucketAt(int64_t offset) const;
 };
 
+/// fp16 loss scaling (DeepSpeed's LossScaler / DynamicLossScaler), lowered
+/// from the engine's "fp16" config section.
+struct LossScalerDesc {
+  /// "dynamic" (fp16.loss_scale 0) or "static".
+  std::string type = "dynamic";
+  /// static: fp16.loss_scale; dynamic: the initial scale,
+  /// 2^fp16.initial_scale_power.
+  double scale = 65536.0;
+  /// dynamic only: loss_scale_window, hysteresis, consecutive_hysteresis,
+  /// min_loss_scale.
+  int64_t scaleWindow = 1000;
+  int64_t hysteresis = 2;
+  bool consecutiveHysteresis = false;
+  double minScale = 1.0;
+};
+
+/// An engine's mixed precision (docs/precision.md), set by
+/// -ds-assign-precision. Engines without it train in fp32 throughout.
+struct PrecisionDesc {
+  /// "bf16" or "fp16": native (DeepSpeed's bf16 / fp16 sections): the
+  /// engine's float parameters and buffers are stored in param_dtype, its
+  /// ops run in it (on CPU, fp16 ops compute in fp32 and round); the
+  /// optimizer keeps an fp32 master copy of the rank's shard. "autocast"
+  /// (torch_autocast): parameters stay float32, the compiler inserted
+  /// torch.autocast's casts; buckets of lower-precision-safe parameters
+  /// carry dtype = autocast_dtype.
+  std::string mode;
+  /// The dtype of the engine's float parameters and buffers in `state`:
+  /// bfloat16 / float16 (native) or float32 (autocast).
+  DType paramDtype = DType::Float32;
+  /// The optimizer's master weights and state (this rank's shard): float32.
+  DType masterDtype = DType::Float32;
+  /// The gradient buffers (data_types.grad_accum_dtype; DeepSpeed's
+  /// default: the model dtype, i.e. param_dtype).
+  DType gradAccumDtype = DType::Float32;
+  /// autocast only: torch_autocast.dtype.
+  std::optional<DType> autocastDtype;
+  /// fp16 only (required there).
+  std::optional<LossScalerDesc> lossScaler;
+};
+
 struct EngineDesc {
   std::string name;
   /// Submodule path of the TorchScript root; "" for the root itself.
@@ -177,6 +224,15 @@ struct EngineDesc {
   /// engines (no "optimizer" in the config): neither.
   std::optional<OptimizerDesc> optimizer;
   std::optional<PartitionDesc> partition;
+  /// Absent: fp32 training (no master copy, no casts, no loss scaling).
+  std::optional<PrecisionDesc> precision;
+
+  /// The dtype of this engine's gradient buffers: precision's
+  /// grad_accum_dtype, else `paramDtype` (the parameters' own).
+  DType gradDtype(DType paramDtype) const;
+  /// The dtype bucket `bucket` of the partition communicates in: its
+  /// `dtype`, else gradDtype(paramDtype).
+  DType bucketDtype(size_t bucket, DType paramDtype) const;
 };
 
 enum class StateKind { Param, Buffer };
@@ -282,6 +338,10 @@ enum class OpKind {
   /// epilogue. No operands, no results.
   BackwardPrologue,
   BackwardEpilogue,
+  /// programs.train only, after backward_start, outside branches: the
+  /// current fp16 loss scale of an engine whose precision has a loss_scaler,
+  /// as a float32 0-dim tensor (the backward seed is multiplied by it).
+  LossScale,
 };
 
 /// "input", "set_state", ... as spelled in the plan.
@@ -308,7 +368,7 @@ struct Op {
   /// state, set_state, grad: qualified state name.
   std::string name;
   /// all_reduce, reduce_scatter, all_gather, release, optimizer_step,
-  /// backward_prologue, backward_epilogue: an engine name.
+  /// backward_prologue, backward_epilogue, loss_scale: an engine name.
   std::string engine;
   /// all_reduce, reduce_scatter, all_gather, release: index into the
   /// engine's partition buckets.
@@ -354,6 +414,8 @@ struct Op {
   static Op release(std::string engine, int64_t bucket);
   static Op backwardPrologue(std::string engine);
   static Op backwardEpilogue(std::string engine);
+  /// `result`: a float32 0-dim tensor value.
+  static Op lossScale(std::string engine, ValueId result);
 
   /// "aten::linear" for calls, the kind name ("if", "unpack") otherwise.
   std::string label() const;

@@ -79,6 +79,9 @@ public:
   /// A `release` (ZeRO stage 3): drops the gathered parameters of bucket
   /// `bucket` of plan engine `engine`.
   virtual void release(size_t engine, int64_t bucket) = 0;
+  /// A `loss_scale` op: the fp16 engine's current loss scale as a float32
+  /// 0-dim tensor.
+  virtual at::Tensor lossScale(size_t engine) = 0;
   /// The bytes of the executor's live values changed to `bytes`.
   virtual void liveBytesChanged(int64_t bytes) { (void)bytes; }
 };
