@@ -440,6 +440,37 @@ LogicalResult ProgramEmitter::emitFunction(func::FuncOp func) {
 
 /// The engine's update, from its ds.optimizer_step.
 /// The layout -ds-zero-partition recorded for a partitioned engine.
+/// The engine's mixed precision, from the attributes -ds-assign-precision
+/// set (the ds.engine verifier has checked them); none for fp32.
+static std::optional<plan::PrecisionDesc> precisionOf(EngineOp engine) {
+  std::optional<StringRef> mode = engine.getPrecision();
+  if (!mode)
+    return std::nullopt;
+  plan::PrecisionDesc desc;
+  desc.mode = mode->str();
+  desc.paramDtype = *mode == "bf16"   ? plan::DType::BFloat16
+                    : *mode == "fp16" ? plan::DType::Float16
+                                      : plan::DType::Float32;
+  desc.masterDtype = plan::DType::Float32;
+  desc.gradAccumDtype = desc.paramDtype;
+  if (std::optional<Type> accum = engine.getGradAccumDtype())
+    desc.gradAccumDtype = *dtypeOf(*accum);
+  if (std::optional<Type> autocast = engine.getAutocastDtype())
+    desc.autocastDtype = *dtypeOf(*autocast);
+  if (std::optional<DictionaryAttr> scaler = engine.getLossScaler()) {
+    plan::LossScalerDesc loss;
+    loss.type = cast<StringAttr>(scaler->get("type")).getValue().str();
+    loss.scale = cast<FloatAttr>(scaler->get("scale")).getValueAsDouble();
+    loss.scaleWindow = cast<IntegerAttr>(scaler->get("scale_window")).getInt();
+    loss.hysteresis = cast<IntegerAttr>(scaler->get("hysteresis")).getInt();
+    loss.consecutiveHysteresis =
+        cast<BoolAttr>(scaler->get("consecutive_hysteresis")).getValue();
+    loss.minScale = cast<FloatAttr>(scaler->get("min_scale")).getValueAsDouble();
+    desc.lossScaler = loss;
+  }
+  return desc;
+}
+
 static plan::PartitionDesc partitionOf(ModuleOp module, EngineOp engine) {
   plan::PartitionDesc partition;
   partition.stage = *engine.getZeroStage();
@@ -550,6 +581,7 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
   for (Operation &op : module.getBody()->getOperations()) {
     if (auto engine = dyn_cast<EngineOp>(op)) {
       plan::EngineDesc desc;
+      desc.precision = precisionOf(engine);
       desc.name = engine.getSymName().str();
       desc.module = engine.getModule().str();
       desc.config = plan::ordered_json::parse(engine.getConfig().str(), nullptr,
