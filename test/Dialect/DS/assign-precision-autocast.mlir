@@ -10,7 +10,7 @@
 // list two cats read is copied so that each sees its own casts); aten::mse_loss
 // (fp32 list) casts to f32.
 
-// REMARK: remark: autocast (bf16): parameters stay f32; 1 ops cast to bf16 (aten::linear), 1 ops cast to f32 (aten::mse_loss), 3 ops cast to the widest type (aten::cat), 3 ops run in their inputs' dtype
+// REMARK: remark: autocast (bf16): parameters stay f32; 1 op cast to bf16 (aten::linear), 1 op cast to f32 (aten::mse_loss), 3 ops cast to the widest type (aten::cat), 3 ops left in their inputs' dtype
 // CHECK: ds.engine @model {autocast_dtype = bf16, {{.*}}grad_accum_dtype = f32, module = "", precision = "autocast"}
 // CHECK-NEXT: ds.param @fc.weight : tensor<4x4xf32>
 // CHECK-NEXT: ds.param @fc.bias : tensor<4xf32>
@@ -67,7 +67,7 @@ func.func @forward(%x: tensor<2x4xf32>, %y: tensor<2x4xf32>) -> tensor<f32> {
 // LibTorch's promotion (f64). A conv2d is in the lower-precision list, a
 // cross_entropy_loss in the fp32 list: its bf16 input is cast to f32 before
 // the log_softmax inside it.
-// REMARK: remark: autocast (bf16): parameters stay f32; 2 ops cast to bf16 (aten::matmul, aten::conv2d), 1 ops cast to f32 (aten::cross_entropy_loss), 0 ops cast to the widest type, 1 ops run in their inputs' dtype{{$}}
+// REMARK: remark: autocast (bf16): parameters stay f32; 2 ops cast to bf16 (aten::matmul, aten::conv2d), 1 op cast to f32 (aten::cross_entropy_loss), 0 ops cast to the widest type, 1 op left in their inputs' dtype{{$}}
 // CHECK-LABEL: func.func @forward(
 // CHECK:      %[[A16:.*]] = ds.aten "aten::to.dtype"(%arg1, {{.*}} -> tensor<4x4xbf16>
 // CHECK-NEXT: ds.aten "aten::matmul"(%arg0, %[[A16]]) {{.*}} : (tensor<4x4xf64>, tensor<4x4xbf16>) -> tensor<4x4xf64>

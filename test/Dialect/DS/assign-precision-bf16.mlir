@@ -10,7 +10,7 @@
 // rounded to bf16, its result rounded back: the loss is bf16. (-canonicalize
 // only gathers the casts' constants at the top.)
 
-// REMARK: remark: bf16: 2 parameters and 1 buffers stored in bf16; 2 ops in bf16, 1 ops computed in f32 and rounded to bf16 (no bf16 CPU kernel: aten::mse_loss)
+// REMARK: remark: bf16: 2 parameters and 1 buffer stored in bf16; 2 ops in bf16, 1 op computed in f32 and rounded to bf16 (no bf16 CPU kernel: aten::mse_loss)
 // CHECK: ds.engine @model {{{.*}}grad_accum_dtype = bf16, module = "", precision = "bf16"}
 // CHECK-NEXT: ds.param @fc.weight : tensor<4x8xbf16>
 // CHECK-NEXT: ds.param @fc.bias : tensor<4xbf16>
@@ -72,7 +72,7 @@ func.func @forward(%x: tensor<2x8xf32>, %y: tensor<2x4xf32>) -> tensor<f32> {
 // own (no engine is keyed "") sees a bf16 and an f32 operand and casts the
 // bf16 one up, as LibTorch's promotion would. A float buffer update is
 // rounded to the buffer's dtype.
-// REMARK: remark: bf16: 1 parameters and 1 buffers stored in bf16; 2 ops in bf16, 0 ops computed in f32 and rounded to bf16{{$}}
+// REMARK: remark: bf16: 1 parameter and 1 buffer stored in bf16; 2 ops in bf16, 0 ops computed in f32 and rounded to bf16{{$}}
 // CHECK: ds.engine @student {{{.*}}precision = "bf16"}
 // CHECK-NEXT: ds.engine @teacher {module = "teacher"}
 // CHECK-NEXT: ds.param @student.fc.weight : tensor<4x4xbf16>

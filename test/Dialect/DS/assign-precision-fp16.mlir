@@ -9,7 +9,7 @@
 // policy. The engine gets the dynamic loss scaler with DeepSpeed's defaults
 // (scale 2^16).
 
-// REMARK: remark: fp16: 2 parameters and 0 buffers stored in f16; 1 ops in f16, 3 ops computed in f32 and rounded to f16 (no f16 CPU kernel: aten::linear, aten::gelu; fp32 compute by policy: aten::mse_loss)
+// REMARK: remark: fp16: 2 parameters and 0 buffers stored in f16; 1 op in f16, 3 ops computed in f32 and rounded to f16 (no f16 CPU kernel: aten::linear, aten::gelu; fp32 compute by policy: aten::mse_loss)
 // CHECK: ds.engine @model {{{.*}}grad_accum_dtype = f16, loss_scaler = {consecutive_hysteresis = false, hysteresis = 2 : i64, min_scale = 1.000000e+00 : f64, scale = 6.553600e+04 : f64, scale_window = 1000 : i64, type = "dynamic"}, module = "", precision = "fp16"}
 // CHECK-NEXT: ds.param @fc.weight : tensor<4x8xf16>
 // CHECK-NEXT: ds.param @fc.bias : tensor<4xf16>

@@ -102,6 +102,11 @@ std::string describe(const OpCounts &ops) {
   return text;
 }
 
+/// "1 op", "3 ops".
+std::string count(unsigned n, StringRef noun) {
+  return std::to_string(n) + " " + noun.str() + (n == 1 ? "" : "s");
+}
+
 unsigned total(const OpCounts &ops) {
   unsigned n = 0;
   for (const auto &entry : ops)
@@ -151,6 +156,8 @@ struct AssignPrecisionPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    engines.clear();
+    casts.clear();
     WalkResult differentiated = module.walk([](BackwardBeginOp op) {
       op.emitError() << "-ds-assign-precision must run before -ds-autodiff "
                         "(the backward would keep the forward's dtypes)";
@@ -493,23 +500,26 @@ struct AssignPrecisionPass
     std::string low = typeName(e.lowType);
     if (e.mode == Mode::Autocast) {
       diag << "autocast (" << low << "): parameters stay f32; "
-           << total(e.lower) << " ops cast to " << low;
+           << count(total(e.lower), "op") << " cast to " << low;
       if (!e.lower.empty())
         diag << " (" << describe(e.lower) << ")";
-      diag << ", " << total(e.fp32) << " ops cast to f32";
+      diag << ", " << count(total(e.fp32), "op") << " cast to f32";
       if (!e.fp32.empty())
         diag << " (" << describe(e.fp32) << ")";
-      diag << ", " << total(e.promoted) << " ops cast to the widest type";
+      diag << ", " << count(total(e.promoted), "op")
+           << " cast to the widest type";
       if (!e.promoted.empty())
         diag << " (" << describe(e.promoted) << ")";
-      diag << ", " << total(e.other) << " ops run in their inputs' dtype";
+      diag << ", " << count(total(e.other), "op")
+           << " left in their inputs' dtype";
       return;
     }
     StringRef mode = e.mode == Mode::FP16 ? "fp16" : "bf16";
-    diag << mode << ": " << e.params << " parameters and " << e.buffers
-         << " buffers stored in " << low << "; " << total(e.native)
-         << " ops in " << low << ", " << total(e.wrapped)
-         << " ops computed in f32 and rounded to " << low;
+    diag << mode << ": " << count(e.params, "parameter") << " and "
+         << count(e.buffers, "buffer") << " stored in " << low << "; "
+         << count(total(e.native), "op") << " in " << low << ", "
+         << count(total(e.wrapped), "op") << " computed in f32 and rounded to "
+         << low;
     OpCounts noKernel, byPolicy;
     for (const auto &entry : e.wrapped) {
       StringRef base = baseName(entry.first);
