@@ -60,6 +60,7 @@ import argparse
 import json
 import math
 import os
+import re
 import struct
 import sys
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
@@ -458,12 +459,331 @@ def engine_configs(config: dict) -> List[Tuple[str, dict]]:
     return out
 
 
-def _check_oracle_supports(key: str, cfg: dict) -> None:
-    for section in ("fp16", "bf16", "bfloat16", "torch_autocast"):
-        sec = cfg.get(section)
-        if isinstance(sec, dict) and sec.get("enabled"):
-            raise OracleError(f"engine '{key}': {section}.enabled: mixed precision is not supported "
-                              "by the fp32 training oracle")
+# ---------------------------------------------------------------------------------------------
+# mixed precision: the config, rounding of reductions, the fp16 loss scaler
+# ---------------------------------------------------------------------------------------------
+# The spellings of DeepSpeed's DtypeEnum, as lib/Config/Precision.cpp reads data_types and
+# torch_autocast.dtype (communication_data_type: fp32/fp16/bf16, case-insensitive).
+_DTYPE_SPELLINGS = {
+    "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
+    "torch.float32": torch.float32,
+    "fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
+    "torch.float16": torch.float16,
+    "bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "torch.bfloat16": torch.bfloat16,
+}
+
+DEFAULT_SAFE_MODULES = ("torch.nn.Linear", "torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d")
+
+
+def _dtype_named(value, what: str) -> torch.dtype:
+    dtype = _DTYPE_SPELLINGS.get(value) if isinstance(value, str) else None
+    if dtype is None:
+        raise OracleError(f"{what}: unknown dtype {value!r} (expected fp32, fp16 or bf16, or their "
+                          "float32/float16/bfloat16/torch.* spellings)")
+    return dtype
+
+
+class Precision:
+    """The mixed-precision mode of an engine config (docs/config.md, "Mixed precision").
+
+    mode: "fp32", "bf16", "fp16" or "autocast". model_dtype: the dtype the module's parameters
+    are stored in (bf16, fp16; fp32 for fp32 and autocast). grad_accum_dtype: data_types.
+    grad_accum_dtype, default the model dtype. comm_dtype: communication_data_type, default the
+    model dtype (autocast: per parameter, see comm_dtype_for). fp16: the resolved fp16 section.
+    """
+
+    def __init__(self):
+        self.mode = "fp32"
+        self.model_dtype = torch.float32
+        self.grad_accum_dtype = torch.float32
+        self.comm_dtype = torch.float32
+        self.autocast_dtype = torch.bfloat16
+        self.safe_modules: Tuple[str, ...] = DEFAULT_SAFE_MODULES
+        self.fp16: Optional[dict] = None
+
+    def key(self) -> tuple:
+        return (self.mode, self.model_dtype, self.grad_accum_dtype, self.comm_dtype,
+                self.autocast_dtype, tuple(self.safe_modules),
+                json.dumps(self.fp16, sort_keys=True))
+
+    def comm_dtype_for(self, module_class: str) -> torch.dtype:
+        """The dtype a parameter's gradient is reduced in. torch_autocast: the autocast dtype for
+        parameters owned directly by a lower-precision-safe module (exact class), fp32 else."""
+        if self.mode == "autocast":
+            safe = any(safe_module_matches(spec, module_class) for spec in self.safe_modules)
+            return self.autocast_dtype if safe else torch.float32
+        return self.comm_dtype
+
+
+def safe_module_matches(spec: str, module_class: str) -> bool:
+    """Exact class match of a lower_precision_safe_modules entry against a module's demangled
+    qualified class name (as the plan records it, e.g. "torch.nn.modules.linear.Linear").
+    "torch.nn.X" (the public alias) names torch.nn.modules.<file>.X; any other entry must equal
+    the qualified name. TorchScript keeps no base classes: subclasses never match."""
+    if spec == module_class:
+        return True
+    if spec.startswith("torch.nn.") and spec.count(".") == 2:
+        bare = spec.rsplit(".", 1)[1]
+        parts = module_class.split(".")
+        return (len(parts) == 5 and parts[:3] == ["torch", "nn", "modules"]
+                and parts[4] == bare)
+    return False
+
+
+_MANGLE = re.compile(r"___torch_mangle_\d+\.")
+
+
+def module_class_name(module) -> str:
+    """The demangled qualified class of a ScriptModule: __torch__.torch.nn.modules.linear.
+    ___torch_mangle_3.Linear -> torch.nn.modules.linear.Linear."""
+    try:
+        name = module._c._type().qualified_name()
+    except AttributeError:  # an eager module
+        cls = type(module)
+        return f"{cls.__module__}.{cls.__qualname__}"
+    name = _MANGLE.sub("", name)
+    if name.startswith("__torch__."):
+        name = name[len("__torch__."):]
+    return name
+
+
+def parameter_owner_classes(module) -> Dict[str, str]:
+    """{qualified parameter name: class of the module that owns it directly}. A tied parameter
+    belongs to the first module (in named_modules order) that holds it."""
+    out: Dict[str, str] = {}
+    seen = set()
+    for mname, sub in module.named_modules():
+        cls = module_class_name(sub)
+        for pname, p in sub.named_parameters(recurse=False):
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            out[f"{mname}.{pname}" if mname else pname] = cls
+    return out
+
+
+def _fp16_settings(sec: dict, what: str) -> dict:
+    """The fp16 section with DeepSpeed's defaults, validated as lib/Config/Precision.cpp does."""
+    for key in ("auto_cast", "fp16_master_weights_and_grads"):
+        if sec.get(key):
+            raise OracleError(f"{what}fp16.{key}: true is not supported")
+
+    def num(key, default):
+        v = sec.get(key)
+        if v is None:
+            return default
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise OracleError(f"{what}fp16.{key}: expected a number, got {v!r}")
+        return v
+
+    out = {
+        "loss_scale": float(num("loss_scale", 0)),
+        "initial_scale_power": num("initial_scale_power", 16),
+        "loss_scale_window": num("loss_scale_window", 1000),
+        "hysteresis": num("hysteresis", 2),
+        "consecutive_hysteresis": bool(sec.get("consecutive_hysteresis") or False),
+        "min_loss_scale": float(num("min_loss_scale", 1)),
+    }
+    if out["loss_scale"] < 0:
+        raise OracleError(f"{what}fp16.loss_scale: must be >= 0")
+    for key, lo, hi in (("initial_scale_power", 0, 64), ("loss_scale_window", 1, None),
+                        ("hysteresis", 1, None)):
+        v = out[key]
+        if v != int(v) or v < lo or (hi is not None and v > hi):
+            raise OracleError(f"{what}fp16.{key}: expected an integer in [{lo}, {hi or 'inf'}], "
+                              f"got {v!r}")
+        out[key] = int(v)
+    if out["min_loss_scale"] <= 0:
+        raise OracleError(f"{what}fp16.min_loss_scale: must be > 0")
+    return out
+
+
+def precision_config(cfg: dict, what: str = "") -> Precision:
+    """Reads fp16, bf16 (or bfloat16), torch_autocast, data_types and communication_data_type."""
+    prec = Precision()
+    if "bf16" in cfg and "bfloat16" in cfg:
+        raise OracleError(f"{what}bfloat16: give either \"bf16\" or its old name \"bfloat16\", "
+                          "not both")
+
+    def enabled(key):
+        sec = cfg.get(key)
+        return isinstance(sec, dict) and bool(sec.get("enabled"))
+
+    fp16 = enabled("fp16")
+    bf16 = enabled("bf16") or enabled("bfloat16")
+    autocast = enabled("torch_autocast")
+    if fp16 and bf16:
+        raise OracleError(f"{what}bf16.enabled: fp16 and bf16 cannot both be enabled")
+    if autocast and (fp16 or bf16):
+        raise OracleError(f"{what}torch_autocast.enabled: torch_autocast cannot be enabled "
+                          f"together with {'fp16' if fp16 else 'bf16'}")
+    if fp16:
+        prec.mode, prec.model_dtype = "fp16", torch.float16
+        prec.fp16 = _fp16_settings(cfg["fp16"], what)
+    elif bf16:
+        prec.mode, prec.model_dtype = "bf16", torch.bfloat16
+    elif autocast:
+        sec = cfg["torch_autocast"]
+        prec.mode = "autocast"
+        if sec.get("dtype") is not None:
+            prec.autocast_dtype = _dtype_named(sec["dtype"], f"{what}torch_autocast.dtype")
+        if prec.autocast_dtype == torch.float32:
+            raise OracleError(f"{what}torch_autocast.dtype: autocast needs a lower-precision dtype")
+        if prec.autocast_dtype == torch.float16:
+            raise OracleError(f"{what}torch_autocast.dtype: fp16 autocast is not supported on CPU "
+                              "(LibTorch 1.13's CPU autocast is bf16 only)")
+        mods = sec.get("lower_precision_safe_modules")
+        if mods is not None:
+            if not isinstance(mods, list) or not all(isinstance(m, str) for m in mods):
+                raise OracleError(f"{what}torch_autocast.lower_precision_safe_modules: expected a "
+                                  "list of class names")
+            prec.safe_modules = tuple(mods)
+    prec.grad_accum_dtype = prec.model_dtype
+    prec.comm_dtype = prec.model_dtype
+    dt = cfg.get("data_types")
+    if isinstance(dt, dict) and dt.get("grad_accum_dtype") is not None:
+        prec.grad_accum_dtype = _dtype_named(dt["grad_accum_dtype"],
+                                             f"{what}data_types.grad_accum_dtype")
+    comm = cfg.get("communication_data_type")
+    if comm is not None:
+        lower = str(comm).lower()
+        if lower not in ("fp32", "fp16", "bf16"):
+            raise OracleError(f"{what}communication_data_type: must be \"fp32\", \"fp16\" or "
+                              f"\"bf16\", got {comm!r}")
+        prec.comm_dtype = _DTYPE_SPELLINGS[lower]
+    if prec.mode == "autocast" and prec.grad_accum_dtype != torch.float32:
+        raise OracleError(f"{what}data_types.grad_accum_dtype: torch_autocast keeps fp32 "
+                          "gradients; the oracle models only fp32 accumulation there")
+    return prec
+
+
+def round_sum(acc: Optional[torch.Tensor], g: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """acc + g in `dtype` as a bf16/fp16 kernel does it: both upcast to fp32, added, rounded once."""
+    g = g.to(dtype)
+    if acc is None:
+        return g.clone()
+    if dtype == torch.float32:
+        return acc + g
+    return (acc.float() + g.float()).to(dtype)
+
+
+def reduce_average(rank_grads: Sequence[torch.Tensor], comm_dtype: torch.dtype) -> torch.Tensor:
+    """The data-parallel average as our runtime computes it in the communication dtype.
+
+    Each rank's accumulated gradient g_r is cast to comm_dtype (a rounding when it is narrower
+    than the accumulation dtype); the sum folds left, g_0 + g_1 + ... + g_{W-1}, each addition in
+    fp32 on the upcast operands and rounded to comm_dtype (the runtime's user-defined MPI_Op; for
+    W = 2 this is exactly round(fp32(g0) + fp32(g1))); the sum is then divided by W in
+    comm_dtype (fp32 division, rounded once; exact for W a power of two barring subnormals).
+    For W > 2 MPI may add in another order: a difference of one rounding per addition, covered
+    by the tolerances. Returns a tensor of comm_dtype (the caller upcasts to fp32)."""
+    acc: Optional[torch.Tensor] = None
+    for g in rank_grads:
+        acc = round_sum(acc, g, comm_dtype)
+    assert acc is not None
+    return (acc.float() / len(rank_grads)).to(comm_dtype)
+
+
+class LossScaler:
+    """DeepSpeed's fp16 loss scaler (deepspeed/runtime/fp16/loss_scaler.py; our C++ twin is
+    include/ds/Runtime/LossScaler.h): static when fp16.loss_scale > 0 (the scale never changes,
+    overflowing steps are still skipped), else DynamicLossScaler.update_scale:
+
+      overflow: when hysteresis == 1 or the hysteresis left is 1, the scale halves (not below
+        min_loss_scale; an overflow AT min_loss_scale is an error, DeepSpeed's "Current loss
+        scale already at minimum"), else the hysteresis left drops by one; last_overflow = it.
+      clean:   consecutive_hysteresis refills the hysteresis left at once; when
+        stable = it - last_overflow - 1 is > 0 and a multiple of loss_scale_window the scale
+        doubles (and, without consecutive_hysteresis, the hysteresis left is refilled).
+      it += 1 after every update.
+    fp16 None: bf16/fp32/autocast, a static scale of 1."""
+
+    def __init__(self, fp16: Optional[dict] = None):
+        self.dynamic = False
+        self.scale = 1.0
+        self.iteration = 0
+        self.last_overflow = -1
+        self.hysteresis = 2
+        self.hysteresis_left = 2
+        self.window = 1000
+        self.min_scale = 1.0
+        self.consecutive = False
+        self.factor = 2.0
+        if fp16 is None:
+            return
+        fp16 = _fp16_settings(fp16, "") if "min_loss_scale" not in fp16 else fp16
+        self.dynamic = fp16["loss_scale"] == 0
+        self.scale = (math.ldexp(1.0, fp16["initial_scale_power"]) if self.dynamic
+                      else fp16["loss_scale"])
+        self.window = fp16["loss_scale_window"]
+        self.min_scale = fp16["min_loss_scale"]
+        self.hysteresis = self.hysteresis_left = fp16["hysteresis"]
+        self.consecutive = fp16["consecutive_hysteresis"]
+
+    def update(self, overflow: bool) -> bool:
+        """After a step's overflow check; returns whether the update is applied."""
+        if not self.dynamic:
+            self.iteration += 1
+            return not overflow
+        if overflow:
+            if self.hysteresis == 1 or self.hysteresis_left == 1:
+                if self.scale == self.min_scale:
+                    raise OracleError(
+                        f"fp16: the gradients overflowed with the loss scale already at "
+                        f"min_loss_scale ({self.min_scale:g}): it cannot decrease any more "
+                        "(DeepSpeed: \"Current loss scale already at minimum\")")
+                self.scale = max(self.scale / self.factor, self.min_scale)
+            else:
+                self.hysteresis_left -= 1
+            self.last_overflow = self.iteration
+        else:
+            if self.consecutive:
+                self.hysteresis_left = self.hysteresis
+            stable = self.iteration - self.last_overflow - 1
+            if stable > 0 and stable % self.window == 0:
+                if not self.consecutive:
+                    self.hysteresis_left = self.hysteresis
+                self.scale *= self.factor
+        self.iteration += 1
+        return not overflow
+
+
+class _Bf16CpuKernels:
+    """LibTorch 1.13 has no bf16 CPU kernel for mse_loss (forward "mse_cpu", backward
+    "mse_backward_cpu_out"). Our compiler computes such ops in fp32 on upcast inputs and rounds
+    the result to bf16; the oracle does the same by registering, for the duration of a bf16 run,
+    CPU kernels for aten::mse_loss and aten::mse_loss_backward (torch.library, key CPU) that do
+    exactly that for bf16 operands. The TorchScript interpreter dispatches every op, so the
+    override reaches ops inside the loaded module. fp32 operands meanwhile take the same formula
+    in fp32 (mean((a - b)^2); 2 (a - b) g / N), equal to LibTorch's kernel up to fp32 summation
+    order. Deleting the torch.library.Library object restores LibTorch's own kernels."""
+
+    def __enter__(self):
+        self.lib = torch.library.Library("aten", "IMPL", "CPU")
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
+            self.lib.impl("mse_loss", _mse_loss_fp32_compute)
+            self.lib.impl("mse_loss_backward", _mse_loss_backward_fp32_compute)
+        return self
+
+    def __exit__(self, *exc):
+        del self.lib
+        return False
+
+
+def _reduce(x: torch.Tensor, reduction: int) -> torch.Tensor:
+    return x.mean() if reduction == 1 else (x.sum() if reduction == 2 else x)
+
+
+def _mse_loss_fp32_compute(a, b, reduction=1):
+    out = a.dtype
+    return _reduce((a.float() - b.float()).pow(2), reduction).to(out)
+
+
+def _mse_loss_backward_fp32_compute(grad, a, b, reduction):
+    norm = 2.0 / a.numel() if reduction == 1 else 2.0
+    return (norm * (a.float() - b.float()) * grad.float()).to(a.dtype)
 
 
 def _float_param(params: dict, key: str, default: float) -> float:
@@ -642,6 +962,66 @@ class _Engine:
         return lr, float(norm)
 
 
+class _MixedEngine(_Engine):
+    """A trainable engine under bf16, fp16 or torch_autocast: fp32 master weights (p.float() of
+    the stored parameters) and fp32 optimizer state; the model's parameters are copies of the
+    masters in the model dtype (fp16: held as fp32 tensors with fp16 values, see train())."""
+
+    def __init__(self, key: str, cfg: dict, named: List[Tuple[str, torch.Tensor]],
+                 prec: Precision, owner_classes: Dict[str, str]):
+        self.model_params = [p for _, p in named]
+        masters = [(n, p.detach().float().clone().requires_grad_(True)) for n, p in named]
+        super().__init__(key, cfg, masters)
+        self.prec = prec
+        self.comm_dtypes = [prec.comm_dtype_for(owner_classes.get(n, "")) for n, _ in named]
+        self.scaler = LossScaler(prec.fp16 if prec.mode == "fp16" else None)
+        self.last_norm = 0.0  # DeepSpeed's optimizer._global_grad_norm starts at 0.
+
+    def accumulate(self, acc: List[Optional[torch.Tensor]]) -> None:
+        """Adds this micro-step's .grad of every parameter to one rank's accumulators (in
+        grad_accum_dtype; fp16: the fp32 gradient rounded to fp16 first, inf on overflow)."""
+        dtype = self.prec.grad_accum_dtype
+        for i, p in enumerate(self.model_params):
+            g = p.grad
+            if g is None:
+                continue
+            if self.prec.mode == "fp16":
+                g = g.to(torch.float16)
+            acc[i] = round_sum(acc[i], g, dtype)
+
+    def step_mixed(self, rank_acc: List[List[Optional[torch.Tensor]]]) -> dict:
+        """Reduces, checks for overflow (fp16), unscales, clips, steps the masters, copies them
+        to the model dtype; returns {"lr", "grad_norm", "loss_scale", "skipped"}."""
+        scale = self.scaler.scale
+        reduced = []
+        for i, p in enumerate(self.model_params):
+            zeros = torch.zeros(p.shape, dtype=self.prec.grad_accum_dtype)
+            grads = [acc[i] if acc[i] is not None else zeros for acc in rank_acc]
+            reduced.append(reduce_average(grads, self.comm_dtypes[i]).float())
+        overflow = self.prec.mode == "fp16" and any(not bool(torch.isfinite(g).all())
+                                                    for g in reduced)
+        lr = scheduler_lr_for_update(self.scheduler, self.base_lr, self.applied)
+        if not overflow:
+            for master, g in zip(self.params, reduced):
+                master.grad = g / scale if scale != 1.0 else g
+            if self.clip > 0 and self.params:
+                norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+            else:
+                norm = global_grad_norm([m.grad for m in self.params])
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            self.optimizer.step()
+            with torch.no_grad():
+                for p, master in zip(self.model_params, self.params):
+                    p.copy_(master.detach().to(self.prec.model_dtype))
+            self.applied += 1
+            self.last_norm = float(norm)
+        for master in self.params:
+            master.grad = None
+        self.scaler.update(overflow)
+        return {"lr": lr, "grad_norm": self.last_norm, "loss_scale": scale, "skipped": overflow}
+
+
 def _owner(name: str, keys: Sequence[str]) -> Optional[str]:
     """The engine owning a qualified name: the longest key that is a module-path prefix."""
     best = None
@@ -682,7 +1062,8 @@ def micro_step_seed(seed: int, step: int, micro: int, rank: int) -> int:
 
 
 def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
-          unbatched: Iterable[str] = (), seed: Optional[int] = None
+          unbatched: Iterable[str] = (), seed: Optional[int] = None,
+          masters: Optional[Dict[str, torch.Tensor]] = None
           ) -> Tuple[List[dict], Dict[str, torch.Tensor]]:
     """The LibTorch oracle of DeepSpeed data-parallel training (design.md, "The numerical oracle").
 
@@ -714,15 +1095,26 @@ def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
     inputs = bind_inputs(module, load_data(data_pt), unbatched)
     _, B = check_sizes(inputs, world_size, 1, 0)
     gas = None
+    prec: Optional[Precision] = None
     for key, cfg in engines_cfg:
-        _check_oracle_supports(key, cfg)
         what = f"engines.{key}." if len(engines_cfg) > 1 else ""
+        p_cfg = precision_config(cfg, what)
+        if prec is not None and p_cfg.key() != prec.key():
+            raise OracleError(f"{what}: engines with different mixed-precision settings are not "
+                              "modelled by the oracle (give every engine the same fp16/bf16/"
+                              "torch_autocast/data_types/communication_data_type)")
+        prec = p_cfg
         _, g, _ = resolve_batch(cfg, world_size, B, what)
         if gas is not None and g != gas:
             raise OracleError(f"engines disagree on gradient_accumulation_steps: {gas} vs {g}")
         gas = g
     _, B = check_sizes(inputs, world_size, gas, steps)
     b = B // world_size
+
+    assert prec is not None
+    if prec.mode != "fp32":
+        return _train_mixed(module, inputs, engines_cfg, prec, steps, world_size, gas, b, seed,
+                            masters)
 
     keys = [k for k, _ in engines_cfg]
     owned: Dict[str, List[Tuple[str, torch.Tensor]]] = {k: [] for k in keys}
@@ -781,7 +1173,139 @@ def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
         final_state[name] = p.detach().clone()
     for name, buf in module.named_buffers():
         final_state[name] = buf.detach().clone()
+    if masters is not None:
+        for e in engines:
+            for name, param in zip(e.names, e.params):
+                masters[name] = param.detach().clone()
     return lines, final_state
+
+
+def _round_float_buffers(snapshot: Dict[str, torch.Tensor], dtype: torch.dtype) -> None:
+    for n, t in snapshot.items():
+        if t.is_floating_point():
+            snapshot[n] = t.to(dtype).to(t.dtype)
+
+
+def _train_mixed(module, inputs: Sequence[Input], engines_cfg: List[Tuple[str, dict]],
+                 prec: Precision, steps: int, world_size: int, gas: int, b: int, seed: int,
+                 masters: Optional[Dict[str, torch.Tensor]]
+                 ) -> Tuple[List[dict], Dict[str, torch.Tensor]]:
+    """train() under bf16, fp16 or torch_autocast (see the module docstring, "Mixed precision").
+
+    Per optimizer step, for each micro-step and rank: gradients cleared, forward (bf16: the
+    module and the float inputs in bf16; fp16: fp32 compute on fp16-rounded parameters, buffers
+    and float inputs; autocast: fp32 parameters under torch.autocast("cpu", bf16)), backward of
+    every returned loss with the seed loss_scale / G in the loss's dtype (1 / G without fp16),
+    the parameters' .grad added to the rank's accumulators. At the boundary each engine reduces
+    (reduce_average), checks for overflow (fp16), steps its fp32 masters and writes them back.
+    """
+    keys = [k for k, _ in engines_cfg]
+    if prec.mode == "bf16":
+        module.to(torch.bfloat16)  # parameters and float buffers
+    owner_classes = parameter_owner_classes(module)
+    if prec.mode == "fp16":
+        with torch.no_grad():  # fp16 storage, fp32 compute: fp16 values in fp32 tensors
+            for _, p in module.named_parameters():
+                p.copy_(p.to(torch.float16))
+            for _, t in module.named_buffers():
+                if t.is_floating_point():
+                    t.copy_(t.to(torch.float16))
+    owned: Dict[str, List[Tuple[str, torch.Tensor]]] = {k: [] for k in keys}
+    for name, p in module.named_parameters():
+        owner = _owner(name, keys)
+        if owner is not None and p.requires_grad:
+            owned[owner].append((name, p))
+    engines = [_MixedEngine(k, cfg, owned[k], prec, owner_classes)
+               for k, cfg in engines_cfg if cfg.get("optimizer")]
+    if not engines:
+        raise OracleError("no engine has an \"optimizer\" section: nothing to train")
+    if prec.mode == "fp16" and len(engines) > 1:
+        raise OracleError("fp16 with several trainable engines (one loss scale each) is not "
+                          "modelled by the oracle")
+    all_params = [p for _, p in module.named_parameters()]
+
+    def cast_input(t: torch.Tensor) -> torch.Tensor:
+        if not t.is_floating_point():
+            return t
+        if prec.mode == "bf16":
+            return t.to(torch.bfloat16)
+        if prec.mode == "fp16":
+            return t.to(torch.float16).to(t.dtype)
+        return t
+
+    rank_buffers = [_snapshot_buffers(module) for _ in range(world_size)]
+    n = world_size * gas
+    lines = []
+    with torch.jit.optimized_execution(False), (
+            _Bf16CpuKernels() if prec.mode == "bf16" else _NullContext()):
+        for k in range(steps):
+            rank_acc = [[[None] * len(e.model_params) for _ in range(world_size)]
+                        for e in engines]
+            scale = engines[0].scaler.scale
+            total = 0.0
+            per: Optional[List[float]] = None
+            is_tuple = False
+            for s in range(k * gas, (k + 1) * gas):
+                for r in range(world_size):
+                    _load_buffers(module, rank_buffers[r])
+                    torch.manual_seed(micro_step_seed(seed, k, s - k * gas, r))
+                    for p in all_params:
+                        p.grad = None
+                    args = [cast_input(t) for t in rank_args(inputs, s, r, b)]
+                    try:
+                        with (torch.autocast("cpu", dtype=prec.autocast_dtype)
+                              if prec.mode == "autocast" else _NullContext()):
+                            losses, is_tuple = forward_losses(module, args)
+                        seeds = [torch.full((), scale / gas, dtype=l.dtype) for l in losses]
+                        torch.autograd.backward(losses, seeds)
+                    except RuntimeError as err:
+                        raise OracleError(f"training step {k + 1}: forward/backward failed at "
+                                          f"micro-step {s}, rank {r} of {world_size} "
+                                          f"({prec.mode}): {err}")
+                    for e, acc in zip(engines, rank_acc):
+                        e.accumulate(acc[r])
+                    rank_buffers[r] = _snapshot_buffers(module)
+                    if prec.mode == "fp16":
+                        _round_float_buffers(rank_buffers[r], torch.float16)
+                    vals = [float(l.detach()) for l in losses]
+                    if per is None:
+                        per = [0.0] * len(vals)
+                    for j, v in enumerate(vals):
+                        per[j] += v
+                    total += sum(vals)
+            results = [e.step_mixed(acc) for e, acc in zip(engines, rank_acc)]
+            line = {"step": k + 1, "loss": total / n}
+            if is_tuple:
+                line["losses"] = [v / n for v in per]
+            line.update(results[0])
+            if len(engines) > 1:
+                line["engines"] = {e.key: {"lr": res["lr"], "grad_norm": res["grad_norm"]}
+                                   for e, res in zip(engines, results)}
+            lines.append(line)
+    for p in all_params:
+        p.grad = None
+    _load_buffers(module, rank_buffers[0])
+    final_state: Dict[str, torch.Tensor] = {}
+    for name, p in module.named_parameters():
+        t = p.detach().clone()
+        final_state[name] = t.to(prec.model_dtype) if prec.mode == "fp16" else t
+    for name, buf in module.named_buffers():
+        t = buf.detach().clone()
+        final_state[name] = t.to(torch.float16) if (prec.mode == "fp16"
+                                                    and t.is_floating_point()) else t
+    if masters is not None:
+        for e in engines:
+            for name, master in zip(e.names, e.params):
+                masters[name] = master.detach().clone()
+    return lines, final_state
+
+
+class _NullContext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
 
 # ---------------------------------------------------------------------------------------------

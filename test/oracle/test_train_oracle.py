@@ -433,9 +433,16 @@ def test_train_errors(tmp_path):
     with pytest.raises(oracle.OracleError, match="need 6 micro-steps"):
         oracle.train(model, data, {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,
                                    "optimizer": {"type": "SGD"}}, 3)
-    with pytest.raises(oracle.OracleError, match="mixed precision"):
+    with pytest.raises(oracle.OracleError, match="fp16 autocast is not supported on CPU"):
+        oracle.train(model, data, {"train_micro_batch_size_per_gpu": 4, "optimizer": {"type": "SGD"},
+                                   "torch_autocast": {"enabled": True, "dtype": "fp16"}}, 1)
+    with pytest.raises(oracle.OracleError, match="cannot both be enabled"):
         oracle.train(model, data, {"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True},
-                                   "optimizer": {"type": "SGD"}}, 1)
+                                   "fp16": {"enabled": True}, "optimizer": {"type": "SGD"}}, 1)
+    with pytest.raises(oracle.OracleError, match="cannot be enabled together with bf16"):
+        oracle.train(model, data, {"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True},
+                                   "torch_autocast": {"enabled": True}, "optimizer": {"type": "SGD"}},
+                     1)
     with pytest.raises(oracle.OracleError, match="optimizer"):
         oracle.train(model, data, {"train_micro_batch_size_per_gpu": 4}, 1)
 
