@@ -14,6 +14,8 @@ and OUTDIR/manifest.json:
 Also written (not in manifest.json, which lists only models that must import and run):
   mlp.data.safetensors, cnn.data.safetensors  the same data as the .data.pt files (format written by hand)
   error-case files for the importer's negative tests, described in OUTDIR/error_cases.json.
+  fp16_scale.pt, fp16_scale.data.pt  the fp16 loss-scaling model (16 micro-steps; see
+                                      build_fp16_scale), for test/mpi/precision_check.py.
 
 Every forward returns a scalar loss (two_losses returns a tuple of two scalar losses).
 The script is deterministic: every model and data set is made under its own fixed seed.
@@ -860,6 +862,44 @@ BUILDERS = [
 ]
 
 
+class Fp16Scale(nn.Module):
+    """loss = mean(fc(x) * t): the gradients do not depend on the parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, t):
+        return (self.fc(x) * t).mean()
+
+
+def build_fp16_scale():
+    """The fp16 overflow model: its gradients are fixed by the data, so whether a loss scale
+    overflows fp16 does not depend on how an implementation rounds (test/mpi/precision_check.py).
+
+    16 micro-steps of 8 rows, t = 1. On W = 2 ranks, rank 0's rows (0-3) have x[:, 0] = 10 and
+    rank 1's (4-7) x[:, 0] = 1.25; the other columns are uniform in [-2, 2] (rank 1: [-0.25,
+    0.25]). Per rank, dL/dfc.weight[j, k] = sum_rows x[:, k] / 16 (4 rows x 4 outputs): column 0
+    is 2.5 on rank 0 and 0.3125 on rank 1, every other gradient is below 0.5; dL/dfc.bias = 0.25.
+    Scaled by 2^14: rank 0's largest gradient is 40960, the sum over both ranks 46080, both below
+    fp16's 65504 (no overflow); by 2^15: 81920 on rank 0 (inf in fp16: overflow). The loss's own
+    gradient (the scale) and the activations' gradients (scale / 16) overflow later, at 2^16
+    and 2^20. So at W = 2 every scale >= 2^15 overflows and every scale <= 2^14 does not, with a
+    margin of more than 1.25x either way. (At W = 1 the per-rank column-0 gradient is 1.40625:
+    2^15 does not overflow there.)"""
+    torch.manual_seed(17)
+    S16 = 16
+    m = Fp16Scale()
+    x = torch.empty(S16, B, 4)
+    x[:, :4, 1:] = torch.rand(S16, 4, 3) * 4 - 2
+    x[:, 4:, 1:] = torch.rand(S16, 4, 3) * 0.5 - 0.25
+    x[:, :4, 0] = 10.0
+    x[:, 4:, 0] = 1.25
+    x = x.half().float()  # fp16 values: rounding the inputs changes nothing
+    t = torch.ones(S16, B, 4)
+    return torch.jit.script(m), {"x": x, "t": t}
+
+
 def write_error_cases(outdir: str) -> dict:
     cases = {}
 
@@ -933,6 +973,10 @@ def main(argv: List[str]) -> int:
                           "returns": entry["returns"], "notes": entry["notes"]}
         if name in ("mlp", "cnn"):
             write_safetensors(os.path.join(outdir, name + ".data.safetensors"), data)
+    module, data = build_fp16_scale()
+    check_runs("fp16_scale", module, data)
+    module.save(os.path.join(outdir, "fp16_scale.pt"))
+    save_data(os.path.join(outdir, "fp16_scale.data.pt"), data)
     cases = write_error_cases(outdir)
     with open(os.path.join(outdir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)

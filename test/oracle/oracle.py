@@ -1419,8 +1419,12 @@ def compare_train_lines(ours: List[dict], oracle: List[dict], loss_rtol: float,
                         lr_rtol: float = 1e-12, norm_rtol: float = 1e-4,
                         ours_name: str = "ours", oracle_name: str = "oracle") -> Tuple[bool, str]:
     """Training loss lines: loss(es) as compare_lines does (rtol loss_rtol), then per step lr
-    (rtol lr_rtol), grad_norm (rtol norm_rtol), loss_scale and skipped, and per-engine lr and
-    grad_norm where both sides have an "engines" object. Returns (ok, message)."""
+    (rtol lr_rtol; lr_rtol 0 demands exact equality, as the mixed-precision checks do),
+    grad_norm (rtol norm_rtol), loss_scale and skipped (always exactly equal: the sequences of
+    scales and skipped steps of fp16 runs must be the oracle's), and per-engine lr and
+    grad_norm where both sides have an "engines" object. Missing loss_scale/skipped on our side
+    count as 1.0/false. Returns (ok, message); the message of an fp16 run lists the sequence.
+    Tolerances per precision mode: PRECISION_TOLERANCES."""
     ok, msg = compare_lines(ours, oracle, loss_rtol, 0.0, ours_name, oracle_name)
     if not ok:
         return ok, msg
@@ -1451,12 +1455,30 @@ def compare_train_lines(ours: List[dict], oracle: List[dict], loss_rtol: float,
                     worst_lr = max(worst_lr, rel)
                 else:
                     worst_norm = max(worst_norm, rel)
-        if la.get("skipped") not in (False, None) or la.get("loss_scale", 1.0) != lo["loss_scale"]:
+        if (bool(la.get("skipped", False)) != bool(lo.get("skipped", False))
+                or float(la.get("loss_scale", 1.0)) != float(lo.get("loss_scale", 1.0))):
             return False, (f"step {step}: {ours_name} has loss_scale {la.get('loss_scale')!r}, skipped "
-                           f"{la.get('skipped')!r}; {oracle_name} has {lo['loss_scale']!r}, "
-                           f"{lo['skipped']!r}")
-    return True, (msg + f"; lr max rel diff {worst_lr:.3g}, grad_norm max rel diff "
-                  f"{worst_norm:.3g} (rtol {norm_rtol:g})")
+                           f"{la.get('skipped')!r}; {oracle_name} has {lo.get('loss_scale')!r}, "
+                           f"{lo.get('skipped')!r} (loss_scale and skipped must be equal; "
+                           f"{ours_name}: {_scale_sequence(ours)}; {oracle_name}: "
+                           f"{_scale_sequence(oracle)})")
+    extra = ""
+    if any(l.get("skipped") for l in oracle) or any(l.get("loss_scale", 1.0) != 1.0 for l in oracle):
+        extra = f"; loss_scale/skipped equal: {_scale_sequence(oracle)}"
+    return True, (msg + f"; lr max rel diff {worst_lr:.3g}" + (" (exact)" if lr_rtol == 0 else "")
+                  + f", grad_norm max rel diff {worst_norm:.3g} (rtol {norm_rtol:g})" + extra)
+
+
+def _scale_sequence(lines: List[dict]) -> str:
+    """'2^17 S, 2^16 S, 2^14, ...': each step's loss scale (as a power of two when it is one)
+    and S when the step was skipped."""
+    out = []
+    for line in sorted(lines, key=lambda l: l["step"]):
+        scale = float(line.get("loss_scale", 1.0))
+        m, e = math.frexp(scale)
+        text = f"2^{e - 1}" if m == 0.5 else f"{scale:g}"
+        out.append(text + (" S" if line.get("skipped") else ""))
+    return ", ".join(out)
 
 
 # ---------------------------------------------------------------------------------------------
