@@ -44,7 +44,101 @@ iteration n - 2) is set; torch.optim steps (Adam -> AdamW unless adam_w_mode fal
 decay; AdamW; SGD). Batch sizes are completed from the config as DeepSpeed does ("auto" micro
 batch from the data). Lines: {"step", "loss" (mean over ranks and micro-steps of the summed
 losses), "lr", "grad_norm", "loss_scale": 1.0, "skipped": false} (+ "losses" for tuple outputs;
-+ "engines" when several engines train). Mixed precision is not modelled (an error).
++ "engines" when several engines train). Mixed precision: see below.
+
+Mixed precision (issue 7; train(), _train_mixed)
+------------------------------------------------
+The oracle models bf16, fp16 and torch_autocast as our compiler and runtime implement them
+(docs/config.md, "Mixed precision"; reference/deepspeed.md). Every engine of a config must have
+the same precision settings. Common to the three: gradients are kept PER RANK (each rank's
+backward is seeded with loss_scale / G, G = GAS; no 1 / W there) and accumulated over the GAS
+window in data_types.grad_accum_dtype (default: the model dtype); at the boundary each
+parameter's W rank gradients are averaged as the runtime reduces them (reduce_average): cast to
+the communication dtype, summed left to right with every addition done in fp32 on the upcast
+operands and rounded to that dtype (W = 2: round(fp32(g0) + fp32(g1))), then divided by W in
+that dtype. A parameter no rank saw gets zeros. The averaged gradients are upcast to fp32 and
+the engine's fp32 master weights (p.float() of the stored parameters at the start) step with
+fp32 optimizer state: clip by the global norm (default 1.0) with clip_grad_norm_'s formula,
+torch.optim update, then the stored parameters = master rounded to the model dtype.
+  - bf16 (bf16.enabled or bfloat16.enabled): module.to(torch.bfloat16) (parameters and float
+    buffers), float inputs cast to bf16 (our compiler inserts that cast), forward and backward
+    with LibTorch's bf16 CPU kernels, loss seed 1 / G in bf16. grad_accum_dtype and
+    communication_data_type default to bf16. LibTorch 1.13 lacks bf16 CPU kernels for
+    aten::mse_loss and aten::mse_loss_backward: during a bf16 run the oracle registers CPU
+    kernels for those two (torch.library, _Bf16CpuKernels) that compute in fp32 on upcast inputs
+    and round the result to bf16, as our compiler does; the interpreter dispatches every op of
+    the loaded module, so this reaches the ops inside the TorchScript module (the graph is not
+    edited). Every test model (make_models.py) trains in bf16 with that; no other kernel was
+    missing for them (probed: cross_entropy, nll_loss, log_softmax, softmax, layer_norm,
+    batch_norm, gelu, relu, tanh, sigmoid, silu, linear, matmul, embedding, conv2d, kl_div,
+    index_add, topk, masked_fill, pow, mean).
+  - fp16 (fp16.enabled): LibTorch 1.13 has no fp16 CPU compute kernels, so storage is fp16 and
+    compute fp32. The oracle rounds the parameters and float buffers to fp16 values (kept in fp32
+    tensors), rounds float inputs to fp16, runs forward and backward in fp32 with the seed
+    loss_scale / G (fp32), and rounds each rank's parameter gradient of each micro-step to fp16
+    (inf when it overflows fp16's max 65504); accumulation and reduction default to fp16.
+    APPROXIMATION: our compiler rounds every op's result to fp16 in forward and backward; the
+    oracle rounds only parameters, inputs and parameter gradients. So losses differ by fp16
+    roundings, and an intermediate (activation) gradient can overflow in the runtime where the
+    oracle's parameter gradients do not: fp16 overflow tests use the fp16_scale model, whose
+    overflow decisions have a margin > 1.25x (make_models.py, build_fp16_scale). Overflow = any
+    inf/NaN in the engine's averaged gradients (an inf or NaN on any rank, or a sum that
+    overflows, ends up there; the runtime reduces the flag with one MAX all-reduce). On
+    overflow the step is skipped: no update, gradients dropped, the LR scheduler not advanced
+    (DeepSpeed steps the scheduler only when the step was applied; global_steps counts skipped
+    steps too), the scaler updates. Else the gradients are unscaled (fp32: g / scale, the scale
+    this step used), clipped, the masters step, the parameters = master.half(), then the scaler
+    updates. The scaler (LossScaler) is DeepSpeed's static/dynamic one (hysteresis,
+    consecutive_hysteresis, loss_scale_window, min_loss_scale); an overflow at min_loss_scale is
+    an OracleError, as DeepSpeed raises. Loss lines: "loss_scale" = the scale this step used,
+    "skipped", "lr" = the lr this step used or, when skipped, would have used (the next applied
+    update's), "grad_norm" = the pre-clip norm of the unscaled averaged gradients; on a skipped
+    step the value of the last applied step (0.0 before the first one), which is what
+    DeepSpeed's engine.get_global_grad_norm() returns (its optimizers leave _global_grad_norm
+    untouched when they skip; it starts at 0.0). DeepSpeed DIFFERENCE (not modelled, on purpose):
+    DeepSpeed's FP16_Optimizer (stage 0), ZeRO-1/2 and ZeRO-3 call update_scale BEFORE
+    unscaling, so on a clean step where the window doubles the scale they divide the gradients
+    (and, stages 0/3, the reported norm) by the NEW scale, i.e. that step's gradients are halved;
+    our contract unscales by the scale the step used.
+  - torch_autocast (torch_autocast.enabled; dtype bf16 by default on CPU; fp16 on CPU is an
+    OracleError "not supported"): parameters, gradients and optimizer state stay fp32; the
+    forward runs under torch.autocast("cpu", dtype) (the backward outside it, as torch
+    recommends). CHECKED for torch 1.13: autocast applies to a torch.jit.load'ed module run by
+    the interpreter with optimized execution off (the oracle's setting) and on: autocast is the
+    AutocastCPU dispatcher key, which every interpreted op passes (linear -> bf16, relu follows,
+    mse_loss -> fp32; test_oracle_selfcheck.py). LibTorch 1.13's CPU layer_norm rejects a bf16
+    input with fp32 weights ("expected scalar type BFloat16 but found Float"), even in eager
+    mode: a LayerNorm fed directly by a Linear fails under CPU autocast; in the transformer model
+    every LayerNorm reads the fp32 residual stream, so it runs. The gradients of parameters owned
+    DIRECTLY by a lower_precision_safe_modules class (default torch.nn.Linear, Conv1d, Conv2d,
+    Conv3d; exact class: "torch.nn.Linear" names torch.nn.modules.linear.Linear, the demangled
+    TorchScript class the plan records; subclasses never match) are reduced in the autocast
+    dtype (cast to bf16, summed as above, divided by W, upcast to fp32); all others in fp32.
+
+Tolerances (PRECISION_TOLERANCES; measured against a second implementation)
+-----------------------------------------------------------------------
+bf16 keeps 8 significant bits: one rounding is up to 2^-9 relative (half an ulp), an ulp is
+2^-8..2^-7 relative (3.9e-3..7.8e-3); fp16 keeps 11 (an ulp 2^-11..2^-10). Two correct
+implementations differ by where they round (fused kernels, reduction orders, decompositions).
+To measure that, the oracle was run against itself with every aten op of the forward and backward
+intercepted (a TorchDispatchMode) and computed in fp32 on upcast operands, its results rounded to
+bf16 (bf16, autocast) or fp16 (fp16): our compiler's scheme, and for fp16 the runtime's full
+per-op rounding. transformer, W = 2 (and 1), GAS 2, 4 steps:
+  bf16, SGD(lr 0.05, momentum 0.9): losses 3.3e-3 relative (W = 1: 2.2e-3), grad_norm 1.0e-3,
+    parameters within one bf16 ulp (rtol 2^-7) + 6.1e-5 absolute.
+  bf16, AdamW(lr 1e-3): losses 1.1e-3, grad_norm 8.7e-4, but parameters 2e-3 absolute beyond one
+    ulp: Adam turns the sign of near-zero gradients into full lr steps, so parameter checks of
+    low-precision runs use SGD (its update error is lr * |g| * 2^-8, far below an ulp).
+  autocast, SGD: losses 1.3e-4, grad_norm 2.5e-4, parameters 1e-3 relative + 7.7e-5 absolute.
+  fp16 (mlp, transformer; AdamW lr 1e-3, scale 2^8): losses 1.2e-4, grad_norm 1.1e-4;
+    fp16_scale (16 steps): equal loss_scale/skipped/lr sequences, losses 4.6e-4 (the fp16 loss
+    rounding), parameters bitwise equal (its gradients are exact).
+The tolerances below leave a factor >= 4 over these: bf16 losses 2^-6 (two ulps), grad_norm
+1e-2, parameters rtol 2^-7 (one ulp) + atol 2e-4; autocast losses, grad_norm 2e-3, parameters
+rtol 1e-3 + atol 4e-4; fp16 losses, grad_norm 2e-3, parameters rtol 2^-10 (one ulp) + atol 1e-4.
+They hold for models of the transformer's size and gradient scale with SGD-sized updates;
+tied_lm (losses ~14, gradients ~5) differed by 2.7e-2 in bf16 under the same test: pass wider
+tolerances per test there. lr, loss_scale and skipped are compared exactly.
 
 compare-params: per tensor, elementwise |ours - oracle| <= atol + rtol * |oracle|; names, shapes
 and dtypes must agree; the message names the first failing tensor, the element and both values.
@@ -746,6 +840,17 @@ class LossScaler:
                 self.scale *= self.factor
         self.iteration += 1
         return not overflow
+
+
+# Per precision mode: (loss_rtol, norm_rtol, param_rtol, param_atol); see the module docstring,
+# "Tolerances". lr, loss_scale and skipped are always compared exactly (lr_rtol 0).
+PRECISION_TOLERANCES = {
+    "fp32": {"loss_rtol": 1e-5, "norm_rtol": 1e-4, "param_rtol": 1e-4, "param_atol": 1e-4},
+    "bf16": {"loss_rtol": 2.0 ** -6, "norm_rtol": 1e-2, "param_rtol": 2.0 ** -7,
+             "param_atol": 2e-4},
+    "autocast": {"loss_rtol": 2e-3, "norm_rtol": 2e-3, "param_rtol": 1e-3, "param_atol": 4e-4},
+    "fp16": {"loss_rtol": 2e-3, "norm_rtol": 2e-3, "param_rtol": 2.0 ** -10, "param_atol": 1e-4},
+}
 
 
 class _Bf16CpuKernels:
