@@ -2,7 +2,7 @@
 """Mixed-precision oracle check (issue 7): bf16, torch_autocast and fp16 training under ZeRO stages
 against the LibTorch oracle.
 
-  precision_check.py --bin BUILD/bin --models DIR --model NAME --mode bf16|autocast|fp16
+  precision_check.py --bin BUILD/bin --models DIR --model NAME --mode bf16|autocast|fp16|fp32
                      --world-size W [--gas G] [--steps N] [--stages 0 2 3]
                      [--config-json '{...}'] [--min-skipped K] [--unbatched NAME ...]
                      [--loss-rtol X] [--norm-rtol X] [--rtol X] [--atol X]
@@ -46,6 +46,7 @@ import oracle  # noqa: E402
 import train_check  # noqa: E402
 
 MODE_SECTIONS = {
+    "fp32": {},  # the same pipeline in fp32 (design tolerances): runs with today's ds-run
     "bf16": {"bf16": {"enabled": True}},
     "autocast": {"torch_autocast": {"enabled": True}},
     "fp16": {"fp16": {"enabled": True}},

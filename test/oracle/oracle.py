@@ -1184,6 +1184,10 @@ def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
     through the dispatcher and autograd records its own derivative formulas, with no symbolic
     autodiff or profiling-dependent graphs.
 
+    bf16 / fp16 / torch_autocast configs train as the module docstring's "Mixed precision"
+    says (_train_mixed); masters, when given a dict, receives every trained parameter's fp32
+    master weight (fp32 training: the parameter itself).
+
     Returns (lines, final_state): lines {"step", "loss", "lr", "grad_norm", "loss_scale": 1.0,
     "skipped": false} (+ "losses" for tuple outputs; + "engines": {key: {"lr", "grad_norm"}} when
     there are several trainable engines, the top-level lr/grad_norm then being the first one's),
