@@ -13,7 +13,8 @@ zero_optimization.stage s (stage 3: stage3_param_persistence_threshold 0, every 
 sharded), SGD (lr 0.05, momentum 0.9: see oracle.py, "Tolerances", why not Adam), and the
 mode's section: {"bf16": {"enabled": true}}, {"torch_autocast": {"enabled": true}} or
 {"fp16": {"enabled": true}}; then --config-json is merged over it (objects key by key, other
-values replaced), e.g. to set the fp16 scaler, the optimizer or a scheduler.
+values replaced; a given optimizer or scheduler replaces the base's whole), e.g. to set the
+fp16 scaler, the optimizer or a scheduler.
 
 The oracle (oracle.train, which ignores the ZeRO stage) trains once; each stage is compiled with
 `ds-compile MODEL --config CFG --example-inputs DATA --world-size W` and trained with
@@ -53,12 +54,18 @@ MODE_SECTIONS = {
 }
 
 
-def merge(base, extra):
-    """extra over base: objects merged key by key, everything else replaced."""
+WHOLE_SECTIONS = ("optimizer", "scheduler")  # replaced whole: their params depend on the type
+
+
+def merge(base, extra, top=True):
+    """extra over base: objects merged key by key (except a top-level optimizer or scheduler,
+    which replaces the base's whole), everything else replaced."""
     out = dict(base)
     for k, v in extra.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = merge(out[k], v)
+        if top and k in WHOLE_SECTIONS:
+            out[k] = v
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge(out[k], v, False)
         else:
             out[k] = v
     return out
