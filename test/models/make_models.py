@@ -16,6 +16,9 @@ Also written (not in manifest.json, which lists only models that must import and
   error-case files for the importer's negative tests, described in OUTDIR/error_cases.json.
   fp16_scale.pt, fp16_scale.data.pt  the fp16 loss-scaling model (16 micro-steps; see
                                       build_fp16_scale), for test/mpi/precision_check.py.
+  cancel_probe.pt, cancel_probe.data.pt  Embedding-LayerNorm-Linear fitted to its own fp32
+                                      output: bf16 rounding dominates the loss (see
+                                      build_cancel_probe), for test/mpi/precision_check.py.
 
 Every forward returns a scalar loss (two_losses returns a tuple of two scalar losses).
 The script is deterministic: every model and data set is made under its own fixed seed.
@@ -900,6 +903,41 @@ def build_fp16_scale():
     return torch.jit.script(m), {"x": x, "t": t}
 
 
+class CancelProbe(nn.Module):
+    """emb -> LayerNorm -> Linear, loss = mse(fc(ln(emb(idx))), y)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(16, 16)
+        self.ln = nn.LayerNorm(16)
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, idx, y):
+        return F.mse_loss(self.fc(self.ln(self.emb(idx))), y)
+
+
+def build_cancel_probe():
+    """A model whose loss measures the precision of its forward: y is the model's own fp32
+    output plus noise of std 1e-3, and fc's outputs are ~8 in size, so in fp32 the loss is the
+    noise (~1e-6), while rounding fc's output (and y) to bf16, as bf16 training and
+    torch_autocast do, adds errors of ~8 * 2^-9 per element (a loss ~100x larger). The
+    LayerNorm reads the (fp32) embedding, not the Linear: LibTorch 1.13's CPU layer_norm
+    rejects a bf16 input with fp32 weights under autocast. Parameters: Linear (reduced in bf16
+    under torch_autocast) and Embedding, LayerNorm (reduced in fp32)."""
+    torch.manual_seed(18)
+    m = CancelProbe()
+    with torch.no_grad():
+        m.fc.weight.mul_(16.0)
+        m.fc.bias.mul_(16.0)
+        m.ln.weight.add_(torch.rand(16) * 0.5)
+        m.ln.bias.add_(torch.randn(16) * 0.1)
+    idx = torch.randint(0, 16, (S, B, 4), dtype=torch.int64)
+    with torch.no_grad():
+        out = m.fc(m.ln(m.emb(idx)))
+        y = out + torch.randn(out.shape) * 1e-3
+    return torch.jit.script(m), {"idx": idx, "y": y}
+
+
 def write_error_cases(outdir: str) -> dict:
     cases = {}
 
@@ -977,6 +1015,10 @@ def main(argv: List[str]) -> int:
     check_runs("fp16_scale", module, data)
     module.save(os.path.join(outdir, "fp16_scale.pt"))
     save_data(os.path.join(outdir, "fp16_scale.data.pt"), data)
+    module, data = build_cancel_probe()
+    check_runs("cancel_probe", module, data)
+    module.save(os.path.join(outdir, "cancel_probe.pt"))
+    save_data(os.path.join(outdir, "cancel_probe.data.pt"), data)
     cases = write_error_cases(outdir)
     with open(os.path.join(outdir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)

@@ -133,6 +133,11 @@ per-op rounding. transformer, W = 2 (and 1), GAS 2, 4 steps:
   fp16 (mlp, transformer; AdamW lr 1e-3, scale 2^8): losses 1.2e-4, grad_norm 1.1e-4;
     fp16_scale (16 steps): equal loss_scale/skipped/lr sequences, losses 4.6e-4 (the fp16 loss
     rounding), parameters bitwise equal (its gradients are exact).
+  cancel_probe (make_models.py; its loss is the forward's rounding error), SGD, 3 steps:
+    autocast: losses equal, grad_norm 5.1e-4, parameters 8.7e-6 absolute, while the fp32 run's
+    losses are 1200x smaller: the autocast tolerances separate the two by far. bf16: losses
+    53% and grad_norm 34% (every op rounds, and the loss is a sum of squared roundings),
+    parameters one ulp + 6.1e-3; fp32 is 5000x off: its test uses loss and grad_norm rtol 1.
 The tolerances below leave a factor >= 4 over these: bf16 losses 2^-6 (two ulps), grad_norm
 1e-2, parameters rtol 2^-7 (one ulp) + atol 2e-4; autocast losses, grad_norm 2e-3, parameters
 rtol 1e-3 + atol 4e-4; fp16 losses, grad_norm 2e-3, parameters rtol 2^-10 (one ulp) + atol 1e-4.

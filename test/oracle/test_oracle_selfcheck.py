@@ -100,7 +100,7 @@ def test_manifest_lists_required_models(models, manifest):
             assert t.dtype in (torch.float32, torch.int64), (name, key, t.dtype)
     assert manifest["two_losses"]["returns"] == "tuple"
     for f in ERROR_FILES + ["mlp.data.safetensors", "error_cases.json", "fp16_scale.pt",
-                            "fp16_scale.data.pt"]:
+                            "fp16_scale.data.pt", "cancel_probe.pt", "cancel_probe.data.pt"]:
         assert os.path.exists(os.path.join(models, f)), f
 
 
@@ -631,3 +631,20 @@ def test_precision_config_errors():
     assert (p.model_dtype, p.grad_accum_dtype, p.comm_dtype) == (torch.float16,) * 3
     with pytest.raises(oracle.OracleError, match="auto_cast"):
         oracle.precision_config({"fp16": {"enabled": True, "auto_cast": True}})
+
+
+def test_cancel_probe_losses_measure_the_forward_precision(models):
+    """cancel_probe (make_models.py): the oracle's autocast and bf16 losses are >100x its fp32
+    ones, so the mpi-precision cancel_probe tests fail a runtime that computes in fp32."""
+    model = os.path.join(models, "cancel_probe.pt")
+    data = os.path.join(models, "cancel_probe.data.pt")
+    cfg = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 2,
+           "optimizer": {"type": "SGD", "params": {"lr": 0.05, "momentum": 0.9}}}
+    fp32, _ = oracle.train(model, data, cfg, 2, 2)
+    ac, ac_state = oracle.train(model, data, dict(cfg, torch_autocast={"enabled": True}), 2, 2)
+    bf, bf_state = oracle.train(model, data, dict(cfg, bf16={"enabled": True}), 2, 2)
+    for a, b, f in zip(ac, bf, fp32):
+        assert f["loss"] < 2e-6
+        assert a["loss"] > 100 * f["loss"] and b["loss"] > 100 * f["loss"]
+    assert ac_state["fc.weight"].dtype == torch.float32
+    assert bf_state["fc.weight"].dtype == torch.bfloat16
