@@ -177,8 +177,9 @@ def main(argv=None):
         oracle.write_jsonl(os.path.join(root, "oracle.jsonl"), expected_lines)
         oracle.write_safetensors(os.path.join(root, "oracle.safetensors"), expected_state)
         skipped = sum(1 for l in expected_lines if l.get("skipped"))
-        print(f"{name}: oracle: {skipped} of {len(expected_lines)} steps skipped; loss scales "
-              f"{oracle._scale_sequence(expected_lines)}")
+        if args.mode == "fp16":
+            print(f"{name}: oracle: {skipped} of {len(expected_lines)} steps skipped; loss "
+                  f"scales {oracle._scale_sequence(expected_lines)}")
         if skipped < args.min_skipped:
             failures.append(f"the oracle skipped {skipped} steps, fewer than --min-skipped "
                             f"{args.min_skipped}: the run no longer exercises fp16 overflow")
