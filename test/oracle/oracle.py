@@ -1214,9 +1214,10 @@ def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
         what = f"engines.{key}." if len(engines_cfg) > 1 else ""
         p_cfg = precision_config(cfg, what)
         if prec is not None and p_cfg.key() != prec.key():
-            raise OracleError(f"{what}: engines with different mixed-precision settings are not "
-                              "modelled by the oracle (give every engine the same fp16/bf16/"
-                              "torch_autocast/data_types/communication_data_type)")
+            raise OracleError(f"{what.rstrip('.')}: engines with different mixed-precision "
+                              "settings are not modelled by the oracle (give every engine "
+                              "the same fp16/bf16/torch_autocast/data_types/"
+                              "communication_data_type)")
         prec = p_cfg
         _, g, _ = resolve_batch(cfg, world_size, B, what)
         if gas is not None and g != gas:

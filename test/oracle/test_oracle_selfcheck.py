@@ -648,3 +648,28 @@ def test_cancel_probe_losses_measure_the_forward_precision(models):
         assert a["loss"] > 100 * f["loss"] and b["loss"] > 100 * f["loss"]
     assert ac_state["fc.weight"].dtype == torch.float32
     assert bf_state["fc.weight"].dtype == torch.bfloat16
+
+
+def test_bf16_engines_frozen_teacher_stays_and_settings_must_agree(models):
+    model = os.path.join(models, "two_models.pt")
+    data = os.path.join(models, "two_models.data.pt")
+
+    def engine(trains, **extra):
+        cfg = {"train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": True}}
+        if trains:
+            cfg["optimizer"] = {"type": "SGD", "params": {"lr": 0.1}}
+        cfg.update(extra)
+        return cfg
+
+    lines, state = oracle.train(model, data, {"engines": {"student": engine(True),
+                                                          "teacher": engine(False)}}, 2, 2)
+    init = dict(torch.jit.load(model).named_parameters())
+    for name, p in init.items():
+        assert state[name].dtype == torch.bfloat16
+        if name.startswith("teacher."):
+            assert torch.equal(state[name], p.detach().bfloat16()), name
+    assert not torch.equal(state["student.fc1.weight"], init["student.fc1.weight"].detach().bfloat16())
+    with pytest.raises(oracle.OracleError, match="engines.teacher: engines with different"):
+        oracle.train(model, data, {"engines": {"student": engine(True),
+                                               "teacher": engine(False, bf16={"enabled": False})}},
+                     1, 2)
