@@ -81,7 +81,10 @@ torch.optim update, then the stored parameters = master rounded to the model dty
     oracle rounds only parameters, inputs and parameter gradients. So losses differ by fp16
     roundings, and an intermediate (activation) gradient can overflow in the runtime where the
     oracle's parameter gradients do not: fp16 overflow tests use the fp16_scale model, whose
-    overflow decisions have a margin > 1.25x (make_models.py, build_fp16_scale). Overflow = any
+    overflow decisions have a margin > 1.25x (make_models.py, build_fp16_scale; measured: with
+    every op rounded to fp16, its loss_scale/skipped/lr sequences are unchanged). The seed is
+    fp32, as in DeepSpeed (FP16_Optimizer.backward scales loss.float()), so scale / G itself
+    never overflows; the first gradients in fp16 are the loss op's. Overflow = any
     inf/NaN in the engine's averaged gradients (an inf or NaN on any rank, or a sum that
     overflows, ends up there; the runtime reduces the flag with one MAX all-reduce). On
     overflow the step is skipped: no update, gradients dropped, the LR scheduler not advanced
@@ -114,6 +117,10 @@ torch.optim update, then the stored parameters = master rounded to the model dty
     Conv3d; exact class: "torch.nn.Linear" names torch.nn.modules.linear.Linear, the demangled
     TorchScript class the plan records; subclasses never match) are reduced in the autocast
     dtype (cast to bf16, summed as above, divided by W, upcast to fp32); all others in fp32.
+The final state (--save-params) holds the parameters and buffers as the module stores them:
+bf16 under bf16, fp16 under fp16 (float buffers too), fp32 under torch_autocast; train(...,
+masters={}) also returns the fp32 master weights (precision_check.py compares a parameter that
+ds-run writes as fp32 with its master).
 
 Tolerances (PRECISION_TOLERANCES; measured against a second implementation)
 -----------------------------------------------------------------------
