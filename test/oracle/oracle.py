@@ -146,11 +146,13 @@ per-op rounding. transformer, W = 2 (and 1), GAS 2, 4 steps:
     53% and grad_norm 34% (every op rounds, and the loss is a sum of squared roundings),
     parameters one ulp + 6.1e-3; fp32 is 5000x off: its test uses loss and grad_norm rtol 1.
 The tolerances below leave a factor >= 4 over these: bf16 losses 2^-6 (two ulps), grad_norm
-1e-2, parameters rtol 2^-7 (one ulp) + atol 2e-4; autocast losses, grad_norm 2e-3, parameters
+1e-2, parameters rtol 2^-7 (one ulp) + atol 2e-4; autocast losses 2e-3, grad_norm 4e-3, parameters
 rtol 1e-3 + atol 4e-4; fp16 losses, grad_norm 2e-3, parameters rtol 2^-10 (one ulp) + atol 1e-4.
 They hold for models of the transformer's size and gradient scale with SGD-sized updates;
 tied_lm (losses ~14, gradients ~5) differed by 2.7e-2 in bf16 under the same test: pass wider
-tolerances per test there. lr, loss_scale and skipped are compared exactly.
+tolerances per test there. lr, loss_scale and skipped are compared exactly. The measurement is
+test/oracle/round_every_op.py; test_oracle_selfcheck.py keeps it as a test (the second
+implementation within a quarter of the loss and grad_norm tolerances, half of param_atol).
 
 compare-params: per tensor, elementwise |ours - oracle| <= atol + rtol * |oracle|; names, shapes
 and dtypes must agree; the message names the first failing tensor, the element and both values.
@@ -860,7 +862,7 @@ PRECISION_TOLERANCES = {
     "fp32": {"loss_rtol": 1e-5, "norm_rtol": 1e-4, "param_rtol": 1e-4, "param_atol": 1e-4},
     "bf16": {"loss_rtol": 2.0 ** -6, "norm_rtol": 1e-2, "param_rtol": 2.0 ** -7,
              "param_atol": 2e-4},
-    "autocast": {"loss_rtol": 2e-3, "norm_rtol": 2e-3, "param_rtol": 1e-3, "param_atol": 4e-4},
+    "autocast": {"loss_rtol": 2e-3, "norm_rtol": 4e-3, "param_rtol": 1e-3, "param_atol": 4e-4},
     "fp16": {"loss_rtol": 2e-3, "norm_rtol": 2e-3, "param_rtol": 2.0 ** -10, "param_atol": 1e-4},
 }
 

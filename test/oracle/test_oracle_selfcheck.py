@@ -673,3 +673,41 @@ def test_bf16_engines_frozen_teacher_stays_and_settings_must_agree(models):
         oracle.train(model, data, {"engines": {"student": engine(True),
                                                "teacher": engine(False, bf16={"enabled": False})}},
                      1, 2)
+
+
+def test_fp16_scale_overflows_the_same_when_every_op_rounds(models):
+    """The mpi-precision fp16 test compares the loss_scale/skipped sequence exactly, while the
+    runtime rounds every op to fp16 and the oracle only parameters, inputs and gradients: the
+    fp16_scale model must overflow on the same steps either way (round_every_op.py)."""
+    import round_every_op
+    model = os.path.join(models, "fp16_scale.pt")
+    data = os.path.join(models, "fp16_scale.data.pt")
+    a = oracle.train(model, data, FP16_SCALE_CONFIG, 16, 2)
+    b = round_every_op.train_rounding_every_op(torch.float16, model, data, FP16_SCALE_CONFIG, 16, 2)
+    got = round_every_op.compare(*a, *b, 2.0 ** -10)
+    assert got["sequences_equal"], got
+    assert got["param_abs"] <= 1e-3 and got["loss_rel"] <= 2e-3, got
+
+
+@pytest.mark.parametrize("model,mode", [("transformer", "bf16"), ("transformer", "autocast"),
+                                        ("cancel_probe", "autocast")])
+def test_round_every_op_stays_within_the_tolerances(models, model, mode):
+    """The measurement behind PRECISION_TOLERANCES (oracle.py, "Tolerances"), kept as a test:
+    a second implementation that rounds every op stays within them (SGD, W = 2, GAS 2)."""
+    import round_every_op
+    cfg = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 2,
+           "optimizer": {"type": "SGD", "params": {"lr": 0.05, "momentum": 0.9}},
+           ("bf16" if mode == "bf16" else "torch_autocast"): {"enabled": True}}
+    m, d = os.path.join(models, model + ".pt"), os.path.join(models, model + ".data.pt")
+    a = oracle.train(m, d, cfg, 3, 2)
+    b = round_every_op.train_rounding_every_op(torch.bfloat16, m, d, cfg, 3, 2)
+    tol = oracle.PRECISION_TOLERANCES[mode]
+    got = round_every_op.compare(*a, *b, tol["param_rtol"])
+    assert got["sequences_equal"]
+    assert got["loss_rel"] <= tol["loss_rtol"] / 4, got
+    assert got["grad_norm_rel"] <= tol["norm_rtol"] / 4, got
+    assert got["param_atol_needed"] <= tol["param_atol"] / 2, got
+    # and the fp32 oracle would fail cancel_probe's autocast loss
+    if model == "cancel_probe":
+        f = oracle.train(m, d, {k: v for k, v in cfg.items() if k != "torch_autocast"}, 3, 2)
+        assert all(x["loss"] < y["loss"] / 100 for x, y in zip(f[0], a[0]))
