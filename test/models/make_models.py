@@ -14,6 +14,11 @@ and OUTDIR/manifest.json:
 Also written (not in manifest.json, which lists only models that must import and run):
   mlp.data.safetensors, cnn.data.safetensors  the same data as the .data.pt files (format written by hand)
   error-case files for the importer's negative tests, described in OUTDIR/error_cases.json.
+  fp16_scale.pt, fp16_scale.data.pt  the fp16 loss-scaling model (16 micro-steps; see
+                                      build_fp16_scale), for test/mpi/precision_check.py.
+  cancel_probe.pt, cancel_probe.data.pt  Embedding-LayerNorm-Linear fitted to its own fp32
+                                      output: bf16 rounding dominates the loss (see
+                                      build_cancel_probe), for test/mpi/precision_check.py.
 
 Every forward returns a scalar loss (two_losses returns a tuple of two scalar losses).
 The script is deterministic: every model and data set is made under its own fixed seed.
@@ -860,6 +865,79 @@ BUILDERS = [
 ]
 
 
+class Fp16Scale(nn.Module):
+    """loss = mean(fc(x) * t): the gradients do not depend on the parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, t):
+        return (self.fc(x) * t).mean()
+
+
+def build_fp16_scale():
+    """The fp16 overflow model: its gradients are fixed by the data, so whether a loss scale
+    overflows fp16 does not depend on how an implementation rounds (test/mpi/precision_check.py).
+
+    16 micro-steps of 8 rows, t = 1. On W = 2 ranks, rank 0's rows (0-3) have x[:, 0] = 10 and
+    rank 1's (4-7) x[:, 0] = 1.25; the other columns are uniform in [-2, 2] (rank 1: [-0.25,
+    0.25]). Per rank, dL/dfc.weight[j, k] = sum_rows x[:, k] / 16 (4 rows x 4 outputs): column 0
+    is 2.5 on rank 0 and 0.3125 on rank 1, every other gradient is below 0.5; dL/dfc.bias = 0.25.
+    Scaled by 2^14: rank 0's largest gradient is 40960, the sum over both ranks 46080, both below
+    fp16's 65504 (no overflow); by 2^15: 81920 on rank 0 (inf in fp16: overflow). The loss's own
+    gradient (the scale) and the activations' gradients (scale / 16) overflow later, at 2^16
+    and 2^20. So at W = 2 every scale >= 2^15 overflows and every scale <= 2^14 does not, with a
+    margin of more than 1.25x either way. (At W = 1 the per-rank column-0 gradient is 1.40625:
+    2^15 does not overflow there.)"""
+    torch.manual_seed(17)
+    S16 = 16
+    m = Fp16Scale()
+    x = torch.empty(S16, B, 4)
+    x[:, :4, 1:] = torch.rand(S16, 4, 3) * 4 - 2
+    x[:, 4:, 1:] = torch.rand(S16, 4, 3) * 0.5 - 0.25
+    x[:, :4, 0] = 10.0
+    x[:, 4:, 0] = 1.25
+    x = x.half().float()  # fp16 values: rounding the inputs changes nothing
+    t = torch.ones(S16, B, 4)
+    return torch.jit.script(m), {"x": x, "t": t}
+
+
+class CancelProbe(nn.Module):
+    """emb -> LayerNorm -> Linear, loss = mse(fc(ln(emb(idx))), y)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(16, 16)
+        self.ln = nn.LayerNorm(16)
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, idx, y):
+        return F.mse_loss(self.fc(self.ln(self.emb(idx))), y)
+
+
+def build_cancel_probe():
+    """A model whose loss measures the precision of its forward: y is the model's own fp32
+    output plus noise of std 1e-3, and fc's outputs are ~8 in size, so in fp32 the loss is the
+    noise (~1e-6), while rounding fc's output (and y) to bf16, as bf16 training and
+    torch_autocast do, adds errors of ~8 * 2^-9 per element (a loss ~100x larger). The
+    LayerNorm reads the (fp32) embedding, not the Linear: LibTorch 1.13's CPU layer_norm
+    rejects a bf16 input with fp32 weights under autocast. Parameters: Linear (reduced in bf16
+    under torch_autocast) and Embedding, LayerNorm (reduced in fp32)."""
+    torch.manual_seed(18)
+    m = CancelProbe()
+    with torch.no_grad():
+        m.fc.weight.mul_(16.0)
+        m.fc.bias.mul_(16.0)
+        m.ln.weight.add_(torch.rand(16) * 0.5)
+        m.ln.bias.add_(torch.randn(16) * 0.1)
+    idx = torch.randint(0, 16, (S, B, 4), dtype=torch.int64)
+    with torch.no_grad():
+        out = m.fc(m.ln(m.emb(idx)))
+        y = out + torch.randn(out.shape) * 1e-3
+    return torch.jit.script(m), {"idx": idx, "y": y}
+
+
 def write_error_cases(outdir: str) -> dict:
     cases = {}
 
@@ -933,6 +1011,14 @@ def main(argv: List[str]) -> int:
                           "returns": entry["returns"], "notes": entry["notes"]}
         if name in ("mlp", "cnn"):
             write_safetensors(os.path.join(outdir, name + ".data.safetensors"), data)
+    module, data = build_fp16_scale()
+    check_runs("fp16_scale", module, data)
+    module.save(os.path.join(outdir, "fp16_scale.pt"))
+    save_data(os.path.join(outdir, "fp16_scale.data.pt"), data)
+    module, data = build_cancel_probe()
+    check_runs("cancel_probe", module, data)
+    module.save(os.path.join(outdir, "cancel_probe.pt"))
+    save_data(os.path.join(outdir, "cancel_probe.data.pt"), data)
     cases = write_error_cases(outdir)
     with open(os.path.join(outdir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)

@@ -44,7 +44,115 @@ iteration n - 2) is set; torch.optim steps (Adam -> AdamW unless adam_w_mode fal
 decay; AdamW; SGD). Batch sizes are completed from the config as DeepSpeed does ("auto" micro
 batch from the data). Lines: {"step", "loss" (mean over ranks and micro-steps of the summed
 losses), "lr", "grad_norm", "loss_scale": 1.0, "skipped": false} (+ "losses" for tuple outputs;
-+ "engines" when several engines train). Mixed precision is not modelled (an error).
++ "engines" when several engines train). Mixed precision: see below.
+
+Mixed precision (issue 7; train(), _train_mixed)
+------------------------------------------------
+The oracle models bf16, fp16 and torch_autocast as our compiler and runtime implement them
+(docs/config.md, "Mixed precision"; reference/deepspeed.md). Every engine of a config must have
+the same precision settings. Common to the three: gradients are kept PER RANK (each rank's
+backward is seeded with loss_scale / G, G = GAS; no 1 / W there) and accumulated over the GAS
+window in data_types.grad_accum_dtype (default: the model dtype); at the boundary each
+parameter's W rank gradients are averaged as the runtime reduces them (reduce_average): cast to
+the communication dtype, summed left to right with every addition done in fp32 on the upcast
+operands and rounded to that dtype (W = 2: round(fp32(g0) + fp32(g1))), then divided by W in
+that dtype. A parameter no rank saw gets zeros. The averaged gradients are upcast to fp32 and
+the engine's fp32 master weights (p.float() of the stored parameters at the start) step with
+fp32 optimizer state: clip by the global norm (default 1.0) with clip_grad_norm_'s formula,
+torch.optim update, then the stored parameters = master rounded to the model dtype.
+  - bf16 (bf16.enabled or bfloat16.enabled): module.to(torch.bfloat16) (parameters and float
+    buffers), float inputs cast to bf16 (our compiler inserts that cast), forward and backward
+    with LibTorch's bf16 CPU kernels, loss seed 1 / G in bf16. grad_accum_dtype and
+    communication_data_type default to bf16. LibTorch 1.13 lacks bf16 CPU kernels for
+    aten::mse_loss and aten::mse_loss_backward: during a bf16 run the oracle registers CPU
+    kernels for those two (torch.library, _Bf16CpuKernels) that compute in fp32 on upcast inputs
+    and round the result to bf16, as our compiler does; the interpreter dispatches every op of
+    the loaded module, so this reaches the ops inside the TorchScript module (the graph is not
+    edited). Every test model (make_models.py) trains in bf16 with that; no other kernel was
+    missing for them (probed: cross_entropy, nll_loss, log_softmax, softmax, layer_norm,
+    batch_norm, gelu, relu, tanh, sigmoid, silu, linear, matmul, embedding, conv2d, kl_div,
+    index_add, topk, masked_fill, pow, mean).
+  - fp16 (fp16.enabled): LibTorch 1.13 has no fp16 CPU compute kernels, so storage is fp16 and
+    compute fp32. The oracle rounds the parameters and float buffers to fp16 values (kept in fp32
+    tensors), rounds float inputs to fp16, runs forward and backward in fp32 with the seed
+    loss_scale / G (fp32), and rounds each rank's parameter gradient of each micro-step to fp16
+    (inf when it overflows fp16's max 65504); accumulation and reduction default to fp16.
+    APPROXIMATION: our compiler rounds every op's result to fp16 in forward and backward; the
+    oracle rounds only parameters, inputs and parameter gradients. So losses differ by fp16
+    roundings, and an intermediate (activation) gradient can overflow in the runtime where the
+    oracle's parameter gradients do not: fp16 overflow tests use the fp16_scale model, whose
+    overflow decisions have a margin > 1.25x (make_models.py, build_fp16_scale; measured: with
+    every op rounded to fp16, its loss_scale/skipped/lr sequences are unchanged). The seed is
+    fp32, as in DeepSpeed (FP16_Optimizer.backward scales loss.float()), so scale / G itself
+    never overflows; the first gradients in fp16 are the loss op's. Overflow = any
+    inf/NaN in the engine's averaged gradients (an inf or NaN on any rank, or a sum that
+    overflows, ends up there; the runtime reduces the flag with one MAX all-reduce). On
+    overflow the step is skipped: no update, gradients dropped, the LR scheduler not advanced
+    (DeepSpeed steps the scheduler only when the step was applied; global_steps counts skipped
+    steps too), the scaler updates. Else the gradients are unscaled (fp32: g / scale, the scale
+    this step used), clipped, the masters step, the parameters = master.half(), then the scaler
+    updates. The scaler (LossScaler) is DeepSpeed's static/dynamic one (hysteresis,
+    consecutive_hysteresis, loss_scale_window, min_loss_scale); an overflow at min_loss_scale is
+    an OracleError, as DeepSpeed raises. Loss lines: "loss_scale" = the scale this step used,
+    "skipped", "lr" = the lr this step used or, when skipped, would have used (the next applied
+    update's), "grad_norm" = the pre-clip norm of the unscaled averaged gradients; on a skipped
+    step the value of the last applied step (0.0 before the first one), which is what
+    DeepSpeed's engine.get_global_grad_norm() returns (its optimizers leave _global_grad_norm
+    untouched when they skip; it starts at 0.0). DeepSpeed DIFFERENCE (not modelled, on purpose):
+    DeepSpeed's FP16_Optimizer (stage 0), ZeRO-1/2 and ZeRO-3 call update_scale BEFORE
+    unscaling, so on a clean step where the window doubles the scale they divide the gradients
+    (and, stages 0/3, the reported norm) by the NEW scale, i.e. that step's gradients are halved;
+    our contract unscales by the scale the step used.
+  - torch_autocast (torch_autocast.enabled; dtype bf16 by default on CPU; fp16 on CPU is an
+    OracleError "not supported"): parameters, gradients and optimizer state stay fp32; the
+    forward runs under torch.autocast("cpu", dtype) (the backward outside it, as torch
+    recommends). CHECKED for torch 1.13: autocast applies to a torch.jit.load'ed module run by
+    the interpreter with optimized execution off (the oracle's setting) and on: autocast is the
+    AutocastCPU dispatcher key, which every interpreted op passes (linear -> bf16, relu follows,
+    mse_loss -> fp32; test_oracle_selfcheck.py). LibTorch 1.13's CPU layer_norm rejects a bf16
+    input with fp32 weights ("expected scalar type BFloat16 but found Float"), even in eager
+    mode: a LayerNorm fed directly by a Linear fails under CPU autocast; in the transformer model
+    every LayerNorm reads the fp32 residual stream, so it runs. The gradients of parameters owned
+    DIRECTLY by a lower_precision_safe_modules class (default torch.nn.Linear, Conv1d, Conv2d,
+    Conv3d; exact class: "torch.nn.Linear" names torch.nn.modules.linear.Linear, the demangled
+    TorchScript class the plan records; subclasses never match) are reduced in the autocast
+    dtype (cast to bf16, summed as above, divided by W, upcast to fp32); all others in fp32.
+The final state (--save-params) holds the parameters and buffers as the module stores them:
+bf16 under bf16, fp16 under fp16 (float buffers too), fp32 under torch_autocast; train(...,
+masters={}) also returns the fp32 master weights (precision_check.py compares a parameter that
+ds-run writes as fp32 with its master).
+
+Tolerances (PRECISION_TOLERANCES; measured against a second implementation)
+-----------------------------------------------------------------------
+bf16 keeps 8 significant bits: one rounding is up to 2^-9 relative (half an ulp), an ulp is
+2^-8..2^-7 relative (3.9e-3..7.8e-3); fp16 keeps 11 (an ulp 2^-11..2^-10). Two correct
+implementations differ by where they round (fused kernels, reduction orders, decompositions).
+To measure that, the oracle was run against itself with every aten op of the forward and backward
+intercepted (a TorchDispatchMode) and computed in fp32 on upcast operands, its results rounded to
+bf16 (bf16, autocast) or fp16 (fp16): our compiler's scheme, and for fp16 the runtime's full
+per-op rounding. transformer, W = 2 (and 1), GAS 2, 4 steps:
+  bf16, SGD(lr 0.05, momentum 0.9): losses 3.3e-3 relative (W = 1: 2.2e-3), grad_norm 1.0e-3,
+    parameters within one bf16 ulp (rtol 2^-7) + 6.1e-5 absolute.
+  bf16, AdamW(lr 1e-3): losses 1.1e-3, grad_norm 8.7e-4, but parameters 2e-3 absolute beyond one
+    ulp: Adam turns the sign of near-zero gradients into full lr steps, so parameter checks of
+    low-precision runs use SGD (its update error is lr * |g| * 2^-8, far below an ulp).
+  autocast, SGD: losses 1.3e-4, grad_norm 2.5e-4, parameters 1e-3 relative + 7.7e-5 absolute.
+  fp16 (mlp, transformer; AdamW lr 1e-3, scale 2^8): losses 1.2e-4, grad_norm 1.1e-4;
+    fp16_scale (16 steps): equal loss_scale/skipped/lr sequences, losses 4.6e-4 (the fp16 loss
+    rounding), parameters bitwise equal (its gradients are exact).
+  cancel_probe (make_models.py; its loss is the forward's rounding error), SGD, 3 steps:
+    autocast: losses equal, grad_norm 5.1e-4, parameters 8.7e-6 absolute, while the fp32 run's
+    losses are 1200x smaller: the autocast tolerances separate the two by far. bf16: losses
+    53% and grad_norm 34% (every op rounds, and the loss is a sum of squared roundings),
+    parameters one ulp + 6.1e-3; fp32 is 5000x off: its test uses loss and grad_norm rtol 1.
+The tolerances below leave a factor >= 4 over these: bf16 losses 2^-6 (two ulps), grad_norm
+1e-2, parameters rtol 2^-7 (one ulp) + atol 2e-4; autocast losses 2e-3, grad_norm 4e-3, parameters
+rtol 1e-3 + atol 4e-4; fp16 losses, grad_norm 2e-3, parameters rtol 2^-10 (one ulp) + atol 1e-4.
+They hold for models of the transformer's size and gradient scale with SGD-sized updates;
+tied_lm (losses ~14, gradients ~5) differed by 2.7e-2 in bf16 under the same test: pass wider
+tolerances per test there. lr, loss_scale and skipped are compared exactly. The measurement is
+test/oracle/round_every_op.py; test_oracle_selfcheck.py keeps it as a test (the second
+implementation within a quarter of the loss and grad_norm tolerances, half of param_atol).
 
 compare-params: per tensor, elementwise |ours - oracle| <= atol + rtol * |oracle|; names, shapes
 and dtypes must agree; the message names the first failing tensor, the element and both values.
@@ -60,6 +168,7 @@ import argparse
 import json
 import math
 import os
+import re
 import struct
 import sys
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
@@ -458,12 +567,342 @@ def engine_configs(config: dict) -> List[Tuple[str, dict]]:
     return out
 
 
-def _check_oracle_supports(key: str, cfg: dict) -> None:
-    for section in ("fp16", "bf16", "bfloat16", "torch_autocast"):
-        sec = cfg.get(section)
-        if isinstance(sec, dict) and sec.get("enabled"):
-            raise OracleError(f"engine '{key}': {section}.enabled: mixed precision is not supported "
-                              "by the fp32 training oracle")
+# ---------------------------------------------------------------------------------------------
+# mixed precision: the config, rounding of reductions, the fp16 loss scaler
+# ---------------------------------------------------------------------------------------------
+# The spellings of DeepSpeed's DtypeEnum, as lib/Config/Precision.cpp reads data_types and
+# torch_autocast.dtype (communication_data_type: fp32/fp16/bf16, case-insensitive).
+_DTYPE_SPELLINGS = {
+    "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
+    "torch.float32": torch.float32,
+    "fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
+    "torch.float16": torch.float16,
+    "bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "torch.bfloat16": torch.bfloat16,
+}
+
+DEFAULT_SAFE_MODULES = ("torch.nn.Linear", "torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d")
+
+
+def _dtype_named(value, what: str) -> torch.dtype:
+    dtype = _DTYPE_SPELLINGS.get(value) if isinstance(value, str) else None
+    if dtype is None:
+        raise OracleError(f"{what}: unknown dtype {value!r} (expected fp32, fp16 or bf16, or their "
+                          "float32/float16/bfloat16/torch.* spellings)")
+    return dtype
+
+
+class Precision:
+    """The mixed-precision mode of an engine config (docs/config.md, "Mixed precision").
+
+    mode: "fp32", "bf16", "fp16" or "autocast". model_dtype: the dtype the module's parameters
+    are stored in (bf16, fp16; fp32 for fp32 and autocast). grad_accum_dtype: data_types.
+    grad_accum_dtype, default the model dtype. comm_dtype: communication_data_type, default the
+    model dtype (autocast: per parameter, see comm_dtype_for). fp16: the resolved fp16 section.
+    """
+
+    def __init__(self):
+        self.mode = "fp32"
+        self.model_dtype = torch.float32
+        self.grad_accum_dtype = torch.float32
+        self.comm_dtype = torch.float32
+        self.autocast_dtype = torch.bfloat16
+        self.safe_modules: Tuple[str, ...] = DEFAULT_SAFE_MODULES
+        self.fp16: Optional[dict] = None
+
+    def key(self) -> tuple:
+        return (self.mode, self.model_dtype, self.grad_accum_dtype, self.comm_dtype,
+                self.autocast_dtype, tuple(self.safe_modules),
+                json.dumps(self.fp16, sort_keys=True))
+
+    def comm_dtype_for(self, module_class: str) -> torch.dtype:
+        """The dtype a parameter's gradient is reduced in. torch_autocast: the autocast dtype for
+        parameters owned directly by a lower-precision-safe module (exact class), fp32 else."""
+        if self.mode == "autocast":
+            safe = any(safe_module_matches(spec, module_class) for spec in self.safe_modules)
+            return self.autocast_dtype if safe else torch.float32
+        return self.comm_dtype
+
+
+def safe_module_matches(spec: str, module_class: str) -> bool:
+    """Exact class match of a lower_precision_safe_modules entry against a module's demangled
+    qualified class name (as the plan records it, e.g. "torch.nn.modules.linear.Linear").
+    "torch.nn.X" (the public alias) names torch.nn.modules.<file>.X; any other entry must equal
+    the qualified name. TorchScript keeps no base classes: subclasses never match."""
+    if spec == module_class:
+        return True
+    if spec.startswith("torch.nn.") and spec.count(".") == 2:
+        bare = spec.rsplit(".", 1)[1]
+        parts = module_class.split(".")
+        return (len(parts) == 5 and parts[:3] == ["torch", "nn", "modules"]
+                and parts[4] == bare)
+    return False
+
+
+_MANGLE = re.compile(r"___torch_mangle_\d+\.")
+
+
+def module_class_name(module) -> str:
+    """The demangled qualified class of a ScriptModule: __torch__.torch.nn.modules.linear.
+    ___torch_mangle_3.Linear -> torch.nn.modules.linear.Linear."""
+    try:
+        name = module._c._type().qualified_name()
+    except AttributeError:  # an eager module
+        cls = type(module)
+        return f"{cls.__module__}.{cls.__qualname__}"
+    name = _MANGLE.sub("", name)
+    if name.startswith("__torch__."):
+        name = name[len("__torch__."):]
+    return name
+
+
+def parameter_owner_classes(module) -> Dict[str, str]:
+    """{qualified parameter name: class of the module that owns it directly}. A tied parameter
+    belongs to the first module (in named_modules order) that holds it."""
+    out: Dict[str, str] = {}
+    seen = set()
+    for mname, sub in module.named_modules():
+        cls = module_class_name(sub)
+        for pname, p in sub.named_parameters(recurse=False):
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            out[f"{mname}.{pname}" if mname else pname] = cls
+    return out
+
+
+def _fp16_settings(sec: dict, what: str) -> dict:
+    """The fp16 section with DeepSpeed's defaults, validated as lib/Config/Precision.cpp does."""
+    for key in ("auto_cast", "fp16_master_weights_and_grads"):
+        if sec.get(key):
+            raise OracleError(f"{what}fp16.{key}: true is not supported")
+
+    def num(key, default):
+        v = sec.get(key)
+        if v is None:
+            return default
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise OracleError(f"{what}fp16.{key}: expected a number, got {v!r}")
+        return v
+
+    out = {
+        "loss_scale": float(num("loss_scale", 0)),
+        "initial_scale_power": num("initial_scale_power", 16),
+        "loss_scale_window": num("loss_scale_window", 1000),
+        "hysteresis": num("hysteresis", 2),
+        "consecutive_hysteresis": bool(sec.get("consecutive_hysteresis") or False),
+        "min_loss_scale": float(num("min_loss_scale", 1)),
+    }
+    if out["loss_scale"] < 0:
+        raise OracleError(f"{what}fp16.loss_scale: must be >= 0")
+    for key, lo, hi in (("initial_scale_power", 0, 64), ("loss_scale_window", 1, None),
+                        ("hysteresis", 1, None)):
+        v = out[key]
+        if v != int(v) or v < lo or (hi is not None and v > hi):
+            raise OracleError(f"{what}fp16.{key}: expected an integer in [{lo}, {hi or 'inf'}], "
+                              f"got {v!r}")
+        out[key] = int(v)
+    if out["min_loss_scale"] <= 0:
+        raise OracleError(f"{what}fp16.min_loss_scale: must be > 0")
+    return out
+
+
+def precision_config(cfg: dict, what: str = "") -> Precision:
+    """Reads fp16, bf16 (or bfloat16), torch_autocast, data_types and communication_data_type."""
+    prec = Precision()
+    if "bf16" in cfg and "bfloat16" in cfg:
+        raise OracleError(f"{what}bfloat16: give either \"bf16\" or its old name \"bfloat16\", "
+                          "not both")
+
+    def enabled(key):
+        sec = cfg.get(key)
+        return isinstance(sec, dict) and bool(sec.get("enabled"))
+
+    fp16 = enabled("fp16")
+    bf16 = enabled("bf16") or enabled("bfloat16")
+    autocast = enabled("torch_autocast")
+    if fp16 and bf16:
+        raise OracleError(f"{what}bf16.enabled: fp16 and bf16 cannot both be enabled")
+    if autocast and (fp16 or bf16):
+        raise OracleError(f"{what}torch_autocast.enabled: torch_autocast cannot be enabled "
+                          f"together with {'fp16' if fp16 else 'bf16'}")
+    if fp16:
+        prec.mode, prec.model_dtype = "fp16", torch.float16
+        prec.fp16 = _fp16_settings(cfg["fp16"], what)
+    elif bf16:
+        prec.mode, prec.model_dtype = "bf16", torch.bfloat16
+    elif autocast:
+        sec = cfg["torch_autocast"]
+        prec.mode = "autocast"
+        if sec.get("dtype") is not None:
+            prec.autocast_dtype = _dtype_named(sec["dtype"], f"{what}torch_autocast.dtype")
+        if prec.autocast_dtype == torch.float32:
+            raise OracleError(f"{what}torch_autocast.dtype: autocast needs a lower-precision dtype")
+        if prec.autocast_dtype == torch.float16:
+            raise OracleError(f"{what}torch_autocast.dtype: fp16 autocast is not supported on CPU "
+                              "(LibTorch 1.13's CPU autocast is bf16 only)")
+        mods = sec.get("lower_precision_safe_modules")
+        if mods is not None:
+            if not isinstance(mods, list) or not all(isinstance(m, str) for m in mods):
+                raise OracleError(f"{what}torch_autocast.lower_precision_safe_modules: expected a "
+                                  "list of class names")
+            prec.safe_modules = tuple(mods)
+    prec.grad_accum_dtype = prec.model_dtype
+    prec.comm_dtype = prec.model_dtype
+    dt = cfg.get("data_types")
+    if isinstance(dt, dict) and dt.get("grad_accum_dtype") is not None:
+        prec.grad_accum_dtype = _dtype_named(dt["grad_accum_dtype"],
+                                             f"{what}data_types.grad_accum_dtype")
+    comm = cfg.get("communication_data_type")
+    if comm is not None:
+        lower = str(comm).lower()
+        if lower not in ("fp32", "fp16", "bf16"):
+            raise OracleError(f"{what}communication_data_type: must be \"fp32\", \"fp16\" or "
+                              f"\"bf16\", got {comm!r}")
+        prec.comm_dtype = _DTYPE_SPELLINGS[lower]
+    if prec.mode == "autocast" and prec.grad_accum_dtype != torch.float32:
+        raise OracleError(f"{what}data_types.grad_accum_dtype: torch_autocast keeps fp32 "
+                          "gradients; the oracle models only fp32 accumulation there")
+    return prec
+
+
+def round_sum(acc: Optional[torch.Tensor], g: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """acc + g in `dtype` as a bf16/fp16 kernel does it: both upcast to fp32, added, rounded once."""
+    g = g.to(dtype)
+    if acc is None:
+        return g.clone()
+    if dtype == torch.float32:
+        return acc + g
+    return (acc.float() + g.float()).to(dtype)
+
+
+def reduce_average(rank_grads: Sequence[torch.Tensor], comm_dtype: torch.dtype) -> torch.Tensor:
+    """The data-parallel average as our runtime computes it in the communication dtype.
+
+    Each rank's accumulated gradient g_r is cast to comm_dtype (a rounding when it is narrower
+    than the accumulation dtype); the sum folds left, g_0 + g_1 + ... + g_{W-1}, each addition in
+    fp32 on the upcast operands and rounded to comm_dtype (the runtime's user-defined MPI_Op; for
+    W = 2 this is exactly round(fp32(g0) + fp32(g1))); the sum is then divided by W in
+    comm_dtype (fp32 division, rounded once; exact for W a power of two barring subnormals).
+    For W > 2 MPI may add in another order: a difference of one rounding per addition, covered
+    by the tolerances. Returns a tensor of comm_dtype (the caller upcasts to fp32)."""
+    acc: Optional[torch.Tensor] = None
+    for g in rank_grads:
+        acc = round_sum(acc, g, comm_dtype)
+    assert acc is not None
+    return (acc.float() / len(rank_grads)).to(comm_dtype)
+
+
+class LossScaler:
+    """DeepSpeed's fp16 loss scaler (deepspeed/runtime/fp16/loss_scaler.py; our C++ twin is
+    include/ds/Runtime/LossScaler.h): static when fp16.loss_scale > 0 (the scale never changes,
+    overflowing steps are still skipped), else DynamicLossScaler.update_scale:
+
+      overflow: when hysteresis == 1 or the hysteresis left is 1, the scale halves (not below
+        min_loss_scale; an overflow AT min_loss_scale is an error, DeepSpeed's "Current loss
+        scale already at minimum"), else the hysteresis left drops by one; last_overflow = it.
+      clean:   consecutive_hysteresis refills the hysteresis left at once; when
+        stable = it - last_overflow - 1 is > 0 and a multiple of loss_scale_window the scale
+        doubles (and, without consecutive_hysteresis, the hysteresis left is refilled).
+      it += 1 after every update.
+    fp16 None: bf16/fp32/autocast, a static scale of 1."""
+
+    def __init__(self, fp16: Optional[dict] = None):
+        self.dynamic = False
+        self.scale = 1.0
+        self.iteration = 0
+        self.last_overflow = -1
+        self.hysteresis = 2
+        self.hysteresis_left = 2
+        self.window = 1000
+        self.min_scale = 1.0
+        self.consecutive = False
+        self.factor = 2.0
+        if fp16 is None:
+            return
+        fp16 = _fp16_settings(fp16, "") if "min_loss_scale" not in fp16 else fp16
+        self.dynamic = fp16["loss_scale"] == 0
+        self.scale = (math.ldexp(1.0, fp16["initial_scale_power"]) if self.dynamic
+                      else fp16["loss_scale"])
+        self.window = fp16["loss_scale_window"]
+        self.min_scale = fp16["min_loss_scale"]
+        self.hysteresis = self.hysteresis_left = fp16["hysteresis"]
+        self.consecutive = fp16["consecutive_hysteresis"]
+
+    def update(self, overflow: bool) -> bool:
+        """After a step's overflow check; returns whether the update is applied."""
+        if not self.dynamic:
+            self.iteration += 1
+            return not overflow
+        if overflow:
+            if self.hysteresis == 1 or self.hysteresis_left == 1:
+                if self.scale == self.min_scale:
+                    raise OracleError(
+                        f"fp16: the gradients overflowed with the loss scale already at "
+                        f"min_loss_scale ({self.min_scale:g}): it cannot decrease any more "
+                        "(DeepSpeed: \"Current loss scale already at minimum\")")
+                self.scale = max(self.scale / self.factor, self.min_scale)
+            else:
+                self.hysteresis_left -= 1
+            self.last_overflow = self.iteration
+        else:
+            if self.consecutive:
+                self.hysteresis_left = self.hysteresis
+            stable = self.iteration - self.last_overflow - 1
+            if stable > 0 and stable % self.window == 0:
+                if not self.consecutive:
+                    self.hysteresis_left = self.hysteresis
+                self.scale *= self.factor
+        self.iteration += 1
+        return not overflow
+
+
+# Per precision mode: (loss_rtol, norm_rtol, param_rtol, param_atol); see the module docstring,
+# "Tolerances". lr, loss_scale and skipped are always compared exactly (lr_rtol 0).
+PRECISION_TOLERANCES = {
+    "fp32": {"loss_rtol": 1e-5, "norm_rtol": 1e-4, "param_rtol": 1e-4, "param_atol": 1e-4},
+    "bf16": {"loss_rtol": 2.0 ** -6, "norm_rtol": 1e-2, "param_rtol": 2.0 ** -7,
+             "param_atol": 2e-4},
+    "autocast": {"loss_rtol": 2e-3, "norm_rtol": 4e-3, "param_rtol": 1e-3, "param_atol": 4e-4},
+    "fp16": {"loss_rtol": 2e-3, "norm_rtol": 2e-3, "param_rtol": 2.0 ** -10, "param_atol": 1e-4},
+}
+
+
+class _Bf16CpuKernels:
+    """LibTorch 1.13 has no bf16 CPU kernel for mse_loss (forward "mse_cpu", backward
+    "mse_backward_cpu_out"). Our compiler computes such ops in fp32 on upcast inputs and rounds
+    the result to bf16; the oracle does the same by registering, for the duration of a bf16 run,
+    CPU kernels for aten::mse_loss and aten::mse_loss_backward (torch.library, key CPU) that do
+    exactly that for bf16 operands. The TorchScript interpreter dispatches every op, so the
+    override reaches ops inside the loaded module. fp32 operands meanwhile take the same formula
+    in fp32 (mean((a - b)^2); 2 (a - b) g / N), equal to LibTorch's kernel up to fp32 summation
+    order. Deleting the torch.library.Library object restores LibTorch's own kernels."""
+
+    def __enter__(self):
+        self.lib = torch.library.Library("aten", "IMPL", "CPU")
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
+            self.lib.impl("mse_loss", _mse_loss_fp32_compute)
+            self.lib.impl("mse_loss_backward", _mse_loss_backward_fp32_compute)
+        return self
+
+    def __exit__(self, *exc):
+        del self.lib
+        return False
+
+
+def _reduce(x: torch.Tensor, reduction: int) -> torch.Tensor:
+    return x.mean() if reduction == 1 else (x.sum() if reduction == 2 else x)
+
+
+def _mse_loss_fp32_compute(a, b, reduction=1):
+    out = a.dtype
+    return _reduce((a.float() - b.float()).pow(2), reduction).to(out)
+
+
+def _mse_loss_backward_fp32_compute(grad, a, b, reduction):
+    norm = 2.0 / a.numel() if reduction == 1 else 2.0
+    return (norm * (a.float() - b.float()) * grad.float()).to(a.dtype)
 
 
 def _float_param(params: dict, key: str, default: float) -> float:
@@ -642,6 +1081,66 @@ class _Engine:
         return lr, float(norm)
 
 
+class _MixedEngine(_Engine):
+    """A trainable engine under bf16, fp16 or torch_autocast: fp32 master weights (p.float() of
+    the stored parameters) and fp32 optimizer state; the model's parameters are copies of the
+    masters in the model dtype (fp16: held as fp32 tensors with fp16 values, see train())."""
+
+    def __init__(self, key: str, cfg: dict, named: List[Tuple[str, torch.Tensor]],
+                 prec: Precision, owner_classes: Dict[str, str]):
+        self.model_params = [p for _, p in named]
+        masters = [(n, p.detach().float().clone().requires_grad_(True)) for n, p in named]
+        super().__init__(key, cfg, masters)
+        self.prec = prec
+        self.comm_dtypes = [prec.comm_dtype_for(owner_classes.get(n, "")) for n, _ in named]
+        self.scaler = LossScaler(prec.fp16 if prec.mode == "fp16" else None)
+        self.last_norm = 0.0  # DeepSpeed's optimizer._global_grad_norm starts at 0.
+
+    def accumulate(self, acc: List[Optional[torch.Tensor]]) -> None:
+        """Adds this micro-step's .grad of every parameter to one rank's accumulators (in
+        grad_accum_dtype; fp16: the fp32 gradient rounded to fp16 first, inf on overflow)."""
+        dtype = self.prec.grad_accum_dtype
+        for i, p in enumerate(self.model_params):
+            g = p.grad
+            if g is None:
+                continue
+            if self.prec.mode == "fp16":
+                g = g.to(torch.float16)
+            acc[i] = round_sum(acc[i], g, dtype)
+
+    def step_mixed(self, rank_acc: List[List[Optional[torch.Tensor]]]) -> dict:
+        """Reduces, checks for overflow (fp16), unscales, clips, steps the masters, copies them
+        to the model dtype; returns {"lr", "grad_norm", "loss_scale", "skipped"}."""
+        scale = self.scaler.scale
+        reduced = []
+        for i, p in enumerate(self.model_params):
+            zeros = torch.zeros(p.shape, dtype=self.prec.grad_accum_dtype)
+            grads = [acc[i] if acc[i] is not None else zeros for acc in rank_acc]
+            reduced.append(reduce_average(grads, self.comm_dtypes[i]).float())
+        overflow = self.prec.mode == "fp16" and any(not bool(torch.isfinite(g).all())
+                                                    for g in reduced)
+        lr = scheduler_lr_for_update(self.scheduler, self.base_lr, self.applied)
+        if not overflow:
+            for master, g in zip(self.params, reduced):
+                master.grad = g / scale if scale != 1.0 else g
+            if self.clip > 0 and self.params:
+                norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+            else:
+                norm = global_grad_norm([m.grad for m in self.params])
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            self.optimizer.step()
+            with torch.no_grad():
+                for p, master in zip(self.model_params, self.params):
+                    p.copy_(master.detach().to(self.prec.model_dtype))
+            self.applied += 1
+            self.last_norm = float(norm)
+        for master in self.params:
+            master.grad = None
+        self.scaler.update(overflow)
+        return {"lr": lr, "grad_norm": self.last_norm, "loss_scale": scale, "skipped": overflow}
+
+
 def _owner(name: str, keys: Sequence[str]) -> Optional[str]:
     """The engine owning a qualified name: the longest key that is a module-path prefix."""
     best = None
@@ -682,7 +1181,8 @@ def micro_step_seed(seed: int, step: int, micro: int, rank: int) -> int:
 
 
 def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
-          unbatched: Iterable[str] = (), seed: Optional[int] = None
+          unbatched: Iterable[str] = (), seed: Optional[int] = None,
+          masters: Optional[Dict[str, torch.Tensor]] = None
           ) -> Tuple[List[dict], Dict[str, torch.Tensor]]:
     """The LibTorch oracle of DeepSpeed data-parallel training (design.md, "The numerical oracle").
 
@@ -697,6 +1197,10 @@ def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
     graph-executor optimisations are off (torch.jit.optimized_execution(False)): every op runs
     through the dispatcher and autograd records its own derivative formulas, with no symbolic
     autodiff or profiling-dependent graphs.
+
+    bf16 / fp16 / torch_autocast configs train as the module docstring's "Mixed precision"
+    says (_train_mixed); masters, when given a dict, receives every trained parameter's fp32
+    master weight (fp32 training: the parameter itself).
 
     Returns (lines, final_state): lines {"step", "loss", "lr", "grad_norm", "loss_scale": 1.0,
     "skipped": false} (+ "losses" for tuple outputs; + "engines": {key: {"lr", "grad_norm"}} when
@@ -714,15 +1218,27 @@ def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
     inputs = bind_inputs(module, load_data(data_pt), unbatched)
     _, B = check_sizes(inputs, world_size, 1, 0)
     gas = None
+    prec: Optional[Precision] = None
     for key, cfg in engines_cfg:
-        _check_oracle_supports(key, cfg)
         what = f"engines.{key}." if len(engines_cfg) > 1 else ""
+        p_cfg = precision_config(cfg, what)
+        if prec is not None and p_cfg.key() != prec.key():
+            raise OracleError(f"{what.rstrip('.')}: engines with different mixed-precision "
+                              "settings are not modelled by the oracle (give every engine "
+                              "the same fp16/bf16/torch_autocast/data_types/"
+                              "communication_data_type)")
+        prec = p_cfg
         _, g, _ = resolve_batch(cfg, world_size, B, what)
         if gas is not None and g != gas:
             raise OracleError(f"engines disagree on gradient_accumulation_steps: {gas} vs {g}")
         gas = g
     _, B = check_sizes(inputs, world_size, gas, steps)
     b = B // world_size
+
+    assert prec is not None
+    if prec.mode != "fp32":
+        return _train_mixed(module, inputs, engines_cfg, prec, steps, world_size, gas, b, seed,
+                            masters)
 
     keys = [k for k, _ in engines_cfg]
     owned: Dict[str, List[Tuple[str, torch.Tensor]]] = {k: [] for k in keys}
@@ -781,7 +1297,139 @@ def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
         final_state[name] = p.detach().clone()
     for name, buf in module.named_buffers():
         final_state[name] = buf.detach().clone()
+    if masters is not None:
+        for e in engines:
+            for name, param in zip(e.names, e.params):
+                masters[name] = param.detach().clone()
     return lines, final_state
+
+
+def _round_float_buffers(snapshot: Dict[str, torch.Tensor], dtype: torch.dtype) -> None:
+    for n, t in snapshot.items():
+        if t.is_floating_point():
+            snapshot[n] = t.to(dtype).to(t.dtype)
+
+
+def _train_mixed(module, inputs: Sequence[Input], engines_cfg: List[Tuple[str, dict]],
+                 prec: Precision, steps: int, world_size: int, gas: int, b: int, seed: int,
+                 masters: Optional[Dict[str, torch.Tensor]]
+                 ) -> Tuple[List[dict], Dict[str, torch.Tensor]]:
+    """train() under bf16, fp16 or torch_autocast (see the module docstring, "Mixed precision").
+
+    Per optimizer step, for each micro-step and rank: gradients cleared, forward (bf16: the
+    module and the float inputs in bf16; fp16: fp32 compute on fp16-rounded parameters, buffers
+    and float inputs; autocast: fp32 parameters under torch.autocast("cpu", bf16)), backward of
+    every returned loss with the seed loss_scale / G in the loss's dtype (1 / G without fp16),
+    the parameters' .grad added to the rank's accumulators. At the boundary each engine reduces
+    (reduce_average), checks for overflow (fp16), steps its fp32 masters and writes them back.
+    """
+    keys = [k for k, _ in engines_cfg]
+    if prec.mode == "bf16":
+        module.to(torch.bfloat16)  # parameters and float buffers
+    owner_classes = parameter_owner_classes(module)
+    if prec.mode == "fp16":
+        with torch.no_grad():  # fp16 storage, fp32 compute: fp16 values in fp32 tensors
+            for _, p in module.named_parameters():
+                p.copy_(p.to(torch.float16))
+            for _, t in module.named_buffers():
+                if t.is_floating_point():
+                    t.copy_(t.to(torch.float16))
+    owned: Dict[str, List[Tuple[str, torch.Tensor]]] = {k: [] for k in keys}
+    for name, p in module.named_parameters():
+        owner = _owner(name, keys)
+        if owner is not None and p.requires_grad:
+            owned[owner].append((name, p))
+    engines = [_MixedEngine(k, cfg, owned[k], prec, owner_classes)
+               for k, cfg in engines_cfg if cfg.get("optimizer")]
+    if not engines:
+        raise OracleError("no engine has an \"optimizer\" section: nothing to train")
+    if prec.mode == "fp16" and len(engines) > 1:
+        raise OracleError("fp16 with several trainable engines (one loss scale each) is not "
+                          "modelled by the oracle")
+    all_params = [p for _, p in module.named_parameters()]
+
+    def cast_input(t: torch.Tensor) -> torch.Tensor:
+        if not t.is_floating_point():
+            return t
+        if prec.mode == "bf16":
+            return t.to(torch.bfloat16)
+        if prec.mode == "fp16":
+            return t.to(torch.float16).to(t.dtype)
+        return t
+
+    rank_buffers = [_snapshot_buffers(module) for _ in range(world_size)]
+    n = world_size * gas
+    lines = []
+    with torch.jit.optimized_execution(False), (
+            _Bf16CpuKernels() if prec.mode == "bf16" else _NullContext()):
+        for k in range(steps):
+            rank_acc = [[[None] * len(e.model_params) for _ in range(world_size)]
+                        for e in engines]
+            scale = engines[0].scaler.scale
+            total = 0.0
+            per: Optional[List[float]] = None
+            is_tuple = False
+            for s in range(k * gas, (k + 1) * gas):
+                for r in range(world_size):
+                    _load_buffers(module, rank_buffers[r])
+                    torch.manual_seed(micro_step_seed(seed, k, s - k * gas, r))
+                    for p in all_params:
+                        p.grad = None
+                    args = [cast_input(t) for t in rank_args(inputs, s, r, b)]
+                    try:
+                        with (torch.autocast("cpu", dtype=prec.autocast_dtype)
+                              if prec.mode == "autocast" else _NullContext()):
+                            losses, is_tuple = forward_losses(module, args)
+                        seeds = [torch.full((), scale / gas, dtype=l.dtype) for l in losses]
+                        torch.autograd.backward(losses, seeds)
+                    except RuntimeError as err:
+                        raise OracleError(f"training step {k + 1}: forward/backward failed at "
+                                          f"micro-step {s}, rank {r} of {world_size} "
+                                          f"({prec.mode}): {err}")
+                    for e, acc in zip(engines, rank_acc):
+                        e.accumulate(acc[r])
+                    rank_buffers[r] = _snapshot_buffers(module)
+                    if prec.mode == "fp16":
+                        _round_float_buffers(rank_buffers[r], torch.float16)
+                    vals = [float(l.detach()) for l in losses]
+                    if per is None:
+                        per = [0.0] * len(vals)
+                    for j, v in enumerate(vals):
+                        per[j] += v
+                    total += sum(vals)
+            results = [e.step_mixed(acc) for e, acc in zip(engines, rank_acc)]
+            line = {"step": k + 1, "loss": total / n}
+            if is_tuple:
+                line["losses"] = [v / n for v in per]
+            line.update(results[0])
+            if len(engines) > 1:
+                line["engines"] = {e.key: {"lr": res["lr"], "grad_norm": res["grad_norm"]}
+                                   for e, res in zip(engines, results)}
+            lines.append(line)
+    for p in all_params:
+        p.grad = None
+    _load_buffers(module, rank_buffers[0])
+    final_state: Dict[str, torch.Tensor] = {}
+    for name, p in module.named_parameters():
+        t = p.detach().clone()
+        final_state[name] = t.to(prec.model_dtype) if prec.mode == "fp16" else t
+    for name, buf in module.named_buffers():
+        t = buf.detach().clone()
+        final_state[name] = t.to(torch.float16) if (prec.mode == "fp16"
+                                                    and t.is_floating_point()) else t
+    if masters is not None:
+        for e in engines:
+            for name, master in zip(e.names, e.params):
+                masters[name] = master.detach().clone()
+    return lines, final_state
+
+
+class _NullContext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -895,8 +1543,12 @@ def compare_train_lines(ours: List[dict], oracle: List[dict], loss_rtol: float,
                         lr_rtol: float = 1e-12, norm_rtol: float = 1e-4,
                         ours_name: str = "ours", oracle_name: str = "oracle") -> Tuple[bool, str]:
     """Training loss lines: loss(es) as compare_lines does (rtol loss_rtol), then per step lr
-    (rtol lr_rtol), grad_norm (rtol norm_rtol), loss_scale and skipped, and per-engine lr and
-    grad_norm where both sides have an "engines" object. Returns (ok, message)."""
+    (rtol lr_rtol; lr_rtol 0 demands exact equality, as the mixed-precision checks do),
+    grad_norm (rtol norm_rtol), loss_scale and skipped (always exactly equal: the sequences of
+    scales and skipped steps of fp16 runs must be the oracle's), and per-engine lr and
+    grad_norm where both sides have an "engines" object. Missing loss_scale/skipped on our side
+    count as 1.0/false. Returns (ok, message); the message of an fp16 run lists the sequence.
+    Tolerances per precision mode: PRECISION_TOLERANCES."""
     ok, msg = compare_lines(ours, oracle, loss_rtol, 0.0, ours_name, oracle_name)
     if not ok:
         return ok, msg
@@ -927,12 +1579,30 @@ def compare_train_lines(ours: List[dict], oracle: List[dict], loss_rtol: float,
                     worst_lr = max(worst_lr, rel)
                 else:
                     worst_norm = max(worst_norm, rel)
-        if la.get("skipped") not in (False, None) or la.get("loss_scale", 1.0) != lo["loss_scale"]:
+        if (bool(la.get("skipped", False)) != bool(lo.get("skipped", False))
+                or float(la.get("loss_scale", 1.0)) != float(lo.get("loss_scale", 1.0))):
             return False, (f"step {step}: {ours_name} has loss_scale {la.get('loss_scale')!r}, skipped "
-                           f"{la.get('skipped')!r}; {oracle_name} has {lo['loss_scale']!r}, "
-                           f"{lo['skipped']!r}")
-    return True, (msg + f"; lr max rel diff {worst_lr:.3g}, grad_norm max rel diff "
-                  f"{worst_norm:.3g} (rtol {norm_rtol:g})")
+                           f"{la.get('skipped')!r}; {oracle_name} has {lo.get('loss_scale')!r}, "
+                           f"{lo.get('skipped')!r} (loss_scale and skipped must be equal; "
+                           f"{ours_name}: {_scale_sequence(ours)}; {oracle_name}: "
+                           f"{_scale_sequence(oracle)})")
+    extra = ""
+    if any(l.get("skipped") for l in oracle) or any(l.get("loss_scale", 1.0) != 1.0 for l in oracle):
+        extra = f"; loss_scale/skipped equal: {_scale_sequence(oracle)}"
+    return True, (msg + f"; lr max rel diff {worst_lr:.3g}" + (" (exact)" if lr_rtol == 0 else "")
+                  + f", grad_norm max rel diff {worst_norm:.3g} (rtol {norm_rtol:g})" + extra)
+
+
+def _scale_sequence(lines: List[dict]) -> str:
+    """'2^17 S, 2^16 S, 2^14, ...': each step's loss scale (as a power of two when it is one)
+    and S when the step was skipped."""
+    out = []
+    for line in sorted(lines, key=lambda l: l["step"]):
+        scale = float(line.get("loss_scale", 1.0))
+        m, e = math.frexp(scale)
+        text = f"2^{e - 1}" if m == 0.5 else f"{scale:g}"
+        out.append(text + (" S" if line.get("skipped") else ""))
+    return ", ".join(out)
 
 
 # ---------------------------------------------------------------------------------------------

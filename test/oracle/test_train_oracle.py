@@ -433,9 +433,16 @@ def test_train_errors(tmp_path):
     with pytest.raises(oracle.OracleError, match="need 6 micro-steps"):
         oracle.train(model, data, {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,
                                    "optimizer": {"type": "SGD"}}, 3)
-    with pytest.raises(oracle.OracleError, match="mixed precision"):
+    with pytest.raises(oracle.OracleError, match="fp16 autocast is not supported on CPU"):
+        oracle.train(model, data, {"train_micro_batch_size_per_gpu": 4, "optimizer": {"type": "SGD"},
+                                   "torch_autocast": {"enabled": True, "dtype": "fp16"}}, 1)
+    with pytest.raises(oracle.OracleError, match="cannot both be enabled"):
         oracle.train(model, data, {"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True},
-                                   "optimizer": {"type": "SGD"}}, 1)
+                                   "fp16": {"enabled": True}, "optimizer": {"type": "SGD"}}, 1)
+    with pytest.raises(oracle.OracleError, match="cannot be enabled together with bf16"):
+        oracle.train(model, data, {"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True},
+                                   "torch_autocast": {"enabled": True}, "optimizer": {"type": "SGD"}},
+                     1)
     with pytest.raises(oracle.OracleError, match="optimizer"):
         oracle.train(model, data, {"train_micro_batch_size_per_gpu": 4}, 1)
 
@@ -658,3 +665,41 @@ def test_grad_table_with_stand_in_tools(tmp_path, fake_bin, monkeypatch):
     assert "FAIL" in row and "'p'" in row
     r = run_py(GRAD_TABLE, "--bin", fake_bin, "--op", "nonexistent")
     assert r.returncode == 2
+
+
+PRECISION_CHECK = os.path.join(HERE, "..", "mpi", "precision_check.py")
+
+
+@pytest.mark.parametrize("mode", ["bf16", "autocast", "fp16"])
+def test_precision_check_with_stand_in_tools(tmp_path, fake_bin, monkeypatch, mode):
+    """precision_check.py's plumbing (the real tests wait for the runtime: test/mpi/CMakeLists.txt,
+    DS_ENABLE_PRECISION_TESTS): a stand-in ds-run that trains with the oracle passes, a perturbed
+    parameter or a changed loss-scale sequence fails."""
+    models = tmp_path / "models"
+    models.mkdir()
+    torch.manual_seed(8)
+    torch.jit.script(OneLinear().float()).save(str(models / "lin.pt"))
+    torch.save({"x": torch.randn(6, 4, 3), "y": torch.randn(6, 4, 2)}, str(models / "lin.data.pt"))
+    extra = {}
+    if mode == "fp16":
+        extra = {"fp16": {"initial_scale_power": 30, "loss_scale_window": 2},
+                 "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 3}}}
+    args = [PRECISION_CHECK, "--bin", fake_bin, "--models", models, "--model", "lin", "--mode",
+            mode, "--world-size", 2, "--gas", 1, "--steps", 6, "--stages", 0, 2,
+            "--launcher=", "--config-json", json.dumps(extra)]
+    if mode == "fp16":
+        args += ["--min-skipped", 1]
+    r = run_py(*args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS" in r.stdout and r.stdout.count("losses OK") == 2
+    if mode == "fp16":
+        assert "2^30 S" in r.stdout
+
+    monkeypatch.setenv("FAKE_PERTURB", "0.25")
+    monkeypatch.setenv("FAKE_TENSOR", "fc.bias")
+    r = run_py(*args)
+    assert r.returncode == 1 and "fc.bias" in r.stderr and "stage 0" in r.stderr
+    monkeypatch.delenv("FAKE_PERTURB")
+    if mode == "fp16":
+        r = run_py(*(args[:-2] + ["--min-skipped", 7]))
+        assert r.returncode == 1 and "--min-skipped" in r.stderr
