@@ -195,6 +195,11 @@ std::optional<CompileResult> run(MLIRContext &context,
     mlir::ds::DSAutodiffOptions autodiffOptions;
     autodiffOptions.gradScale = 1.0 / static_cast<double>(accumulation);
     pm.addPass(mlir::ds::createDSAutodiff(autodiffOptions));
+    // An fp16 engine's loss scale multiplies the seed, before
+    // canonicalization merges the seed with other constants.
+    mlir::ds::DSScaleLossOptions scaleOptions;
+    scaleOptions.worldSize = options.worldSize;
+    pm.addPass(mlir::ds::createDSScaleLoss(scaleOptions));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
     // The accumulation boundary: each engine's update, then the flat

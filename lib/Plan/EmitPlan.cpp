@@ -290,6 +290,12 @@ LogicalResult ProgramEmitter::emitOp(Operation *op,
     out.push_back(isa<BackwardPrologueOp>(op)
                       ? plan::Op::backwardPrologue(std::move(engine))
                       : plan::Op::backwardEpilogue(std::move(engine)));
+  } else if (auto scale = dyn_cast<LossScaleOp>(op)) {
+    if (programKind != ProgramKind::Train || &out != &program.body ||
+        !program.backwardStart)
+      return op->emitOpError() << "belongs to the top level of the training "
+                                  "function's backward";
+    out.push_back(plan::Op::lossScale(scale.getEngine().str(), results[0]));
   } else if (isa<BackwardBeginOp>(op)) {
     // Marks where backward() starts; not an op of the plan.
     if (&out != &program.body)
@@ -490,6 +496,8 @@ static plan::PartitionDesc partitionOf(ModuleOp module, EngineOp engine) {
     desc.offset = bucket.getOffset();
     desc.numel = bucket.getNumel();
     desc.persistent = bucket.getPersistent();
+    if (std::optional<Type> dtype = bucket.getDtype())
+      desc.dtype = dtypeOf(*dtype);
     partition.buckets.push_back(desc);
   }
   llvm::stable_sort(partition.buckets, [](const auto &a, const auto &b) {

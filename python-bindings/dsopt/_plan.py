@@ -65,7 +65,8 @@ class Plan:
         """The IR after `stage`, as text.
 
         Stages, in pipeline order: ``"import"``, ``"ds-assign-engines"``,
-        ``"ds-assign-precision"``, then for a trainable model ``"ds-autodiff"``, ``"canonicalize"``,
+        ``"ds-assign-precision"``, then for a trainable model ``"ds-autodiff"``,
+        ``"ds-scale-loss"``, ``"canonicalize"``,
         ``"cse"``, ``"ds-lower-optimizer"``, ``"ds-zero-partition"``,
         ``"ds-engine-backward"``, ``"ds-schedule-collectives"``, ``"ds-verify-collectives"``, and
         ``"final"`` (the IR the plan is emitted from). Only

@@ -182,7 +182,7 @@ def test_save_load_round_trip(tmp_path):
 def test_mlir_after_each_pass(tmp_path):
     plan = tiny_plan()
     assert plan.stages == ["import", "ds-assign-engines", "ds-assign-precision",
-                           "ds-autodiff", "canonicalize",
+                           "ds-autodiff", "ds-scale-loss", "canonicalize",
                            "cse", "ds-lower-optimizer", "ds-zero-partition",
                            "ds-engine-backward", "ds-schedule-collectives",
                            "ds-verify-collectives", "final"]

@@ -315,6 +315,11 @@ LogicalResult BucketOp::verify() {
     return emitOpError() << "numel " << getNumel()
                          << " is not a multiple of the world size " << worldSize
                          << " (every rank owns numel / world size elements)";
+  if (std::optional<Type> dtype = getDtype(); dtype && !isa<FloatType>(*dtype))
+    return emitOpError() << "bucket @" << getSymName()
+                         << " communicates in dtype " << *dtype
+                         << ", which is not a float type (its collectives "
+                            "move gradients and parameters)";
   return success();
 }
 
@@ -498,6 +503,32 @@ BackwardPrologueOp::verifySymbolUses(SymbolTableCollection &table) {
 LogicalResult
 BackwardEpilogueOp::verifySymbolUses(SymbolTableCollection &table) {
   return verifyBackwardMarker(*this, getEngineAttr(), table);
+}
+
+//===----------------------------------------------------------------------===//
+// LossScaleOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LossScaleOp::verify() {
+  if ((*this)->getParentOfType<IfOp>())
+    return emitOpError() << "is inside a ds.if; the loss scale of engine "
+                         << getEngineAttr()
+                         << " multiplies the backward's seed, so it belongs "
+                            "at the top level of the backward";
+  return success();
+}
+
+LogicalResult LossScaleOp::verifySymbolUses(SymbolTableCollection &table) {
+  FailureOr<EngineOp> engine = lookupEngine(*this, getEngineAttr(), table);
+  if (failed(engine))
+    return failure();
+  if (engine->getFrozen())
+    return emitOpError() << "reads the loss scale of engine "
+                         << getEngineAttr()
+                         << ", which is frozen: it has no gradients, so no "
+                            "loss scale (only trainable fp16 engines scale "
+                            "their loss)";
+  return success();
 }
 
 LogicalResult WaitOp::verify() {

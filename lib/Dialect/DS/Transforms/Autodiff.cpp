@@ -360,8 +360,10 @@ struct AutodiffPass : public ds::impl::DSAutodiffBase<AutodiffPass> {
       auto elem = cast<FloatType>(type.getElementType());
       auto seed = DenseElementsAttr::get(
           type, builder.getFloatAttr(elem, static_cast<double>(gradScale)));
-      diff.addGrad(loss,
-                   ConstantOp::create(builder, ret->getLoc(), type, seed));
+      auto seedOp = ConstantOp::create(builder, ret->getLoc(), type, seed);
+      // -ds-scale-loss finds the seeds by this mark (fp16 loss scaling).
+      seedOp->setAttr("ds.backward_seed", builder.getUnitAttr());
+      diff.addGrad(loss, seedOp);
     }
     if (failed(diff.backprop(body)))
       return signalPassFailure();

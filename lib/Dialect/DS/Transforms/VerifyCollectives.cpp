@@ -104,7 +104,8 @@ public:
 
   LogicalResult check() {
     return failure(failed(checkBranches()) || failed(checkTokens()) ||
-                   failed(checkOrder()) || failed(checkMarkers()));
+                   failed(checkOrder()) || failed(checkMarkers()) ||
+                   failed(checkLossScales()));
   }
 
 private:
@@ -126,6 +127,7 @@ private:
   LogicalResult checkGrads(Operation *op);
   LogicalResult checkEnd();
   LogicalResult checkMarkers();
+  LogicalResult checkLossScales();
 
   func::FuncOp func;
   FunctionKind kind;
@@ -400,6 +402,38 @@ struct EngineShare {
   llvm::MapVector<Value, Operation *> pending;
 };
 } // namespace
+
+/// ds.loss_scale is no collective: it only has to be in the training
+/// function's backward, at the top level (the plan reads it there), once
+/// per engine.
+LogicalResult FunctionChecker::checkLossScales() {
+  Block &body = func.getBody().front();
+  bool inBackward = false;
+  llvm::StringMap<Operation *> seen;
+  for (Operation &op : body) {
+    if (isa<BackwardBeginOp>(op))
+      inBackward = true;
+    auto scale = dyn_cast<LossScaleOp>(op);
+    if (!scale)
+      continue;
+    if (kind != FunctionKind::Train || !inBackward)
+      return scale.emitError()
+             << "ds.loss_scale @" << scale.getEngine() << " in @" << name()
+             << (kind == FunctionKind::Train ? " comes before ds.backward_begin"
+                                             : "")
+             << ": the loss scale belongs to the backward of the training "
+                "function";
+    auto [it, inserted] = seen.try_emplace(scale.getEngine(), scale);
+    if (!inserted) {
+      InFlightDiagnostic diag = scale.emitError()
+                                << "second ds.loss_scale of engine @"
+                                << scale.getEngine() << " in @" << name();
+      diag.attachNote(it->second->getLoc()) << "the first";
+      return diag;
+    }
+  }
+  return success();
+}
 
 LogicalResult FunctionChecker::checkMarkers() {
   Block &body = func.getBody().front();

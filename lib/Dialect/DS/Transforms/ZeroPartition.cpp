@@ -28,6 +28,19 @@
 // leaf's first read (before its ds.ifs), release it after its last and
 // reduce it once. A user-given entry that matches no module is an error.
 //
+// Communication dtypes (docs/zero.md, "Communication dtypes"): every bucket
+// of a native bf16 / fp16 engine carries `dtype` = communication_data_type
+// (by default the model dtype). Under torch_autocast, the parameters owned
+// directly by a module whose class matches lower_precision_safe_modules
+// (exactly, as leaf classes match) communicate in the autocast dtype and the
+// others in f32; buckets are cut per dtype, so one bucket never mixes them:
+// each dtype fills its own open bucket in layout order (DeepSpeed keeps one
+// reduction bucket per communication dtype), and a bucket takes its place
+// in the flat buffer when it closes. A leaf module's bucket holds its whole
+// subtree: it communicates in the autocast dtype only when every parameter
+// in it is safe, else in f32. fp32 engines get no dtype. A remark on each
+// engine with dtypes says which bucket moves which dtype and why.
+//
 // A frozen engine (no optimizer) has no gradients: at stages 0-2 there is
 // nothing to lay out. At stage 3 its parameters are sharded all the same:
 // every parameter of the engine (requires_grad or not) goes into the flat
@@ -86,6 +99,44 @@ struct BucketLayout {
   bool persistent = false;
   /// Stage 3: the leaf module whose subtree the bucket holds.
   const LeafModule *leaf = nullptr;
+  /// The dtype its collectives move; null: the gradient buffer's (fp32).
+  Type dtype;
+  /// Autocast: a leaf bucket that holds safe and other parameters (it
+  /// communicates in f32).
+  bool mixedLeaf = false;
+};
+
+/// How an engine's buckets communicate (from its config's precision).
+struct CommPolicy {
+  enum class Kind { None, Native, Autocast } kind = Kind::None;
+  /// Native: communication_data_type; autocast: the autocast dtype.
+  Type lowDtype;
+  /// Native: whether the config names communication_data_type.
+  bool given = false;
+  /// Autocast: lower_precision_safe_modules.
+  std::vector<std::string> safeModules;
+
+  /// The entry of lower_precision_safe_modules that the class of the module
+  /// owning `param` matches, if any (autocast only).
+  std::optional<StringRef> safeEntry(ParamOp param) const {
+    for (const std::string &spec : safeModules)
+      if (leafClassMatches(spec, param.getModuleClass()))
+        return StringRef(spec);
+    return std::nullopt;
+  }
+  /// The dtype `param` is communicated in (null: none).
+  Type dtypeOf(ParamOp param) const {
+    switch (kind) {
+    case Kind::None:
+      return Type();
+    case Kind::Native:
+      return lowDtype;
+    case Kind::Autocast:
+      return safeEntry(param) ? lowDtype
+                              : Float32Type::get(param.getContext());
+    }
+    return Type();
+  }
 };
 
 /// One engine's flat buffer.
@@ -104,6 +155,7 @@ struct EngineLayout {
   int64_t maxReuseDistance = 0;
   /// Stage 3: the outermost leaf modules, one bucket each.
   SmallVector<LeafModule> leaves;
+  CommPolicy comm;
 };
 
 int64_t numelOf(ParamOp param) {
@@ -113,7 +165,11 @@ int64_t numelOf(ParamOp param) {
 /// Packs parameters, in order, into buckets of at most `capacity` parameter
 /// elements (a larger parameter gets a bucket of its own; a leaf module's
 /// parameters all go into one) and pads each bucket to a multiple of
-/// `worldSize`. The buckets follow those already in `layout`.
+/// `worldSize`. Each communication dtype fills its own open bucket (one
+/// bucket never mixes dtypes); a bucket takes its place in the flat buffer,
+/// after those already in `layout`, when it closes: when the next parameter
+/// of its dtype would overflow it, or at the end, in the order the open
+/// buckets were started. With one dtype this is plain packing in order.
 class BucketPlanner {
 public:
   BucketPlanner(int64_t capacity, int64_t worldSize)
@@ -121,37 +177,68 @@ public:
 
   void plan(ArrayRef<ParamOp> params, EngineLayout &layout,
             bool persistent = false, const LeafModule *leaf = nullptr) {
-    BucketLayout current;
-    current.persistent = persistent;
-    current.leaf = leaf;
-    int64_t used = 0;
-    auto close = [&] {
-      if (current.params.empty())
-        return;
-      current.numel = (used + worldSize - 1) / worldSize * worldSize;
-      padding += current.numel - used;
-      layout.numel = current.offset + current.numel;
-      layout.buckets.push_back(std::move(current));
-      current = BucketLayout();
-      current.offset = layout.numel;
-      current.persistent = persistent;
-      used = 0;
-    };
-    current.offset = layout.numel;
-    for (ParamOp param : params) {
-      int64_t numel = numelOf(param);
-      if (used > 0 && used + numel > capacity && !leaf)
-        close();
-      layout.params.push_back({param, current.offset + used});
-      current.params.push_back(param);
-      used += numel;
+    if (params.empty())
+      return;
+    if (leaf) {
+      // The whole subtree is one bucket: the autocast dtype only when every
+      // parameter in it may communicate in it.
+      BucketLayout bucket;
+      bucket.leaf = leaf;
+      bucket.params.assign(params.begin(), params.end());
+      bucket.dtype = layout.comm.dtypeOf(params.front());
+      for (ParamOp param : params)
+        if (layout.comm.dtypeOf(param) != bucket.dtype) {
+          bucket.dtype = Float32Type::get(param.getContext());
+          bucket.mixedLeaf = true;
+        }
+      close(std::move(bucket), layout);
+      return;
     }
-    close();
+    struct Open {
+      BucketLayout bucket;
+      int64_t used = 0;
+    };
+    SmallVector<Open> open;
+    for (ParamOp param : params) {
+      Type dtype = layout.comm.dtypeOf(param);
+      auto it = llvm::find_if(
+          open, [&](const Open &o) { return o.bucket.dtype == dtype; });
+      int64_t numel = numelOf(param);
+      if (it != open.end() && it->used > 0 && it->used + numel > capacity) {
+        close(std::move(it->bucket), layout);
+        open.erase(it);
+        it = open.end();
+      }
+      if (it == open.end()) {
+        open.emplace_back();
+        it = std::prev(open.end());
+        it->bucket.persistent = persistent;
+        it->bucket.dtype = dtype;
+      }
+      it->bucket.params.push_back(param);
+      it->used += numel;
+    }
+    for (Open &o : open)
+      close(std::move(o.bucket), layout);
   }
 
   int64_t padding = 0;
 
 private:
+  /// Places `bucket` at the end of the flat buffer, padded.
+  void close(BucketLayout bucket, EngineLayout &layout) {
+    bucket.offset = layout.numel;
+    int64_t used = 0;
+    for (ParamOp param : bucket.params) {
+      layout.params.push_back({param, bucket.offset + used});
+      used += numelOf(param);
+    }
+    bucket.numel = (used + worldSize - 1) / worldSize * worldSize;
+    padding += bucket.numel - used;
+    layout.numel = bucket.offset + bucket.numel;
+    layout.buckets.push_back(std::move(bucket));
+  }
+
   int64_t capacity;
   int64_t worldSize;
 };
@@ -166,6 +253,7 @@ private:
   LogicalResult layOut(EngineLayout &layout, int64_t world,
                        const llvm::StringMap<GradPosition> &grads);
   void declare(OpBuilder &builder, EngineLayout &layout);
+  void remarkCommDtypes(EngineLayout &layout);
   LogicalResult placeStep(func::FuncOp step,
                           MutableArrayRef<EngineLayout> engines);
   LogicalResult placeBackward(func::FuncOp train,
@@ -179,6 +267,36 @@ private:
 };
 
 } // namespace
+
+/// The MLIR element type of a config dtype.
+static Type typeOf(::ds::config::DType dtype, MLIRContext *ctx) {
+  switch (dtype) {
+  case ::ds::config::DType::Float16:
+    return Float16Type::get(ctx);
+  case ::ds::config::DType::BFloat16:
+    return BFloat16Type::get(ctx);
+  case ::ds::config::DType::Float32:
+    break;
+  }
+  return Float32Type::get(ctx);
+}
+
+/// How `config`'s precision makes the engine's buckets communicate.
+static CommPolicy commPolicyOf(const ::ds::config::EngineConfig &config,
+                               MLIRContext *ctx) {
+  CommPolicy policy;
+  if (config.fp16.enabled || config.bf16.enabled) {
+    policy.kind = CommPolicy::Kind::Native;
+    policy.lowDtype = typeOf(config.communicationDataType, ctx);
+    policy.given = config.source.is_object() &&
+                   config.source.contains("communication_data_type");
+  } else if (config.torchAutocast.enabled) {
+    policy.kind = CommPolicy::Kind::Autocast;
+    policy.lowDtype = typeOf(config.torchAutocast.dtype, ctx);
+    policy.safeModules = config.torchAutocast.lowerPrecisionSafeModules;
+  }
+  return policy;
+}
 
 /// The last ds.grad of every parameter in `train`, by top-level op.
 static llvm::StringMap<GradPosition> gradPositions(func::FuncOp train) {
@@ -205,6 +323,7 @@ ZeroPartitionPass::layOut(EngineLayout &layout, int64_t world,
     return failure();
   layout.stage = config->zero.stage;
   layout.maxReuseDistance = config->zero.stage3MaxReuseDistance;
+  layout.comm = commPolicyOf(*config, engine.getContext());
   if (engine.isPartitioned())
     return engine.emitError()
            << "engine @" << engine.getSymName() << " is already partitioned";
@@ -310,7 +429,8 @@ void ZeroPartitionPass::declare(OpBuilder &builder, EngineLayout &layout) {
     auto op = BucketOp::create(
         builder, engine.getLoc(), name, engine.getSymName(), bucket.offset,
         bucket.numel, bucket.persistent,
-        bucket.leaf ? builder.getStringAttr(bucket.leaf->path) : StringAttr());
+        bucket.leaf ? builder.getStringAttr(bucket.leaf->path) : StringAttr(),
+        bucket.dtype ? TypeAttr::get(bucket.dtype) : TypeAttr());
     if (bucket.leaf) {
       int64_t used = 0;
       for (ParamOp param : bucket.params)
@@ -329,6 +449,76 @@ void ZeroPartitionPass::declare(OpBuilder &builder, EngineLayout &layout) {
       ++numLeafModules;
     }
     layout.bucketOps.push_back(op);
+  }
+  remarkCommDtypes(layout);
+}
+
+/// "bf16" (a diagnostic would quote the type).
+static std::string typeText(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << type;
+  return text;
+}
+
+/// "fc1.weight, fc1.bias" for `params`.
+static std::string paramList(ArrayRef<ParamOp> params) {
+  std::string text;
+  for (ParamOp param : params)
+    text += (text.empty() ? "" : ", ") + param.getSymName().str();
+  return text;
+}
+
+/// One remark per engine whose buckets carry a dtype: which bucket moves
+/// which dtype, and why.
+void ZeroPartitionPass::remarkCommDtypes(EngineLayout &layout) {
+  const CommPolicy &comm = layout.comm;
+  if (comm.kind == CommPolicy::Kind::None || layout.bucketOps.empty())
+    return;
+  EngineOp engine = layout.engine;
+  std::string what = layout.frozen ? "gathers" : "reduces and gathers";
+  if (!layout.frozen && layout.stage == 0)
+    what = "all-reduces";
+  if (comm.kind == CommPolicy::Kind::Native) {
+    InFlightDiagnostic remark = engine.emitRemark()
+                                << "engine @" << engine.getSymName() << " "
+                                << what << " every bucket (";
+    for (auto [i, op] : llvm::enumerate(layout.bucketOps))
+      remark << (i ? ", @" : "@") << op.getSymName();
+    remark << ") in " << typeText(comm.lowDtype) << " ("
+           << (comm.given ? "communication_data_type"
+                          : "the model dtype: no communication_data_type")
+           << ")";
+    return;
+  }
+  // Autocast: each bucket with its parameters and, for the low dtype, the
+  // classes that made them safe.
+  InFlightDiagnostic remark = engine.emitRemark()
+                              << "torch_autocast engine @"
+                              << engine.getSymName() << " " << what
+                              << " the parameters of lower-precision-safe "
+                                 "modules in "
+                              << typeText(comm.lowDtype)
+                              << ", the others in f32: ";
+  for (auto [i, bucket] : llvm::enumerate(layout.buckets)) {
+    remark << (i ? "; @" : "@") << layout.bucketOps[i].getSymName() << " ("
+           << paramList(bucket.params);
+    if (bucket.dtype == comm.lowDtype) {
+      // The entries of lower_precision_safe_modules that matched.
+      SmallVector<StringRef> entries;
+      for (ParamOp param : bucket.params)
+        if (std::optional<StringRef> entry = comm.safeEntry(param);
+            entry && !llvm::is_contained(entries, *entry))
+          entries.push_back(*entry);
+      remark << ": ";
+      for (auto [k, entry] : llvm::enumerate(entries))
+        remark << (k ? ", " : "") << entry;
+    } else if (bucket.mixedLeaf) {
+      remark << ": leaf module '" << bucket.leaf->path
+             << "' mixes safe and other parameters, so its one bucket stays "
+                "in f32";
+    }
+    remark << ") in " << typeText(bucket.dtype);
   }
 }
 

@@ -363,6 +363,34 @@ def DS_BackwardEpilogueOp : DS_BackwardMarkerOp<"backward_epilogue"> {
   }] # commonDescription;
 }
 
+def DS_LossScaleOp : DS_Op<"loss_scale", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead]>]> {
+  let summary = "the current fp16 loss scale of an engine";
+  let description = [{
+    Reads the loss scale of `engine` for this micro-step as a 0-dim f32
+    tensor: DeepSpeed's (static or dynamic) loss scaler, which the runtime
+    keeps and updates at the engine's `ds.optimizer_step` (overflow check,
+    skipped step, scale lowered or raised). `-ds-scale-loss` places it, for
+    every trainable fp16 engine, right after `ds.backward_begin` and
+    multiplies the backward's seed by it:
+
+    ```mlir
+    ds.backward_begin
+    %scale = ds.loss_scale @model : tensor<f32>
+    ```
+
+    The engine must exist and not be frozen (a frozen engine has no
+    gradients to scale); the op is never inside a `ds.if`. It only reads
+    (the scale changes at the accumulation boundary, not in the backward),
+    so it is not a collective and rewrites keep it where its uses need it.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$engine);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = "$engine attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def DS_GradOp : DS_Op<"grad", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     MemoryEffects<[MemWrite]>]> {
@@ -481,13 +509,29 @@ def DS_BucketOp : DS_Op<"bucket", [Symbol, HasParent<"::mlir::ModuleOp">,
     ```mlir
     ds.bucket @model_bucket1 engine @model offset 288 numel 4160 leaf "moe"
     ```
+
+    `dtype` (a float type) is the dtype the bucket's collectives move: a
+    reduction casts the bucket's gradients to it and the result back into
+    the gradient buffer, a stage 3 gather casts the parameters to it and
+    back. Absent, the bucket communicates in the gradient buffer's dtype (an
+    fp32 engine: f32, no cast). `-ds-zero-partition` sets it on every bucket
+    of a native bf16 / fp16 engine (`communication_data_type`, by default
+    the model dtype) and, under `torch_autocast`, to the autocast dtype for
+    the parameters of lower-precision-safe modules and f32 for the others
+    (one bucket never mixes the two):
+
+    ```mlir
+    ds.bucket @model_bucket0 engine @model offset 0 numel 544 dtype bf16
+    ds.bucket @model_bucket1 engine @model offset 544 numel 64 dtype f32
+    ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$engine,
                        DS_I64Attr:$offset, DS_I64Attr:$numel,
-                       UnitAttr:$persistent, OptionalAttr<StrAttr>:$leaf);
+                       UnitAttr:$persistent, OptionalAttr<StrAttr>:$leaf,
+                       OptionalAttr<TypeAttr>:$dtype);
   let assemblyFormat = [{
     $sym_name `engine` $engine `offset` $offset `numel` $numel
-    (`persistent` $persistent^)? (`leaf` $leaf^)? attr-dict
+    (`persistent` $persistent^)? (`leaf` $leaf^)? (`dtype` $dtype^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

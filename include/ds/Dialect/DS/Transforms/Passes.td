@@ -228,6 +228,20 @@ def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
        With several engines, every engine's reductions start before the
        first engine waits, so their communication overlaps.
 
+    Communication dtypes: every bucket of a native bf16 / fp16 engine
+    (`bf16.enabled` / `fp16.enabled`) gets `dtype` =
+    `communication_data_type` (default: the model dtype). Under
+    `torch_autocast`, the parameters owned directly by a module whose class
+    matches an entry of `lower_precision_safe_modules` (default
+    torch.nn.Linear, Conv1d, Conv2d, Conv3d; exact class, bare, dotted or
+    public alias, as leaf classes match) communicate in the autocast dtype,
+    all others in f32: each dtype fills buckets of its own (one bucket never
+    mixes dtypes; the size rules above apply per dtype), a bucket taking its
+    place in the flat buffer when it closes. A stage 3 leaf bucket holding
+    safe and other parameters communicates in f32. fp32 engines get no
+    `dtype`. A remark on each engine with dtypes names its buckets, their
+    dtype and why.
+
     A frozen engine (no optimizer) whose config asks for stage 3 is laid out
     too, with all its parameters (`requires_grad` or not) and the same
     bucketing rules; its sharded buckets are gathered and released as
@@ -266,6 +280,49 @@ def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
     Statistic<"numKeptBuckets", "kept-buckets",
               "Stage 3 buckets kept gathered across the forward/backward "
               "turn (stage3_max_reuse_distance)">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+def DSScaleLoss : Pass<"ds-scale-loss", "::mlir::ModuleOp"> {
+  let summary = "Multiply the backward's seed by the fp16 loss scale";
+  let description = [{
+    For the trainable engine whose config enables `fp16` (DeepSpeed's loss
+    scaling: static `fp16.loss_scale`, or dynamic from
+    2^`initial_scale_power`), places `ds.loss_scale @engine : tensor<f32>`
+    right after the `ds.backward_begin` of `func` and multiplies every
+    backward seed (the `ds.constant` that `-ds-autodiff` made for a loss,
+    marked `ds.backward_seed`) by it, in f32, cast back to the loss's dtype:
+
+    ```mlir
+    ds.backward_begin
+    %scale = ds.loss_scale @model : tensor<f32>
+    %seed = ds.constant dense<5.000000e-01> : tensor<f16> {ds.backward_seed}
+    %s32 = ds.aten "aten::to.dtype"(%seed, %c6, %false, %false, %none) ...
+    %m = ds.aten "aten::mul.Tensor"(%s32, %scale) ...
+    %s = ds.aten "aten::to.dtype"(%m, %c5, %false, %false, %none) ...
+    ```
+
+    An f32 seed is multiplied directly. A scale the loss's dtype cannot
+    hold (2^32 in f16) becomes inf, as in DeepSpeed: the overflow check at
+    the engine's `ds.optimizer_step` then skips the step and lowers the
+    scale. Every gradient of the backward is thus scaled once; the runtime
+    unscales them at the update.
+
+    Rejects: several trainable fp16 engines on the one backward (each
+    would scale the shared seed; DeepSpeed scales each engine's own loss),
+    an engine that is already scaled, and a backward without a marked seed
+    (run the pass right after `-ds-autodiff`, before `-canonicalize`
+    merges the seed with other constants). Modules without fp16 engines
+    are left unchanged.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"forward\"",
+           "The training function whose backward is seeded">,
+    Option<"worldSize", "world-size", "int64_t", "0",
+           "Data-parallel ranks the configs are checked against (0: the "
+           "module's ds.world_size, else 1)">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect",
                            "::mlir::func::FuncDialect"];

@@ -1,0 +1,195 @@
+//===- ScaleLoss.cpp - the fp16 loss scale on the backward's seed ---------===//
+//
+// DeepSpeed's fp16 engines multiply the loss by the loss scale before
+// backward, so that small gradients survive in fp16, and divide the
+// gradients by it at the step (where an inf/NaN skips the step and lowers a
+// dynamic scale). Here the backward has one seed per loss, the
+// `ds.constant` that -ds-autodiff places after `ds.backward_begin` (marked
+// `ds.backward_seed`; it holds 1 / gradient_accumulation_steps), and every
+// gradient flows from it, so scaling the seed scales every gradient once.
+//
+// For the trainable engine whose config enables fp16, the pass places
+// `ds.loss_scale @engine : tensor<f32>` right after `ds.backward_begin` and
+// replaces each seed by seed * scale, computed in f32 and cast back to the
+// seed's dtype (the loss's): an f16 seed of 2^16 / GAS is exact, a scale f16
+// cannot hold becomes inf, which is what DeepSpeed computes too (the step
+// is then skipped). The runtime owns the scale (docs/plan-format.md, "Mixed
+// precision"); the IR only says where it enters.
+//
+// Several trainable fp16 engines share the one compiled backward: each
+// would have to scale the one seed, whereas DeepSpeed scales each engine's
+// own loss. That is an error naming both engines (future work).
+//
+// Assumes -ds-autodiff ran right before (the seeds still carry their
+// marker: -canonicalize may merge a seed into an equal constant).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Dialect/DS/IR/DSOps.h"
+#include "ds/Dialect/DS/Transforms/EngineConfig.h"
+#include "ds/Dialect/DS/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_DSSCALELOSS
+#include "ds/Dialect/DS/Transforms/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+
+/// The attribute -ds-autodiff puts on each seed of the backward.
+constexpr StringLiteral kSeedMarker = "ds.backward_seed";
+
+/// ATen's ScalarType code of a float element type (aten::to.dtype's dtype).
+int64_t scalarTypeCode(Type elem) {
+  if (elem.isF16())
+    return 5;
+  if (elem.isBF16())
+    return 15;
+  if (elem.isF64())
+    return 7;
+  return 6; // f32
+}
+
+struct ScaleLossPass : public mlir::ds::impl::DSScaleLossBase<ScaleLossPass> {
+  using DSScaleLossBase::DSScaleLossBase;
+
+  void runOnOperation() override;
+
+private:
+  /// `to(mul(to(seed, f32), scale), seed's dtype)`; the casts are left out
+  /// for an f32 seed. Returns the scaled seed.
+  Value scaleSeed(OpBuilder &builder, ConstantOp seed, Value scale);
+};
+
+} // namespace
+
+Value ScaleLossPass::scaleSeed(OpBuilder &builder, ConstantOp seed,
+                               Value scale) {
+  Location loc = seed.getLoc();
+  auto type = cast<RankedTensorType>(seed.getType());
+  Type f32 = builder.getF32Type();
+  auto aten = [&](StringRef name, ValueRange args, Type result) {
+    return AtenOp::create(builder, loc, TypeRange{result},
+                          builder.getStringAttr(name), args)
+        .getResult(0);
+  };
+  auto cast = [&](Value value, RankedTensorType to) {
+    Value code = ConstantOp::create(
+        builder, loc, builder.getI64Type(),
+        builder.getI64IntegerAttr(scalarTypeCode(to.getElementType())));
+    Value no = ConstantOp::create(builder, loc, builder.getI1Type(),
+                                  builder.getBoolAttr(false));
+    Value none = ConstantOp::create(
+        builder, loc, mlir::ds::NoneType::get(builder.getContext()),
+        builder.getUnitAttr());
+    return aten("aten::to.dtype", {value, code, no, no, none}, to);
+  };
+  if (type.getElementType() == f32)
+    return aten("aten::mul.Tensor", {seed, scale}, type);
+  auto wide = RankedTensorType::get(type.getShape(), f32);
+  Value product = aten("aten::mul.Tensor", {cast(seed, wide), scale}, wide);
+  return cast(product, type);
+}
+
+void ScaleLossPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  FailureOr<int64_t> world = resolveWorldSize(module, worldSize);
+  if (failed(world))
+    return signalPassFailure();
+
+  // The trainable fp16 engines.
+  SmallVector<EngineOp> fp16Engines;
+  for (EngineOp engine : module.getOps<EngineOp>()) {
+    if (engine.getFrozen())
+      continue;
+    FailureOr<::ds::config::EngineConfig> config =
+        parseEngineConfig(engine, *world);
+    if (failed(config))
+      return signalPassFailure();
+    if (config->fp16.enabled)
+      fp16Engines.push_back(engine);
+  }
+  if (fp16Engines.empty())
+    return;
+  if (fp16Engines.size() > 1) {
+    fp16Engines[1].emitError()
+        << "engines @" << fp16Engines[0].getSymName() << " and @"
+        << fp16Engines[1].getSymName()
+        << " both train in fp16 on the one backward of @" << funcName
+        << ": each would scale the same seed with its own loss scale "
+           "(DeepSpeed scales each engine's own loss); several fp16 engines "
+           "on one compiled backward are not supported yet";
+    return signalPassFailure();
+  }
+  EngineOp engine = fp16Engines.front();
+
+  auto func = module.lookupSymbol<func::FuncOp>(funcName);
+  BackwardBeginOp begin;
+  if (func && !func.isExternal())
+    for (Operation &op : func.getBody().front())
+      if (auto found = dyn_cast<BackwardBeginOp>(op)) {
+        begin = found;
+        break;
+      }
+  if (!begin) {
+    engine.emitError() << "engine @" << engine.getSymName()
+                       << " trains in fp16, but @" << funcName
+                       << " has no backward (ds.backward_begin) to scale: "
+                          "run -ds-autodiff first";
+    return signalPassFailure();
+  }
+  for (auto scale : func.getBody().front().getOps<LossScaleOp>())
+    if (scale.getEngine() == engine.getSymName()) {
+      scale.emitError() << "the backward of @" << funcName
+                        << " is already scaled by the loss scale of engine @"
+                        << engine.getSymName();
+      return signalPassFailure();
+    }
+
+  SmallVector<ConstantOp> seeds;
+  for (Operation *op = begin->getNextNode(); op; op = op->getNextNode())
+    if (auto constant = dyn_cast<ConstantOp>(op))
+      if (constant->hasAttr(kSeedMarker))
+        seeds.push_back(constant);
+  if (seeds.empty()) {
+    engine.emitError()
+        << "engine @" << engine.getSymName()
+        << " trains in fp16, but the backward of @" << funcName
+        << " has no seed to scale (a ds.constant marked " << kSeedMarker
+        << " after ds.backward_begin): run -ds-scale-loss right after "
+           "-ds-autodiff, before -canonicalize merges the seed into other "
+           "constants";
+    return signalPassFailure();
+  }
+  for (ConstantOp seed : seeds) {
+    auto type = dyn_cast<RankedTensorType>(seed.getType());
+    if (!type || !isa<FloatType>(type.getElementType())) {
+      seed.emitError() << "the backward seed must be a float tensor, got "
+                       << seed.getType();
+      return signalPassFailure();
+    }
+  }
+
+  OpBuilder builder(begin->getContext());
+  builder.setInsertionPointAfter(begin);
+  auto f32Scalar = RankedTensorType::get({}, builder.getF32Type());
+  Value scale =
+      LossScaleOp::create(builder, begin.getLoc(), f32Scalar,
+                          FlatSymbolRefAttr::get(engine.getSymNameAttr()))
+          .getResult();
+  for (ConstantOp seed : seeds) {
+    // The backward's uses of the seed, before the scaling adds its own.
+    SmallVector<OpOperand *> uses;
+    for (OpOperand &use : seed->getUses())
+      uses.push_back(&use);
+    builder.setInsertionPointAfter(seed);
+    Value scaled = scaleSeed(builder, seed, scale);
+    for (OpOperand *use : uses)
+      use->set(scaled);
+  }
+}
