@@ -631,6 +631,16 @@ TEST(Precision, Fp16UnscalesBeforeClippingAndReporting) {
       if (rank == 0) {
         stepNorms = mine;
         params = whole;
+        // The traffic is the prediction's: the reductions, gathers, the
+        // norm's and the overflow flag's all-reduces (2 elements each).
+        const plan::Report report = plan::predictReport(plan);
+        const plan::CommVolume &perStep = report.ranks[0].engines[0].comm;
+        const plan::CommVolume &moved = engine.engineReports()[0].comm;
+        const int64_t steps = int64_t(data.size());
+        EXPECT_EQ(moved.allReduce, steps * perStep.allReduce);
+        EXPECT_EQ(perStep.allReduce, 2 + 2);
+        EXPECT_EQ(moved.reduceScatter, steps * perStep.reduceScatter);
+        EXPECT_EQ(moved.allGather, steps * perStep.allGather);
       }
     });
     norms.push_back(stepNorms);
@@ -728,5 +738,53 @@ TEST(Precision, CheckpointsOfPrecisionEnginesAreRefused) {
     EXPECT_THROW_WITH(engine.loadCheckpoint(dir.file("ckpt")), RuntimeError,
                       "load_checkpoint: checkpoints of bf16/fp16 engines are "
                       "not supported yet");
+  });
+}
+
+TEST(Precision, AutocastGathersInTheBucketDtype) {
+  // An autocast engine keeps float32 parameters (no master); at stage 3 a
+  // sharded bucket whose dtype is bfloat16 is gathered in bf16, so the
+  // forward reads bf16-rounded weights, while gatherState() and the
+  // optimizer see the float32 parameters.
+  TempDir dir;
+  std::string weights = writeWeights(dir);
+  std::vector<std::vector<Batch>> data = makeData(2, 1);
+  ordered_json json = plan::toJson(test::zeroPlan(
+      test::withBackwardWeightRead(trainJson()), 2, 3, 6, /*gap=*/1));
+  json["engines"][0]["precision"] = {{"mode", "autocast"},
+                                     {"param_dtype", "float32"},
+                                     {"master_dtype", "float32"},
+                                     {"grad_accum_dtype", "float32"},
+                                     {"autocast_dtype", "bfloat16"}};
+  plan::Plan plan = plan::parsePlan(json, "autocast.json");
+  for (plan::BucketDesc &bucket : plan.engines[0].partition->buckets)
+    bucket.dtype = plan::DType::BFloat16;
+  runtime::NamedTensors file = runtime::readSafetensors(weights);
+  onRanks(plan, weights, [&](Engine &engine, int64_t rank) {
+    EXPECT_FALSE(engine.masterParameters("model").defined());
+    const Batch &b = data[0][0];
+    at::Tensor x = b.x.narrow(0, rank * ROWS, ROWS);
+    at::Tensor t = b.t.narrow(0, rank * ROWS, ROWS);
+    double loss = engine.forwardEval({x, t})[0].item<double>();
+    at::Tensor weight = file[0].second, bias = file[1].second;
+    for (const auto &[name, tensor] : file) {
+      if (name == "fc.weight")
+        weight = tensor;
+      if (name == "fc.bias")
+        bias = tensor;
+    }
+    auto evalWith = [&](const at::Tensor &w, const at::Tensor &bb) {
+      return at::mse_loss(at::linear(x, w, bb), t).item<double>();
+    };
+    EXPECT_EQ(loss, evalWith(weight.to(at::kBFloat16).to(at::kFloat),
+                             bias.to(at::kBFloat16).to(at::kFloat)));
+    EXPECT_NE(loss, evalWith(weight, bias));
+    std::vector<at::Tensor> whole = wholeParams(engine);
+    EXPECT_EQ(whole[0].scalar_type(), at::kFloat);
+    EXPECT_TRUE(at::equal(whole[0], weight)) << "stored exactly";
+    StepReport report = trainStep(engine, data[0], rank);
+    EXPECT_TRUE(report.updated);
+    EXPECT_FALSE(report.skipped());
+    EXPECT_EQ(engine.optimizer("model")->expAvg().scalar_type(), at::kFloat);
   });
 }
