@@ -67,29 +67,10 @@ std::string stage3WithoutGather(const plan::Plan &plan) {
   return "";
 }
 
-/// Checkpoints of native bf16 / fp16 engines (fp32 master, loss scaler
-/// state) are not written or read yet: a RuntimeError naming the engine,
-/// thrown on every rank alike (every rank has the same plan).
-void refuseMixedPrecision(const plan::Plan &plan, const std::string &origin,
-                          const char *call) {
-  for (const plan::EngineDesc &engine : plan.engines)
-    if (engine.precision && (engine.precision->mode == "bf16" ||
-                             engine.precision->mode == "fp16"))
-      throw RuntimeError(
-          origin + ": " + call +
-          ": checkpoints of bf16/fp16 engines are not supported yet: engine "
-          "\"" + engine.name + "\" trains in " + engine.precision->mode +
-          " (its fp32 master weights" +
-          (engine.precision->lossScaler ? " and loss scaler state" : "") +
-          " would have to be saved; use --save-params / save_16bit_model "
-          "for the weights)");
-}
-
 } // namespace
 
 void Engine::requireCheckpointPoint(const char *call) const {
   requireTrain(call);
-  refuseMixedPrecision(*plan_, origin_, call);
   if (phase_ != Phase::Idle ||
       microSteps_ % trainer_->gradientAccumulationSteps() != 0)
     throw RuntimeError(origin_ + ": " + call +
@@ -166,7 +147,10 @@ std::string Engine::saveCheckpoint(const std::string &dir,
                 detail::buildModelStates(context, counters), rank_);
           if (context.trains() && stage >= 1)
             detail::writeTorchFile(
-                staging + "/" + detail::optimStatesFile(rank_),
+                staging + "/" +
+                    detail::optimStatesFile(
+                        rank_, context.desc().precision &&
+                                   context.desc().precision->mode == "bf16"),
                 detail::buildOptimStates(context, counters), rank_);
         }
       },

@@ -903,6 +903,7 @@ void Trainer::optimizerStep(size_t e) {
   if (engine.scaler)
     engine.scaler->update(overflow); // Throws at min_loss_scale.
   if (overflow) {
+    ++engine.skippedSteps;
     // Skipped (DeepSpeed): no update, the LR schedule stays where it is,
     // and the norm reported is the last applied step's.
     engine.stepped =
@@ -912,6 +913,23 @@ void Trainer::optimizerStep(size_t e) {
   ++engine.appliedUpdates;
   engine.lastGradNorm = gradNorm;
   engine.stepped = EngineStepReport{engine.name, lr, gradNorm, scale, false};
+}
+
+void Trainer::parametersFromMaster(size_t e) {
+  EngineState &engine = engines_[e];
+  if (!engine.master.defined())
+    return;
+  at::NoGradGuard noGrad;
+  if (engine.stage == 0) {
+    const std::vector<int64_t> &indices = engine.layout.stateIndices;
+    for (size_t k = 0; k < indices.size(); ++k)
+      state_->tensor(indices[k]).copy_(engine.masterBlocks[k]);
+    return;
+  }
+  // This rank's blocks; the other ranks write theirs (every rank loads the
+  // same checkpoint), so the flat buffers end up whole.
+  for (size_t b = 0; b < engine.parameterBlocks.size(); ++b)
+    engine.parameterBlocks[b].copy_(engine.masterBlocks[b]);
 }
 
 void Trainer::beginStep() {

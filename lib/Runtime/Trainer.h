@@ -155,6 +155,34 @@ public:
   Optimizer *mutableOptimizer(size_t engine) {
     return engines_[engine].optimizer.get();
   }
+  /// What a checkpoint saves as this rank's fp32 parameters: the master's
+  /// blocks of a native bf16 / fp16 engine (stage 0: one view per
+  /// parameter), else parameterBlocks().
+  const std::vector<at::Tensor> &fp32Blocks(size_t engine) const {
+    return engines_[engine].master.defined() ? engines_[engine].masterBlocks
+                                             : engines_[engine].parameterBlocks;
+  }
+  /// After a checkpoint load wrote the master: the parameters become
+  /// master.to(their dtype) (no-op without a master).
+  void parametersFromMaster(size_t engine);
+  /// nullptr without a loss scaler.
+  LossScaler *mutableLossScaler(size_t engine) {
+    return engines_[engine].scaler.get();
+  }
+  /// Steps skipped for an fp16 overflow (DeepSpeed's skipped_steps).
+  int64_t skippedSteps(size_t engine) const {
+    return engines_[engine].skippedSteps;
+  }
+  void setSkippedSteps(size_t engine, int64_t steps) {
+    engines_[engine].skippedSteps = steps;
+  }
+  /// The norm of the last applied update (what a skipped step reports).
+  double lastGradNorm(size_t engine) const {
+    return engines_[engine].lastGradNorm;
+  }
+  void setLastGradNorm(size_t engine, double norm) {
+    engines_[engine].lastGradNorm = norm;
+  }
   /// Updates applied so far: the LR schedule's position.
   int64_t appliedUpdates(size_t engine) const {
     return engines_[engine].appliedUpdates;
@@ -243,6 +271,8 @@ private:
     std::unique_ptr<LossScaler> scaler;
     /// The norm of the last applied update (reported on skipped steps).
     double lastGradNorm = 0.0;
+    /// Steps skipped for an overflow.
+    int64_t skippedSteps = 0;
 
     // Stages 1-3.
     /// Stages 1-2: the flat parameter buffer (partition.numel elements).

@@ -138,8 +138,8 @@ TEST(PlanV2, ReadingChecksTheNewFields) {
   expectInvalid(json, "unknown op kind \"reduce_scatter_async\" (expected "
                       "input, state, set_state, constant, list, unpack, call, "
                       "if, grad, all_reduce, reduce_scatter, all_gather, wait, "
-                      "optimizer_step, release, backward_prologue or "
-                      "backward_epilogue)");
+                      "optimizer_step, release, backward_prologue, "
+                      "backward_epilogue or loss_scale)");
   json = planAt(1);
   json["programs"]["eval"]["values"].push_back({{"id", 6}, {"type", "token"}});
   json["programs"]["eval"]["body"].push_back(

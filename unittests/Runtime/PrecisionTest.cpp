@@ -18,6 +18,7 @@
 
 #include "ds/Plan/PlanFormat.h"
 #include "ds/Plan/Report.h"
+#include "ds/Runtime/Checkpoint.h"
 #include "ds/Runtime/Communicator.h"
 #include "ds/Runtime/Engine.h"
 #include "ds/Runtime/LossScaler.h"
@@ -725,19 +726,152 @@ TEST(Precision, WeightsLoadIntoTheLowDtype) {
                     RuntimeError, "\"fc.weight\": the plan says float16");
 }
 
-TEST(Precision, CheckpointsOfPrecisionEnginesAreRefused) {
+/// The whole flat float32 master from every rank's shard (stage 0: rank
+/// 0's, which is whole).
+at::Tensor wholeMaster(const plan::Plan &plan,
+                       const std::vector<at::Tensor> &shards) {
+  const plan::PartitionDesc &partition = *plan.engines[0].partition;
+  if (partition.stage == 0)
+    return shards[0];
+  at::Tensor flat = at::zeros({partition.numel});
+  const int64_t W = plan.worldSize;
+  for (size_t b = 0; b < partition.buckets.size(); ++b) {
+    const plan::BucketDesc &bucket = partition.buckets[b];
+    const int64_t n = bucket.numel / W;
+    for (int64_t r = 0; r < W; ++r)
+      flat.narrow(0, bucket.offset + r * n, n)
+          .copy_(shards[size_t(r)].narrow(0, partition.shardOffset(b, W), n));
+  }
+  return flat;
+}
+
+TEST(Precision, CheckpointsResumeBitwise) {
+  // N steps, save, M steps; a fresh engine that loads the checkpoint runs
+  // the same M steps bitwise: parameters, fp32 master, optimizer state, LR,
+  // loss scale (fp16: a dynamic scale that overflows and recovers, saved
+  // mid-way) and the skip sequence. ds-zero-to-fp32 rebuilds the master.
+  TempDir dir;
+  std::string weights = writeWeights(dir);
+  constexpr int64_t BEFORE = 4, AFTER = 4;
+  const int64_t W = 2;
+  std::vector<std::vector<Batch>> data = makeData(W, BEFORE + AFTER);
+  struct Case {
+    Precision precision;
+    int64_t stage;
+  };
+  std::vector<Case> cases;
+  for (int64_t stage : {0, 1, 2, 3})
+    cases.push_back({Precision(), stage});
+  Precision fp16;
+  fp16.mode = "fp16";
+  fp16.scaler = dynamicScaler(std::ldexp(1.0, 17), 2, 2);
+  for (int64_t stage : {0, 2, 3})
+    cases.push_back({fp16, stage});
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.precision.mode + ", stage " + std::to_string(c.stage));
+    plan::Plan plan = precisionPlan(W, c.stage, c.precision);
+    const std::string ckpt = dir.file(c.precision.mode + "_ckpt" +
+                                      std::to_string(c.stage));
+    struct After {
+      std::vector<StepReport> reports;
+      std::vector<at::Tensor> params;
+      at::Tensor master, expAvg;
+      std::optional<double> scale;
+    };
+    std::vector<After> straight(static_cast<size_t>(W)),
+        resumed(static_cast<size_t>(W));
+    std::vector<at::Tensor> savedMaster(static_cast<size_t>(W));
+    auto runAfter = [&](Engine &engine, int64_t rank, After &out) {
+      for (int64_t step = BEFORE; step < BEFORE + AFTER; ++step)
+        out.reports.push_back(trainStep(engine, data[size_t(step)], rank));
+      out.params = wholeParams(engine);
+      out.master = engine.masterParameters("model").clone();
+      out.expAvg = engine.optimizer("model")->expAvg().clone();
+      out.scale = engine.lossScale("model");
+    };
+    onRanks(plan, weights, [&](Engine &engine, int64_t rank) {
+      for (int64_t step = 0; step < BEFORE; ++step)
+        trainStep(engine, data[size_t(step)], rank);
+      EXPECT_EQ(engine.saveCheckpoint(ckpt), "global_step4");
+      savedMaster[size_t(rank)] = engine.masterParameters("model").clone();
+      runAfter(engine, rank, straight[size_t(rank)]);
+    });
+    // bf16 shards carry DeepSpeed's bf16_ prefix.
+    if (c.stage >= 1)
+      EXPECT_EQ(test::readText(ckpt + "/latest"), "global_step4");
+    if (c.stage >= 1 && c.precision.mode == "bf16") {
+      EXPECT_FALSE(test::listDir(ckpt + "/global_step4").empty());
+      std::vector<std::string> files = test::listDir(ckpt + "/global_step4");
+      EXPECT_NE(std::find(files.begin(), files.end(),
+                          "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt"),
+                files.end());
+    }
+    onRanks(plan, weights, [&](Engine &engine, int64_t rank) {
+      engine.loadCheckpoint(ckpt);
+      EXPECT_EQ(engine.globalSteps(), BEFORE);
+      EXPECT_TRUE(at::equal(engine.masterParameters("model"),
+                            savedMaster[size_t(rank)]));
+      runAfter(engine, rank, resumed[size_t(rank)]);
+    });
+    if (c.precision.mode == "fp16") {
+      // The resumed window has skipped and applied steps.
+      int64_t skipped = 0;
+      for (const StepReport &report : straight[0].reports)
+        skipped += report.skipped();
+      EXPECT_GT(skipped, 0);
+      EXPECT_LT(skipped, AFTER);
+    }
+    for (int64_t r = 0; r < W; ++r) {
+      const After &a = straight[size_t(r)], &b = resumed[size_t(r)];
+      ASSERT_EQ(a.reports.size(), b.reports.size());
+      for (size_t i = 0; i < a.reports.size(); ++i) {
+        const runtime::EngineStepReport &x = a.reports[i].engines[0],
+                                        &y = b.reports[i].engines[0];
+        EXPECT_EQ(x.lr, y.lr) << i;
+        EXPECT_EQ(x.gradNorm, y.gradNorm) << i;
+        EXPECT_EQ(x.lossScale, y.lossScale) << i;
+        EXPECT_EQ(x.skipped, y.skipped) << i;
+      }
+      for (size_t k = 0; k < kParams.size(); ++k)
+        EXPECT_TRUE(at::equal(a.params[k], b.params[k])) << kParams[k];
+      EXPECT_TRUE(at::equal(a.master, b.master));
+      EXPECT_TRUE(at::equal(a.expAvg, b.expAvg));
+      EXPECT_EQ(a.scale, b.scale);
+    }
+    // zero_to_fp32: the saved master, whole, in float32.
+    runtime::ConsolidatedCheckpoint consolidated =
+        runtime::consolidateCheckpoint(ckpt);
+    at::Tensor master = wholeMaster(plan, savedMaster);
+    const plan::PartitionDesc &partition = *plan.engines[0].partition;
+    for (const plan::FlatParamDesc &param : partition.params)
+      for (const auto &[name, tensor] : consolidated.tensors)
+        if (name == param.name) {
+          EXPECT_EQ(tensor.scalar_type(), at::kFloat) << name;
+          EXPECT_TRUE(at::equal(tensor.reshape(-1),
+                                master.narrow(0, param.offset, tensor.numel())))
+              << name;
+        }
+  }
+}
+
+TEST(Precision, Fp16CheckpointsKeepTheScalerKind) {
+  // A checkpoint of a dynamic-scale fp16 engine does not load into a plan
+  // whose scale is static, nor into an fp32 plan (its scale is not 1).
   TempDir dir;
   std::string weights = writeWeights(dir);
   std::vector<std::vector<Batch>> data = makeData(1, 1);
-  plan::Plan plan = precisionPlan(1, 1, Precision());
-  onRanks(plan, weights, [&](Engine &engine, int64_t rank) {
-    trainStep(engine, data[0], rank);
-    EXPECT_THROW_WITH(engine.saveCheckpoint(dir.file("ckpt")), RuntimeError,
-                      "save_checkpoint: checkpoints of bf16/fp16 engines are "
-                      "not supported yet: engine \"model\" trains in bf16");
+  Precision fp16;
+  fp16.mode = "fp16";
+  fp16.scaler = dynamicScaler(1024.0, 1000, 2);
+  onRanks(precisionPlan(1, 1, fp16), weights, [&](Engine &engine, int64_t) {
+    trainStep(engine, data[0], 0);
+    engine.saveCheckpoint(dir.file("ckpt"));
+  });
+  fp16.scaler["type"] = "static";
+  onRanks(precisionPlan(1, 1, fp16), weights, [&](Engine &engine, int64_t) {
     EXPECT_THROW_WITH(engine.loadCheckpoint(dir.file("ckpt")), RuntimeError,
-                      "load_checkpoint: checkpoints of bf16/fp16 engines are "
-                      "not supported yet");
+                      "the checkpoint's loss scale is dynamic, the plan's "
+                      "static");
   });
 }
 
