@@ -103,10 +103,15 @@ public:
           info.elementBytes = dtypeSize(state->dtype); // One per engine.
         info.params.insert(param.name);
       }
+      // Gradients in their buffers' dtype (precision.grad_accum_dtype).
       if (engine.optimizer)
-        info.gradientBytes = (engine.partition->numel +
-                              engine.partition->shardNumel(plan.worldSize)) *
-                             info.elementBytes;
+        info.gradientBytes =
+            (engine.partition->numel +
+             engine.partition->shardNumel(plan.worldSize)) *
+            dtypeSize(engine.gradDtype(
+                info.params.empty()
+                    ? DType::Float32
+                    : plan.findState(*info.params.begin())->dtype));
       engines_[engine.name] = info;
     }
   }

@@ -30,6 +30,20 @@ int64_t elementBytes(const Plan &plan, const PartitionDesc &partition) {
   return 4;
 }
 
+/// The dtype of an engine's parameters (one per engine).
+DType paramDtype(const Plan &plan, const PartitionDesc &partition) {
+  for (const FlatParamDesc &param : partition.params)
+    if (const StateDesc *state = plan.findState(param.name))
+      return state->dtype;
+  return DType::Float32;
+}
+
+/// Native bf16 / fp16: the optimizer keeps a float32 master of the shard.
+bool keepsMaster(const EngineDesc &engine) {
+  return engine.precision &&
+         (engine.precision->mode == "bf16" || engine.precision->mode == "fp16");
+}
+
 /// Adds the volume of `program`'s collectives of engine `engineName`, run
 /// `times` per optimizer step, to `comm`.
 void countCollectives(const Plan &plan, const Program &program, int64_t times,
@@ -42,6 +56,9 @@ void countCollectives(const Plan &plan, const Program &program, int64_t times,
     if (op.kind == OpKind::OptimizerStep) {
       // The global norm over the shards: one scalar all-reduce.
       if (partition.stage >= 1)
+        comm.allReduce += 2 * times;
+      // fp16: the overflow flag's MAX all-reduce (every stage).
+      if (engine->precision && engine->precision->lossScaler)
         comm.allReduce += 2 * times;
       continue;
     }
@@ -241,14 +258,23 @@ Report predictReport(const Plan &plan) {
           flat.insert(param.name);
       }
       if (trains) {
+        // Gradients in their buffers' dtype (precision.grad_accum_dtype);
+        // native bf16 / fp16: the optimizer state and the float32 master
+        // of the shard, 4 bytes each per element.
+        const int64_t gradBytes =
+            dtypeSize(engine.gradDtype(paramDtype(plan, partition)));
+        const bool master = keepsMaster(engine);
+        const int64_t stateBytes =
+            master ? dtypeSize(engine.precision->masterDtype) : bytes;
         entry.gradBytes =
-            (partition.stage >= 2 ? shard : partition.numel) * bytes;
+            (partition.stage >= 2 ? shard : partition.numel) * gradBytes;
         entry.optimizerStateBytes =
-            optimizerStatesPerElement(*engine.optimizer) * shard * bytes;
+            (optimizerStatesPerElement(*engine.optimizer) + (master ? 1 : 0)) *
+            shard * stateBytes;
         if (partition.stage == 2) // Full gradient buffer + receive buffer.
-          transientBackward += (partition.numel + shard) * bytes;
+          transientBackward += (partition.numel + shard) * gradBytes;
         if (partition.stage == 1) // The shard gradient, at the boundary.
-          transientBoundary += shard * bytes;
+          transientBoundary += shard * gradBytes;
       }
     }
     if (worldSize > 1 && train) {

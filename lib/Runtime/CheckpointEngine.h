@@ -19,7 +19,10 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
+#include "ds/Runtime/LossScaler.h"
+
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -85,6 +88,11 @@ struct LoadedEngine {
   std::vector<std::pair<at::Tensor, at::Tensor>> copies;
   int64_t optimizerSteps = 0;
   int64_t appliedUpdates = 0;
+  int64_t skippedSteps = 0;
+  double lastGradNorm = 0.0;
+  /// fp16 engines: the loss scaler's state (cur_scale, cur_iter,
+  /// last_overflow_iter, cur_hysteresis).
+  std::optional<LossScaler::State> scaler;
   RunCounters counters;
 };
 

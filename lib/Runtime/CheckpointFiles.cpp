@@ -30,8 +30,17 @@ std::string modelStatesFile(int64_t stage, int64_t rank) {
   return "mp_rank_00_model_states.pt";
 }
 
-std::string optimStatesFile(int64_t rank) {
-  return "zero_pp_rank_" + std::to_string(rank) + "_mp_rank_00_optim_states.pt";
+std::string optimStatesFile(int64_t rank, bool bf16) {
+  return std::string(bf16 ? "bf16_" : "") + "zero_pp_rank_" +
+         std::to_string(rank) + "_mp_rank_00_optim_states.pt";
+}
+
+std::string findOptimStatesFile(const std::string &folder, int64_t rank) {
+  std::string plain = optimStatesFile(rank);
+  if (!isFile(folder + "/" + plain) &&
+      isFile(folder + "/" + optimStatesFile(rank, true)))
+    return optimStatesFile(rank, true);
+  return plain;
 }
 
 c10::impl::GenericDict newDict() {

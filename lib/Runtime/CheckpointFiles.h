@@ -26,8 +26,12 @@ namespace ds::runtime::detail {
 /// "mp_rank_00_model_states.pt" (stages 0-2, rank 0 writes it), or at
 /// stage 3 "zero_pp_rank_<rank>_mp_rank_00_model_states.pt" (every rank).
 std::string modelStatesFile(int64_t stage, int64_t rank);
-/// "zero_pp_rank_<rank>_mp_rank_00_optim_states.pt" (stages 1-3).
-std::string optimStatesFile(int64_t rank);
+/// "zero_pp_rank_<rank>_mp_rank_00_optim_states.pt" (stages 1-3); bf16
+/// engines' carry DeepSpeed's "bf16_" prefix.
+std::string optimStatesFile(int64_t rank, bool bf16 = false);
+/// The optim states file of `rank` in `folder`: the plain name, else the
+/// bf16_ one when only that exists (the plain name when neither does).
+std::string findOptimStatesFile(const std::string &folder, int64_t rank);
 
 /// A dict with string keys and any values, in insertion order.
 c10::impl::GenericDict newDict();

@@ -165,14 +165,37 @@ void readOptimizer(const EngineContext &context, const DictView &base,
         *buffer, matching(entry.tensor(key), *buffer, entry.where(key)));
 }
 
-void checkScaler(const DictView &dict) {
+/// The loss scaler: an fp16 engine takes the saved state; any other engine
+/// needs the static 1.0 that fp32 / bf16 training saves.
+void checkScaler(const EngineContext &context, const DictView &dict,
+                 LoadedEngine &loaded) {
   DictView scaler = dict.dict("loss_scaler");
   c10::IValue dynamic = dict.get("dynamic_loss_scale");
+  const LossScaler *own =
+      context.trainer ? context.trainer->lossScaler(context.engine) : nullptr;
+  if (own) {
+    if (!dynamic.isBool() || dynamic.toBool() != own->dynamic())
+      dict.fail("dynamic_loss_scale",
+                std::string("the checkpoint's loss scale is ") +
+                    (dynamic.isBool() && dynamic.toBool() ? "dynamic"
+                                                          : "static") +
+                    ", the plan's " + (own->dynamic() ? "dynamic" : "static"));
+    LossScaler::State state;
+    state.scale = scaler.number("cur_scale");
+    state.iteration = scaler.integer("cur_iter");
+    state.lastOverflow = scaler.integer("last_overflow_iter");
+    state.hysteresisLeft = scaler.integer("cur_hysteresis");
+    if (!(state.scale > 0.0))
+      scaler.fail("cur_scale", "must be positive");
+    loaded.scaler = state;
+    return;
+  }
   if (scaler.number("cur_scale") != 1.0 || !dynamic.isBool() ||
       dynamic.toBool())
     scaler.fail("cur_scale",
-                "a loss scale other than a static 1.0 needs fp16 training, "
-                "which this runtime does not implement yet");
+                "a loss scale other than a static 1.0 needs an fp16 engine "
+                "with a loss scaler, and engine \"" + context.desc().name +
+                    "\" has none");
 }
 
 /// A flat buffer in the saved layout -> this plan's: each parameter's
@@ -246,7 +269,7 @@ void readResharded(const EngineContext &context, const std::string &folder,
       readAllOptimStates(folder, stage, savedWorld);
   std::vector<at::Tensor> partitions;
   for (const DictView &state : states) {
-    checkScaler(state);
+    checkScaler(context, state, loaded);
     partitions.push_back(fp32PartitionIn(state, stage, layout.shardNumel,
                                          "the rank's block of each bucket at " +
                                              std::to_string(savedWorld) +
@@ -261,7 +284,7 @@ void readResharded(const EngineContext &context, const std::string &folder,
   std::vector<at::Tensor> parameters =
       myBlocks(relaid(unshard(partitions, layout)));
   const std::vector<at::Tensor> &blocks =
-      context.trainer->parameterBlocks(context.engine);
+      context.trainer->fp32Blocks(context.engine);
   for (size_t b = 0; b < blocks.size(); ++b)
     loaded.copies.emplace_back(
         blocks[b],
@@ -356,6 +379,9 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
   }
 
   loaded.counters.globalSteps = model.integer("global_steps");
+  loaded.skippedSteps = model.integer("skipped_steps");
+  if (model.has("ds_last_grad_norm"))
+    loaded.lastGradNorm = model.number("ds_last_grad_norm");
   loaded.counters.microSteps = model.integer("ds_micro_steps");
   loaded.counters.seed = uint64_t(model.integer("ds_seed"));
   // The data position is steps x GAS micro-steps: GAS must not change.
@@ -376,17 +402,23 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
 
   if (stage == 0) {
     DictView optimizer = model.dict("optimizer");
-    checkScaler(optimizer);
+    checkScaler(context, optimizer, loaded);
     readOptimizer(context, optimizer.dict("optimizer_state_dict"), loaded);
+    const at::Tensor &master = context.trainer->master(context.engine);
+    if (master.defined())
+      loaded.copies.emplace_back(
+          master, matching(optimizer.tensor("ds_fp32_master"), master,
+                           optimizer.where("ds_fp32_master")));
   } else if (reshard) {
     readResharded(context, folder, model, savedWorld, loaded);
   } else {
-    std::string optimPath = folder + "/" + optimStatesFile(context.rank);
+    std::string optimPath =
+        folder + "/" + findOptimStatesFile(folder, context.rank);
     DictView inner = readOptimStates(optimPath, stage);
-    checkScaler(inner);
+    checkScaler(context, inner, loaded);
     readOptimizer(context, inner.dict(baseStateKey(stage)), loaded);
     const std::vector<at::Tensor> &blocks =
-        context.trainer->parameterBlocks(context.engine);
+        context.trainer->fp32Blocks(context.engine);
     int64_t numel = 0;
     for (const at::Tensor &block : blocks)
       numel += block.numel();
@@ -423,6 +455,12 @@ void applyEngineCheckpoint(const EngineContext &context,
   context.trainer->mutableOptimizer(context.engine)
       ->setSteps(loaded.optimizerSteps);
   context.trainer->setAppliedUpdates(context.engine, loaded.appliedUpdates);
+  context.trainer->setSkippedSteps(context.engine, loaded.skippedSteps);
+  context.trainer->setLastGradNorm(context.engine, loaded.lastGradNorm);
+  if (loaded.scaler)
+    context.trainer->mutableLossScaler(context.engine)->restore(*loaded.scaler);
+  // Native bf16 / fp16: the parameters are the loaded master rounded.
+  context.trainer->parametersFromMaster(context.engine);
 }
 
 } // namespace ds::runtime::detail

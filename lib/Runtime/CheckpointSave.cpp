@@ -27,10 +27,11 @@ namespace {
 
 constexpr const char *kVersion = "ds 0.1 (DeepSpeed 0.19 checkpoint layout)";
 
-/// This rank's fp32 partition: its block of every bucket, in bucket order.
+/// This rank's fp32 partition: its block of every bucket, in bucket order
+/// (native bf16 / fp16 engines: of the float32 master).
 at::Tensor fp32Partition(const EngineContext &context) {
   const std::vector<at::Tensor> &blocks =
-      context.trainer->parameterBlocks(context.engine);
+      context.trainer->fp32Blocks(context.engine);
   if (blocks.empty())
     return at::empty({0}, at::TensorOptions().dtype(at::kFloat));
   return at::cat(blocks);
@@ -94,9 +95,30 @@ c10::IValue baseOptimizerState(const EngineContext &context) {
   return dict;
 }
 
-/// DeepSpeed's loss scaler state: fp32 training has a static scale of 1.
-c10::IValue lossScaler(const RunCounters &counters) {
+/// DeepSpeed's loss scaler state: an fp16 engine's scaler; fp32 and bf16
+/// training have a static scale of 1.
+c10::IValue lossScaler(const EngineContext &context,
+                       const RunCounters &counters) {
+  const LossScaler *engineScaler =
+      context.trainer ? context.trainer->lossScaler(context.engine) : nullptr;
+  const plan::PrecisionDesc *precision =
+      context.desc().precision ? &*context.desc().precision : nullptr;
   c10::impl::GenericDict scaler = newDict();
+  if (engineScaler && precision && precision->lossScaler) {
+    const LossScaler::State &state = engineScaler->state();
+    const plan::LossScalerDesc &desc = *precision->lossScaler;
+    scaler.insert("cur_scale", state.scale);
+    scaler.insert("cur_iter", state.iteration);
+    scaler.insert("last_overflow_iter", state.lastOverflow);
+    scaler.insert("scale_factor", 2.0);
+    scaler.insert("scale_window", desc.scaleWindow);
+    scaler.insert("min_scale", desc.minScale);
+    scaler.insert("delayed_shift", desc.hysteresis);
+    scaler.insert("cur_hysteresis", state.hysteresisLeft);
+    scaler.insert("consecutive_hysteresis", desc.consecutiveHysteresis);
+    scaler.insert("dynamic", engineScaler->dynamic());
+    return scaler;
+  }
   scaler.insert("cur_scale", 1.0);
   scaler.insert("cur_iter", counters.globalSteps);
   scaler.insert("last_overflow_iter", int64_t(-1));
@@ -114,8 +136,10 @@ c10::IValue lossScaler(const RunCounters &counters) {
 /// optimizer's state.
 void addScalerKeys(c10::impl::GenericDict &dict, const EngineContext &context,
                    const RunCounters &counters) {
-  dict.insert("loss_scaler", lossScaler(counters));
-  dict.insert("dynamic_loss_scale", false);
+  const LossScaler *engineScaler =
+      context.trainer ? context.trainer->lossScaler(context.engine) : nullptr;
+  dict.insert("loss_scaler", lossScaler(context, counters));
+  dict.insert("dynamic_loss_scale", engineScaler && engineScaler->dynamic());
   dict.insert("overflow", false);
   dict.insert("clip_grad", context.desc().optimizer->gradientClipping);
 }
@@ -186,6 +210,11 @@ c10::IValue buildModelStates(const EngineContext &context,
     c10::impl::GenericDict fp16Optimizer = newDict();
     addScalerKeys(fp16Optimizer, context, counters);
     fp16Optimizer.insert("optimizer_state_dict", baseOptimizerState(context));
+    // Native bf16 / fp16: the float32 master of the whole flat layout
+    // (DeepSpeed keeps it in its bf16 / fp16 optimizer's fp32 groups).
+    const at::Tensor &master = context.trainer->master(context.engine);
+    if (master.defined())
+      fp16Optimizer.insert("ds_fp32_master", master.clone());
     optimizer = fp16Optimizer;
   }
   dict.insert("optimizer", optimizer);
@@ -214,7 +243,9 @@ c10::IValue buildModelStates(const EngineContext &context,
   dict.insert("data_sampler", sampler);
   dict.insert("random_ltd", c10::IValue());
   dict.insert("sparse_tensor_module_names", newList());
-  dict.insert("skipped_steps", int64_t(0));
+  dict.insert("skipped_steps", context.trains()
+                                  ? context.trainer->skippedSteps(context.engine)
+                                  : int64_t(0));
   dict.insert("global_steps", counters.globalSteps);
   dict.insert("global_samples",
               counters.globalSteps * context.plan.microBatchPerRank *
@@ -230,6 +261,11 @@ c10::IValue buildModelStates(const EngineContext &context,
                                     ? flatLayout(*desc.partition, context)
                                     : c10::IValue());
   dict.insert("ds_micro_steps", counters.microSteps);
+  // The last applied update's gradient norm: what an fp16 step skipped
+  // after resuming reports, as the uninterrupted run would.
+  if (context.trains())
+    dict.insert("ds_last_grad_norm",
+                context.trainer->lastGradNorm(context.engine));
   dict.insert("ds_seed", int64_t(counters.seed));
   return dict;
 }

@@ -47,7 +47,7 @@ std::vector<DictView> readAllOptimStates(const std::string &folder,
                                          int64_t stage, int64_t worldSize) {
   std::string missing;
   for (int64_t r = 0; r < worldSize; ++r)
-    if (!isFile(folder + "/" + optimStatesFile(r)))
+    if (!isFile(folder + "/" + findOptimStatesFile(folder, r)))
       missing += (missing.empty() ? "" : ", ") + optimStatesFile(r);
   if (!missing.empty())
     throw RuntimeError(folder + ": missing optimizer shard(s) " + missing +
@@ -56,7 +56,8 @@ std::vector<DictView> readAllOptimStates(const std::string &folder,
                        " ranks, dp_world_size; each rank writes one)");
   std::vector<DictView> states;
   for (int64_t r = 0; r < worldSize; ++r)
-    states.push_back(readOptimStates(folder + "/" + optimStatesFile(r), stage));
+    states.push_back(
+        readOptimStates(folder + "/" + findOptimStatesFile(folder, r), stage));
   return states;
 }
 

@@ -147,7 +147,10 @@ std::string Engine::saveCheckpoint(const std::string &dir,
                 detail::buildModelStates(context, counters), rank_);
           if (context.trains() && stage >= 1)
             detail::writeTorchFile(
-                staging + "/" + detail::optimStatesFile(rank_),
+                staging + "/" +
+                    detail::optimStatesFile(
+                        rank_, context.desc().precision &&
+                                   context.desc().precision->mode == "bf16"),
                 detail::buildOptimStates(context, counters), rank_);
         }
       },

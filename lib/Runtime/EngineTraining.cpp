@@ -53,6 +53,13 @@ double StepReport::gradNorm() const {
   return std::sqrt(sum);
 }
 
+bool StepReport::skipped() const {
+  for (const EngineStepReport &engine : engines)
+    if (engine.skipped)
+      return true;
+  return false;
+}
+
 void Engine::requireTrain(const char *call) const {
   if (!train_)
     throw RuntimeError(origin_ + ": " + call +
@@ -182,6 +189,24 @@ const Optimizer *Engine::optimizer(const std::string &engine) const {
     if (plan_->engines[e].name == engine)
       return trainer_->optimizer(e);
   return nullptr;
+}
+
+std::optional<double> Engine::lossScale(const std::string &engine) const {
+  if (!trainer_)
+    return std::nullopt;
+  for (size_t e = 0; e < plan_->engines.size(); ++e)
+    if (plan_->engines[e].name == engine)
+      return trainer_->currentLossScale(e);
+  return std::nullopt;
+}
+
+at::Tensor Engine::masterParameters(const std::string &engine) const {
+  if (!trainer_)
+    return at::Tensor();
+  for (size_t e = 0; e < plan_->engines.size(); ++e)
+    if (plan_->engines[e].name == engine)
+      return trainer_->master(e);
+  return at::Tensor();
 }
 
 } // namespace ds::runtime

@@ -107,7 +107,16 @@ void StateStore::install(const NamedTensors &params,
     if (*item.kind && wanted != item.kind)
       problems.add("\"" + desc.name + "\" is a " + item.kind +
                    " in the file, the plan says " + wanted);
-    const at::Tensor &tensor = item.tensor;
+    at::Tensor tensor = item.tensor;
+    // Native bf16 / fp16 engines: the plan stores them in the low dtype, the
+    // weights file has the model's float32 values (DeepSpeed casts the
+    // module with .half() / .bfloat16()). Only float32 -> float16 /
+    // bfloat16 converts; any other mismatch is an error.
+    if (tensor.scalar_type() == at::kFloat &&
+        (desc.dtype == plan::DType::BFloat16 ||
+         desc.dtype == plan::DType::Float16) &&
+        tensor.sizes().vec() == desc.shape)
+      tensor = tensor.to(toScalarType(desc.dtype));
     if (tensor.scalar_type() != toScalarType(desc.dtype) ||
         tensor.sizes().vec() != desc.shape)
       problems.add("\"" + desc.name + "\": the plan says " +

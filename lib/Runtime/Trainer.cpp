@@ -144,15 +144,22 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
     engine.name = desc.name;
     if (desc.partition) {
       const bool trains = desc.optimizer.has_value();
-      if (trains && (sectionEnabled(desc.config, "fp16") ||
-                     sectionEnabled(desc.config, "bf16"))) {
+      const bool native = desc.precision && (desc.precision->mode == "bf16" ||
+                                             desc.precision->mode == "fp16");
+      if (trains && !desc.precision &&
+          (sectionEnabled(desc.config, "fp16") ||
+           sectionEnabled(desc.config, "bf16"))) {
         bool fp16 = sectionEnabled(desc.config, "fp16");
         throw RuntimeError(origin + ": engine \"" + desc.name +
-                           "\": " + (fp16 ? "fp16" : "bf16") +
-                           " training (fp32 master weights" +
-                           (fp16 ? ", loss scaling" : "") +
-                           ") is not implemented by this runtime yet");
+                           "\": its config enables " +
+                           (fp16 ? "fp16" : "bf16") +
+                           " but the plan carries no `precision` for it "
+                           "(compile it with a ds-compile that assigns "
+                           "precision)");
       }
+      if (desc.precision)
+        engine.precision = &*desc.precision;
+      engine.native = native;
       engine.partition = &*desc.partition;
       engine.stage = desc.partition->stage;
       if (engine.stage >= 1 && worldSize_ != communicator_->size())
@@ -168,13 +175,16 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
       for (const plan::FlatParamDesc &param : desc.partition->params) {
         const plan::StateDesc *state = plan.findState(param.name);
         int64_t index = int64_t(state - plan.state.data());
+        const bool lowPrecision = state->dtype == plan::DType::BFloat16 ||
+                                  state->dtype == plan::DType::Float16;
         if (trains && state->dtype != plan::DType::Float32 &&
-            state->dtype != plan::DType::Float64)
+            state->dtype != plan::DType::Float64 &&
+            !(lowPrecision && native))
           throw RuntimeError(origin + ": trainable parameter \"" + state->name +
                              "\" is " + plan::dtypeName(state->dtype) +
                              "; this runtime trains float32 and float64 "
-                             "parameters (fp16/bf16 need the mixed-precision "
-                             "support of a later issue)");
+                             "parameters, and bfloat16 / float16 ones of "
+                             "engines whose plan `precision` is bf16 / fp16");
         layout.dtype = toScalarType(state->dtype);
         layout.place(index, state->shape, param.offset);
         if (engine.stage >= 1)
@@ -183,6 +193,16 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
       layout.numel = desc.partition->numel;
       engine.dtype = layout.dtype;
       engine.elementBytes = int64_t(c10::elementSize(layout.dtype));
+      engine.gradDtype =
+          desc.precision ? toScalarType(desc.precision->gradAccumDtype)
+                         : engine.dtype;
+      engine.gradElementBytes = int64_t(c10::elementSize(engine.gradDtype));
+      for (const plan::BucketDesc &bucket : desc.partition->buckets) {
+        engine.reduceDtypes.push_back(
+            bucket.dtype ? toScalarType(*bucket.dtype) : engine.gradDtype);
+        engine.gatherDtypes.push_back(
+            bucket.dtype ? toScalarType(*bucket.dtype) : engine.dtype);
+      }
 
       if (trains) {
         engine.desc = &*desc.optimizer;
@@ -190,17 +210,39 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
         if (desc.optimizer->scheduler)
           engine.scheduler = schedulerConfig(*desc.optimizer->scheduler);
         layouts[e] = layout;
+        layouts[e].dtype = engine.gradDtype;
         allocateNow[e] = engine.stage <= 1;
+        // Mixed precision: the optimizer and its state work on the float32
+        // master.
+        const at::ScalarType optimizerDtype =
+            native ? toScalarType(desc.precision->masterDtype) : layout.dtype;
+        if (desc.precision && desc.precision->lossScaler) {
+          const plan::LossScalerDesc &scaler = *desc.precision->lossScaler;
+          config::Fp16Config fp16;
+          fp16.enabled = true;
+          fp16.lossScale = scaler.type == "static" ? scaler.scale : 0.0;
+          fp16.lossScaleWindow = scaler.scaleWindow;
+          fp16.hysteresis = scaler.hysteresis;
+          fp16.consecutiveHysteresis = scaler.consecutiveHysteresis;
+          fp16.minLossScale = scaler.minScale;
+          engine.scaler = std::make_unique<LossScaler>(fp16);
+          // The initial scale as the plan gives it (2^initial_scale_power).
+          LossScaler::State state = engine.scaler->state();
+          state.scale = scaler.scale;
+          engine.scaler->restore(state);
+        }
         if (engine.stage == 0) {
           // Per-parameter views of flat state: torch.optim's op sequence on
           // each parameter, bit for bit.
+          FlatLayout master = layout;
+          master.dtype = optimizerDtype;
           engine.optimizer =
-              std::make_unique<Optimizer>(engine.optimizerConfig, layout);
+              std::make_unique<Optimizer>(engine.optimizerConfig, master);
         } else {
           // The shard: this rank's block of each bucket. The updates are
           // element-wise, so blocks give torch.optim's numbers.
           FlatLayout shard;
-          shard.dtype = layout.dtype;
+          shard.dtype = optimizerDtype;
           for (size_t b = 0; b < desc.partition->buckets.size(); ++b)
             shard.add(-1, {blockNumel(engine, int64_t(b))});
           engine.optimizer =
@@ -216,8 +258,8 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
     EngineState &engine = engines_[e];
     // Stages 2-3 keep the shard gradient between steps.
     if (engine.optimizer && engine.stage >= 2) {
-      engine.shardGradient = at::zeros({shardNumel(engine)},
-                                       at::TensorOptions().dtype(engine.dtype));
+      engine.shardGradient = at::zeros(
+          {shardNumel(engine)}, at::TensorOptions().dtype(engine.gradDtype));
     }
   }
 }
@@ -320,6 +362,35 @@ void Trainer::bindParameters(StateStore &state) {
       }
     }
   }
+
+  // Mixed precision: the float32 master of this rank's shard, from the
+  // loaded (and broadcast) parameters, rounded as they are stored.
+  for (size_t e = 0; e < engines_.size(); ++e) {
+    EngineState &engine = engines_[e];
+    if (!engine.optimizer || !engine.native)
+      continue;
+    const at::ScalarType masterDtype =
+        toScalarType(engine.precision->masterDtype);
+    engine.masterBlocks.clear();
+    if (engine.stage == 0) {
+      FlatLayout master = engine.layout;
+      master.dtype = masterDtype;
+      engine.master = master.allocate();
+      engine.masterBlocks = master.views(engine.master);
+      for (size_t k = 0; k < master.stateIndices.size(); ++k)
+        engine.masterBlocks[k].copy_(state.tensor(master.stateIndices[k]));
+      continue;
+    }
+    engine.master = at::zeros({shardNumel(engine)},
+                              at::TensorOptions().dtype(masterDtype));
+    for (size_t b = 0; b < engine.parameterBlocks.size(); ++b) {
+      at::Tensor block = engine.master.narrow(
+          0, engine.partition->shardOffset(b, worldSize_),
+          blockNumel(engine, int64_t(b)));
+      block.copy_(engine.parameterBlocks[b]);
+      engine.masterBlocks.push_back(block);
+    }
+  }
 }
 
 std::string Trainer::bucketName(size_t e, int64_t bucket) const {
@@ -417,8 +488,8 @@ void Trainer::ensureFullGradient(size_t e) {
   if (engine.stage >= 2) {
     // Written block by block by the reduce-scatters before it is read.
     engine.receive = at::empty({shardNumel(engine)},
-                               at::TensorOptions().dtype(engine.dtype));
-    bytes += shardNumel(engine) * engine.elementBytes;
+                               at::TensorOptions().dtype(engine.gradDtype));
+    bytes += shardNumel(engine) * engine.gradElementBytes;
   }
   addTransient(bytes);
 }
@@ -430,16 +501,17 @@ void Trainer::releaseFullGradient(size_t e) {
   gradients_->release(e);
   engine.receive = at::Tensor();
   engine.reduceScattersWaited = 0;
-  transient_ -= gradients_->bytes(e) + shardNumel(engine) * engine.elementBytes;
+  transient_ -=
+      gradients_->bytes(e) + shardNumel(engine) * engine.gradElementBytes;
 }
 
 void Trainer::ensureShardGradient(size_t e) {
   EngineState &engine = engines_[e];
   if (engine.shardGradient.defined())
     return;
-  engine.shardGradient =
-      at::zeros({shardNumel(engine)}, at::TensorOptions().dtype(engine.dtype));
-  addTransient(shardNumel(engine) * engine.elementBytes);
+  engine.shardGradient = at::zeros(
+      {shardNumel(engine)}, at::TensorOptions().dtype(engine.gradDtype));
+  addTransient(shardNumel(engine) * engine.gradElementBytes);
 }
 
 void Trainer::releaseShardGradient(size_t e) {
@@ -447,7 +519,7 @@ void Trainer::releaseShardGradient(size_t e) {
   if (engine.stage != 1 || !engine.shardGradient.defined())
     return;
   engine.shardGradient = at::Tensor();
-  transient_ -= shardNumel(engine) * engine.elementBytes;
+  transient_ -= shardNumel(engine) * engine.gradElementBytes;
 }
 
 int64_t Trainer::flatParameterBytes(size_t e) const {
@@ -467,13 +539,18 @@ int64_t Trainer::heldGradientBytes(size_t e) const {
   const EngineState &engine = engines_[e];
   if (!engine.optimizer)
     return 0;
-  return engine.stage >= 2 ? shardNumel(engine) * engine.elementBytes
+  return engine.stage >= 2 ? shardNumel(engine) * engine.gradElementBytes
                            : gradients_->bytes(e);
 }
 
 int64_t Trainer::optimizerBytes(size_t e) const {
   const EngineState &engine = engines_[e];
-  return engine.optimizer ? engine.optimizer->bytes() : 0;
+  if (!engine.optimizer)
+    return 0;
+  // Mixed precision: the float32 master counts as optimizer state (as
+  // ZeRO's accounting does).
+  return engine.optimizer->bytes() +
+         (engine.master.defined() ? int64_t(engine.master.nbytes()) : 0);
 }
 
 plan::CommVolume Trainer::volume(size_t e) const { return engines_[e].volume; }
@@ -517,7 +594,14 @@ void Trainer::accumulateGradient(int64_t stateIndex, const at::Tensor &value) {
     internalError("a gradient for a parameter without a buffer");
   // Stage 2: the micro-step's first gradient allocates the buffer.
   ensureFullGradient(size_t(e));
-  gradients_->accumulate(stateIndex, value);
+  // Mixed precision: the value is cast to the gradient buffer's dtype
+  // first, then added in it.
+  at::ScalarType dtype = engines_[size_t(e)].gradDtype;
+  if (engines_[size_t(e)].precision && value.defined() &&
+      at::isFloatingType(value.scalar_type()) && value.scalar_type() != dtype)
+    gradients_->accumulate(stateIndex, value.to(dtype));
+  else
+    gradients_->accumulate(stateIndex, value);
 }
 
 c10::IValue Trainer::startCollective(plan::OpKind kind, size_t e,
@@ -531,12 +615,25 @@ c10::IValue Trainer::startCollective(plan::OpKind kind, size_t e,
   const int64_t shardOffset =
       engine.partition->shardOffset(size_t(bucket), worldSize_);
   const plan::CommVolume before = communicator_->volume();
-  CommHandle handle;
+  at::NoGradGuard noGrad;
+  Pending pending{CommHandle(), kind, e, bucket, {}, {}, {}};
+  CommHandle &handle = pending.handle;
+  // A reduction in the bucket's dtype: the gradient slice cast to it,
+  // reduced (summed, then divided by W, in that dtype, as the communicator
+  // averages), cast back into the buffer at the wait.
+  const at::ScalarType reduceDtype = engine.reduceDtypes[size_t(bucket)];
   switch (kind) {
-  case plan::OpKind::AllReduce:
-    handle = timed_->allReduce(
-        gradients_->flat(e).narrow(0, desc.offset, desc.numel), ReduceOp::Avg);
+  case plan::OpKind::AllReduce: {
+    at::Tensor slice = gradients_->flat(e).narrow(0, desc.offset, desc.numel);
+    if (reduceDtype != slice.scalar_type()) {
+      pending.received = slice.to(reduceDtype);
+      pending.target = slice;
+      handle = timed_->allReduce(pending.received, ReduceOp::Avg);
+    } else {
+      handle = timed_->allReduce(slice, ReduceOp::Avg);
+    }
     break;
+  }
   case plan::OpKind::ReduceScatter: {
     // Stages 2-3: a rank whose micro-step wrote no gradient of this engine
     // still takes part (with zeros).
@@ -551,14 +648,24 @@ c10::IValue Trainer::startCollective(plan::OpKind kind, size_t e,
     } else {
       output = engine.receive.narrow(0, shardOffset, block);
     }
-    handle = timed_->reduceScatter(output, input, ReduceOp::Avg);
+    if (reduceDtype != input.scalar_type()) {
+      pending.sent = input.to(reduceDtype);
+      pending.received =
+          at::empty({block}, at::TensorOptions().dtype(reduceDtype));
+      pending.target = output;
+      handle =
+          timed_->reduceScatter(pending.received, pending.sent, ReduceOp::Avg);
+    } else {
+      handle = timed_->reduceScatter(output, input, ReduceOp::Avg);
+    }
     break;
   }
   case plan::OpKind::AllGather:
     if (engine.stage == 3) {
       BucketParams &params = engine.buckets[size_t(bucket)];
       if (!params.sharded) {
-        // A persistent bucket after the update: in place, as stages 1-2.
+        // A persistent bucket after the update: in place, as stages 1-2
+        // (the parameters' own dtype: exact).
         handle = timed_->allGather(params.full,
                                    params.full.narrow(0, rank_ * block, block));
         break;
@@ -572,10 +679,22 @@ c10::IValue Trainer::startCollective(plan::OpKind kind, size_t e,
           at::empty({desc.numel}, at::TensorOptions().dtype(engine.dtype));
       params.status = BucketParams::Status::Gathering;
       addTransient(desc.numel * engine.elementBytes);
+      const at::ScalarType gatherDtype = engine.gatherDtypes[size_t(bucket)];
+      if (gatherDtype != engine.dtype) {
+        // The bucket's dtype: each block cast to it, gathered, and the
+        // whole cast back (the programs read the rounded parameters).
+        pending.sent = engine.parameterBlocks[size_t(bucket)].to(gatherDtype);
+        pending.received =
+            at::empty({desc.numel}, at::TensorOptions().dtype(gatherDtype));
+        pending.target = params.full;
+        handle = timed_->allGather(pending.received, pending.sent);
+        break;
+      }
       handle = timed_->allGather(params.full,
                                  engine.parameterBlocks[size_t(bucket)]);
       break;
     }
+    // Stages 1-2 after the update: the parameters' own dtype (exact).
     handle = timed_->allGather(
         engine.parameters.narrow(0, desc.offset, desc.numel),
         engine.parameters.narrow(0, desc.offset + rank_ * block, block));
@@ -586,7 +705,7 @@ c10::IValue Trainer::startCollective(plan::OpKind kind, size_t e,
   }
   chargeVolume(e, before);
   int64_t token = nextToken_++;
-  pending_[token] = Pending{std::move(handle), kind, e, bucket};
+  pending_[token] = std::move(pending);
   return c10::IValue(token);
 }
 
@@ -599,6 +718,10 @@ void Trainer::wait(const c10::IValue &token) {
   Pending pending = std::move(it->second);
   pending_.erase(it);
   pending.handle.wait();
+  if (pending.target.defined()) {
+    at::NoGradGuard noGrad;
+    pending.target.copy_(pending.received);
+  }
   EngineState &engine = engines_[pending.engine];
   if (pending.kind == plan::OpKind::AllGather) {
     if (engine.stage == 3 && engine.buckets[size_t(pending.bucket)].sharded)
@@ -639,9 +762,42 @@ void Trainer::attachBucket(size_t e, int64_t bucket) {
 }
 
 at::Tensor Trainer::lossScale(size_t e) {
-  // The constructor refuses fp16 engines until loss scaling is wired in.
-  internalError("loss_scale of engine \"" + engines_[e].name +
-                "\", which does not scale its loss");
+  const EngineState &engine = engines_[e];
+  if (!engine.scaler)
+    internalError("loss_scale of engine \"" + engine.name +
+                  "\", which does not scale its loss");
+  return at::scalar_tensor(engine.scaler->scale(),
+                           at::TensorOptions().dtype(at::kFloat));
+}
+
+std::optional<double> Trainer::currentLossScale(size_t e) const {
+  const EngineState &engine = engines_[e];
+  if (!engine.scaler)
+    return std::nullopt;
+  return engine.scaler->scale();
+}
+
+bool Trainer::unscaleAndCheckOverflow(size_t e, const at::Tensor &grads) {
+  EngineState &engine = engines_[e];
+  at::NoGradGuard noGrad;
+  bool overflow = false;
+  if (grads.defined() && grads.numel() > 0) {
+    // Division by a power of two is exact; a static scale rounds as
+    // DeepSpeed's 1/scale multiplication would not, but no test depends on
+    // non-power-of-two static scales.
+    grads.div_(engine.scaler->scale());
+    overflow = !at::isfinite(grads).all().item<bool>();
+  }
+  // Every rank, every stage: DeepSpeed's check covers every shard.
+  if (communicator_->size() > 1) {
+    at::Tensor flag = at::full({1}, overflow ? 1.0 : 0.0,
+                               at::TensorOptions().dtype(at::kFloat));
+    const plan::CommVolume before = communicator_->volume();
+    timed_->allReduce(flag, ReduceOp::Max).wait();
+    chargeVolume(e, before);
+    overflow = flag.item<float>() != 0.0f;
+  }
+  return overflow;
 }
 
 void Trainer::release(size_t e, int64_t bucket) {
@@ -677,35 +833,103 @@ void Trainer::optimizerStep(size_t e) {
   at::NoGradGuard noGrad;
   const double lr = *nextLr(e);
   const double clipping = engine.desc->gradientClipping;
+  // Mixed precision: the update runs on the float32 master, with the
+  // gradients cast to float32 (a copy unless they are float32 already).
+  const bool mixed = engine.master.defined();
+  const at::ScalarType masterDtype =
+      mixed ? engine.master.scalar_type() : engine.dtype;
+  const double scale = engine.scaler ? engine.scaler->scale() : 1.0;
   double gradNorm = 0.0;
+  bool overflow = false;
   if (engine.stage == 0) {
-    const std::vector<at::Tensor> &grads = gradients_->views(e);
-    gradNorm = clipGradientsByGlobalNorm(grads, clipping);
-    std::vector<at::Tensor> params;
-    for (int64_t index : gradients_->layout(e).stateIndices)
-      params.push_back(state_->tensor(index));
-    engine.optimizer->step(params, grads, lr);
+    std::vector<at::Tensor> grads = gradients_->views(e);
+    if (mixed) {
+      at::Tensor flat = gradients_->flat(e).to(masterDtype);
+      if (engine.scaler)
+        overflow = unscaleAndCheckOverflow(e, flat);
+      grads = gradients_->layout(e).views(flat);
+    }
+    if (!overflow) {
+      gradNorm = clipGradientsByGlobalNorm(grads, clipping);
+      std::vector<at::Tensor> params;
+      if (mixed) {
+        params = engine.masterBlocks;
+      } else {
+        for (int64_t index : gradients_->layout(e).stateIndices)
+          params.push_back(state_->tensor(index));
+      }
+      engine.optimizer->step(params, grads, lr);
+      if (mixed) {
+        // The parameters: the master rounded to their dtype.
+        const std::vector<int64_t> &indices =
+            gradients_->layout(e).stateIndices;
+        for (size_t k = 0; k < indices.size(); ++k)
+          state_->tensor(indices[k]).copy_(engine.masterBlocks[k]);
+      }
+    }
     gradients_->zero(e);
   } else {
     ensureShardGradient(e); // Stage 1 without buckets: an empty shard.
-    const plan::CommVolume before = communicator_->volume();
-    gradNorm =
-        clipShardByGlobalNorm(engine.shardGradient, clipping, timed_.get());
-    chargeVolume(e, before);
-    std::vector<at::Tensor> grads;
-    for (size_t b = 0; b < engine.parameterBlocks.size(); ++b) {
-      int64_t block = blockNumel(engine, int64_t(b));
-      grads.push_back(engine.shardGradient.narrow(
-          0, engine.partition->shardOffset(b, worldSize_), block));
+    at::Tensor shard =
+        mixed ? engine.shardGradient.to(masterDtype) : engine.shardGradient;
+    if (engine.scaler)
+      overflow = unscaleAndCheckOverflow(e, shard);
+    if (!overflow) {
+      const plan::CommVolume before = communicator_->volume();
+      gradNorm = clipShardByGlobalNorm(shard, clipping, timed_.get());
+      chargeVolume(e, before);
+      std::vector<at::Tensor> grads;
+      for (size_t b = 0; b < engine.parameterBlocks.size(); ++b) {
+        int64_t block = blockNumel(engine, int64_t(b));
+        grads.push_back(shard.narrow(
+            0, engine.partition->shardOffset(b, worldSize_), block));
+      }
+      engine.optimizer->step(mixed ? engine.masterBlocks
+                                   : engine.parameterBlocks,
+                             grads, lr);
+      if (mixed) {
+        // This rank's blocks: the master rounded to the parameters' dtype
+        // (stages 1-2 and stage 3's persistent buckets then all-gather
+        // them in that dtype, exactly).
+        for (size_t b = 0; b < engine.parameterBlocks.size(); ++b)
+          engine.parameterBlocks[b].copy_(engine.masterBlocks[b]);
+      }
     }
-    engine.optimizer->step(engine.parameterBlocks, grads, lr);
     if (engine.stage == 1)
       releaseShardGradient(e);
     else
       engine.shardGradient.zero_();
   }
+  if (engine.scaler)
+    engine.scaler->update(overflow); // Throws at min_loss_scale.
+  if (overflow) {
+    ++engine.skippedSteps;
+    // Skipped (DeepSpeed): no update, the LR schedule stays where it is,
+    // and the norm reported is the last applied step's.
+    engine.stepped =
+        EngineStepReport{engine.name, lr, engine.lastGradNorm, scale, true};
+    return;
+  }
   ++engine.appliedUpdates;
-  engine.stepped = EngineStepReport{engine.name, lr, gradNorm};
+  engine.lastGradNorm = gradNorm;
+  engine.stepped = EngineStepReport{engine.name, lr, gradNorm, scale, false};
+}
+
+void Trainer::parametersFromMaster(size_t e) {
+  EngineState &engine = engines_[e];
+  if (!engine.master.defined())
+    return;
+  at::NoGradGuard noGrad;
+  if (engine.stage == 0) {
+    const std::vector<int64_t> &indices = engine.layout.stateIndices;
+    for (size_t k = 0; k < indices.size(); ++k)
+      state_->tensor(indices[k]).copy_(engine.masterBlocks[k]);
+    return;
+  }
+  // This rank's blocks; the other ranks write theirs (every rank loads the
+  // same checkpoint), so the flat buffers end up whole.
+  for (size_t b = 0; b < engine.parameterBlocks.size(); ++b)
+    engine.parameterBlocks[b].copy_(engine.masterBlocks[b]);
 }
 
 void Trainer::beginStep() {

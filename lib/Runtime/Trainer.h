@@ -8,7 +8,11 @@
 // the gathers and releases of sharded buckets in every program, eval
 // included (evalOps()). It builds the optimizer, LR schedule and clipping
 // from the plan's EngineDesc::optimizer; of the engines' configs it reads
-// only "seed" and what it refuses (fp16 / bf16 training). Engine
+// only "seed" and what it refuses (an fp16 / bf16 config without the plan's
+// `precision`). Mixed precision (docs/runtime.md, "Mixed precision"):
+// native bf16 / fp16 engines keep an fp32 master copy of the rank's shard
+// for the optimizer, gradient buffers in precision.grad_accum_dtype,
+// reductions in each bucket's dtype, and fp16 loss scaling. Engine
 // (EngineTraining.cpp) drives it. Private to lib/Runtime.
 //
 //===----------------------------------------------------------------------===//
@@ -21,6 +25,7 @@
 #include "ds/Runtime/Engine.h"
 #include "ds/Runtime/Executor.h"
 #include "ds/Runtime/GradientBuffers.h"
+#include "ds/Runtime/LossScaler.h"
 #include "ds/Runtime/Optimizer.h"
 #include "ds/Runtime/Safetensors.h"
 
@@ -41,9 +46,10 @@ class Trainer final : public TrainingOps {
 public:
   /// Reads the plan's optimizers and partitions and lays out the gradient
   /// and optimizer buffers. RuntimeError for what this runtime cannot train
-  /// (fp16 / bf16 engines, trainable parameters that are not float32 or
-  /// float64, a ZeRO stage 1-2 engine of a plan for several ranks without
-  /// their communicator); PlanError naming engines[i].config.seed for a
+  /// (an fp16 / bf16 config without the plan's `precision`, trainable
+  /// parameters that are not float32 or float64 outside a native bf16 /
+  /// fp16 engine, a ZeRO stage 1-3 engine of a plan for several ranks
+  /// without their communicator); PlanError naming engines[i].config.seed for a
   /// seed that is not an integer or differs between engines.
   /// `seedOverride` replaces the configs' "seed". `communicator` (null: one
   /// rank, `rank`) carries the collectives.
@@ -58,7 +64,9 @@ public:
   /// entries become views of it (StateStore::bind). Stage 3 engines keep
   /// each persistent bucket whole (bound the same way) and this rank's
   /// block of each sharded bucket (StateStore::shard: the whole tensors
-  /// go). `state` must outlive the trainer.
+  /// go). Then every trainable native bf16 / fp16 engine copies this rank's
+  /// shard of its parameters (stage 0: all of them) into its float32
+  /// master. `state` must outlive the trainer.
   void bindParameters(StateStore &state);
 
   // TrainingOps.
@@ -114,6 +122,24 @@ public:
   at::Tensor gradient(int64_t stateIndex) const {
     return gradients_->grad(stateIndex);
   }
+  /// The current loss scale of an engine with a loss scaler (fp16);
+  /// nullopt for others.
+  std::optional<double> currentLossScale(size_t engine) const;
+  /// The engine's fp16 loss scaler; nullptr without one.
+  const LossScaler *lossScaler(size_t engine) const {
+    return engines_[engine].scaler.get();
+  }
+  /// Native bf16 / fp16: the float32 master copy of this rank's shard
+  /// (stage 0: the whole flat layout) that the optimizer updates; undefined
+  /// for other engines and before bindParameters().
+  const at::Tensor &master(size_t engine) const {
+    return engines_[engine].master;
+  }
+  /// Whether the engine keeps a float32 master (a trainable native bf16 /
+  /// fp16 engine).
+  bool hasMaster(size_t engine) const {
+    return engines_[engine].optimizer && engines_[engine].native;
+  }
   /// Whether state entry `stateIndex` lives in a flat parameter buffer.
   bool inFlatParameters(int64_t stateIndex) const;
 
@@ -128,6 +154,34 @@ public:
   /// nullptr for frozen engines.
   Optimizer *mutableOptimizer(size_t engine) {
     return engines_[engine].optimizer.get();
+  }
+  /// What a checkpoint saves as this rank's fp32 parameters: the master's
+  /// blocks of a native bf16 / fp16 engine (stage 0: one view per
+  /// parameter), else parameterBlocks().
+  const std::vector<at::Tensor> &fp32Blocks(size_t engine) const {
+    return engines_[engine].master.defined() ? engines_[engine].masterBlocks
+                                             : engines_[engine].parameterBlocks;
+  }
+  /// After a checkpoint load wrote the master: the parameters become
+  /// master.to(their dtype) (no-op without a master).
+  void parametersFromMaster(size_t engine);
+  /// nullptr without a loss scaler.
+  LossScaler *mutableLossScaler(size_t engine) {
+    return engines_[engine].scaler.get();
+  }
+  /// Steps skipped for an fp16 overflow (DeepSpeed's skipped_steps).
+  int64_t skippedSteps(size_t engine) const {
+    return engines_[engine].skippedSteps;
+  }
+  void setSkippedSteps(size_t engine, int64_t steps) {
+    engines_[engine].skippedSteps = steps;
+  }
+  /// The norm of the last applied update (what a skipped step reports).
+  double lastGradNorm(size_t engine) const {
+    return engines_[engine].lastGradNorm;
+  }
+  void setLastGradNorm(size_t engine, double norm) {
+    engines_[engine].lastGradNorm = norm;
   }
   /// Updates applied so far: the LR schedule's position.
   int64_t appliedUpdates(size_t engine) const {
@@ -190,9 +244,35 @@ private:
     std::unique_ptr<Optimizer> optimizer;
     /// Updates applied (the scheduler advances after each one).
     int64_t appliedUpdates = 0;
-    /// Element size of the flat buffers.
+    /// Element size and dtype of the parameter buffers.
     int64_t elementBytes = 4;
     at::ScalarType dtype = at::kFloat;
+    /// The gradient buffers' (precision.grad_accum_dtype, else the
+    /// parameters').
+    int64_t gradElementBytes = 4;
+    at::ScalarType gradDtype = at::kFloat;
+    /// Per bucket: the dtype its reductions move (bucket dtype, else the
+    /// gradients'), and the dtype stage 3's gathers of a sharded bucket in
+    /// programs.train / programs.eval move (bucket dtype, else the
+    /// parameters').
+    std::vector<at::ScalarType> reduceDtypes;
+    std::vector<at::ScalarType> gatherDtypes;
+    /// Set for engines whose plan entry has a precision.
+    const plan::PrecisionDesc *precision = nullptr;
+    /// precision.mode bf16 or fp16 (autocast keeps float32 parameters and
+    /// needs no master).
+    bool native = false;
+    /// Trainable engines with a precision: float32 copy of this rank's
+    /// shard (stage 0: of the whole layout), and its per-bucket blocks
+    /// (stages 1-3) or per-parameter views (stage 0) the optimizer updates.
+    at::Tensor master;
+    std::vector<at::Tensor> masterBlocks;
+    /// fp16: the loss scaler.
+    std::unique_ptr<LossScaler> scaler;
+    /// The norm of the last applied update (reported on skipped steps).
+    double lastGradNorm = 0.0;
+    /// Steps skipped for an overflow.
+    int64_t skippedSteps = 0;
 
     // Stages 1-3.
     /// Stages 1-2: the flat parameter buffer (partition.numel elements).
@@ -225,6 +305,12 @@ private:
     plan::OpKind kind;
     size_t engine;
     int64_t bucket;
+    /// A collective in another dtype than its buffers (a bucket's dtype):
+    /// `received` (its output, in that dtype) is copied (cast) into
+    /// `target` at the wait; `sent` keeps its cast input alive until then.
+    at::Tensor sent;
+    at::Tensor received;
+    at::Tensor target;
   };
 
   class EvalOps;
@@ -245,6 +331,9 @@ private:
   void ensureShardGradient(size_t engine);
   void releaseShardGradient(size_t engine);
   void addTransient(int64_t bytes);
+  /// fp16: unscales `grads` (float32) in place and returns whether any rank
+  /// found an inf / NaN in them (one MAX all-reduce over the ranks).
+  bool unscaleAndCheckOverflow(size_t engine, const at::Tensor &grads);
   /// Adds the communicator's volume since `before` to the engine's.
   void chargeVolume(size_t engine, const plan::CommVolume &before);
   [[noreturn]] void internalError(const std::string &detail) const;

@@ -126,6 +126,15 @@ ConsolidatedCheckpoint consolidateCheckpoint(const std::string &dir,
   if (trainable && result.stage >= 1) {
     layout = detail::readSavedLayout(model, result.worldSize);
     flat = rebuildFlat(result.path, layout, result.stage);
+  } else if (trainable && result.stage == 0 &&
+             model.get("optimizer").isGenericDict() &&
+             DictView(model.get("optimizer"), modelPath, "optimizer")
+                 .has("ds_fp32_master")) {
+    // A native bf16 / fp16 engine at stage 0: its float32 master, not the
+    // 16-bit module.
+    layout = detail::readSavedLayout(model, result.worldSize);
+    flat = DictView(model.get("optimizer"), modelPath, "optimizer")
+               .tensor("ds_fp32_master");
   } else if (!trainable && result.stage == 3 &&
              !model.get("ds_flat_layout").isNone()) {
     // A frozen ZeRO-3 engine: the blocks are in the model states.

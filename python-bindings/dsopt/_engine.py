@@ -169,6 +169,12 @@ class Engine:
         """The LR the next update uses, per trainable engine in plan order."""
         return [self._native.next_lr(name) for name in self._trainable_engines]
 
+    @property
+    def loss_scale(self):
+        """The fp16 loss scale the next step uses, per trainable engine in
+        plan order (None for engines without a loss scaler)."""
+        return [self._native.loss_scale(name) for name in self._trainable_engines]
+
     def get_global_grad_norm(self):
         """The last update's gradient norm before clipping (None before it)."""
         return None if self._last_report is None else self._last_report["grad_norm"]
@@ -235,6 +241,12 @@ class EngineHandle:
     def get_lr(self):
         """The LR this engine's next update uses (None when frozen)."""
         return None if self.frozen else self._session._native.next_lr(self.name)
+
+    @property
+    def loss_scale(self):
+        """The fp16 loss scale this engine's next step uses (None without a
+        loss scaler: fp32, bf16, autocast, frozen)."""
+        return None if self.frozen else self._session._native.loss_scale(self.name)
 
     def get_global_grad_norm(self):
         """This engine's last gradient norm before clipping (None before its

@@ -56,10 +56,13 @@ py::dict stepReport(const ds::runtime::StepReport &report) {
   for (const auto &engine : report.engines)
     engines.append(py::dict(py::arg("engine") = engine.engine,
                             py::arg("lr") = engine.lr,
-                            py::arg("grad_norm") = engine.gradNorm));
+                            py::arg("grad_norm") = engine.gradNorm,
+                            py::arg("loss_scale") = engine.lossScale,
+                            py::arg("skipped") = engine.skipped));
   return py::dict(py::arg("updated") = report.updated,
                   py::arg("engines") = engines,
-                  py::arg("grad_norm") = report.gradNorm());
+                  py::arg("grad_norm") = report.gradNorm(),
+                  py::arg("skipped") = report.skipped());
 }
 
 py::dict memoryReport(const ds::runtime::MemoryStats &stats) {
@@ -113,6 +116,7 @@ void bindEngineClass(py::module_ &m) {
       .def_property_readonly("micro_steps", &Engine::microSteps)
       .def_property_readonly("seed", &Engine::seed)
       .def("next_lr", &Engine::nextLr, py::arg("engine"))
+      .def("loss_scale", &Engine::lossScale, py::arg("engine"))
       .def("gradient",
            [](const Engine &engine, const std::string &param) {
              return tensorToPython(engine.gradient(param));

@@ -271,6 +271,8 @@ def test_session_drives_every_engine(bin_dir, models, tmp_path):
     assert (a.zero_stage, b.zero_stage, a.frozen) == (2, 1, False)
     assert a.parameters == ["a.fc1.weight", "a.fc1.bias", "a.fc2.weight", "a.fc2.bias"]
     assert (a.get_lr(), b.get_lr()) == (0.01, 0.05)
+    # fp32 engines have no loss scaler.
+    assert (a.loss_scale, b.loss_scale, session.loss_scale) == (None, None, [None, None])
     for s, batch in enumerate(list(dsopt.load_data(data_path, plan))[:4]):
         loss_a, loss_b = session(batch)
         session.backward((loss_a, loss_b))

@@ -25,8 +25,8 @@ namespace ds::run {
 
 namespace {
 
-/// The optimizer's numbers for the step's line: "lr" and "grad_norm" are
-/// the first trainable engine's (null and 0 when every engine is frozen);
+/// The optimizer's numbers for the step's line: "lr", "grad_norm",
+/// "loss_scale" and "skipped" are the first trainable engine's (null and 0 when every engine is frozen);
 /// with several trainable engines "engines" gives each one's (as the
 /// oracle, test/oracle/oracle.py, reports them). When the forward returns
 /// one loss per engine (independent engines, in the plan's engine order),
@@ -37,14 +37,17 @@ void addStepReport(nlohmann::ordered_json &line,
   line["lr"] = none ? nlohmann::ordered_json(nullptr)
                     : nlohmann::ordered_json(report.engines[0].lr);
   line["grad_norm"] = none ? 0.0 : report.engines[0].gradNorm;
-  // fp32 training: no loss scaling, no overflow skips (fp16 comes later).
-  line["loss_scale"] = 1.0;
-  line["skipped"] = false;
+  // The fp16 loss scale the step's gradients carried (1 without one) and
+  // whether an overflow skipped the update.
+  line["loss_scale"] = none ? 1.0 : report.engines[0].lossScale;
+  line["skipped"] = none ? false : report.engines[0].skipped;
   nlohmann::ordered_json engines = nlohmann::ordered_json::object();
   if (report.engines.size() > 1)
     for (const runtime::EngineStepReport &engine : report.engines)
       engines[engine.engine] = {{"lr", engine.lr},
-                                {"grad_norm", engine.gradNorm}};
+                                {"grad_norm", engine.gradNorm},
+                                {"loss_scale", engine.lossScale},
+                                {"skipped", engine.skipped}};
   auto losses = line.find("losses");
   if (plan.engines.size() > 1 && losses != line.end() &&
       losses->size() == plan.engines.size())

@@ -522,9 +522,11 @@ TEST(Train, EngineConfigErrorsNameTheEngine) {
                     "integer, found \"7\"");
   json = trainPlan();
   engineConfig(json)["bf16"] = {{"enabled", true}};
+  // bf16 training needs the plan's `precision` (PrecisionTest.cpp trains
+  // with it).
   EXPECT_THROW_WITH(load(json, dir), RuntimeError,
-                    "engine \"model\": bf16 training (fp32 master weights) "
-                    "is not implemented by this runtime yet");
+                    "engine \"model\": its config enables bf16 but the plan "
+                    "carries no `precision` for it");
   // Eval-only plans do not read configs at all (older plans carry {}).
   json = trainPlan();
   json["programs"].erase("train");

@@ -65,8 +65,16 @@ struct EngineStepReport {
   std::string engine;
   /// The learning rate this update used.
   double lr = 0.0;
-  /// Global L2 norm of the engine's gradients before clipping.
+  /// Global L2 norm of the engine's gradients before clipping (fp16:
+  /// unscaled). On a skipped step: the norm of the last applied update (0
+  /// before any), as DeepSpeed's get_global_grad_norm() reports it.
   double gradNorm = 0.0;
+  /// The fp16 loss scale this step's gradients carried (1 without a loss
+  /// scaler).
+  double lossScale = 1.0;
+  /// fp16: the gradients overflowed on some rank, so nothing was updated
+  /// (gradients zeroed, LR schedule not advanced, the scale lowered).
+  bool skipped = false;
 };
 
 /// What Engine::step() did.
@@ -80,6 +88,8 @@ struct StepReport {
   /// Global norm over all trainable engines' gradients (before clipping):
   /// sqrt of the sum of the squared engine norms; 0 without any.
   double gradNorm() const;
+  /// Whether any trainable engine skipped its update (fp16 overflow).
+  bool skipped() const;
 };
 
 class Engine {
@@ -163,6 +173,15 @@ public:
   /// stages 1-3 its state (expAvg(), ...) is this rank's shard: one block
   /// of each bucket, in bucket order.
   const Optimizer *optimizer(const std::string &engine) const;
+  /// The fp16 loss scale the plan engine's next step uses (its
+  /// `loss_scale` ops' value); nullopt for engines without a loss scaler
+  /// (fp32, bf16, autocast, frozen), unknown names and evaluation plans.
+  std::optional<double> lossScale(const std::string &engine) const;
+  /// Native bf16 / fp16 engines: the float32 master weights the optimizer
+  /// updates, this rank's shard of the flat layout (stage 0: the whole
+  /// layout, padding included; stages 1-3: one block of each bucket, in
+  /// bucket order, as optimizer()'s state). Undefined for other engines.
+  at::Tensor masterParameters(const std::string &engine) const;
 
   /// Every parameter and buffer whole, (name, tensor) in plan order: what
   /// --save-params writes. Stages 0-2: the state's own tensors
@@ -203,7 +222,8 @@ public:
   std::string loadCheckpoint(const std::string &dir,
                              const std::string &tag = "");
   /// DeepSpeed's save_16bit_model: every parameter and buffer whole, in the
-  /// training dtype (fp32 here: there is no fp16/bf16 training yet),
+  /// dtype they are stored in (bf16 / fp16 for native mixed-precision
+  /// engines, whose fp32 master stays in the optimizer; fp32 otherwise),
   /// written by rank 0 to DIR/FILENAME as a torch.save dict keyed by
   /// qualified name; `excludeFrozen` leaves out parameters that do not
   /// train. Under ZeRO stage 3 it gathers (a collective) only when the
