@@ -672,8 +672,8 @@ PRECISION_CHECK = os.path.join(HERE, "..", "mpi", "precision_check.py")
 
 @pytest.mark.parametrize("mode", ["bf16", "autocast", "fp16"])
 def test_precision_check_with_stand_in_tools(tmp_path, fake_bin, monkeypatch, mode):
-    """precision_check.py's plumbing (the real tests wait for the runtime: test/mpi/CMakeLists.txt,
-    DS_ENABLE_PRECISION_TESTS): a stand-in ds-run that trains with the oracle passes, a perturbed
+    """precision_check.py's plumbing (the real runs: test/mpi/CMakeLists.txt, mpi-precision-*):
+    a stand-in ds-run that trains with the oracle passes, a perturbed
     parameter or a changed loss-scale sequence fails."""
     models = tmp_path / "models"
     models.mkdir()
