@@ -53,6 +53,8 @@ int64_t mlir::ds::scalarTypeCodeOf(Type elem) {
     return 7;
   if (elem.isBF16())
     return 15;
+  if (elem.isInteger(64))
+    return 4;
   return -1;
 }
 

@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/IR/DSOps.h"
+#include "ds/Dialect/DS/Transforms/DTypeInference.h"
 #include "ds/Dialect/DS/Transforms/EngineConfig.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -44,16 +45,6 @@ namespace {
 /// The attribute -ds-autodiff puts on each seed of the backward.
 constexpr StringLiteral kSeedMarker = "ds.backward_seed";
 
-/// ATen's ScalarType code of a float element type (aten::to.dtype's dtype).
-int64_t scalarTypeCode(Type elem) {
-  if (elem.isF16())
-    return 5;
-  if (elem.isBF16())
-    return 15;
-  if (elem.isF64())
-    return 7;
-  return 6; // f32
-}
 
 struct ScaleLossPass : public mlir::ds::impl::DSScaleLossBase<ScaleLossPass> {
   using DSScaleLossBase::DSScaleLossBase;
@@ -81,7 +72,7 @@ Value ScaleLossPass::scaleSeed(OpBuilder &builder, ConstantOp seed,
   auto cast = [&](Value value, RankedTensorType to) {
     Value code = ConstantOp::create(
         builder, loc, builder.getI64Type(),
-        builder.getI64IntegerAttr(scalarTypeCode(to.getElementType())));
+        builder.getI64IntegerAttr(scalarTypeCodeOf(to.getElementType())));
     Value no = ConstantOp::create(builder, loc, builder.getI1Type(),
                                   builder.getBoolAttr(false));
     Value none = ConstantOp::create(

@@ -41,7 +41,7 @@ Type withElementType(Type type, Type elem);
 /// be null: the other is returned).
 Type promoteFloatTypes(Type a, Type b);
 
-/// ATen's ScalarType code of a float element type (f16 5, f32 6, f64 7,
+/// ATen's ScalarType code of an element type (f16 5, f32 6, f64 7, i64 4,
 /// bf16 15), as TorchScript passes dtypes; -1 for other types.
 int64_t scalarTypeCodeOf(Type elem);
 

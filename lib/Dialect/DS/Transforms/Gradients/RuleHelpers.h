@@ -3,23 +3,16 @@
 #ifndef DS_LIB_DIALECT_DS_TRANSFORMS_GRADIENTS_RULEHELPERS_H
 #define DS_LIB_DIALECT_DS_TRANSFORMS_GRADIENTS_RULEHELPERS_H
 
+#include "ds/Dialect/DS/Transforms/DTypeInference.h"
 #include "ds/Dialect/DS/Transforms/GradientRules.h"
 
 namespace mlir::ds::detail {
 
-/// ATen's ScalarType code of an element type (as TorchScript passes dtypes).
+/// ATen's ScalarType code of an element type (as TorchScript passes dtypes);
+/// float32's for element types ATen has no code for here.
 inline int64_t scalarTypeCode(Type elem) {
-  if (elem.isF32())
-    return 6;
-  if (elem.isF64())
-    return 7;
-  if (elem.isF16())
-    return 5;
-  if (elem.isBF16())
-    return 15;
-  if (elem.isInteger(64))
-    return 4;
-  return 6;
+  int64_t code = scalarTypeCodeOf(elem);
+  return code < 0 ? 6 : code;
 }
 
 inline Type elementOf(Value v) {
