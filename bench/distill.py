@@ -15,10 +15,8 @@ per rank and the traffic per step. Prints a markdown table.
 """
 
 import argparse
-import json
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
 
@@ -28,7 +26,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import step_time  # noqa: E402
-from zero_overlap import default_launcher, run  # noqa: E402
+from zero_overlap import compile_and_time, default_launcher  # noqa: E402
 
 
 class Logits(torch.nn.Module):
@@ -104,22 +102,10 @@ def main():
                     "targets": torch.randint(0, 512, (args.steps + 2, args.batch * w, 64))},
                    data)
         for student, teacher in ((2, 0), (2, 3), (3, 3), (0, 0)):
-            cfg = os.path.join(tmp, "cfg.json")
-            with open(cfg, "w") as f:
-                json.dump({"engines": {"student": engine_config(student, args.batch, True),
-                                       "teacher": engine_config(teacher, args.batch, False)}},
-                          f)
-            plan = os.path.join(tmp, "model.plan")
-            subprocess.run([os.path.join(args.bin, "ds-compile"), model, "--config", cfg,
-                            "--example-inputs", data, "--world-size", str(w), "-o", plan],
-                           check=True, env=env)
-            base = [os.path.join(args.bin, "ds-run"), plan, "--data", data, "--steps"]
-            report = os.path.join(tmp, "report.json")
-            short = run(prefix, base + [str(args.steps // 2)], env)
-            long = run(prefix, base + [str(args.steps), "--report", report], env)
-            ms = (long - short) / (args.steps - args.steps // 2) * 1e3
-            with open(report) as f:
-                r0 = json.load(f)["ranks"][0]
+            config = {"engines": {"student": engine_config(student, args.batch, True),
+                                  "teacher": engine_config(teacher, args.batch, False)}}
+            ms, r0 = compile_and_time(args.bin, prefix, tmp, model, data, config, w,
+                                      args.steps, env)
             engines = r0["engines"]
 
             def state(e):

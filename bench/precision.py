@@ -16,17 +16,15 @@ cost; the memory columns are what mixed precision buys. Prints a markdown table.
 """
 
 import argparse
-import json
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import step_time  # noqa: E402
-from zero_overlap import default_launcher, run  # noqa: E402
+from zero_overlap import compile_and_time, default_launcher  # noqa: E402
 
 MODES = {
     "fp32": {},
@@ -67,20 +65,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         model, data = step_time.make_gpt(tmp, args.steps + 2, args.batch * w)
         for mode in args.modes.split(","):
-            cfg = os.path.join(tmp, "cfg.json")
-            with open(cfg, "w") as f:
-                json.dump(config(args.stage, args.batch, mode), f)
-            plan = os.path.join(tmp, "model.plan")
-            subprocess.run([os.path.join(args.bin, "ds-compile"), model, "--config", cfg,
-                            "--example-inputs", data, "--world-size", str(w), "-o", plan],
-                           check=True, env=env, stderr=subprocess.DEVNULL)
-            base = [os.path.join(args.bin, "ds-run"), plan, "--data", data, "--steps"]
-            report = os.path.join(tmp, "report.json")
-            short = run(prefix, base + [str(args.steps // 2)], env)
-            long = run(prefix, base + [str(args.steps), "--report", report], env)
-            ms = (long - short) / (args.steps - args.steps // 2) * 1e3
-            with open(report) as f:
-                r0 = json.load(f)["ranks"][0]
+            ms, r0 = compile_and_time(args.bin, prefix, tmp, model, data,
+                                      config(args.stage, args.batch, mode), w, args.steps, env)
             rows.append((mode, ms, r0["param_bytes"], r0["grad_bytes"],
                          r0["optimizer_state_bytes"], r0["peak_bytes"],
                          r0["comm_volume_elements"]["total"]))

@@ -69,6 +69,26 @@ def run(prefix, cmd, env):
     return time.perf_counter() - start
 
 
+def compile_and_time(bin_dir, prefix, tmp, model, data, config, world, steps, env):
+    """ds-compile `model` with the `config` dict for `world` ranks, then time `ds-run` over
+    steps // 2 and `steps` steps (the difference cancels start-up). Returns (ms per step, rank
+    0's measured report of the longer run)."""
+    cfg = os.path.join(tmp, "cfg.json")
+    with open(cfg, "w") as f:
+        json.dump(config, f)
+    plan = os.path.join(tmp, "model.plan")
+    subprocess.run([os.path.join(bin_dir, "ds-compile"), model, "--config", cfg,
+                    "--example-inputs", data, "--world-size", str(world), "-o", plan],
+                   check=True, env=env, stderr=subprocess.DEVNULL)
+    base = [os.path.join(bin_dir, "ds-run"), plan, "--data", data, "--steps"]
+    report = os.path.join(tmp, "report.json")
+    short = run(prefix, base + [str(steps // 2)], env)
+    long = run(prefix, base + [str(steps), "--report", report], env)
+    with open(report) as f:
+        rank0 = json.load(f)["ranks"][0]
+    return (long - short) / (steps - steps // 2) * 1e3, rank0
+
+
 def torch_worker(rank, world, variant, steps, batch, data_path, port, queue):
     """One rank of PyTorch's DDP (Gloo) baseline; rank 0 puts ms/step into `queue`."""
     torch.set_num_threads(1)
@@ -135,24 +155,13 @@ def main():
         model, data = step_time.make_gpt(tmp, args.steps + 2, args.batch * w)
         params = sum(t.numel() for t in torch.jit.load(model).parameters())
         for name, zero in configs(args.bucket):
-            cfg = os.path.join(tmp, "cfg.json")
-            with open(cfg, "w") as f:
-                json.dump({"train_micro_batch_size_per_gpu": args.batch,
-                           "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
-                           "zero_optimization": zero,
-                           "optimizer": {"type": "AdamW",
-                                         "params": {"lr": 1e-3, "weight_decay": 0.01}}}, f)
-            plan = os.path.join(tmp, "model.plan")
-            subprocess.run([os.path.join(args.bin, "ds-compile"), model, "--config", cfg,
-                            "--example-inputs", data, "--world-size", str(w), "-o", plan],
-                           check=True, env=env)
-            base = [os.path.join(args.bin, "ds-run"), plan, "--data", data, "--steps"]
-            report = os.path.join(tmp, "report.json")
-            short = run(prefix, base + [str(args.steps // 2)], env)
-            long = run(prefix, base + [str(args.steps), "--report", report], env)
-            ms = (long - short) / (args.steps - args.steps // 2) * 1e3
-            with open(report) as f:
-                r0 = json.load(f)["ranks"][0]
+            config = {"train_micro_batch_size_per_gpu": args.batch,
+                      "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
+                      "zero_optimization": zero,
+                      "optimizer": {"type": "AdamW",
+                                    "params": {"lr": 1e-3, "weight_decay": 0.01}}}
+            ms, r0 = compile_and_time(args.bin, prefix, tmp, model, data, config, w,
+                                      args.steps, env)
             state = r0["param_bytes"] + r0["grad_bytes"] + r0["optimizer_state_bytes"]
             overlap = r0.get("overlap", {}).get("total", {})
             rs = r0.get("overlap", {}).get("reduce_scatter", {})
