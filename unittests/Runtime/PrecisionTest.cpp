@@ -922,3 +922,54 @@ TEST(Precision, AutocastGathersInTheBucketDtype) {
     EXPECT_EQ(engine.optimizer("model")->expAvg().scalar_type(), at::kFloat);
   });
 }
+
+TEST(Precision, DsRunLinesCarryTheLossScaleAndSkips) {
+  // ds-run's loss lines: "loss_scale" and "skipped" from the step report,
+  // "grad_norm" the last applied update's on a skipped step.
+  TempDir dir;
+  std::string weights = writeWeights(dir);
+  constexpr int64_t STEPS = 6;
+  Precision fp16;
+  fp16.mode = "fp16";
+  fp16.scaler = dynamicScaler(std::ldexp(1.0, 17), 2, 1);
+  plan::Plan plan = precisionPlan(1, 0, fp16);
+  plan::writePlan(plan, dir.file("fp16.plan.json"));
+  std::vector<std::vector<Batch>> data = makeData(1, STEPS);
+  std::vector<at::Tensor> xs, ts;
+  for (const auto &step : data)
+    for (const Batch &b : step) {
+      xs.push_back(b.x);
+      ts.push_back(b.t);
+    }
+  runtime::writeSafetensors(dir.file("data.safetensors"),
+                            {{"x", at::stack(xs)}, {"t", at::stack(ts)}});
+  std::string command = std::string("'") + DS_RUN_EXECUTABLE + "' '" +
+                        dir.file("fp16.plan.json") + "' --data '" +
+                        dir.file("data.safetensors") + "' --weights '" +
+                        weights + "' --steps " + std::to_string(STEPS) +
+                        " --losses '" + dir.file("losses.jsonl") +
+                        "' >/dev/null 2>'" + dir.file("stderr") + "'";
+  ASSERT_EQ(std::system(command.c_str()), 0) << test::readText(dir.file("stderr"));
+  std::string text = test::readText(dir.file("losses.jsonl"));
+  std::vector<ordered_json> lines;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    lines.push_back(ordered_json::parse(text.substr(start, end - start)));
+    start = end == std::string::npos ? text.size() : end + 1;
+  }
+  ASSERT_EQ(lines.size(), size_t(STEPS));
+  int64_t skipped = 0;
+  onRanks(plan, weights, [&](Engine &engine, int64_t rank) {
+    for (int64_t step = 0; step < STEPS; ++step) {
+      StepReport report = trainStep(engine, data[size_t(step)], rank);
+      const ordered_json &line = lines[size_t(step)];
+      EXPECT_EQ(line["loss_scale"].get<double>(), report.engines[0].lossScale);
+      EXPECT_EQ(line["skipped"].get<bool>(), report.skipped());
+      EXPECT_EQ(line["grad_norm"].get<double>(), report.gradNorm());
+      EXPECT_EQ(line["lr"].get<double>(), report.engines[0].lr);
+      skipped += report.skipped();
+    }
+  });
+  EXPECT_GT(skipped, 0);
+  EXPECT_LT(skipped, STEPS);
+}

@@ -138,9 +138,11 @@ struct BucketDesc {
   bool persistent = false;
   /// The dtype the bucket's collectives move: its gradients are cast to it
   /// for the reduction (and the result back into the gradient buffer), and
-  /// at stage 3 its parameters are cast to it for the all-gather. Absent:
-  /// the engine's gradient buffer dtype (precision.grad_accum_dtype, else
-  /// the parameters' dtype), i.e. no cast. A float dtype.
+  /// at stage 3 its parameters are cast to it for the all-gathers of
+  /// programs.train / programs.eval (programs.step's gathers move the
+  /// parameters' own dtype). Absent: reductions move the engine's gradient
+  /// buffer dtype (precision.grad_accum_dtype, else the parameters' dtype)
+  /// and gathers the parameters' dtype, i.e. no cast. A float dtype.
   std::optional<DType> dtype;
 };
 
