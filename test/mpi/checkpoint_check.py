@@ -28,6 +28,9 @@ drives `ds-run --save-checkpoint/--save-every/--resume` and `ds-zero-to-fp32`:
   errors        a missing optimizer shard is named; another stage names
                 ds_zero_stage; another gradient_accumulation_steps names ds_micro_steps; a checkpoint edited by Python to another shape names the key and
                 both shapes; ds-zero-to-fp32 on a folder without a checkpoint says so.
+  precision     bf16 (transformer, stages 0-3) and fp16 with overflows (fp16_scale, stages 0, 2,
+                3): bitwise resume, bf16_ shard names, 16-bit module, ds-zero-to-fp32 gives the
+                float32 masters (which round to the saved 16-bit parameters).
   multi         two_models (student trains at stage 2, teacher frozen) and two_losses (two
                 trainable engines, stages 2 and 1), W = 2: DIR/<engine>/<tag>/ per engine, DIR/latest; the
                 frozen teacher only with --save-frozen; bitwise resume; ds-zero-to-fp32 on an
@@ -339,6 +342,56 @@ def case_reshard(r):
         r.check(f"reshard mlp stage {stage}: W 2 -> 4 -> 2", cell)
 
 
+def case_precision(r):
+    """bf16 (transformer) at every stage and fp16 with overflows (fp16_scale) at stages 0, 2, 3:
+    bitwise resume (the float32 master, its optimizer state, the loss scaler and the skip count
+    come back), bf16 shards under DeepSpeed's bf16_ names, 16-bit parameters in the model
+    states, and ds-zero-to-fp32 rebuilding float32 weights from the master."""
+    world = r.args.world_sizes[0]
+    cases = [("bf16", "transformer", stage, {"bf16": {"enabled": True}})
+             for stage in r.args.stages]
+    # fp16_scale's gradients overflow fp16 at large scales (make_models.py): from 2^16 with
+    # hysteresis 1 the first steps skip and lower the scale, so the resumed steps 3-4 run at a
+    # scale only the checkpoint's scaler state knows (and, at stages 2-3, window 1 doubles it
+    # into another overflow at step 3).
+    cases += [("fp16", "fp16_scale", stage,
+               {"fp16": {"enabled": True, "initial_scale_power": 16, "hysteresis": 1,
+                         "loss_scale_window": 1}})
+              for stage in r.args.stages if stage != 1]
+    for mode, model, stage, section in cases:
+        def cell(mode=mode, model=model, stage=stage, section=section):
+            name = f"precision-{mode}-s{stage}"
+            config = config_for(stage)
+            config.update(section)
+            plan = r.compile(name, model, config, world)
+            straight, _, resumed = straight_and_resumed(r, name, model, plan, world)
+            same_checkpoints(os.path.join(straight, "global_step4"),
+                             os.path.join(resumed, "global_step4"))
+            folder = os.path.join(straight, "global_step4")
+            files = sorted(os.listdir(folder))
+            shards = [f for f in files if f.endswith("optim_states.pt")]
+            if stage > 0 and not all(f.startswith("bf16_") == (mode == "bf16") for f in shards):
+                raise Failure(f"{folder}: optimizer shards {shards}")
+            states = torch.load(os.path.join(folder, next(
+                f for f in files if f.endswith("model_states.pt"))))
+            low = torch.bfloat16 if mode == "bf16" else torch.float16
+            dtypes = {t.dtype for t in states["module"].values() if t.is_floating_point()}
+            if dtypes != {low}:
+                raise Failure(f"{folder}: module dtypes {dtypes}, expected {low}")
+            lines = oracle.read_jsonl(straight + ".jsonl")
+            if mode == "fp16" and (not lines[0]["skipped"] or lines[2]["loss_scale"] == 2.0 ** 16):
+                raise Failure(f"fp16: the scale did not move before the resume point: {lines}")
+            out = r.path(name, "out")
+            r.zero_to_fp32(straight, out)
+            master = torch.load(os.path.join(out, "pytorch_model.bin"))
+            saved = oracle.load_params(straight + ".safetensors")
+            for key, tensor in master.items():
+                if tensor.dtype != torch.float32 or not torch.equal(tensor.to(low), saved[key]):
+                    raise Failure(f"zero_to_fp32 {key}: {tensor.dtype}, not the float32 master "
+                                  f"of the saved {low} parameter")
+        r.check(f"precision {mode} {model} stage {stage} W={world}", cell)
+
+
 def case_zero_to_fp32(r):
     last = None
     for world in r.args.world_sizes:
@@ -534,7 +587,7 @@ def case_multi(r):
         r.check(f"multi-engine {label} W={world}", cell)
 
 
-CASES = {"resume": case_resume, "reshard": case_reshard, "kill": case_kill, "zero-to-fp32": case_zero_to_fp32,
+CASES = {"resume": case_resume, "precision": case_precision, "reshard": case_reshard, "kill": case_kill, "zero-to-fp32": case_zero_to_fp32,
          "errors": case_errors, "multi": case_multi}
 
 
