@@ -239,6 +239,7 @@ std::optional<CompileResult> run(MLIRContext &context,
     plan->weights->path = absolutePath(plan->weights->path);
   result.plan = std::move(*plan);
   result.warnings = diagnostics.warnings();
+  result.remarks = diagnostics.remarks();
   return result;
 }
 

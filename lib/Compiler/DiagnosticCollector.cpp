@@ -54,8 +54,10 @@ void DiagnosticCollector::record(Diagnostic &diagnostic) {
   case DiagnosticSeverity::Warning:
     warnings_.push_back(formatLine(diagnostic.getLocation(), "", diagnostic));
     break;
-  case DiagnosticSeverity::Note:
   case DiagnosticSeverity::Remark:
+    remarks_.push_back(formatLine(diagnostic.getLocation(), "", diagnostic));
+    break;
+  case DiagnosticSeverity::Note:
     break;
   }
 }

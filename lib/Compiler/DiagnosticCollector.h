@@ -17,7 +17,8 @@
 namespace ds::compiler::detail {
 
 /// While alive, takes every diagnostic of `context`. Errors (with their
-/// notes) go to errors(), warnings to warnings(); remarks are dropped.
+/// notes) go to errors(), warnings to warnings(), remarks (the passes'
+/// decisions: precision, buckets, leaf modules) to remarks().
 class DiagnosticCollector {
 public:
   explicit DiagnosticCollector(mlir::MLIRContext *context);
@@ -26,12 +27,14 @@ public:
   /// (a failure that emitted nothing should still say what failed).
   std::string errorText(const std::string &fallback) const;
   const std::vector<std::string> &warnings() const { return warnings_; }
+  const std::vector<std::string> &remarks() const { return remarks_; }
 
 private:
   void record(mlir::Diagnostic &diagnostic);
 
   std::vector<std::string> errors_;
   std::vector<std::string> warnings_;
+  std::vector<std::string> remarks_;
   mlir::ScopedDiagnosticHandler handler_;
 };
 

@@ -44,6 +44,14 @@ static cl::opt<std::string>
     dumpIR("dump-ir", cl::desc("Also write the final IR to this file"),
            cl::value_desc("FILE"), cl::cat(toolCategory));
 
+static cl::opt<bool>
+    printRemarks("remarks",
+                 cl::desc("Print the passes' decisions to stderr: each "
+                          "engine's precision (which ops run in which "
+                          "dtype), its buckets' communication dtypes, leaf "
+                          "modules"),
+                 cl::cat(toolCategory));
+
 static cl::opt<std::string> reportPath(
     "report",
     cl::desc("Also write the predicted memory and communication report "
@@ -74,6 +82,9 @@ int main(int argc, char **argv) {
     return fail(error);
   for (const std::string &warning : result->warnings)
     llvm::WithColor::warning(llvm::errs(), "ds-compile") << warning << "\n";
+  if (printRemarks)
+    for (const std::string &remark : result->remarks)
+      llvm::WithColor::remark(llvm::errs(), "ds-compile") << remark << "\n";
 
   if (!dumpIR.empty()) {
     std::error_code ec;

@@ -60,6 +60,10 @@ struct CompileResult {
   std::vector<std::pair<std::string, std::string>> irAfterPass;
   /// Warnings the import and passes emitted, one formatted line each.
   std::vector<std::string> warnings;
+  /// The passes' remarks, one formatted line each: the decisions they took
+  /// (each engine's precision, its buckets' communication dtypes, leaf
+  /// modules).
+  std::vector<std::string> remarks;
 
   /// The IR after `stage`, or nullptr when it was not kept or never ran.
   const std::string *findIR(const std::string &stage) const;

@@ -4,8 +4,27 @@
 
 // Two fp16 engines on the one backward.
 ds.engine @a {module = "a", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"fp16\": {\"enabled\": true}}"}
-// expected-error @+1 {{engines @a and @b both train in fp16 on the one backward of @forward: each would scale the same seed with its own loss scale (DeepSpeed scales each engine's own loss); several fp16 engines on one compiled backward are not supported yet}}
+// expected-error @+1 {{engine @a trains in fp16 (fp16.enabled) and engine @b trains in fp16 too on the one backward of @forward: the loss scale multiplies that backward's one seed, so @b's gradients would carry @a's scale (DeepSpeed scales each engine's own loss); an fp16 engine must be the only trainable engine of its plan (bf16 and torch_autocast need no loss scale)}}
 ds.engine @b {module = "b", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"fp16\": {\"enabled\": true, \"loss_scale\": 128}}"}
+ds.param @a.w : tensor<4xf32> {engine = @a, module = "a", module_class = "A", requires_grad}
+ds.param @b.w : tensor<4xf32> {engine = @b, module = "b", module_class = "B", requires_grad}
+func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
+  %wa = ds.get_param @a.w : tensor<4xf32>
+  %wb = ds.get_param @b.w : tensor<4xf32>
+  %p = ds.aten "aten::mul.Tensor"(%x, %wa) {module = "a", module_class = "A"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %q = ds.aten "aten::mul.Tensor"(%p, %wb) {module = "b", module_class = "B"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n = ds.constant unit : !ds.none
+  %s = ds.aten "aten::sum"(%q, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// An fp16 engine next to a trainable fp32 engine: the fp32 engine's gradients
+// would carry the fp16 engine's loss scale.
+// expected-error @+1 {{engine @b trains in fp16 (fp16.enabled) and engine @a trains as well on the one backward of @forward: the loss scale multiplies that backward's one seed, so @a's gradients would carry @b's scale (DeepSpeed scales each engine's own loss); an fp16 engine must be the only trainable engine of its plan (bf16 and torch_autocast need no loss scale)}}
+ds.engine @a {module = "a", config = "{\"optimizer\": {\"type\": \"AdamW\"}}"}
+ds.engine @b {module = "b", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"fp16\": {\"enabled\": true}}"}
 ds.param @a.w : tensor<4xf32> {engine = @a, module = "a", module_class = "A", requires_grad}
 ds.param @b.w : tensor<4xf32> {engine = @b, module = "b", module_class = "B", requires_grad}
 func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {

@@ -93,8 +93,8 @@ void ScaleLossPass::runOnOperation() {
   if (failed(world))
     return signalPassFailure();
 
-  // The trainable fp16 engines.
-  SmallVector<EngineOp> fp16Engines;
+  // The trainable engines, and which of them train in fp16.
+  SmallVector<EngineOp> trainable, fp16Engines;
   for (EngineOp engine : module.getOps<EngineOp>()) {
     if (engine.getFrozen())
       continue;
@@ -102,19 +102,30 @@ void ScaleLossPass::runOnOperation() {
         parseEngineConfig(engine, *world);
     if (failed(config))
       return signalPassFailure();
+    trainable.push_back(engine);
     if (config->fp16.enabled)
       fp16Engines.push_back(engine);
   }
   if (fp16Engines.empty())
     return;
-  if (fp16Engines.size() > 1) {
-    fp16Engines[1].emitError()
-        << "engines @" << fp16Engines[0].getSymName() << " and @"
-        << fp16Engines[1].getSymName()
-        << " both train in fp16 on the one backward of @" << funcName
-        << ": each would scale the same seed with its own loss scale "
-           "(DeepSpeed scales each engine's own loss); several fp16 engines "
-           "on one compiled backward are not supported yet";
+  // The scale multiplies the backward's one seed, and only the fp16 engine
+  // divides it out again: any other trainable engine's gradients would keep
+  // it.
+  if (trainable.size() > 1) {
+    EngineOp fp16 = fp16Engines.front();
+    EngineOp other = trainable.front() == fp16 ? trainable[1] : trainable[0];
+    bool bothFp16 = llvm::is_contained(fp16Engines, other);
+    other.emitError()
+        << "engine @" << fp16.getSymName()
+        << " trains in fp16 (fp16.enabled) and engine @" << other.getSymName()
+        << " trains " << (bothFp16 ? "in fp16 too" : "as well")
+        << " on the one backward of @" << funcName
+        << ": the loss scale multiplies that backward's one seed, so @"
+        << other.getSymName() << "'s gradients would carry @"
+        << fp16.getSymName()
+        << "'s scale (DeepSpeed scales each engine's own loss); an fp16 "
+           "engine must be the only trainable engine of its plan (bf16 and "
+           "torch_autocast need no loss scale)";
     return signalPassFailure();
   }
   EngineOp engine = fp16Engines.front();
