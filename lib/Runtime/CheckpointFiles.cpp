@@ -30,6 +30,10 @@ std::string modelStatesFile(int64_t stage, int64_t rank) {
   return "mp_rank_00_model_states.pt";
 }
 
+std::string precisionMode(const plan::EngineDesc &engine) {
+  return engine.precision ? engine.precision->mode : "fp32";
+}
+
 std::string optimStatesFile(int64_t rank, bool bf16) {
   return std::string(bf16 ? "bf16_" : "") + "zero_pp_rank_" +
          std::to_string(rank) + "_mp_rank_00_optim_states.pt";

@@ -33,6 +33,10 @@ std::string optimStatesFile(int64_t rank, bool bf16 = false);
 /// bf16_ one when only that exists (the plain name when neither does).
 std::string findOptimStatesFile(const std::string &folder, int64_t rank);
 
+/// An engine's precision mode as checkpoints record it (`ds_precision`):
+/// "bf16", "fp16", "autocast" or "fp32".
+std::string precisionMode(const plan::EngineDesc &engine);
+
 /// A dict with string keys and any values, in insertion order.
 c10::impl::GenericDict newDict();
 /// A list of any values.

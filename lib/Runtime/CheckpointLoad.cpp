@@ -352,6 +352,19 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
   // Another world size: stage 0 and frozen engines hold whole tensors;
   // stages 1-3 are re-sharded (readResharded).
   const bool reshard = savedWorld != context.worldSize;
+  // Before the layout and dtypes, which a change of precision also
+  // changes. Checkpoints older than the key are fp32.
+  const std::string savedPrecision =
+      model.has("ds_precision") ? model.string("ds_precision") : "fp32";
+  if (savedPrecision != precisionMode(context.desc()))
+    model.fail("ds_precision",
+               "the checkpoint trained engine \"" + context.desc().name +
+                   "\" in " + savedPrecision + ", this run's plan in " +
+                   precisionMode(context.desc()) +
+                   " (the config's fp16 / bf16 / torch_autocast sections "
+                   "differ; to change precision, rebuild the weights with "
+                   "ds-zero-to-fp32 and start from them with ds-run "
+                   "--weights)");
   const int64_t savedStage = model.integer("ds_zero_stage");
   if (savedStage != stage)
     model.fail("ds_zero_stage",

@@ -256,6 +256,7 @@ c10::IValue buildModelStates(const EngineContext &context,
   dict.insert("ds_version", kVersion);
   dict.insert("ds_engine", desc.name);
   dict.insert("ds_zero_stage", context.stage());
+  dict.insert("ds_precision", precisionMode(desc));
   dict.insert("ds_trainable", context.trains());
   dict.insert("ds_flat_layout", desc.partition
                                     ? flatLayout(*desc.partition, context)

@@ -30,7 +30,8 @@ drives `ds-run --save-checkpoint/--save-every/--resume` and `ds-zero-to-fp32`:
                 both shapes; ds-zero-to-fp32 on a folder without a checkpoint says so.
   precision     bf16 (transformer, stages 0-3) and fp16 with overflows (fp16_scale, stages 0, 2,
                 3): bitwise resume, bf16_ shard names, 16-bit module, ds-zero-to-fp32 gives the
-                float32 masters (which round to the saved 16-bit parameters).
+                float32 masters (which round to the saved 16-bit parameters); a bf16 checkpoint
+                resumed by an fp32 plan names ds_precision and both modes.
   multi         two_models (student trains at stage 2, teacher frozen) and two_losses (two
                 trainable engines, stages 2 and 1), W = 2: DIR/<engine>/<tag>/ per engine, DIR/latest; the
                 frozen teacher only with --save-frozen; bitwise resume; ds-zero-to-fp32 on an
@@ -390,6 +391,16 @@ def case_precision(r):
                     raise Failure(f"zero_to_fp32 {key}: {tensor.dtype}, not the float32 master "
                                   f"of the saved {low} parameter")
         r.check(f"precision {mode} {model} stage {stage} W={world}", cell)
+
+    def other_precision():
+        # A bf16 checkpoint resumed by an fp32 plan: the precision is named first.
+        checkpoint = r.path(f"precision-bf16-s{r.args.stages[-1]}", "straight")
+        plan = r.compile("precision-fp32", "transformer", config_for(r.args.stages[-1]), world)
+        proc = r.launch(plan, "transformer", world, ["--steps", STEPS, "--resume", checkpoint],
+                        expect_ok=False)
+        expect(proc.stderr, ["key 'ds_precision': the checkpoint trained engine \"model\" in "
+                             "bf16, this run's plan in fp32"], "another precision")
+    r.check("precision: a bf16 checkpoint resumed in fp32", other_precision)
 
 
 def case_zero_to_fp32(r):
