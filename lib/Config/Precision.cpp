@@ -198,6 +198,16 @@ void parsePrecision(ObjectReader &root, const ParseContext &context,
       root.fail("communication_data_type",
                 "must be \"fp32\", \"fp16\" or \"bf16\", got \"" + *name +
                     "\"");
+    // torch_autocast picks each parameter's communication dtype itself (as
+    // DeepSpeed's autocast path does); fp32 engines reduce in float32.
+    if (!config.fp16.enabled && !config.bf16.enabled &&
+        !config.torchAutocast.enabled &&
+        config.communicationDataType != DType::Float32)
+      root.fail("communication_data_type",
+                "\"" + *name +
+                    "\" needs fp16 or bf16 training: an fp32 engine reduces "
+                    "its gradients in fp32 here (reducing fp32 gradients in "
+                    "16 bits is not supported)");
   }
 }
 

@@ -158,6 +158,13 @@ TEST(PrecisionTest, DataTypesAndCommunicationDtype) {
   EXPECT_EQ(parseError(withSections(R"("communication_data_type": "int8")"))
                 .keyPath(),
             "communication_data_type");
+  // fp32 engines reduce in fp32; "fp32" itself is fine.
+  EXPECT_EQ(parseError(withSections(R"("communication_data_type": "bf16")"))
+                .keyPath(),
+            "communication_data_type");
+  EXPECT_EQ(parse(withSections(R"("communication_data_type": "fp32")"))
+                .communicationDataType,
+            DType::Float32);
   EXPECT_EQ(
       parseError(withSections(R"("data_types": {"grad_accum_dtype": "x"})"))
           .keyPath(),
