@@ -26,7 +26,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import step_time  # noqa: E402
-from zero_overlap import compile_and_time, default_launcher  # noqa: E402
+from zero_overlap import ADAMW, compile_and_time, default_launcher, zero_section  # noqa: E402
 
 
 class Logits(torch.nn.Module):
@@ -64,17 +64,11 @@ class Distill(torch.nn.Module):
 
 
 def engine_config(stage, batch, trains):
-    zero = {"stage": stage, "overlap_comm": stage >= 2}
-    if stage >= 1:
-        zero["reduce_bucket_size"] = 200000
-        zero["allgather_bucket_size"] = 200000
-    if stage == 3:
-        zero["stage3_param_persistence_threshold"] = 0
-        zero["stage3_prefetch_bucket_size"] = 400000
     cfg = {"train_micro_batch_size_per_gpu": batch, "gradient_accumulation_steps": 1,
-           "zero_optimization": zero}
+           "zero_optimization": zero_section(stage, 200000, overlap=stage >= 2,
+                                             prefetch=400000)}
     if trains:
-        cfg["optimizer"] = {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.01}}
+        cfg["optimizer"] = ADAMW
     return cfg
 
 

@@ -24,7 +24,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import step_time  # noqa: E402
-from zero_overlap import compile_and_time, default_launcher  # noqa: E402
+from zero_overlap import ADAMW, compile_and_time, default_launcher, zero_section  # noqa: E402
 
 MODES = {
     "fp32": {},
@@ -35,15 +35,9 @@ MODES = {
 
 
 def config(stage, batch, mode):
-    zero = {"stage": stage, "overlap_comm": stage >= 2}
-    if stage >= 1:
-        zero["reduce_bucket_size"] = 500000
-        zero["allgather_bucket_size"] = 500000
-    if stage == 3:
-        zero["stage3_param_persistence_threshold"] = 0
     cfg = {"train_micro_batch_size_per_gpu": batch, "gradient_accumulation_steps": 1,
-           "zero_optimization": zero,
-           "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.01}}}
+           "zero_optimization": zero_section(stage, 500000, overlap=stage >= 2),
+           "optimizer": ADAMW}
     cfg.update(MODES[mode])
     return cfg
 

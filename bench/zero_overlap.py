@@ -44,18 +44,29 @@ def default_launcher():
     return "mpirun" + root + " --oversubscribe -n {W}"
 
 
+# The optimizer every bench trains with.
+ADAMW = {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.01}}
+
+
+def zero_section(stage, bucket, overlap=None, prefetch=None):
+    """A zero_optimization section: `bucket`-element reduce and all-gather buckets (stages 1-3),
+    every stage 3 parameter sharded, `overlap_comm` and stage3_prefetch_bucket_size when given."""
+    z = {"stage": stage}
+    if stage > 0:
+        z["reduce_bucket_size"] = bucket
+        z["allgather_bucket_size"] = bucket
+    if stage == 3:
+        z["stage3_param_persistence_threshold"] = 0
+        if prefetch is not None:
+            z["stage3_prefetch_bucket_size"] = prefetch
+    if overlap is not None:
+        z["overlap_comm"] = overlap
+    return z
+
+
 def configs(bucket):
     def zero(stage, overlap=None):
-        z = {"stage": stage}
-        if stage > 0:
-            z["reduce_bucket_size"] = bucket
-            z["allgather_bucket_size"] = bucket
-        if stage == 3:
-            z["stage3_param_persistence_threshold"] = 0
-            z["stage3_prefetch_bucket_size"] = 2 * bucket
-        if overlap is not None:
-            z["overlap_comm"] = overlap
-        return z
+        return zero_section(stage, bucket, overlap, prefetch=2 * bucket)
     return [("stage 0", zero(0)),
             ("stage 2, overlap off", zero(2, False)),
             ("stage 2, overlap on", zero(2, True)),
@@ -157,9 +168,7 @@ def main():
         for name, zero in configs(args.bucket):
             config = {"train_micro_batch_size_per_gpu": args.batch,
                       "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
-                      "zero_optimization": zero,
-                      "optimizer": {"type": "AdamW",
-                                    "params": {"lr": 1e-3, "weight_decay": 0.01}}}
+                      "zero_optimization": zero, "optimizer": ADAMW}
             ms, r0 = compile_and_time(args.bin, prefix, tmp, model, data, config, w,
                                       args.steps, env)
             state = r0["param_bytes"] + r0["grad_bytes"] + r0["optimizer_state_bytes"]
