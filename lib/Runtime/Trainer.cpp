@@ -859,13 +859,7 @@ void Trainer::optimizerStep(size_t e) {
           params.push_back(state_->tensor(index));
       }
       engine.optimizer->step(params, grads, lr);
-      if (mixed) {
-        // The parameters: the master rounded to their dtype.
-        const std::vector<int64_t> &indices =
-            gradients_->layout(e).stateIndices;
-        for (size_t k = 0; k < indices.size(); ++k)
-          state_->tensor(indices[k]).copy_(engine.masterBlocks[k]);
-      }
+      parametersFromMaster(e);
     }
     gradients_->zero(e);
   } else {
@@ -887,13 +881,9 @@ void Trainer::optimizerStep(size_t e) {
       engine.optimizer->step(mixed ? engine.masterBlocks
                                    : engine.parameterBlocks,
                              grads, lr);
-      if (mixed) {
-        // This rank's blocks: the master rounded to the parameters' dtype
-        // (stages 1-2 and stage 3's persistent buckets then all-gather
-        // them in that dtype, exactly).
-        for (size_t b = 0; b < engine.parameterBlocks.size(); ++b)
-          engine.parameterBlocks[b].copy_(engine.masterBlocks[b]);
-      }
+      // Stages 1-2 and stage 3's persistent buckets then all-gather the
+      // rounded blocks in the parameters' dtype, exactly.
+      parametersFromMaster(e);
     }
     if (engine.stage == 1)
       releaseShardGradient(e);

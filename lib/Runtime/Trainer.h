@@ -162,8 +162,9 @@ public:
     return engines_[engine].master.defined() ? engines_[engine].masterBlocks
                                              : engines_[engine].parameterBlocks;
   }
-  /// After a checkpoint load wrote the master: the parameters become
-  /// master.to(their dtype) (no-op without a master).
+  /// The parameters (this rank's blocks; stage 0: all) become
+  /// master.to(their dtype): after each applied update and after a checkpoint
+  /// load wrote the master. A no-op without a master.
   void parametersFromMaster(size_t engine);
   /// nullptr without a loss scaler.
   LossScaler *mutableLossScaler(size_t engine) {
