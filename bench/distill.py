@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Distillation on W ranks: where the frozen teacher lives, in memory and step time.
 
   bench/distill.py --bin build/bin [--world-size 2] [--steps 12] [--launcher 'mpirun -n {W}']

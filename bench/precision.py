@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Mixed precision on W ranks: state bytes, peak and step time of fp32, bf16, fp16 and autocast.
 
   bench/precision.py --bin build/bin [--world-size 2] [--stage 2] [--steps 12]

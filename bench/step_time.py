@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Step time of a compiled plan (ds-compile + ds-run) vs LibTorch eager autograd + torch.optim.
 
   bench/step_time.py --bin build/bin [--model transformer] [--steps 20] [--threads 1]

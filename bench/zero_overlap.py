@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """ZeRO stages and communication overlap on W ranks: step time, state memory, exposed waits.
 
   bench/zero_overlap.py --bin build/bin [--world-size 2] [--steps 16] [--bucket 200000]

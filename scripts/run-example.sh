@@ -10,7 +10,7 @@ bash scripts/build.sh
 out=build/examples/transformer
 ranks=2
 mkdir -p "$out"
-/usr/bin/python3 examples/transformer/make_example.py "$out"
+.venv/bin/python examples/transformer/make_example.py "$out"
 build/bin/ds-compile "$out/model.pt" --config examples/transformer/ds_config.json \
   --example-inputs "$out/data.pt" --world-size "$ranks" -o "$out/model.plan" \
   --report "$out/predicted.json"
@@ -21,7 +21,7 @@ OMP_NUM_THREADS=1 "${launcher[@]}" build/bin/ds-run "$out/model.plan" --data "$o
   --steps 32 --losses "$out/losses.jsonl" --save-params "$out/trained.safetensors" \
   --report "$out/report.json"
 echo "trained parameters in $out/trained.safetensors"
-/usr/bin/python3 - "$out/losses.jsonl" "$out/report.json" <<'PY'
+.venv/bin/python - "$out/losses.jsonl" "$out/report.json" <<'PY'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 print("loss: step 1 %.4f -> step %d %.4f" % (lines[0]["loss"], lines[-1]["step"], lines[-1]["loss"]))

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Writes the bundled example: a small GPT-style transformer (TorchScript) and
 its token data, into OUTDIR as model.pt and data.pt.
 

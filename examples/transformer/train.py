@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Trains the bundled transformer example from Python, with DeepSpeed's loop.
 
-    PYTHONPATH=build/python /usr/bin/python3 examples/transformer/train.py [--steps N]
+    .venv/bin/python examples/transformer/train.py [--steps N]
 
 The same job as scripts/run-example.sh (ds-compile + ds-run), written the way a
 DeepSpeed user writes it: dsopt.compile stands where deepspeed.initialize

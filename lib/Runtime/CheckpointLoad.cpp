@@ -18,6 +18,7 @@
 #include "ds/Runtime/StateStore.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <map>
 

@@ -1,14 +1,14 @@
-//===- GradientClipping.cpp - Global-norm clipping as torch 1.13 does it --===//
+//===- GradientClipping.cpp - Global-norm clipping as torch 2.15 does it --===//
 //
-// torch.nn.utils.clip_grad_norm_ in 1.13, op for op:
-//   total_norm = torch.norm(torch.stack([torch.norm(g, 2.0) for g in grads]),
-//                           2.0)
+// torch.nn.utils.clip_grad_norm_ in 2.15 on CPU tensors (its foreach path),
+// op for op:
+//   norms = torch._foreach_norm(grads, 2.0)
+//   total_norm = torch.linalg.vector_norm(torch.stack(norms), 2.0)
 //   clip_coef = max_norm / (total_norm + 1e-6)  # Tensor.__rdiv__:
 //                                               # reciprocal() * max_norm
 //   clip_coef_clamped = torch.clamp(clip_coef, max=1.0)
-//   for g in grads: g.mul_(clip_coef_clamped)
-// torch.norm(g, 2.0) without dim is aten::norm over all dimensions. The
-// coefficient stays a float32 tensor, as in torch: rounding it in double
+//   torch._foreach_mul_(grads, clip_coef_clamped)
+// The coefficient stays a float32 tensor, as in torch: rounding it in double
 // would differ in the last bit.
 //
 //===----------------------------------------------------------------------===//
@@ -18,36 +18,22 @@
 #include "ds/Runtime/Communicator.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
-#include <numeric>
 
 namespace ds::runtime {
-
-namespace {
-
-at::Tensor norm2(const at::Tensor &tensor) {
-  std::vector<int64_t> dims(size_t(tensor.dim()));
-  std::iota(dims.begin(), dims.end(), int64_t(0));
-  return at::norm(tensor, at::Scalar(2.0), dims, /*keepdim=*/false);
-}
-
-} // namespace
 
 double clipGradientsByGlobalNorm(const std::vector<at::Tensor> &grads,
                                  double maxNorm) {
   if (grads.empty())
     return 0.0;
   at::NoGradGuard noGrad;
-  std::vector<at::Tensor> norms;
-  norms.reserve(grads.size());
-  for (const at::Tensor &grad : grads)
-    norms.push_back(norm2(grad));
-  at::Tensor total = norm2(at::stack(norms));
+  std::vector<at::Tensor> norms = at::_foreach_norm(grads, 2.0);
+  at::Tensor total = at::linalg_vector_norm(at::stack(norms), 2.0);
   if (maxNorm > 0.0) {
     at::Tensor coef = (total + 1e-6).reciprocal() * maxNorm;
-    at::Tensor clamped = at::clamp(coef, c10::nullopt, 1.0);
-    for (const at::Tensor &grad : grads)
-      grad.mul_(clamped);
+    at::Tensor clamped = at::clamp(coef, std::nullopt, 1.0);
+    at::_foreach_mul_(grads, clamped);
   }
   return total.item<double>();
 }
@@ -64,7 +50,7 @@ double clipShardByGlobalNorm(const at::Tensor &shard, double maxNorm,
   at::Tensor total = squares.sqrt().to(dtype);
   if (maxNorm > 0.0 && shard.defined() && shard.numel() > 0) {
     at::Tensor coef = (total + 1e-6).reciprocal() * maxNorm;
-    at::Tensor clamped = at::clamp(coef, c10::nullopt, 1.0);
+    at::Tensor clamped = at::clamp(coef, std::nullopt, 1.0);
     shard.mul_(clamped);
   }
   return total.item<double>();

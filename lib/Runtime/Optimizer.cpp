@@ -1,7 +1,8 @@
-//===- Optimizer.cpp - Adam, AdamW and SGD as torch.optim 1.13 ------------===//
+//===- Optimizer.cpp - Adam, AdamW and SGD as torch.optim 2.15 ------------===//
 //
-// Each update mirrors torch/optim/{adamw,adam,sgd}.py, _single_tensor_*
-// (torch.optim's default path on CPU in 1.13), one ATen call per Python
+// Each update mirrors torch/optim/{adam,sgd}.py, _single_tensor_* (torch.optim's
+// default path for CPU tensors in 2.15: foreach kernels are used on CUDA
+// only; AdamW is Adam with decoupled_weight_decay), one ATen call per Python
 // tensor op with the same scalar arithmetic in double: the oracle is
 // torch.optim, and only the same operations in the same order round the
 // same way. The updates run per parameter on views of the flat state
@@ -12,6 +13,7 @@
 #include "ds/Runtime/Optimizer.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cmath>
 
@@ -63,7 +65,8 @@ void Optimizer::adamStep(const std::vector<at::Tensor> &params,
   const double biasCorrection1 = 1 - std::pow(beta1, step);
   const double biasCorrection2 = 1 - std::pow(beta2, step);
   const double stepSize = lr / biasCorrection1;
-  const double biasCorrection2Sqrt = std::sqrt(biasCorrection2);
+  // Python's `bias_correction2**0.5`.
+  const double biasCorrection2Sqrt = std::pow(biasCorrection2, 0.5);
 
   for (size_t i = 0; i < params.size(); ++i) {
     at::Tensor param = params[i];
@@ -80,7 +83,7 @@ void Optimizer::adamStep(const std::vector<at::Tensor> &params,
       // accumulated gradient itself is not changed).
       grad = grad.add(param, weightDecay);
     }
-    expAvg.mul_(beta1).add_(grad, 1 - beta1);
+    expAvg.lerp_(grad, 1 - beta1);
     expAvgSq.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
     at::Tensor denom =
         (expAvgSq.sqrt() / biasCorrection2Sqrt).add_(config_.eps);

@@ -8,6 +8,7 @@
 #include "ds/Runtime/RuntimeError.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <map>
 

@@ -10,6 +10,7 @@
 #include "ds/Runtime/StateStore.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 

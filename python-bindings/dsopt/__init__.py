@@ -13,6 +13,18 @@ The compiler and the runtime are this project's C++ libraries (the native
 module _dsopt), the same code ds-compile and ds-run run. Guide: docs/python.md.
 """
 
+import torch as _torch
+
+from ._build import TORCH_VERSION as _BUILT_TORCH
+
+# _dsopt links one exact LibTorch; loaded next to another torch it would share
+# the process with a second, incompatible copy.
+if _torch.__version__ != _BUILT_TORCH:
+    raise ImportError(
+        "dsopt was built against torch %s, but this Python has torch %s: rebuild dsopt "
+        "with this torch (cmake -DDS_PYTHON=%s) or use the environment it was built in"
+        % (_BUILT_TORCH, _torch.__version__, __import__("sys").executable))
+
 from ._dsopt import CompileError, ConfigError, EngineError, PlanError
 from ._data import DataFile, load_data, read_safetensors, write_safetensors
 from ._engine import Engine

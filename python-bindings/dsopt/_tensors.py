@@ -1,9 +1,7 @@
 """Tensors across the native boundary, without copies.
 
-Python's torch and the native module load the same libtorch (Debian's), so a
-DLPack capsule hands the storage itself to the other side. torch 1.13's DLPack
-has no bool dtype: bool tensors travel as their uint8 view plus a flag, which
-is why every item is a ``(capsule, is_bool)`` pair (see src/Tensors.h).
+Python's torch and the native module load the same libtorch (the torch wheel's),
+so a DLPack capsule hands the storage itself to the other side (see src/Tensors.h).
 """
 
 import torch
@@ -39,18 +37,13 @@ def as_tensor(value, what):
 
 
 def to_native(value, what="tensor"):
-    tensor = as_tensor(value, what)
-    if tensor.dtype == torch.bool:
-        return (_dlpack.to_dlpack(tensor.view(torch.uint8)), True)
-    return (_dlpack.to_dlpack(tensor), False)
+    return _dlpack.to_dlpack(as_tensor(value, what))
 
 
 def from_native(item):
     if item is None:
         return None
-    capsule, is_bool = item
-    tensor = _dlpack.from_dlpack(capsule)
-    return tensor.view(torch.bool) if is_bool else tensor
+    return _dlpack.from_dlpack(item)
 
 
 def to_native_list(values, what):

@@ -73,7 +73,7 @@ py::dict memoryReport(const ds::runtime::MemoryStats &stats) {
                   py::arg("optimizer_bytes") = stats.optimizerBytes);
 }
 
-/// (name, tensor) pairs as a list of (name, (capsule, is_bool)).
+/// (name, tensor) pairs as a list of (name, capsule).
 py::list namedToPython(const ds::runtime::NamedTensors &named) {
   py::list items;
   for (const auto &[name, tensor] : named)

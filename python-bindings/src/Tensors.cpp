@@ -27,10 +27,7 @@ void deleteUnusedCapsule(PyObject *capsule) {
 } // namespace
 
 at::Tensor tensorFromPython(py::handle item) {
-  auto pair = py::reinterpret_borrow<py::tuple>(item);
-  if (pair.size() != 2)
-    throw py::value_error("internal: expected a (capsule, is_bool) pair");
-  PyObject *capsule = pair[0].ptr();
+  PyObject *capsule = item.ptr();
   if (!PyCapsule_IsValid(capsule, kCapsuleName))
     throw py::value_error("expected an unused DLPack capsule ('dltensor')");
   auto *managed = static_cast<DLManagedTensor *>(
@@ -38,8 +35,6 @@ at::Tensor tensorFromPython(py::handle item) {
   at::Tensor tensor = at::fromDLPack(managed);
   // From here the tensor's deleter owns `managed`.
   PyCapsule_SetName(capsule, kUsedCapsuleName);
-  if (pair[1].cast<bool>())
-    tensor = tensor.view(at::kBool);
   return tensor;
 }
 
@@ -54,15 +49,13 @@ std::vector<at::Tensor> tensorsFromPython(const py::list &items) {
 py::object tensorToPython(const at::Tensor &tensor) {
   if (!tensor.defined())
     return py::none();
-  bool isBool = tensor.scalar_type() == at::kBool;
-  DLManagedTensor *managed =
-      at::toDLPack(isBool ? tensor.view(at::kByte) : tensor);
+  DLManagedTensor *managed = at::toDLPack(tensor);
   PyObject *capsule = PyCapsule_New(managed, kCapsuleName, deleteUnusedCapsule);
   if (!capsule) {
     managed->deleter(managed);
     throw py::error_already_set();
   }
-  return py::make_tuple(py::reinterpret_steal<py::object>(capsule), isBool);
+  return py::reinterpret_steal<py::object>(capsule);
 }
 
 py::list tensorsToPython(const std::vector<at::Tensor> &tensors) {

@@ -1,10 +1,9 @@
 //===- Tensors.h - torch tensors across the Python boundary ----*- C++ -*-===//
 //
 // Tensors cross between Python's torch and the runtime as DLPack capsules:
-// both sides load the same libtorch (Debian's), so a capsule hands over the
-// storage itself, never a copy. DLPack in torch 1.13 has no bool dtype, so a
-// bool tensor travels as its uint8 view plus a flag: each item is a Python
-// tuple (capsule, is_bool), built and unpacked by dsopt/_tensors.py.
+// both sides load the same libtorch (the torch wheel's), so a capsule hands
+// over the storage itself, never a copy. Each item is one capsule, made and
+// unpacked by dsopt/_tensors.py.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,8 +23,7 @@ namespace dsopt {
 at::Tensor tensorFromPython(pybind11::handle item);
 std::vector<at::Tensor> tensorsFromPython(const pybind11::list &items);
 
-/// (capsule, is_bool) sharing `tensor`'s storage; None for an undefined
-/// tensor.
+/// A DLPack capsule sharing `tensor`'s storage; None for an undefined tensor.
 pybind11::object tensorToPython(const at::Tensor &tensor);
 pybind11::list tensorsToPython(const std::vector<at::Tensor> &tensors);
 

@@ -4,7 +4,7 @@ Under ctest (python-bindings/CMakeLists.txt) PYTHONPATH, DS_BIN_DIR and
 DS_TEST_MODELS_DIR point into the build tree. Run by hand, the defaults are the
 same folders of /work/main/build-style trees next to this checkout:
 
-    PYTHONPATH=build/python /usr/bin/python3 -m pytest -q python-bindings/tests
+    .venv/bin/python -m pytest -q python-bindings/tests
 """
 
 import os

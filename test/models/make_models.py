@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Writes the TorchScript test models, their data files and a manifest.
 
-Usage: /usr/bin/python3 test/models/make_models.py OUTDIR
+Usage: .venv/bin/python test/models/make_models.py OUTDIR
 
 For every model NAME this writes
   OUTDIR/NAME.pt        TorchScript archive (torch.jit.script(...).save; traced_mlp uses torch.jit.trace)
@@ -994,6 +994,9 @@ def write_error_cases(outdir: str) -> dict:
 def main(argv: List[str]) -> int:
     # Scripting TransformerEncoderLayer warns about its unused 'batch_first' constant.
     warnings.filterwarnings("ignore", message="'batch_first' was found in ScriptModule constants")
+    # torch 2.x marks TorchScript deprecated ("switch to torch.compile or torch.export"); the
+    # archives it writes are still what ds-import reads.
+    warnings.filterwarnings("ignore", message=r".*is deprecated\. Please switch to", category=FutureWarning)
     if len(argv) != 2:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Checkpoints under real MPI ranks: exact resume, crash safety, zero_to_fp32, errors.
 
   checkpoint_check.py --bin BUILD/bin --models DIR --case CASE [--stages 0 1 2 3]

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Several engines in one training step, against the LibTorch oracle.
 
   engines_check.py --bin BUILD/bin --models DIR --scenario NAME [--world-size 1 2] [--gas 1 2]

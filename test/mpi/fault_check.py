@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """A rank that dies or hangs must end a multi-rank ds-run within a bounded time, with a clear error.
 
   fault_check.py --bin BUILD/bin --models DIR --case CASE [--launcher 'mpirun -n {W}']

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Mixed-precision oracle check (issue 7): bf16, torch_autocast and fp16 training under ZeRO stages
 against the LibTorch oracle.
 

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Predicted against measured memory and communication reports (docs/runtime.md, "Reports").
 
   report_check.py --bin BUILD/bin --models DIR [--launcher 'mpirun -n {W}'] [--world-size 1 2]

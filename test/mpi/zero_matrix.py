@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """ZeRO oracle matrix: every stage against the LibTorch oracle and against each other.
 
   zero_matrix.py --bin BUILD/bin --models DIR --model NAME --world-size W

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Forward oracle check: ds-compile + ds-run --eval against LibTorch's eval forward.
 
   forward_check.py --bin BUILD/bin --models DIR --model NAME [--world-size W] [--gas G]

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The gradient table: our gradients of every differentiable op against autograd's.
 
   grad_table.py --bin BUILD/bin (--op NAME ... | --all) [--workdir DIR] [--dtype f64|f32|both]

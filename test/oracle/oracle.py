@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The LibTorch numerical oracle (see docs: design.md, "The numerical oracle").
 
-Run with /usr/bin/python3 (Debian's interpreter, which has torch 1.13).
+Run with .venv/bin/python (torch 2.15, installed by scripts/setup.sh).
 
   oracle.py eval --model M.pt --data D.pt|D.safetensors --world-size W --gas G --steps N
                  [--unbatched NAME ...] --out FILE.jsonl

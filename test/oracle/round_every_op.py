@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """A second low-precision implementation, to measure the oracle's tolerances (oracle.py,
 "Tolerances").
 

@@ -1,6 +1,6 @@
 """Self-check of the Python test side: the model generator and the LibTorch oracle.
 
-Run: /usr/bin/python3 -m pytest test/oracle -q
+Run: .venv/bin/python -m pytest test/oracle -q
 """
 
 import json

@@ -1,7 +1,7 @@
 """Self-tests of the training oracle (oracle.train, compare-params) and of the scripts built on it
 (train_check.py, grad_table.py).
 
-Run: /usr/bin/python3 -m pytest test/oracle -q
+Run: .venv/bin/python -m pytest test/oracle -q
 
 Nothing here runs the real ds-compile or ds-run: the plumbing of train_check.py and grad_table.py
 is exercised with stand-in tools (written to a temporary bin directory) that call the oracle.

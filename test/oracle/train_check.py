@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Training oracle check: ds-compile + ds-run (training) against oracle.py's train().
 
   train_check.py --bin BUILD/bin --models DIR --model NAME --config-json '{...}' --steps N

@@ -1,7 +1,7 @@
 //===- Optimizer.h - Parameter updates at the boundary --------*- C++ -*-===//
 //
 // The optimizers DeepSpeed configs name (Adam, AdamW, SGD), computed exactly
-// as torch.optim 1.13 computes them (its single-tensor code paths, op for op,
+// as torch.optim 2.15 computes them (its single-tensor code paths, op for op,
 // so that results agree with the numerical oracle to the last bits), and
 // global-norm gradient clipping as torch.nn.utils.clip_grad_norm_ does it.
 // Optimizer state (Adam's m and v, SGD's momentum buffer) lives in flat
@@ -72,7 +72,7 @@ private:
 /// torch.nn.utils.clip_grad_norm_(max_norm, norm_type=2) over `grads`:
 /// total = ||(||g_1||, ..., ||g_n||)||, and when maxNorm > 0 every gradient
 /// is multiplied in place by min(1, maxNorm / (total + 1e-6)) (computed as
-/// torch 1.13 does, in float32). Returns the norm before clipping; 0 for no
+/// torch 2.15 does, in float32). Returns the norm before clipping; 0 for no
 /// gradients. maxNorm == 0 only measures (DeepSpeed: clipping disabled).
 double clipGradientsByGlobalNorm(const std::vector<at::Tensor> &grads,
                                  double maxNorm);

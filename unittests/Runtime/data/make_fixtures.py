@@ -1,7 +1,7 @@
 """Regenerates the torch.save fixtures of DataFileTest.cpp.
 
-Run with Debian's interpreter (it has torch 1.13):
-    /usr/bin/python3 unittests/Runtime/data/make_fixtures.py
+Run with the project's interpreter (torch 2.15):
+    .venv/bin/python unittests/Runtime/data/make_fixtures.py
 The files are checked in so that the unit tests need no Python.
 """
 import os
