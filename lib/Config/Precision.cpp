@@ -1,9 +1,8 @@
 //===- Precision.cpp - fp16, bf16, torch_autocast and data types ----------===//
 //
 // DeepSpeed's mixed-precision modes exclude each other: fp16 with bf16, and
-// either with torch_autocast. LibTorch 1.13's CPU autocast has bf16 tables
-// only, so fp16 autocast on the CPU backend is rejected here rather than
-// producing a plan whose numerics nothing can reproduce.
+// either with torch_autocast. torch_autocast takes bfloat16 or float16 on
+// every backend (LibTorch 2.x's CPU autocast runs both with one table).
 //
 //===----------------------------------------------------------------------===//
 
@@ -134,11 +133,6 @@ TorchAutocastConfig parseTorchAutocast(std::optional<ObjectReader> section,
   }
   if (auto modules = section->stringList("lower_precision_safe_modules"))
     config.lowerPrecisionSafeModules = *modules;
-  if (config.enabled && config.dtype == DType::Float16 &&
-      context.backend == Backend::CPU)
-    section->fail("dtype",
-                  "fp16 autocast is not supported on CPU (LibTorch 1.13's CPU "
-                  "autocast is bf16 only); use \"bfloat16\"");
   section->rejectUnknownKeys();
   return config;
 }

@@ -128,20 +128,35 @@ TEST(PrecisionTest, AutocastDefaultsAndDtypeSpellings) {
             DType::Float32);
 }
 
-TEST(PrecisionTest, Fp16AutocastIsNotSupportedOnCpu) {
-  for (const char *dtype : {"float16", "fp16", "torch.float16"}) {
+TEST(PrecisionTest, Fp16AutocastOnCpuAndCuda) {
+  // LibTorch 2.x autocasts to float16 on CPU too: every spelling is read,
+  // on either backend, and the parameters stay fp32.
+  for (const char *dtype : {"float16", "fp16", "half", "torch.float16"}) {
     std::string text = withSections(
         std::string(R"("torch_autocast": {"enabled": true, "dtype": ")") +
         dtype + "\"}");
-    ConfigError error = parseError(text);
-    EXPECT_EQ(error.keyPath(), "torch_autocast.dtype") << dtype;
-    expectMessageHas(error, {"fp16 autocast is not supported on CPU"});
+    EngineConfig config = parse(text);
+    EXPECT_TRUE(config.torchAutocast.enabled) << dtype;
+    EXPECT_EQ(config.torchAutocast.dtype, DType::Float16) << dtype;
+    EXPECT_EQ(config.modelDtype(), DType::Float32) << dtype;
+    EXPECT_EQ(config.gradAccumDtype, DType::Float32) << dtype;
+    EXPECT_FALSE(config.fp16.enabled) << dtype;
     EXPECT_EQ(parse(text, cudaContext()).torchAutocast.dtype, DType::Float16);
   }
-  // Disabled, the dtype does not matter.
-  EXPECT_NO_THROW(parse(withSections(
-      R"("torch_autocast": {"enabled": false, "dtype": "float16"})")));
-  // The CUDA default is fp16, as torch.autocast's.
+  // float32 is no autocast dtype; fp16 autocast still excludes fp16.enabled.
+  EXPECT_EQ(parseError(withSections(R"("torch_autocast": {"enabled": true,
+      "dtype": "float32"})"))
+                .keyPath(),
+            "torch_autocast.dtype");
+  EXPECT_EQ(parseError(withSections(R"("fp16": {"enabled": true},
+      "torch_autocast": {"enabled": true, "dtype": "float16"})"))
+                .keyPath(),
+            "torch_autocast.enabled");
+  // The default stays the backend's: bf16 on CPU, fp16 on CUDA, as
+  // torch.autocast's.
+  EXPECT_EQ(parse(withSections(R"("torch_autocast": {"enabled": true})"))
+                .torchAutocast.dtype,
+            DType::BFloat16);
   EXPECT_EQ(parse(withSections(R"("torch_autocast": {"enabled": true})"),
                   cudaContext())
                 .torchAutocast.dtype,

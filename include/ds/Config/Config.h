@@ -83,8 +83,7 @@ struct ParseContext {
   std::optional<int64_t> dataMicroBatch;
   /// Model hidden size; resolves "auto" bucket sizes the way Accelerate does.
   std::optional<int64_t> hiddenSize;
-  /// Where the plan will run: decides torch_autocast's default dtype and
-  /// rejects fp16 autocast on CPU.
+  /// Where the plan will run: decides torch_autocast's default dtype.
   Backend backend = Backend::CPU;
 };
 

@@ -2,7 +2,7 @@
 // RUN: ds-opt %s -split-input-file -ds-assign-precision -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
 
 // -ds-assign-precision, `torch_autocast` (default dtype on CPU: bf16), as
-// LibTorch 1.13's CPU autocast tables say: parameters stay f32; aten::linear
+// LibTorch 2.15's CPU autocast tables say: parameters stay f32; aten::linear
 // (lower-precision list) casts its operands to bf16; softmax of a bf16 input
 // stays bf16 (no list); the add of a bf16 and an f32 tensor promotes, and
 // the promotion is an explicit cast; aten::cat (promote list) casts to the
@@ -93,4 +93,57 @@ func.func @forward(%d: tensor<4x4xf64>, %a: tensor<4x4xf32>, %img: tensor<1x1x4x
   %ls = ds.constant 0.0 : f64
   %ce = ds.aten "aten::cross_entropy_loss"(%flat, %t, %none, %one, %m100, %ls) {module_class = "Net"} : (tensor<1x8xf32>, tensor<1xi64>, !ds.none, i64, i64, f64) -> tensor<f32>
   return %m, %ce : tensor<4x4xf64>, tensor<f32>
+}
+
+// -----
+
+// fp16 autocast (`"dtype": "float16"`, accepted on CPU since LibTorch 2.x
+// autocasts to float16 with the same tables): the lower-precision list casts
+// to f16 (code 5): linear, and conv_transpose2d, which LibTorch 2.15 lists
+// (1.13 ran it in f32); batch_norm keeps its f16 input's dtype with f32 weights; a
+// layer_norm fed f16 with f32 weights gets its input cast up (the compiler's
+// choice, docs/precision.md); nll_loss_nd (fp32 list) casts to f32.
+// REMARK: remark: autocast (f16): parameters stay f32; 2 ops cast to f16 (aten::linear, aten::conv_transpose2d.input), 1 op cast to f32 (aten::nll_loss_nd), 0 ops cast to the widest type, 2 ops left in their inputs' dtype{{$}}
+// CHECK: ds.engine @model {autocast_dtype = f16, {{.*}}grad_accum_dtype = f32, module = "", precision = "autocast"}
+// CHECK-LABEL: func.func @forward(
+// CHECK-DAG:  %[[F16:.*]] = ds.constant 5 : i64
+// CHECK-DAG:  %[[F32:.*]] = ds.constant 6 : i64
+// CHECK:      %[[X16:.*]] = ds.aten "aten::to.dtype"(%arg0, %[[F16]], {{.*}} -> tensor<2x4xf16>
+// CHECK-NEXT: %[[W16:.*]] = ds.aten "aten::to.dtype"(%{{.*}}, %[[F16]], {{.*}} -> tensor<4x4xf16>
+// CHECK-NEXT: %[[H:.*]] = ds.aten "aten::linear"(%[[X16]], %[[W16]], {{.*}} -> tensor<2x4xf16>
+// CHECK:      %[[H32:.*]] = ds.aten "aten::to.dtype"(%[[H]], %[[F32]], {{.*}} -> tensor<2x4xf32>
+// CHECK-NEXT: %[[LN:.*]] = ds.aten "aten::layer_norm"(%[[H32]], {{.*}} : (tensor<2x4xf32>, !ds.list<i64>, tensor<4xf32>, tensor<4xf32>, f64, i1) -> tensor<2x4xf32>
+// CHECK:      ds.aten "aten::batch_norm"(%[[H]], {{.*}} : (tensor<2x4xf16>, tensor<4xf32>, tensor<4xf32>, !ds.none, !ds.none, i1, f64, f64, i1) -> tensor<2x4xf16>
+// CHECK:      ds.aten "aten::conv_transpose2d.input"({{.*}} : (tensor<1x2x3x3xf16>, tensor<2x1x2x2xf16>, !ds.none, {{.*}}) -> tensor<1x1x4x4xf16>
+// The cast of the linear's result to f32 is made once (for the layer_norm)
+// and reused by the nll_loss_nd.
+// CHECK-NEXT: ds.aten "aten::nll_loss_nd"(%[[H32]], {{.*}} -> tensor<f32>
+ds.engine @model {module = "", config = "{\"torch_autocast\": {\"enabled\": true, \"dtype\": \"float16\"}, \"optimizer\": {\"type\": \"AdamW\"}}"}
+ds.param @fc.weight : tensor<4x4xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+ds.param @ln.weight : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+ds.param @ln.bias : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+ds.param @up.weight : tensor<2x1x2x2xf32> {engine = @model, module = "up", module_class = "torch.nn.modules.conv.ConvTranspose2d", requires_grad}
+
+func.func @forward(%x: tensor<2x4xf32>, %img: tensor<1x2x3x3xf32>, %t: tensor<2xi64>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<1x1x4x4xf32>, tensor<f32>) {
+  %none = ds.constant unit : !ds.none
+  %true = ds.constant true
+  %one = ds.constant 1 : i64
+  %zero = ds.constant 0 : i64
+  %four = ds.constant 4 : i64
+  %m100 = ds.constant -100 : i64
+  %eps = ds.constant 1.0e-05 : f64
+  %mom = ds.constant 0.1 : f64
+  %w = ds.get_param @fc.weight : tensor<4x4xf32>
+  %h = ds.aten "aten::linear"(%x, %w, %none) {module = "fc", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xf32>, tensor<4x4xf32>, !ds.none) -> tensor<2x4xf32>
+  %lnw = ds.get_param @ln.weight : tensor<4xf32>
+  %lnb = ds.get_param @ln.bias : tensor<4xf32>
+  %shape = ds.list_construct %four : (i64) -> !ds.list<i64>
+  %ln = ds.aten "aten::layer_norm"(%h, %shape, %lnw, %lnb, %eps, %true) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, !ds.list<i64>, tensor<4xf32>, tensor<4xf32>, f64, i1) -> tensor<2x4xf32>
+  %bn = ds.aten "aten::batch_norm"(%h, %lnw, %lnb, %none, %none, %true, %mom, %eps, %true) {module_class = "Net"} : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>, !ds.none, !ds.none, i1, f64, f64, i1) -> tensor<2x4xf32>
+  %uw = ds.get_param @up.weight : tensor<2x1x2x2xf32>
+  %ones = ds.list_construct %one, %one : (i64, i64) -> !ds.list<i64>
+  %zeros = ds.list_construct %zero, %zero : (i64, i64) -> !ds.list<i64>
+  %up = ds.aten "aten::conv_transpose2d.input"(%img, %uw, %none, %ones, %zeros, %zeros, %one, %ones) {module = "up", module_class = "torch.nn.modules.conv.ConvTranspose2d"} : (tensor<1x2x3x3xf32>, tensor<2x1x2x2xf32>, !ds.none, !ds.list<i64>, !ds.list<i64>, !ds.list<i64>, i64, !ds.list<i64>) -> tensor<1x1x4x4xf32>
+  %nl = ds.aten "aten::nll_loss_nd"(%h, %t, %none, %one, %m100) {module_class = "Net"} : (tensor<2x4xf32>, tensor<2xi64>, !ds.none, i64, i64) -> tensor<f32>
+  return %ln, %bn, %up, %nl : tensor<2x4xf32>, tensor<2x4xf32>, tensor<1x1x4x4xf32>, tensor<f32>
 }

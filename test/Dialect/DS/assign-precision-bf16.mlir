@@ -1,23 +1,24 @@
 // RUN: ds-opt %s -split-input-file -ds-assign-precision -canonicalize | FileCheck %s
 // RUN: ds-opt %s -split-input-file -ds-assign-precision -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
 // RUN: ds-opt %s -split-input-file -ds-assign-precision -ds-autodiff -canonicalize -cse | FileCheck %s --check-prefix=GRAD
+// RUN: ds-opt %s -split-input-file -ds-assign-precision=no-kernel-ops=aten::mse_loss -canonicalize | FileCheck %s --check-prefix=NOKERNEL
+// RUN: ds-opt %s -split-input-file -ds-assign-precision=no-kernel-ops=aten::mse_loss -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOKERNEL-REMARK
+// RUN: ds-opt %s -split-input-file -ds-assign-precision=no-kernel-ops=aten::mse_loss -ds-autodiff -canonicalize -cse | FileCheck %s --check-prefix=NOKERNEL-GRAD
 
 // -ds-assign-precision, native bf16 (`bf16.enabled`): the engine's float
 // parameters and buffers are stored in bf16 (an i64 buffer stays i64), every
 // op of the engine casts its float operands to bf16 first (the f32 inputs
-// enter that way), ops with a bf16 CPU kernel run in bf16, and
-// aten::mse_loss, which has none in LibTorch 1.13, runs in f32 on operands
-// rounded to bf16, its result rounded back: the loss is bf16. (-canonicalize
-// only gathers the casts' constants at the top.)
+// enter that way), and every op runs in bf16 with LibTorch 2.15's BFloat16
+// CPU kernels (mse_loss included, which 1.13 lacked): the loss is bf16.
+// (-canonicalize only gathers the casts' constants at the top.)
 
-// REMARK: remark: bf16: 2 parameters and 1 buffer stored in bf16; 2 ops in bf16, 1 op computed in f32 and rounded to bf16 (no bf16 CPU kernel: aten::mse_loss)
+// REMARK: remark: bf16: 2 parameters and 1 buffer stored in bf16; 3 ops in bf16, 0 ops computed in f32 and rounded to bf16{{$}}
 // CHECK: ds.engine @model {{{.*}}grad_accum_dtype = bf16, module = "", precision = "bf16"}
 // CHECK-NEXT: ds.param @fc.weight : tensor<4x8xbf16>
 // CHECK-NEXT: ds.param @fc.bias : tensor<4xbf16>
 // CHECK-NEXT: ds.buffer @scale : tensor<4xbf16>
 // CHECK-NEXT: ds.buffer @steps : tensor<i64>
 // CHECK-LABEL: func.func @forward(%arg0: tensor<2x8xf32>, %arg1: tensor<2x4xf32>) -> tensor<bf16>
-// CHECK-DAG:  %[[F32:.*]] = ds.constant 6 : i64
 // CHECK-DAG:  %[[BF16:.*]] = ds.constant 15 : i64
 // CHECK:      %[[W:.*]] = ds.get_param @fc.weight : tensor<4x8xbf16>
 // CHECK-NEXT: %[[B:.*]] = ds.get_param @fc.bias : tensor<4xbf16>
@@ -25,26 +26,44 @@
 // CHECK-NEXT: %[[H:.*]] = ds.aten "aten::linear"(%[[X]], %[[W]], %[[B]]) {{.*}} : (tensor<2x8xbf16>, tensor<4x8xbf16>, tensor<4xbf16>) -> tensor<2x4xbf16>
 // CHECK-NEXT: %[[S:.*]] = ds.get_buffer @scale : tensor<4xbf16>
 // CHECK-NEXT: %[[HS:.*]] = ds.aten "aten::mul.Tensor"(%[[H]], %[[S]]) {{.*}} -> tensor<2x4xbf16>
-// CHECK-NEXT: %[[A:.*]] = ds.aten "aten::to.dtype"(%[[HS]], %[[F32]], {{.*}} : (tensor<2x4xbf16>, {{.*}}) -> tensor<2x4xf32>
-// CHECK-NEXT: %[[Y16:.*]] = ds.aten "aten::to.dtype"(%arg1, %[[BF16]], {{.*}} -> tensor<2x4xbf16>
-// CHECK-NEXT: %[[Y:.*]] = ds.aten "aten::to.dtype"(%[[Y16]], %[[F32]], {{.*}} -> tensor<2x4xf32>
-// CHECK-NEXT: %[[L:.*]] = ds.aten "aten::mse_loss"(%[[A]], %[[Y]], {{.*}}) {{.*}} : (tensor<2x4xf32>, tensor<2x4xf32>, i64) -> tensor<f32>
-// CHECK-NEXT: %[[L16:.*]] = ds.aten "aten::to.dtype"(%[[L]], %[[BF16]], {{.*}} : (tensor<f32>, {{.*}}) -> tensor<bf16>
+// CHECK-NEXT: %[[Y:.*]] = ds.aten "aten::to.dtype"(%arg1, %[[BF16]], {{.*}} -> tensor<2x4xbf16>
+// CHECK-NEXT: %[[L:.*]] = ds.aten "aten::mse_loss"(%[[HS]], %[[Y]], {{.*}}) {{.*}} : (tensor<2x4xbf16>, tensor<2x4xbf16>, i64) -> tensor<bf16>
 // CHECK-NEXT: %[[N:.*]] = ds.get_buffer @steps : tensor<i64>
 // CHECK-NEXT: %[[N1:.*]] = ds.aten "aten::add.Scalar"(%[[N]], {{.*}} -> tensor<i64>
 // CHECK-NEXT: ds.set_buffer @steps, %[[N1]] : tensor<i64>
-// CHECK-NEXT: return %[[L16]] : tensor<bf16>
+// CHECK-NEXT: return %[[L]] : tensor<bf16>
 
 // The backward -ds-autodiff derives is typed: the seed has the loss's type,
-// mse_loss's gradient is f32 and cast back to bf16, the parameters'
-// gradients are bf16.
+// mse_loss's gradient is bf16, the parameters' gradients are bf16.
 // GRAD-LABEL: func.func @forward(
 // GRAD:      ds.backward_begin
-// GRAD-NEXT: %[[SEED:.*]] = ds.aten "aten::to.dtype"(%{{.*}}) {{.*}} : (tensor<bf16>, {{.*}}) -> tensor<f32>
-// GRAD-NEXT: %[[G:.*]] = ds.aten "aten::mse_loss_backward"(%[[SEED]], {{.*}} -> tensor<2x4xf32>
-// GRAD-NEXT: ds.aten "aten::to.dtype"(%[[G]], {{.*}} : (tensor<2x4xf32>, {{.*}}) -> tensor<2x4xbf16>
+// GRAD-NEXT: %[[G:.*]] = ds.aten "aten::mse_loss_backward"({{.*}} : (tensor<bf16>, tensor<2x4xbf16>, tensor<2x4xbf16>, i64) -> tensor<2x4xbf16>
+// GRAD-NOT:  aten::to.dtype
 // GRAD:      ds.grad @fc.bias, %{{.*}} : tensor<4xbf16>
 // GRAD-NEXT: ds.grad @fc.weight, %{{.*}} : tensor<4x8xbf16>
+
+// An op without a BFloat16 CPU kernel (none in LibTorch 2.15; here mse_loss
+// named by `no-kernel-ops`) runs in f32 on operands rounded to bf16, its
+// result rounded back: the loss is still bf16, and the backward of the
+// casts brings mse_loss's f32 gradient back to bf16.
+// NOKERNEL-REMARK: remark: bf16: 2 parameters and 1 buffer stored in bf16; 2 ops in bf16, 1 op computed in f32 and rounded to bf16 (no bf16 CPU kernel: aten::mse_loss)
+// NOKERNEL-LABEL: func.func @forward(%arg0: tensor<2x8xf32>, %arg1: tensor<2x4xf32>) -> tensor<bf16>
+// NOKERNEL-DAG:  %[[F32:.*]] = ds.constant 6 : i64
+// NOKERNEL-DAG:  %[[BF16:.*]] = ds.constant 15 : i64
+// NOKERNEL:      %[[HS:.*]] = ds.aten "aten::mul.Tensor"({{.*}} -> tensor<2x4xbf16>
+// NOKERNEL-NEXT: %[[A:.*]] = ds.aten "aten::to.dtype"(%[[HS]], %[[F32]], {{.*}} : (tensor<2x4xbf16>, {{.*}}) -> tensor<2x4xf32>
+// NOKERNEL-NEXT: %[[Y16:.*]] = ds.aten "aten::to.dtype"(%arg1, %[[BF16]], {{.*}} -> tensor<2x4xbf16>
+// NOKERNEL-NEXT: %[[Y:.*]] = ds.aten "aten::to.dtype"(%[[Y16]], %[[F32]], {{.*}} -> tensor<2x4xf32>
+// NOKERNEL-NEXT: %[[L:.*]] = ds.aten "aten::mse_loss"(%[[A]], %[[Y]], {{.*}}) {{.*}} : (tensor<2x4xf32>, tensor<2x4xf32>, i64) -> tensor<f32>
+// NOKERNEL-NEXT: %[[L16:.*]] = ds.aten "aten::to.dtype"(%[[L]], %[[BF16]], {{.*}} : (tensor<f32>, {{.*}}) -> tensor<bf16>
+// NOKERNEL:      return %[[L16]] : tensor<bf16>
+// NOKERNEL-GRAD-LABEL: func.func @forward(
+// NOKERNEL-GRAD:      ds.backward_begin
+// NOKERNEL-GRAD-NEXT: %[[SEED:.*]] = ds.aten "aten::to.dtype"(%{{.*}}) {{.*}} : (tensor<bf16>, {{.*}}) -> tensor<f32>
+// NOKERNEL-GRAD-NEXT: %[[G:.*]] = ds.aten "aten::mse_loss_backward"(%[[SEED]], {{.*}} -> tensor<2x4xf32>
+// NOKERNEL-GRAD-NEXT: ds.aten "aten::to.dtype"(%[[G]], {{.*}} : (tensor<2x4xf32>, {{.*}}) -> tensor<2x4xbf16>
+// NOKERNEL-GRAD:      ds.grad @fc.bias, %{{.*}} : tensor<4xbf16>
+// NOKERNEL-GRAD-NEXT: ds.grad @fc.weight, %{{.*}} : tensor<4x8xbf16>
 ds.engine @model {module = "", config = "{\"bf16\": {\"enabled\": true}, \"optimizer\": {\"type\": \"AdamW\"}}"}
 ds.param @fc.weight : tensor<4x8xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @fc.bias : tensor<4xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
@@ -73,6 +92,7 @@ func.func @forward(%x: tensor<2x8xf32>, %y: tensor<2x4xf32>) -> tensor<f32> {
 // bf16 one up, as LibTorch's promotion would. A float buffer update is
 // rounded to the buffer's dtype.
 // REMARK: remark: bf16: 1 parameter and 1 buffer stored in bf16; 2 ops in bf16, 0 ops computed in f32 and rounded to bf16{{$}}
+// NOKERNEL-REMARK: remark: bf16: 1 parameter and 1 buffer stored in bf16; 2 ops in bf16, 0 ops computed in f32 and rounded to bf16{{$}}
 // CHECK: ds.engine @student {{{.*}}precision = "bf16"}
 // CHECK-NEXT: ds.engine @teacher {module = "teacher"}
 // CHECK-NEXT: ds.param @student.fc.weight : tensor<4x4xbf16>

@@ -1,40 +1,53 @@
 // RUN: ds-opt %s -split-input-file -ds-assign-precision -canonicalize | FileCheck %s
 // RUN: ds-opt %s -split-input-file -ds-assign-precision -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
+// RUN: ds-opt %s -split-input-file -ds-assign-precision=no-kernel-ops=aten::gelu,aten::mse_loss -canonicalize | FileCheck %s --check-prefix=NOKERNEL
+// RUN: ds-opt %s -split-input-file -ds-assign-precision=no-kernel-ops=aten::gelu,aten::mse_loss -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOKERNEL-REMARK
 
 // -ds-assign-precision, native fp16 (`fp16.enabled`): parameters stored in
-// f16; LibTorch 1.13 has no Half CPU kernel for addmm or gelu, so those ops
-// take their f16 operands up to f32, run in f32 and round each result back
-// to f16 (fp16 storage, fp32 compute); aten::view (data movement, with a
-// Half kernel) stays in f16; every other op (mse_loss) is computed in f32 by
-// policy. The engine gets the dynamic loss scaler with DeepSpeed's defaults
+// f16; the f32 inputs are cast to f16 by the first op that reads them, and
+// every op runs in f16 with LibTorch 2.15's Half CPU kernels (linear, gelu,
+// view, mse_loss: PrecisionTables.def lists no op without one), so the loss
+// is f16. The engine gets the dynamic loss scaler with DeepSpeed's defaults
 // (scale 2^16).
 
-// REMARK: remark: fp16: 2 parameters and 0 buffers stored in f16; 1 op in f16, 3 ops computed in f32 and rounded to f16 (no f16 CPU kernel: aten::linear, aten::gelu; fp32 compute by policy: aten::mse_loss)
+// REMARK: remark: fp16: 2 parameters and 0 buffers stored in f16; 4 ops in f16, 0 ops computed in f32 and rounded to f16{{$}}
 // CHECK: ds.engine @model {{{.*}}grad_accum_dtype = f16, loss_scaler = {consecutive_hysteresis = false, hysteresis = 2 : i64, min_scale = 1.000000e+00 : f64, scale = 6.553600e+04 : f64, scale_window = 1000 : i64, type = "dynamic"}, module = "", precision = "fp16"}
 // CHECK-NEXT: ds.param @fc.weight : tensor<4x8xf16>
 // CHECK-NEXT: ds.param @fc.bias : tensor<4xf16>
 // CHECK-LABEL: func.func @forward(%arg0: tensor<2x8xf32>, %arg1: tensor<8xf32>) -> tensor<f16>
-// CHECK-DAG:  %[[F32:.*]] = ds.constant 6 : i64
 // CHECK-DAG:  %[[F16:.*]] = ds.constant 5 : i64
 // CHECK:      %[[W:.*]] = ds.get_param @fc.weight : tensor<4x8xf16>
 // CHECK-NEXT: %[[B:.*]] = ds.get_param @fc.bias : tensor<4xf16>
-// CHECK-NEXT: %[[X16:.*]] = ds.aten "aten::to.dtype"(%arg0, %[[F16]], {{.*}} -> tensor<2x8xf16>
-// CHECK-NEXT: %[[X:.*]] = ds.aten "aten::to.dtype"(%[[X16]], %[[F32]], {{.*}} -> tensor<2x8xf32>
-// CHECK-NEXT: %[[W32:.*]] = ds.aten "aten::to.dtype"(%[[W]], %[[F32]], {{.*}} -> tensor<4x8xf32>
-// CHECK-NEXT: %[[B32:.*]] = ds.aten "aten::to.dtype"(%[[B]], %[[F32]], {{.*}} -> tensor<4xf32>
-// CHECK-NEXT: %[[H:.*]] = ds.aten "aten::linear"(%[[X]], %[[W32]], %[[B32]]) {{.*}} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
-// CHECK-NEXT: %[[H16:.*]] = ds.aten "aten::to.dtype"(%[[H]], %[[F16]], {{.*}}) {module = "fc", {{.*}} -> tensor<2x4xf16>
-// CHECK-NEXT: %[[GI:.*]] = ds.aten "aten::to.dtype"(%[[H16]], %[[F32]], {{.*}}) {module = "act", {{.*}} -> tensor<2x4xf32>
-// CHECK-NEXT: %[[G:.*]] = ds.aten "aten::gelu"(%[[GI]], {{.*}} -> tensor<2x4xf32>
-// CHECK-NEXT: %[[G16:.*]] = ds.aten "aten::to.dtype"(%[[G]], %[[F16]], {{.*}} -> tensor<2x4xf16>
+// CHECK-NEXT: %[[X:.*]] = ds.aten "aten::to.dtype"(%arg0, %[[F16]], {{.*}}) {module = "fc", {{.*}} -> tensor<2x8xf16>
+// CHECK-NEXT: %[[H:.*]] = ds.aten "aten::linear"(%[[X]], %[[W]], %[[B]]) {{.*}} : (tensor<2x8xf16>, tensor<4x8xf16>, tensor<4xf16>) -> tensor<2x4xf16>
+// CHECK-NEXT: %[[G:.*]] = ds.aten "aten::gelu"(%[[H]], {{.*}} : (tensor<2x4xf16>, !ds.str) -> tensor<2x4xf16>
 // CHECK-NEXT: ds.list_construct
-// CHECK-NEXT: %[[V:.*]] = ds.aten "aten::view"(%[[G16]], {{.*}} : (tensor<2x4xf16>, !ds.list<i64>) -> tensor<8xf16>
-// CHECK-NEXT: %[[A:.*]] = ds.aten "aten::to.dtype"(%[[V]], %[[F32]], {{.*}} -> tensor<8xf32>
-// CHECK-NEXT: %[[Y16:.*]] = ds.aten "aten::to.dtype"(%arg1, %[[F16]], {{.*}} -> tensor<8xf16>
-// CHECK-NEXT: %[[Y:.*]] = ds.aten "aten::to.dtype"(%[[Y16]], %[[F32]], {{.*}} -> tensor<8xf32>
-// CHECK-NEXT: %[[L:.*]] = ds.aten "aten::mse_loss"(%[[A]], %[[Y]], {{.*}} -> tensor<f32>
-// CHECK-NEXT: %[[L16:.*]] = ds.aten "aten::to.dtype"(%[[L]], %[[F16]], {{.*}} -> tensor<f16>
-// CHECK-NEXT: return %[[L16]] : tensor<f16>
+// CHECK-NEXT: %[[V:.*]] = ds.aten "aten::view"(%[[G]], {{.*}} : (tensor<2x4xf16>, !ds.list<i64>) -> tensor<8xf16>
+// CHECK-NEXT: %[[Y:.*]] = ds.aten "aten::to.dtype"(%arg1, %[[F16]], {{.*}} -> tensor<8xf16>
+// CHECK-NEXT: %[[L:.*]] = ds.aten "aten::mse_loss"(%[[V]], %[[Y]], {{.*}} : (tensor<8xf16>, tensor<8xf16>, i64) -> tensor<f16>
+// CHECK-NEXT: return %[[L]] : tensor<f16>
+
+// The backward: assign-precision-fp16-backward.mlir.
+
+// An op without a Half CPU kernel (none in LibTorch 2.15; here gelu and
+// mse_loss named by `no-kernel-ops`) takes its f16 operands up to f32, runs
+// in f32 and rounds each result back to f16; the other ops stay f16.
+// NOKERNEL-REMARK: remark: fp16: 2 parameters and 0 buffers stored in f16; 2 ops in f16, 2 ops computed in f32 and rounded to f16 (no f16 CPU kernel: aten::gelu, aten::mse_loss)
+// NOKERNEL-LABEL: func.func @forward(
+// NOKERNEL-DAG:  %[[F32:.*]] = ds.constant 6 : i64
+// NOKERNEL-DAG:  %[[F16:.*]] = ds.constant 5 : i64
+// NOKERNEL:      %[[H:.*]] = ds.aten "aten::linear"({{.*}} -> tensor<2x4xf16>
+// NOKERNEL-NEXT: %[[GI:.*]] = ds.aten "aten::to.dtype"(%[[H]], %[[F32]], {{.*}}) {module = "act", {{.*}} -> tensor<2x4xf32>
+// NOKERNEL-NEXT: %[[G:.*]] = ds.aten "aten::gelu"(%[[GI]], {{.*}} -> tensor<2x4xf32>
+// NOKERNEL-NEXT: %[[G16:.*]] = ds.aten "aten::to.dtype"(%[[G]], %[[F16]], {{.*}} -> tensor<2x4xf16>
+// NOKERNEL-NEXT: ds.list_construct
+// NOKERNEL-NEXT: %[[V:.*]] = ds.aten "aten::view"(%[[G16]], {{.*}} : (tensor<2x4xf16>, !ds.list<i64>) -> tensor<8xf16>
+// NOKERNEL-NEXT: %[[A:.*]] = ds.aten "aten::to.dtype"(%[[V]], %[[F32]], {{.*}} -> tensor<8xf32>
+// NOKERNEL-NEXT: %[[Y16:.*]] = ds.aten "aten::to.dtype"(%arg1, %[[F16]], {{.*}} -> tensor<8xf16>
+// NOKERNEL-NEXT: %[[Y:.*]] = ds.aten "aten::to.dtype"(%[[Y16]], %[[F32]], {{.*}} -> tensor<8xf32>
+// NOKERNEL-NEXT: %[[L:.*]] = ds.aten "aten::mse_loss"(%[[A]], %[[Y]], {{.*}} -> tensor<f32>
+// NOKERNEL-NEXT: %[[L16:.*]] = ds.aten "aten::to.dtype"(%[[L]], %[[F16]], {{.*}} -> tensor<f16>
+// NOKERNEL-NEXT: return %[[L16]] : tensor<f16>
 ds.engine @model {module = "", config = "{\"fp16\": {\"enabled\": true}, \"optimizer\": {\"type\": \"AdamW\"}}"}
 ds.param @fc.weight : tensor<4x8xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @fc.bias : tensor<4xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}

@@ -2,7 +2,7 @@
 //
 // Reads every engine's mixed-precision config (`bf16`, `fp16`,
 // `torch_autocast`) and rewrites the functions so that every op runs in the
-// dtype DeepSpeed with LibTorch 1.13 would run it in on CPU, with every
+// dtype DeepSpeed with LibTorch 2.15 would run it in on CPU, with every
 // conversion a visible `ds.aten "aten::to.dtype"`:
 //
 // - native bf16 / fp16: the engine's float parameters and buffers are
@@ -10,14 +10,17 @@
 //   whole module), and every op of the engine first casts a float tensor
 //   operand of another dtype to the engine's dtype (this is how the inputs,
 //   and activations from an fp32 engine, enter: DeepSpeed users cast their
-//   inputs themselves). An op without a CPU kernel in that dtype (every
-//   compute op under fp16, PrecisionTables.def) then has its operands cast
+//   inputs themselves). The op then runs in the engine's dtype with
+//   LibTorch's BFloat16 / Half CPU kernel. An op without a CPU kernel in
+//   that dtype (F16_NO_KERNEL / BF16_NO_KERNEL of PrecisionTables.def, empty
+//   for LibTorch 2.15, or the `no-kernel-ops` option) has its operands cast
 //   to f32, runs in f32, and each float result is cast back (rounded) to the
 //   engine's dtype;
-// - torch_autocast: parameters stay f32; the ops of the engine follow
-//   torch.autocast's CPU tables of LibTorch 1.13 (lower-precision list: cast
-//   to the autocast dtype; fp32 list: cast to f32; promote list: cast to the
-//   widest), and every other op runs in its inputs' dtype.
+// - torch_autocast (bf16 or fp16): parameters stay f32; the ops of the
+//   engine follow torch.autocast's CPU tables of LibTorch 2.15
+//   (lower-precision list: cast to the autocast dtype; fp32 list: cast to
+//   f32; promote list: cast to the widest), and every other op runs in its
+//   inputs' dtype.
 //
 // Everywhere (in every engine, and in ops no engine owns), an op whose
 // dimensioned float operands have different dtypes gets the narrower ones
@@ -62,33 +65,45 @@ namespace config = ::ds::config;
 
 namespace {
 
-/// The operator lists of PrecisionTables.def, by base name.
+/// `aten::add.Tensor` -> `aten::add`; an in-place `aten::relu_` ->
+/// `aten::relu` (the same kernels).
+StringRef baseName(StringRef op) {
+  size_t colons = op.find("::");
+  size_t dot = op.find('.', colons == StringRef::npos ? 0 : colons + 2);
+  StringRef base = dot == StringRef::npos ? op : op.take_front(dot);
+  if (base.ends_with("_") && !base.ends_with("__"))
+    base = base.drop_back();
+  return base;
+}
+
+/// One operator list of PrecisionTables.def: entries are base names (every
+/// overload) or qualified overloads (that overload only).
+struct OpList {
+  llvm::StringSet<> names;
+  bool contains(StringRef op) const {
+    return names.contains(op) || names.contains(baseName(op));
+  }
+};
+
+/// The operator lists of PrecisionTables.def.
 struct PrecisionTables {
-  llvm::StringSet<> f16Native, f16NoKernel, bf16NoKernel, autocastLower,
-      autocastFp32, autocastPromote;
+  OpList f16NoKernel, bf16NoKernel, autocastLower, autocastFp32,
+      autocastPromote;
 
   static const PrecisionTables &get() {
     static const PrecisionTables tables = [] {
       PrecisionTables t;
-#define F16_NATIVE(NAME) t.f16Native.insert(NAME);
-#define F16_NO_KERNEL(NAME) t.f16NoKernel.insert(NAME);
-#define BF16_NO_KERNEL(NAME) t.bf16NoKernel.insert(NAME);
-#define AUTOCAST_LOWER(NAME) t.autocastLower.insert(NAME);
-#define AUTOCAST_FP32(NAME) t.autocastFp32.insert(NAME);
-#define AUTOCAST_PROMOTE(NAME) t.autocastPromote.insert(NAME);
+#define F16_NO_KERNEL(NAME) t.f16NoKernel.names.insert(NAME);
+#define BF16_NO_KERNEL(NAME) t.bf16NoKernel.names.insert(NAME);
+#define AUTOCAST_LOWER(NAME) t.autocastLower.names.insert(NAME);
+#define AUTOCAST_FP32(NAME) t.autocastFp32.names.insert(NAME);
+#define AUTOCAST_PROMOTE(NAME) t.autocastPromote.names.insert(NAME);
 #include "PrecisionTables.def"
       return t;
     }();
     return tables;
   }
 };
-
-/// `aten::add.Tensor` -> `aten::add`.
-StringRef baseName(StringRef op) {
-  size_t colons = op.find("::");
-  size_t dot = op.find('.', colons == StringRef::npos ? 0 : colons + 2);
-  return dot == StringRef::npos ? op : op.take_front(dot);
-}
 
 enum class Mode { FP32, BF16, FP16, Autocast };
 
@@ -151,6 +166,8 @@ struct AssignPrecisionPass
   using DSAssignPrecisionBase::DSAssignPrecisionBase;
 
   std::vector<EnginePrecision> engines;
+  /// The `no-kernel-ops` option.
+  OpList extraNoKernel;
   /// Casts made so far: (value, element type) -> the cast values.
   DenseMap<std::pair<Value, Type>, SmallVector<Value, 1>> casts;
 
@@ -158,6 +175,9 @@ struct AssignPrecisionPass
     ModuleOp module = getOperation();
     engines.clear();
     casts.clear();
+    extraNoKernel.names.clear();
+    for (const std::string &op : noKernelOps)
+      extraNoKernel.names.insert(op);
     WalkResult differentiated = module.walk([](BackwardBeginOp op) {
       op.emitError() << "-ds-assign-precision must run before -ds-autodiff "
                         "(the backward would keep the forward's dtypes)";
@@ -423,13 +443,19 @@ struct AssignPrecisionPass
     rewriteNative(op, *e);
   }
 
-  void rewriteNative(AtenOp op, EnginePrecision &e) {
+  /// Whether LibTorch has no CPU kernel for `op` in a native engine's dtype
+  /// (PrecisionTables.def, or the no-kernel-ops option).
+  bool hasNoKernel(StringRef op, Mode mode) const {
     const PrecisionTables &tables = PrecisionTables::get();
-    StringRef base = baseName(op.getOp());
+    return extraNoKernel.contains(op) ||
+           (mode == Mode::FP16 ? tables.f16NoKernel : tables.bf16NoKernel)
+               .contains(op);
+  }
+
+  void rewriteNative(AtenOp op, EnginePrecision &e) {
     Type low = e.lowType;
     Type f32 = Float32Type::get(op.getContext());
-    bool native = e.mode == Mode::FP16 ? tables.f16Native.contains(base)
-                                       : !tables.bf16NoKernel.contains(base);
+    bool native = !hasNoKernel(op.getOp(), e.mode);
     Type compute = native ? low : f32;
     // Round every float operand to the engine's dtype, then (no kernel)
     // widen it to f32.
@@ -460,7 +486,7 @@ struct AssignPrecisionPass
 
   void rewriteAutocast(AtenOp op, EnginePrecision &e) {
     const PrecisionTables &tables = PrecisionTables::get();
-    StringRef base = baseName(op.getOp());
+    StringRef name = op.getOp();
     Type f32 = Float32Type::get(op.getContext());
     // torch.autocast casts only eligible tensors: floating point, not f64.
     auto eligible = [](Value v) { return !elementOf(v).isF64(); };
@@ -470,13 +496,13 @@ struct AssignPrecisionPass
                                                      : CastChain{};
       });
     };
-    if (tables.autocastLower.contains(base)) {
+    if (tables.autocastLower.contains(name)) {
       castAll(e.lowType);
       e.lower[op.getOp()]++;
-    } else if (tables.autocastFp32.contains(base)) {
+    } else if (tables.autocastFp32.contains(name)) {
       castAll(f32);
       e.fp32[op.getOp()]++;
-    } else if (tables.autocastPromote.contains(base)) {
+    } else if (tables.autocastPromote.contains(name)) {
       // at::autocast::promote_type: the autocast dtype unless an eligible
       // operand is f32.
       Type widest = e.lowType;
@@ -495,7 +521,6 @@ struct AssignPrecisionPass
   void remark(EnginePrecision &e) {
     if (e.mode == Mode::FP32)
       return;
-    const PrecisionTables &tables = PrecisionTables::get();
     InFlightDiagnostic diag = e.engine.emitRemark();
     std::string low = typeName(e.lowType);
     if (e.mode == Mode::Autocast) {
@@ -520,22 +545,8 @@ struct AssignPrecisionPass
          << count(total(e.native), "op") << " in " << low << ", "
          << count(total(e.wrapped), "op") << " computed in f32 and rounded to "
          << low;
-    OpCounts noKernel, byPolicy;
-    for (const auto &entry : e.wrapped) {
-      StringRef base = baseName(entry.first);
-      bool missing = e.mode == Mode::FP16 ? tables.f16NoKernel.contains(base)
-                                          : tables.bf16NoKernel.contains(base);
-      (missing ? noKernel : byPolicy)[entry.first] = entry.second;
-    }
-    if (!noKernel.empty() || !byPolicy.empty()) {
-      diag << " (";
-      if (!noKernel.empty())
-        diag << "no " << low << " CPU kernel: " << describe(noKernel);
-      if (!byPolicy.empty())
-        diag << (noKernel.empty() ? "" : "; ")
-             << "fp32 compute by policy: " << describe(byPolicy);
-      diag << ")";
-    }
+    if (!e.wrapped.empty())
+      diag << " (no " << low << " CPU kernel: " << describe(e.wrapped) << ")";
   }
 };
 

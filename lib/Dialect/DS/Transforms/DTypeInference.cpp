@@ -8,6 +8,7 @@
 #include "ds/Dialect/DS/Transforms/DTypeInference.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -88,11 +89,14 @@ Type mlir::ds::elementTypeOfScalarTypeCode(MLIRContext *context,
 }
 
 /// The position of the `dtype` argument of the registered operators that
-/// have one (from LibTorch 1.13's schemas).
+/// have one (from LibTorch 2.15's schemas; `out_dtype` of the `.dtype`
+/// overloads of mm, bmm, addmm and baddbmm).
 static std::optional<unsigned> dtypeArgument(StringRef op) {
   static const llvm::StringMap<unsigned> positions = {
       {"aten::arange", 1},        {"aten::arange.start", 2},
       {"aten::arange.start_step", 3},
+      {"aten::addmm.dtype", 3},   {"aten::baddbmm.dtype", 3},
+      {"aten::bmm.dtype", 2},     {"aten::mm.dtype", 2},
       {"aten::cumsum", 2},        {"aten::empty.memory_format", 1},
       {"aten::empty_like", 1},    {"aten::full", 2},
       {"aten::full_like", 2},     {"aten::log_softmax.int", 2},
@@ -112,14 +116,20 @@ static std::optional<unsigned> dtypeArgument(StringRef op) {
 }
 
 /// Operators whose first result has the dtype of their input (operand 0)
-/// even when their parameters are wider: LibTorch 1.13's CPU batch norm
-/// takes a bf16 input with f32 weights and statistics and returns bf16
-/// (probed: batch_norm, native_batch_norm, instance_norm, prelu). Their
-/// other float results (native_batch_norm's saved statistics) keep their
-/// declared types.
+/// even when their parameters are wider: FOLLOWS_INPUT of
+/// PrecisionTables.def (LibTorch 2.15's CPU batch norm takes a bf16 / f16
+/// input with f32 weights and statistics and returns the input's dtype).
+/// Their other float results (native_batch_norm's saved statistics) keep
+/// their declared types. Entries are base names.
 static bool followsInput(StringRef op) {
-  return op == "aten::batch_norm" || op == "aten::native_batch_norm" ||
-         op == "aten::instance_norm" || op == "aten::prelu";
+  static const llvm::StringSet<> names = [] {
+    llvm::StringSet<> set;
+#define FOLLOWS_INPUT(NAME) set.insert(NAME);
+#include "PrecisionTables.def"
+    return set;
+  }();
+  size_t dot = op.find('.', op.find("::") + 2);
+  return names.contains(dot == StringRef::npos ? op : op.take_front(dot));
 }
 
 bool mlir::ds::followsPromotion(AtenOp op) {

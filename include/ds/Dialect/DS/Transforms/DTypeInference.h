@@ -8,9 +8,10 @@
 //   `aten::softmax.int`, `aten::sum`, ...) produces that dtype;
 // - `aten::type_as` and `aten::to.other` produce the dtype of their second
 //   operand;
-// - the first result of batch_norm, native_batch_norm, instance_norm and
-//   prelu has the dtype of their input (LibTorch 1.13's CPU kernels take a
-//   bf16 input with f32 weights and statistics);
+// - the first result of the FOLLOWS_INPUT operators of PrecisionTables.def
+//   (batch_norm, native_batch_norm, instance_norm) has the dtype of their
+//   input (LibTorch 2.15's CPU kernels take a bf16 / f16 input with f32
+//   weights and statistics);
 // - otherwise a float result takes the promoted float dtype of the op's
 //   float tensor operands (elements of `ds.list_construct` operands count):
 //   dimensioned tensors win over 0-dim tensors, which win over Python

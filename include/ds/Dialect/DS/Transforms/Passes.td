@@ -32,7 +32,7 @@ def DSAssignPrecision : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
     Reads the mixed-precision sections of every engine's `config` (`bf16`,
     `fp16`, `torch_autocast`, `data_types.grad_accum_dtype`) and rewrites
     every function of the module (`@forward`, `@forward_eval`, ...) so that
-    each op runs in the dtype DeepSpeed with LibTorch 1.13 runs it in on
+    each op runs in the dtype DeepSpeed with LibTorch 2.15 runs it in on
     CPU. Every conversion is an ordinary `ds.aten "aten::to.dtype"`, so the
     IR shows each decision, and `-ds-autodiff` (whose gradient of
     `aten::to.dtype` casts back) derives a backward in the same dtypes.
@@ -46,22 +46,24 @@ def DSAssignPrecision : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
       `module.bfloat16()` / `half()`). Every op of the engine first casts a
       float tensor operand of another dtype to the engine's dtype: inputs
       and activations of fp32 engines enter this way (DeepSpeed users cast
-      their inputs themselves). An op without a CPU kernel in that dtype
-      (under fp16 every op but data movement: LibTorch 1.13 has no Half CPU
-      kernels for addmm, layer_norm, softmax, gelu, conv, ...; under bf16
-      `aten::mse_loss`) has its operands cast to `f32`, runs in `f32`, and
-      each float result is cast back to the engine's dtype: fp16 storage,
-      fp32 compute, rounded at every cast;
-    - `torch_autocast.enabled`: parameters stay `f32`; ops in torch.autocast's
-      CPU lower-precision list (linear, matmul, mm, bmm, addmm, baddbmm,
-      addbmm, conv1d/2d/3d) cast their float operands to
-      `torch_autocast.dtype`, ops in its fp32 list (mse_loss,
-      cross_entropy_loss, nll_loss, kl_div, ...) to `f32`, promote ops
-      (cat, stack, index_copy) to the widest; every other op runs in its
-      inputs' dtype (softmax, layer_norm, sum, mean of bf16 stay bf16).
+      their inputs themselves). Then the op runs in the engine's dtype with
+      LibTorch's BFloat16 / Half CPU kernel. An op without a CPU kernel in
+      that dtype (none of the registry's in LibTorch 2.15, forward and
+      backward; or named by `no-kernel-ops`) has its operands cast to `f32`,
+      runs in `f32`, and each float result is cast back (rounded) to the
+      engine's dtype;
+    - `torch_autocast.enabled` (`dtype` bfloat16, the CPU default, or
+      float16): parameters stay `f32`; ops in torch.autocast's CPU
+      lower-precision list (linear, matmul, mm, bmm, addmm, baddbmm, addbmm,
+      conv1d/2d/3d, conv_transpose2d, prelu, scaled_dot_product_attention,
+      ...) cast their float operands to `torch_autocast.dtype`, ops in its
+      fp32 list (mse_loss, cross_entropy_loss, nll_loss, kl_div, ...) to
+      `f32`, promote ops (cat, stack, index_copy) to the widest; every other
+      op runs in its inputs' dtype (softmax, layer_norm, sum, mean of bf16 /
+      f16 inputs stay bf16 / f16).
 
     The op lists are lib/Dialect/DS/Transforms/PrecisionTables.def, probed
-    from LibTorch 1.13 and checked against it by test/precision. An op
+    from LibTorch 2.15 and checked against it by test/precision. An op
     whose dimensioned float operands have different dtypes (a bf16 linear
     output added to an f32 residual) gets the narrower ones cast up first,
     which is what LibTorch's type promotion does inside the op. Result types
@@ -77,21 +79,24 @@ def DSAssignPrecision : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
     says what happened:
 
     ```
-    remark: fp16: 6 parameters and 0 buffers stored in f16; 1 op in f16,
-        6 ops computed in f32 and rounded to f16 (no f16 CPU kernel:
-        aten::linear, aten::gelu, aten::relu; fp32 compute by policy:
-        aten::mse_loss)
+    remark: fp16: 6 parameters and 0 buffers stored in f16; 14 ops in f16,
+        0 ops computed in f32 and rounded to f16
     ```
 
-    A config the config library rejects (fp16 autocast on CPU, bf16 or fp16
-    together with torch_autocast) is an error on the engine naming the key.
-    Runs after the configs are attached to the engines and before
-    `-ds-autodiff`; running it after is an error.
+    A config the config library rejects (bf16 or fp16 together with
+    torch_autocast) is an error on the engine naming the key. Runs after the
+    configs are attached to the engines and before `-ds-autodiff`; running
+    it after is an error.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", "0",
            "Data-parallel ranks the configs are read for (0: the module's "
-           "ds.world_size, else 1)">
+           "ds.world_size, else 1)">,
+    ListOption<"noKernelOps", "no-kernel-ops", "std::string",
+               "Operators (base names or qualified overloads) computed in f32 "
+               "by native bf16 / fp16 engines as if LibTorch had no CPU kernel "
+               "for them in that dtype, besides PrecisionTables.def's (for "
+               "LibTorch builds with fewer kernels, and for tests)">
   ];
   let statistics = [
     Statistic<"numCasts", "casts", "aten::to.dtype casts inserted">
