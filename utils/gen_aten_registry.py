@@ -1,9 +1,11 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Writes include/ds/Dialect/DS/IR/AtenOps.def: the operators `ds.aten` accepts.
 
-The arities come from LibTorch's own schemas (torch 1.13), so the dialect and
-the runtime agree on argument order. Rerun after changing SUPPORTED:
-    /usr/bin/python3 utils/gen_aten_registry.py > include/ds/Dialect/DS/IR/AtenOps.def
+The arities come from LibTorch's own schemas (torch 2.15, the PyPI wheel in
+.venv), so the dialect and the runtime agree on argument order. Rerun after
+changing SUPPORTED or the torch version, and check the diff for removed or
+renamed overloads that the code names:
+    .venv/bin/python utils/gen_aten_registry.py > include/ds/Dialect/DS/IR/AtenOps.def
 """
 import sys
 import torch
@@ -42,6 +44,7 @@ leaky_relu_backward elu_backward softplus_backward hardtanh_backward sgn
 sum_to_size native_dropout_backward nll_loss2d_forward nll_loss2d_backward
 logsumexp exp_ rsqrt_ sort argsort max_pool1d avg_pool1d conv_transpose2d
 NumToTensor TupleConstruct _transformer_encoder_layer_fwd _native_multi_head_attention
+scaled_dot_product_attention rms_norm unflatten
 """.split()
 
 SKIP_OVERLOAD_WORDS = ("out", "grad_input", "Dimname", "complex", "str", "Dict", "names",

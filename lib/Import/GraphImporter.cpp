@@ -89,7 +89,8 @@ const llvm::StringSet<> &viewOps() {
       "aten::transpose",  "aten::permute",   "aten::expand", "aten::squeeze",
       "aten::unsqueeze",  "aten::split",     "aten::chunk",  "aten::narrow",
       "aten::t",          "aten::flatten",   "aten::unbind", "aten::detach",
-      "aten::as_strided", "aten::expand_as", "aten::alias",  "aten::diagonal"};
+      "aten::as_strided", "aten::expand_as", "aten::alias",  "aten::diagonal",
+      "aten::unflatten"};
   return ops;
 }
 
@@ -185,6 +186,17 @@ private:
   int speculative = 0;
   /// (path, class) of the module whose method is being imported.
   std::vector<std::pair<std::string, std::string>> moduleStack;
+  /// The calls, ifs and loops being imported, outermost first.
+  std::vector<jit::Node *> enclosing;
+
+  /// Keeps `node` on `enclosing` while its blocks are imported.
+  struct Enclosing {
+    Enclosing(GraphImporter &gi, jit::Node *node) : gi(gi) {
+      gi.enclosing.push_back(node);
+    }
+    ~Enclosing() { gi.enclosing.pop_back(); }
+    GraphImporter &gi;
+  };
 };
 
 } // namespace
@@ -213,7 +225,13 @@ bool GraphImporter::isDefinedOutside(jit::Value *v) const {
 //===----------------------------------------------------------------------===//
 
 Location GraphImporter::loc(jit::Node *node) {
-  return locationOf(ctx, node->sourceRange(), unknownLoc);
+  // Nodes TorchScript made without a source range (prim::DictConstruct of a
+  // default argument) take the line of the innermost call, if or loop.
+  Location l = locationOf(ctx, node->sourceRange(), unknownLoc);
+  for (auto it = enclosing.rbegin(); l == unknownLoc && it != enclosing.rend();
+       ++it)
+    l = locationOf(ctx, (*it)->sourceRange(), unknownLoc);
+  return l;
 }
 
 std::pair<std::string, std::string> GraphImporter::moduleOf(jit::Node *) {
@@ -293,8 +311,17 @@ bool GraphImporter::runOnExamples(jit::Node *node, ArrayRef<Abstract> args,
 Type GraphImporter::typeOfExample(const c10::IValue &v,
                                   const std::vector<bool> &dyn,
                                   const c10::TypePtr &jitType) {
-  if (v.isTensor())
-    return tensorTypeOf(ctx, v.toTensor(), dyn);
+  if (v.isTensor()) {
+    const at::Tensor &t = v.toTensor();
+    // An undefined tensor (an optional result the kernel did not compute,
+    // e.g. the attention weights of _native_multi_head_attention without
+    // need_weights) is None to its users.
+    if (!t.defined())
+      return ds::NoneType::get(ctx);
+    if (!elementTypeOf(ctx, t.scalar_type()))
+      return {};
+    return tensorTypeOf(ctx, t, dyn);
+  }
   if (v.isInt())
     return builder.getI64Type();
   if (v.isDouble())
@@ -517,6 +544,26 @@ LogicalResult GraphImporter::importNode(jit::Node *node) {
     bind(node->output(), tuple);
     return success();
   }
+  if (kind == prim::DictConstruct) {
+    // torch 2.x's fast-path checks build empty dicts
+    // (`getattr(m, "_forward_hooks", {})`); only their length is read.
+    auto dictType = node->output()->type()->cast<c10::DictType>();
+    if (!dictType)
+      return error(node) << "prim::DictConstruct without a dict type";
+    c10::impl::GenericDict dict(dictType->getKeyType(),
+                                dictType->getValueType());
+    for (size_t i = 0; i + 1 < node->inputs().size(); i += 2) {
+      Abstract &key = lookup(node->input(i));
+      Abstract &value = lookup(node->input(i + 1));
+      if (!key.isStatic() || !value.isStatic())
+        return error(node) << "unsupported operator 'prim::DictConstruct': "
+                              "a dict of tensors or of values computed from "
+                              "tensor data";
+      dict.insert_or_assign(key.example, value.example);
+    }
+    bind(node->output(), Abstract::makeStatic(c10::IValue(dict)));
+    return success();
+  }
   if (kind == prim::ListUnpack || kind == prim::TupleUnpack) {
     Abstract seq = lookup(node->input());
     if (seq.kind == Abstract::Kind::List || seq.kind == Abstract::Kind::Tuple) {
@@ -610,6 +657,7 @@ LogicalResult GraphImporter::importNode(jit::Node *node) {
 /// `blocks.0`), while the GetAttr chain that reaches the callee's `self`
 /// gives the full path.
 LogicalResult GraphImporter::importCall(jit::Node *node) {
+  Enclosing inside(*this, node);
   SmallVector<Abstract> args;
   std::shared_ptr<jit::Graph> callee;
   bool isMethod = node->kind() == c10::prim::CallMethod;
@@ -708,6 +756,7 @@ LogicalResult GraphImporter::importGetAttr(jit::Node *node) {
 }
 
 LogicalResult GraphImporter::importLoop(jit::Node *node) {
+  Enclosing inside(*this, node);
   // prim::Loop(max_trip_count, initial_condition, carried...)
   Abstract maxTrip = lookup(node->input(0));
   Abstract cond = lookup(node->input(1));
@@ -764,6 +813,7 @@ static Type mergeBranchTypes(Type a, Type b) {
 }
 
 LogicalResult GraphImporter::importIf(jit::Node *node) {
+  Enclosing inside(*this, node);
   Abstract cond = lookup(node->input());
   if (cond.isStatic()) {
     // Decided by the example shapes: inline the branch that is taken.

@@ -492,6 +492,112 @@ class BadDynamicLoop(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------
+# torch 2.x models (scripted by torch 2.15; LibTorch 1.13 could not load them)
+# gpt_sdpa:       pre-norm GPT: nn.RMSNorm, F.scaled_dot_product_attention(is_causal=True)
+# mha_lm:         nn.MultiheadAttention(batch_first) on both of torch 2.x's paths (SDPA with
+#                 is_causal; bmm/softmax under a key padding mask, need_weights=True)
+# encoder_causal: nn.TransformerEncoder of norm-first GELU TransformerEncoderLayers, causal
+# ---------------------------------------------------------------------------------------------
+class SdpaAttention(nn.Module):
+    def __init__(self, n_embd: int, n_head: int):
+        super().__init__()
+        self.n_head = n_head
+        self.n_embd = n_embd
+        # No qkv bias (a key bias has an exactly-zero true gradient).
+        self.qkv = nn.Linear(n_embd, 3 * n_embd, bias=False)
+        # QK-norm without a weight: rms_norm with weight None.
+        self.qk_norm = nn.RMSNorm(n_embd // n_head, elementwise_affine=False)
+        self.proj = nn.Linear(n_embd, n_embd)
+
+    def forward(self, x):
+        Bb, T, C = x.size()
+        q, k, v = self.qkv(x).split(self.n_embd, dim=2)
+        hd = C // self.n_head
+        q = self.qk_norm(q.view(Bb, T, self.n_head, hd).transpose(1, 2))
+        k = self.qk_norm(k.view(Bb, T, self.n_head, hd).transpose(1, 2))
+        v = v.view(Bb, T, self.n_head, hd).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).contiguous().view(Bb, T, C))
+
+
+class RMSBlock(nn.Module):
+    def __init__(self, n_embd: int, n_head: int):
+        super().__init__()
+        self.norm1 = nn.RMSNorm(n_embd)
+        self.attn = SdpaAttention(n_embd, n_head)
+        self.norm2 = nn.RMSNorm(n_embd, eps=1e-6)
+        self.fc = nn.Linear(n_embd, 2 * n_embd)
+        self.act = nn.SiLU()
+        self.proj = nn.Linear(2 * n_embd, n_embd)
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.proj(self.act(self.fc(self.norm2(x))))
+
+
+class GPTSdpa(nn.Module):
+    def __init__(self, vocab: int = 32, block_size: int = 8, n_embd: int = 32, n_head: int = 4,
+                 n_layer: int = 2):
+        super().__init__()
+        self.tok_emb = nn.Embedding(vocab, n_embd)
+        self.pos_emb = nn.Embedding(block_size, n_embd)
+        self.blocks = nn.ModuleList([RMSBlock(n_embd, n_head) for _ in range(n_layer)])
+        self.norm_f = nn.RMSNorm(n_embd)
+        self.head = nn.Linear(n_embd, vocab, bias=False)
+
+    def forward(self, idx, targets):
+        T = idx.size(1)
+        pos = torch.arange(0, T, dtype=torch.long, device=idx.device)
+        x = self.tok_emb(idx) + self.pos_emb(pos)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.norm_f(x))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+class MhaLM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(20, 16)
+        self.pos = nn.Parameter(torch.randn(6, 16) * 0.1)
+        # bias=True: torch 2.15 cannot script nn.MultiheadAttention(bias=False).
+        self.causal_attn = nn.MultiheadAttention(16, 4, batch_first=True)
+        self.norm1 = nn.LayerNorm(16)
+        self.pad_attn = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.norm2 = nn.RMSNorm(16)
+        self.head = nn.Linear(16, 20)
+
+    def forward(self, idx, tgt):
+        t = idx.size(1)
+        x = self.emb(idx) + self.pos[:t]
+        causal = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        a, _ = self.causal_attn(x, x, x, attn_mask=causal, need_weights=False, is_causal=True)
+        x = self.norm1(x + a)
+        pad = idx == 0  # token 0 is padding (never at position 0: no row is fully masked)
+        a, w = self.pad_attn(x, x, x, key_padding_mask=pad)
+        x = self.norm2(x + a)
+        loss = F.cross_entropy(self.head(x).reshape(-1, 20), tgt.reshape(-1))
+        if w is not None:
+            loss = loss + (w * w).mean()
+        return loss
+
+
+class EncoderCausal(nn.Module):
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, dropout=0.0,
+                                           activation="gelu", batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers=2, norm=nn.RMSNorm(16),
+                                             enable_nested_tensor=False)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x, y):
+        t = x.size(1)
+        mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        return F.mse_loss(self.head(self.encoder(x, mask=mask, is_causal=True)), y)
+
+
+# ---------------------------------------------------------------------------------------------
 # writers
 # ---------------------------------------------------------------------------------------------
 def own(t: torch.Tensor) -> torch.Tensor:
@@ -845,6 +951,60 @@ def build_dropout():
                  "(seed, step, micro-step, rank) on both sides (runtime and oracle)."}
 
 
+def build_gpt_sdpa():
+    torch.manual_seed(19)
+    m = GPTSdpa()
+    idx = torch.randint(0, 32, (S, B, 8), dtype=torch.int64)
+    targets = torch.cat([idx[:, :, 1:], torch.randint(0, 32, (S, B, 1), dtype=torch.int64)], dim=2)
+    return torch.jit.script(m), {"idx": idx, "targets": targets}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "idx, targets [S,B,8] int64 in [0,32). Pre-norm GPT on torch 2.x operators: "
+                 "tok_emb + pos_emb(arange), 2 blocks in nn.ModuleList, each x + attn(RMSNorm(x)) "
+                 "and x + mlp(RMSNorm(x, eps=1e-6)) (aten::rms_norm with a weight); attention "
+                 "splits a bias-free qkv into 4 heads of 8, normalises q and k with a weightless "
+                 "nn.RMSNorm (aten::rms_norm, weight None) and runs "
+                 "F.scaled_dot_product_attention(q, k, v, is_causal=True); SiLU MLP, final "
+                 "RMSNorm, bias-free head, cross_entropy."}
+
+
+def build_mha_lm():
+    torch.manual_seed(20)
+    m = MhaLM()
+    idx = torch.randint(0, 20, (S, B, 6), dtype=torch.int64)
+    idx[:, :, 0] = torch.randint(1, 20, (S, B), dtype=torch.int64)
+    tgt = torch.randint(0, 20, (S, B, 6), dtype=torch.int64)
+    assert bool((idx == 0).any()), "mha_lm: no padding token in the data"
+    return torch.jit.script(m), {"idx": idx, "tgt": tgt}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "idx, tgt [S,B,6] int64 in [0,20); token 0 is padding, never at position 0. "
+                 "Two nn.MultiheadAttention(batch_first=True) as torch 2.15 scripts them: "
+                 "causal_attn (4 heads; attn_mask from triu(full(-inf)), is_causal=True, "
+                 "need_weights=False: the in-projection unflatten and "
+                 "aten::scaled_dot_product_attention with is_causal and no mask) and pad_attn "
+                 "(2 heads; key_padding_mask = idx == 0, need_weights=True: baddbmm, softmax, "
+                 "bmm, the averaged weights added to the loss as mean(w * w)); LayerNorm after "
+                 "the first, RMSNorm after the second, Linear head, cross_entropy. In eval the "
+                 "first takes the fused aten::_native_multi_head_attention. The in_proj_bias "
+                 "of both includes a key bias whose true gradient is exactly zero (bias=False "
+                 "does not script in torch 2.15)."}
+
+
+def build_encoder_causal():
+    torch.manual_seed(21)
+    m = EncoderCausal()
+    x = torch.randn(S, B, 4, 16)
+    y = torch.randn(S, B, 4, 4)
+    return torch.jit.script(m), {"x": x, "y": y}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "x [S,B,4,16] f32, y [S,B,4,4] f32. nn.TransformerEncoder(enable_nested_tensor="
+                 "False, norm=nn.RMSNorm(16)) of 2 nn.TransformerEncoderLayer(d_model=16, nhead=2, "
+                 "dim_feedforward=32, dropout=0, activation='gelu', batch_first=True, "
+                 "norm_first=True), mask from triu(full(-inf)) with is_causal=True (SDPA with "
+                 "is_causal), Linear head, mse_loss. In eval each layer takes the fused "
+                 "aten::_transformer_encoder_layer_fwd with the causal mask. The in_proj_bias "
+                 "includes a key bias whose true gradient is exactly zero."}
+
+
 BUILDERS = [
     ("mlp", build_mlp),
     ("transformer", build_transformer),
@@ -862,6 +1022,9 @@ BUILDERS = [
     ("three_engines", build_three_engines),
     ("through_frozen", build_through_frozen),
     ("two_paths", build_two_paths),
+    ("gpt_sdpa", build_gpt_sdpa),
+    ("mha_lm", build_mha_lm),
+    ("encoder_causal", build_encoder_causal),
 ]
 
 
@@ -994,6 +1157,8 @@ def write_error_cases(outdir: str) -> dict:
 def main(argv: List[str]) -> int:
     # Scripting TransformerEncoderLayer warns about its unused 'batch_first' constant.
     warnings.filterwarnings("ignore", message="'batch_first' was found in ScriptModule constants")
+    # ... and TransformerEncoder about its final norm (encoder_causal).
+    warnings.filterwarnings("ignore", message="'norm' was found in ScriptModule constants")
     # torch 2.x marks TorchScript deprecated ("switch to torch.compile or torch.export"); the
     # archives it writes are still what ds-import reads.
     warnings.filterwarnings("ignore", message=r".*is deprecated\. Please switch to", category=FutureWarning)
