@@ -62,7 +62,9 @@ OPS = ["linear", "matmul", "mm", "bmm", "add", "sub", "mul", "div", "neg", "pow"
        "detach",
        # beyond the issue's list: common activations and pointwise ops
        "leaky_relu", "elu", "softplus", "hardtanh", "abs", "clamp", "erf", "square",
-       "reciprocal", "minimum"]
+       "reciprocal", "minimum",
+       # torch 2.x operators (issue 16)
+       "scaled_dot_product_attention", "rms_norm", "unflatten"]
 
 # The TorchScript node kinds (after inlining) that count as the op: every case of an op has one.
 OP_KINDS = {op: ["aten::" + op] for op in OPS}
@@ -574,6 +576,99 @@ class LayerNormNoAffine(nn.Module):
 
     def forward(self, x, t):
         return (F.layer_norm(torch.matmul(x, self.w), [8]) * t).sum()
+
+
+class SdpaM(nn.Module):
+    """q, k, v projected from x (and x2 for k, v when given) by parameters, then
+    F.scaled_dot_product_attention with the case's mask / causal / scale / gqa."""
+
+    def __init__(self, d: int, kv_heads_ratio: int = 1, mask_param: Optional[List[int]] = None,
+                 causal: bool = False, scale: Optional[float] = None, gqa: bool = False):
+        super().__init__()
+        self.wq = P(d, d)
+        self.wk = P(d, d)
+        self.wv = P(d, d)
+        self.causal = causal
+        self.scale = scale
+        self.gqa = gqa
+        self.ratio = kv_heads_ratio
+        self.bias = P(*mask_param) if mask_param is not None else None
+
+    def forward(self, x, x2, m: Optional[torch.Tensor], t):
+        q = torch.matmul(x, self.wq)
+        k = torch.matmul(x2, self.wk)
+        v = torch.matmul(x2, self.wv)
+        if self.ratio > 1:  # fewer key/value heads than query heads
+            k = k[:, ::self.ratio]
+            v = v[:, ::self.ratio]
+        mask = m
+        bias = self.bias
+        if bias is not None:
+            mask = bias
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal,
+                                           scale=self.scale, enable_gqa=self.gqa)
+        return (y * t).sum()
+
+
+class SdpaNoMask(nn.Module):
+    def __init__(self, inner: SdpaM):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x, x2, t):
+        return self.inner(x, x2, None, t)
+
+
+class SdpaDataMask(nn.Module):
+    """The mask is data (a forward argument of the archive must be a Tensor)."""
+
+    def __init__(self, inner: SdpaM):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x, x2, m, t):
+        return self.inner(x, x2, m, t)
+
+
+class RMSNormModule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = P(8, 8)
+        self.norm = nn.RMSNorm(8).double()
+        with torch.no_grad():
+            self.norm.weight.copy_(torch.rand(8, dtype=torch.float64) + 0.5)
+
+    def forward(self, x, t):
+        return (self.norm(torch.matmul(x, self.w)) * t).sum()
+
+
+class RMSNormNoWeight(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = P(8, 8)
+
+    def forward(self, x, t):
+        return (F.rms_norm(torch.matmul(x, self.w), [8]) * t).sum()
+
+
+class RMSNorm2dShapeEps(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(4, 6)
+        self.w = P(6)
+
+    def forward(self, x, t):
+        return (F.rms_norm(x * self.p, [4, 6], self.w.expand(4, 6), eps=1e-3) * t).sum()
+
+
+class UnflattenM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = P(8, 8)
+        self.s = P(2, 1)
+
+    def forward(self, x, t):
+        return ((torch.matmul(x, self.w).unflatten(-1, (2, 4)) * self.s) * t).sum()
 
 
 class BatchNorm1dM(nn.Module):
@@ -1455,6 +1550,43 @@ case("log_softmax", "dim1_bcast")(lambda: _xt(LogSoftmaxM(1, 4, 1), [4, 6]))
 case("layer_norm", "module")(lambda: _xt(LayerNormModule(), [3, 8]))
 case("layer_norm", "2d_shape")(lambda: _xt(LayerNorm2dShape(), [4, 6]))
 case("layer_norm", "no_affine")(lambda: _xt(LayerNormNoAffine(), [8]))
+
+# scaled_dot_product_attention: x, x2 [B, heads, len, 4]; t like the output.
+def _sdpa(m, lq, lk, heads=2, extra=None, nomask=True):
+    data = {"x": R(B, heads, lq, 4), "x2": R(B, heads, lk, 4)}
+    if extra is not None:
+        data["m"] = extra
+    data["t"] = R(B, heads, lq, 4)
+    return (SdpaNoMask(m) if nomask else SdpaDataMask(m)), data
+
+
+def _sdpa_bool_mask():
+    m = mask(5, 5)
+    m[:, 0] = True  # True = attend: every row attends somewhere
+    return _sdpa(SdpaM(4), 5, 5, extra=m, nomask=False)
+
+
+case("scaled_dot_product_attention", "causal")(lambda: _sdpa(SdpaM(4, causal=True), 5, 5))
+case("scaled_dot_product_attention", "causal_cross_scale")(
+    lambda: _sdpa(SdpaM(4, causal=True, scale=0.3), 3, 6))
+case("scaled_dot_product_attention", "bool_mask_unbatched", unbatched=("m",))(_sdpa_bool_mask)
+case("scaled_dot_product_attention", "float_mask_batched")(
+    lambda: _sdpa(SdpaM(4), 5, 6, extra=R(B, 1, 5, 6), nomask=False))
+case("scaled_dot_product_attention", "param_bias_bcast")(
+    lambda: _sdpa(SdpaM(4, mask_param=[5, 5]), 5, 5))
+case("scaled_dot_product_attention", "param_bias_bcast_cross")(
+    lambda: _sdpa(SdpaM(4, mask_param=[2, 1, 6], scale=0.7), 3, 6))
+case("scaled_dot_product_attention", "3d_no_heads")(
+    lambda: (SdpaNoMask(SdpaM(4, causal=True)), {"x": R(B, 5, 4), "x2": R(B, 5, 4),
+                                                  "t": R(B, 5, 4)}))
+case("scaled_dot_product_attention", "gqa")(
+    lambda: _sdpa(SdpaM(4, kv_heads_ratio=2, causal=True, gqa=True), 5, 5, heads=4))
+
+case("rms_norm", "module")(lambda: _xt(RMSNormModule(), [3, 8]))
+case("rms_norm", "no_weight")(lambda: _xt(RMSNormNoWeight(), [8]))
+case("rms_norm", "2d_shape_eps")(lambda: _xt(RMSNorm2dShapeEps(), [4, 6]))
+
+case("unflatten", "last_dim")(lambda: _xt(UnflattenM(), [3, 8], [3, 2, 4]))
 
 case("batch_norm", "bn1d")(lambda: _xt(BatchNorm1dM(), [8]))
 case("batch_norm", "bn1d_3d_input")(lambda: _xt(BatchNorm1d3dM(), [4, 6]))

@@ -1,8 +1,10 @@
-//===- NNRules.cpp - gradients of matmuls, normalisation, conv, pooling ---===//
+//===- NNRules.cpp - gradients of matmuls, norms, attention, conv, pool ---===//
 
 #include "RuleHelpers.h"
 
 #include <array>
+#include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -53,6 +55,67 @@ void setMaskedGrads(GradientBuilder &gb, ArrayRef<Value> grads,
 /// Output mask for the *_backward operators that take bool[3].
 Value outputMask(GradientBuilder &gb, unsigned a, unsigned b, unsigned c) {
   return gb.boolList({gb.needsGrad(a), gb.needsGrad(b), gb.needsGrad(c)});
+}
+
+
+/// `t`'s shape with its last two dims replaced by `rows` and `cols`.
+RankedTensorType withLastTwo(Type t, int64_t rows, int64_t cols,
+                             Type elem = {}) {
+  auto rt = cast<RankedTensorType>(t);
+  SmallVector<int64_t> shape(rt.getShape());
+  shape[shape.size() - 2] = rows;
+  shape[shape.size() - 1] = cols;
+  return RankedTensorType::get(shape, elem ? elem : rt.getElementType());
+}
+
+int64_t dimFromEnd(Value v, int64_t i) {
+  auto t = cast<RankedTensorType>(v.getType());
+  return t.getDimSize(t.getRank() - i);
+}
+
+/// `v` cast to element type `elem` (`aten::to.dtype`); `v` when it has it.
+Value castTo(GradientBuilder &gb, Value v, Type elem) {
+  if (elementOf(v) == elem)
+    return v;
+  return gb.aten("aten::to.dtype",
+                 {v, gb.constInt(scalarTypeCode(elem)), gb.constBool(false),
+                  gb.constBool(false), gb.none()},
+                 cast<RankedTensorType>(v.getType()).clone(elem));
+}
+
+/// Key/value heads repeated to the query's (enable_gqa): `v` [.., Hk, S, E]
+/// -> [.., Hk * groups, S, E] as repeat_interleave(groups, dim=-3) does.
+Value repeatHeads(GradientBuilder &gb, Value v, int64_t groups) {
+  auto t = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape(t.getShape());
+  int64_t r = shape.size();
+  SmallVector<int64_t> unsq(shape);
+  unsq.insert(unsq.begin() + (r - 2), 1);
+  Value u = gb.aten("aten::unsqueeze", {v, gb.constInt(-3)},
+                    RankedTensorType::get(unsq, t.getElementType()));
+  SmallVector<int64_t> expanded(unsq);
+  expanded[r - 2] = groups;
+  Value e = gb.aten("aten::expand",
+                    {u, gb.intList(expanded), gb.constBool(false)},
+                    RankedTensorType::get(expanded, t.getElementType()));
+  SmallVector<int64_t> merged(shape);
+  merged[r - 3] *= groups;
+  return gb.aten("aten::reshape", {e, gb.intList(merged)},
+                 RankedTensorType::get(merged, t.getElementType()));
+}
+
+/// The gradient of repeatHeads: `g` [.., Hk * groups, S, E] summed over the
+/// groups back to `like` [.., Hk, S, E].
+Value sumHeads(GradientBuilder &gb, Value g, Value like, int64_t groups) {
+  auto lt = cast<RankedTensorType>(like.getType());
+  SmallVector<int64_t> split(lt.getShape());
+  int64_t r = split.size();
+  split.insert(split.begin() + (r - 2), groups);
+  Value s = gb.aten("aten::reshape", {g, gb.intList(split)},
+                    RankedTensorType::get(split, elementOf(g)));
+  return gb.aten("aten::sum.dim_IntList",
+                 {s, gb.intList({-3}), gb.constBool(false), gb.none()},
+                 lt.clone(elementOf(g)));
 }
 
 } // namespace
@@ -189,6 +252,204 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
                   b, outputMask(gb, 0, 2, 3)},
                  {xt, gradTypeOr(w, normType), gradTypeOr(b, normType)});
     setMaskedGrads(gb, grads, {0, 2, 3});
+    return success();
+  };
+  t["aten::rms_norm"] = [](GradientBuilder &gb) -> LogicalResult {
+    // rms_norm(x, normalized_shape, weight?, eps?) as ATen's CPU kernel
+    // computes it: y = (xc * r).type_as(x) * w, r = rsqrt(mean(xc^2) + eps),
+    // xc = x in its math type (float for 16-bit x). With u = g * w:
+    //   gx = r * u - xc * r^3 * mean(u * xc),   gw = sum(g * (xc * r)).
+    Value x = gb.operand(0), w = gb.operand(2);
+    auto xt = cast<RankedTensorType>(x.getType());
+    auto normalized = staticIntList(gb, gb.operand(1));
+    if (!normalized)
+      return gb.op.emitOpError()
+             << "gradient of rms_norm needs a constant normalized_shape";
+    Type elem = xt.getElementType();
+    Type math = elem;
+    if (!elem.isF32() && !elem.isF64())
+      math = gb.b.getF32Type();
+    double eps = math.isF64() ? std::numeric_limits<double>::epsilon()
+                              : std::numeric_limits<float>::epsilon();
+    if (!isa<ds::NoneType>(gb.operand(3).getType())) {
+      auto given = gb.staticFloat(gb.operand(3));
+      if (!given)
+        return gb.op.emitOpError() << "gradient of rms_norm needs a constant eps";
+      eps = *given;
+    }
+    int64_t k = normalized->size();
+    SmallVector<int64_t> dims, statShape(xt.getShape());
+    for (int64_t i = 0; i < k; ++i) {
+      dims.push_back(-1 - i);
+      statShape[statShape.size() - 1 - i] = 1;
+    }
+    auto mathType = xt.clone(math);
+    auto statType = RankedTensorType::get(statShape, math);
+    auto meanOver = [&](Value v) {
+      return gb.aten("aten::mean.dim",
+                     {v, gb.intList(dims), gb.constBool(true), gb.none()},
+                     statType);
+    };
+    Value xc = castTo(gb, x, math);
+    Value sq = gb.aten("aten::pow.Tensor_Scalar", {xc, gb.constInt(2)}, mathType);
+    Value r = gb.aten("aten::rsqrt",
+                      {gb.aten("aten::add.Scalar",
+                               {meanOver(sq), gb.constFloat(eps), gb.constInt(1)},
+                               statType)},
+                      statType);
+    Value g = gb.resultGradOrZeros(0);
+    bool hasWeight = !isa<ds::NoneType>(w.getType());
+    if (hasWeight && gb.needsGrad(2)) {
+      Value normed = castTo(
+          gb, gb.aten("aten::mul.Tensor", {xc, r}, mathType), elem);
+      Value prod = gb.aten("aten::mul.Tensor", {g, normed}, g.getType());
+      gb.setGrad(2, castTo(gb, gb.sumToShapeOf(prod, w), elementOf(w)));
+    }
+    if (gb.needsGrad(0)) {
+      Value u = g;
+      if (hasWeight)
+        u = gb.aten("aten::mul.Tensor", {g, w}, g.getType());
+      u = castTo(gb, u, math);
+      Value a = meanOver(gb.aten("aten::mul.Tensor", {u, xc}, mathType));
+      Value r2 = gb.aten("aten::mul.Tensor", {r, r}, statType);
+      Value r3a = gb.aten("aten::mul.Tensor",
+                          {gb.aten("aten::mul.Tensor", {r2, r}, statType), a},
+                          statType);
+      Value gx = gb.aten(
+          "aten::sub.Tensor",
+          {gb.aten("aten::mul.Tensor", {u, r}, mathType),
+           gb.aten("aten::mul.Tensor", {xc, r3a}, mathType), gb.constInt(1)},
+          mathType);
+      gb.setGrad(0, castTo(gb, gx, elem));
+    }
+    return success();
+  };
+  t["aten::scaled_dot_product_attention"] =
+      [](GradientBuilder &gb) -> LogicalResult {
+    // sdpa(q, k, v, attn_mask?, dropout_p, is_causal, scale?, enable_gqa):
+    // the attention probabilities are recomputed as ATen's math path does,
+    //   s = q @ k^T * scale (+ mask | causal -inf), p = softmax(s, -1),
+    // and then dv = p^T @ g, ds = softmax_backward(g @ v^T, p),
+    // dq = ds @ k * scale, dk = ds^T @ q * scale, dmask = ds.
+    Value q = gb.operand(0), k = gb.operand(1), v = gb.operand(2);
+    Value mask = gb.operand(3);
+    auto dropout = gb.staticFloat(gb.operand(4));
+    if (!dropout || *dropout != 0.0)
+      return gb.op.emitOpError()
+             << "gradient of scaled_dot_product_attention with dropout_p != 0 "
+                "is not supported (the kernel draws its mask internally)";
+    auto causal = gb.staticInt(gb.operand(5));
+    auto gqa = gb.staticInt(gb.operand(7));
+    if (!causal || !gqa)
+      return gb.op.emitOpError() << "gradient of scaled_dot_product_attention "
+                                    "needs constant is_causal and enable_gqa";
+    if (rankOf(q) < 2 || rankOf(k) < 2 || rankOf(v) < 2)
+      return gb.op.emitOpError() << "gradient of scaled_dot_product_attention "
+                                    "needs query, key and value of rank >= 2";
+    int64_t headDim = dimFromEnd(q, 1);
+    double scale;
+    if (isa<ds::NoneType>(gb.operand(6).getType())) {
+      if (ShapedType::isDynamic(headDim))
+        return gb.op.emitOpError()
+               << "gradient of scaled_dot_product_attention with a dynamic "
+                  "head dim needs an explicit scale";
+      scale = 1.0 / std::sqrt(static_cast<double>(headDim));
+    } else {
+      auto given = gb.staticFloat(gb.operand(6));
+      if (!given)
+        return gb.op.emitOpError() << "gradient of scaled_dot_product_attention "
+                                      "needs a constant scale";
+      scale = *given;
+    }
+    // Grouped-query attention: key and value heads repeated to the query's.
+    int64_t groups = 1;
+    if (*gqa && rankOf(q) >= 3 && dimFromEnd(q, 3) != dimFromEnd(k, 3)) {
+      auto qt = cast<RankedTensorType>(q.getType());
+      auto kt = cast<RankedTensorType>(k.getType());
+      auto vt = cast<RankedTensorType>(v.getType());
+      if (!qt.hasStaticShape() || !kt.hasStaticShape() ||
+          !vt.hasStaticShape() || dimFromEnd(q, 3) % dimFromEnd(k, 3) != 0 ||
+          dimFromEnd(k, 3) != dimFromEnd(v, 3))
+        return gb.op.emitOpError()
+               << "gradient of scaled_dot_product_attention with enable_gqa "
+                  "needs static shapes whose query heads are a multiple of "
+                  "the key and value heads";
+      groups = dimFromEnd(q, 3) / dimFromEnd(k, 3);
+    }
+    Value kr = groups > 1 ? repeatHeads(gb, k, groups) : k;
+    Value vr = groups > 1 ? repeatHeads(gb, v, groups) : v;
+
+    Type outType = gb.result(0).getType();
+    int64_t lenQ = dimFromEnd(q, 2), lenK = dimFromEnd(k, 2);
+    auto scoreType = withLastTwo(outType, lenQ, lenK);
+    Value scaleValue = gb.constFloat(scale);
+    Value scores = gb.aten("aten::mul.Scalar",
+                           {gb.aten("aten::matmul", {q, transposeLast(gb, kr)},
+                                    scoreType),
+                            scaleValue},
+                           scoreType);
+    Value minusInf = gb.constFloat(-std::numeric_limits<double>::infinity());
+    if (*causal) {
+      if (ShapedType::isDynamic(lenQ) || ShapedType::isDynamic(lenK))
+        return gb.op.emitOpError()
+               << "gradient of scaled_dot_product_attention with is_causal "
+                  "needs static sequence lengths";
+      // ATen's causal mask keeps the lower triangle (tril, diagonal 0).
+      auto boolType = RankedTensorType::get({lenQ, lenK}, gb.b.getI1Type());
+      Value ones = gb.aten("aten::ones",
+                           {gb.intList({lenQ, lenK}), gb.constInt(11),
+                            gb.none(), gb.none(), gb.none()},
+                           boolType);
+      Value above = gb.aten("aten::triu", {ones, gb.constInt(1)}, boolType);
+      scores = gb.aten("aten::masked_fill.Scalar", {scores, above, minusInf},
+                       scoreType);
+    }
+    bool hasMask = isa<RankedTensorType>(mask.getType());
+    if (hasMask) {
+      if (elementOf(mask).isInteger(1)) {
+        Value masked = gb.aten("aten::logical_not", {mask}, mask.getType());
+        scores = gb.aten("aten::masked_fill.Scalar", {scores, masked, minusInf},
+                         scoreType);
+      } else {
+        scores = gb.aten("aten::add.Tensor", {scores, mask, gb.constInt(1)},
+                         scoreType);
+      }
+    }
+    Value probs = gb.aten("aten::softmax.int",
+                          {scores, gb.constInt(-1), gb.none()}, scoreType);
+    Value g = gb.resultGradOrZeros(0);
+    auto finish = [&](unsigned i, Value grad, Value like) {
+      if (groups > 1 && i != 0)
+        grad = sumHeads(gb, grad, like, groups);
+      gb.setGrad(i, gb.sumToShapeOf(grad, like));
+    };
+    if (gb.needsGrad(2)) {
+      auto type = withLastTwo(outType, lenK, dimFromEnd(v, 1));
+      finish(2, gb.aten("aten::matmul", {transposeLast(gb, probs), g}, type),
+             v);
+    }
+    bool maskNeedsGrad = hasMask && gb.needsGrad(3);
+    if (!gb.needsGrad(0) && !gb.needsGrad(1) && !maskNeedsGrad)
+      return success();
+    Value dProbs =
+        gb.aten("aten::matmul", {g, transposeLast(gb, vr)}, scoreType);
+    Value dScores = gb.aten("aten::_softmax_backward_data",
+                            {dProbs, probs, gb.constInt(-1),
+                             gb.constInt(scalarTypeCode(elementOf(probs)))},
+                            scoreType);
+    if (maskNeedsGrad)
+      gb.setGrad(3, gb.sumToShapeOf(dScores, mask));
+    Value dScaled =
+        gb.aten("aten::mul.Scalar", {dScores, scaleValue}, scoreType);
+    if (gb.needsGrad(0)) {
+      auto type = withLastTwo(outType, lenQ, headDim);
+      finish(0, gb.aten("aten::matmul", {dScaled, kr}, type), q);
+    }
+    if (gb.needsGrad(1)) {
+      auto type = withLastTwo(outType, lenK, headDim);
+      finish(1, gb.aten("aten::matmul", {transposeLast(gb, dScaled), q}, type),
+             k);
+    }
     return success();
   };
   t["aten::batch_norm"] = [](GradientBuilder &gb) -> LogicalResult {

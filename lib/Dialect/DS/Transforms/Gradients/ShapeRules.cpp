@@ -75,6 +75,7 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
   t["aten::reshape"] = reshapeBack;
   t["aten::_reshape_alias"] = reshapeBack;
   t["aten::flatten.using_ints"] = reshapeBack;
+  t["aten::unflatten.int"] = reshapeBack;
   t["aten::squeeze.dim"] = reshapeBack;
   t["aten::squeeze"] = reshapeBack;
   t["aten::unsqueeze"] = reshapeBack;
