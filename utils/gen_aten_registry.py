@@ -44,6 +44,8 @@ leaky_relu_backward elu_backward softplus_backward hardtanh_backward sgn
 sum_to_size native_dropout_backward nll_loss2d_forward nll_loss2d_backward
 logsumexp exp_ rsqrt_ sort argsort max_pool1d avg_pool1d conv_transpose2d
 NumToTensor TupleConstruct _transformer_encoder_layer_fwd _native_multi_head_attention
+_scaled_dot_product_flash_attention_for_cpu _scaled_dot_product_flash_attention_for_cpu_backward
+_safe_softmax
 scaled_dot_product_attention rms_norm unflatten
 """.split()
 

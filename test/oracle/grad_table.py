@@ -583,11 +583,12 @@ class SdpaM(nn.Module):
     F.scaled_dot_product_attention with the case's mask / causal / scale / gqa."""
 
     def __init__(self, d: int, kv_heads_ratio: int = 1, mask_param: Optional[List[int]] = None,
-                 causal: bool = False, scale: Optional[float] = None, gqa: bool = False):
+                 causal: bool = False, scale: Optional[float] = None, gqa: bool = False,
+                 dv: int = 0):
         super().__init__()
         self.wq = P(d, d)
         self.wk = P(d, d)
-        self.wv = P(d, d)
+        self.wv = P(d, dv if dv else d)
         self.causal = causal
         self.scale = scale
         self.gqa = gqa
@@ -1579,6 +1580,10 @@ case("scaled_dot_product_attention", "param_bias_bcast_cross")(
 case("scaled_dot_product_attention", "3d_no_heads")(
     lambda: (SdpaNoMask(SdpaM(4, causal=True)), {"x": R(B, 5, 4), "x2": R(B, 5, 4),
                                                   "t": R(B, 5, 4)}))
+# A value dim other than the query's: LibTorch's math backend (and the rule's).
+case("scaled_dot_product_attention", "value_dim_6_causal")(
+    lambda: (SdpaNoMask(SdpaM(4, causal=True, dv=6)),
+             {"x": R(B, 2, 5, 4), "x2": R(B, 2, 5, 4), "t": R(B, 2, 5, 6)}))
 case("scaled_dot_product_attention", "gqa")(
     lambda: _sdpa(SdpaM(4, kv_heads_ratio=2, causal=True, gqa=True), 5, 5, heads=4))
 

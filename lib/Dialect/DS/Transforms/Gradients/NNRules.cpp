@@ -118,6 +118,285 @@ Value sumHeads(GradientBuilder &gb, Value g, Value like, int64_t groups) {
                  lt.clone(elementOf(g)));
 }
 
+//===----------------------------------------------------------------------===//
+// scaled_dot_product_attention
+//===----------------------------------------------------------------------===//
+//
+// sdpa(q, k, v, attn_mask?, dropout_p, is_causal, scale?, enable_gqa) runs
+// one of two CPU backends in LibTorch, and autograd differentiates the one
+// it ran; the rule takes the same one, so that gradients agree to the
+// rounding (which matters where the true gradient is exactly zero, such as
+// an attention key bias):
+//
+// - the flash kernel (`_scaled_dot_product_flash_attention_for_cpu`, whose
+//   backward ATen has), chosen as LibTorch 2.15 chooses it: no dropout,
+//   query/key/value of rank 3 (run unsqueezed to rank 4) or 4 with equal
+//   batch and head dims, key heads equal to the query's, 1, or (enable_gqa)
+//   a divisor of them, no mask or a mask that needs no gradient and has rank
+//   2 or 4 (3 with rank-3 inputs) with broadcastable dims; its statistics
+//   (logsumexp) are recomputed next to the backward;
+// - otherwise ATen's math path, recomputed op for op:
+//   s = (q * sqrt(scale)) @ (k^T * sqrt(scale)) + mask, p = _safe_softmax(s),
+//   then dv = p^T @ g, ds = softmax_backward(g @ v^T, p), dmask = ds,
+//   dq = ds @ k' * sqrt(scale), dk = (q'^T @ ds)^T * sqrt(scale).
+//
+// The flash choice also needs the head dim to be the innermost (stride 1)
+// dim at run time, which the IR does not show: a query/key/value whose last
+// dim is transposed makes LibTorch take the math path while the rule takes
+// flash (the gradients then differ by rounding only).
+
+struct SdpaArgs {
+  Value q, k, v, mask;
+  bool causal = false, gqa = false;
+  double scale = 0.0;
+};
+
+bool flashEligible(GradientBuilder &gb, const SdpaArgs &a) {
+  auto qt = cast<RankedTensorType>(a.q.getType());
+  auto kt = cast<RankedTensorType>(a.k.getType());
+  auto vt = cast<RankedTensorType>(a.v.getType());
+  int64_t rank = qt.getRank();
+  if ((rank != 3 && rank != 4) || kt.getRank() != rank ||
+      vt.getRank() != rank || !qt.hasStaticShape() || !kt.hasStaticShape() ||
+      !vt.hasStaticShape())
+    return false;
+  Type elem = qt.getElementType();
+  if (!isa<Float32Type, Float64Type, BFloat16Type, Float16Type>(elem) ||
+      kt.getElementType() != elem || vt.getElementType() != elem)
+    return false;
+  // Rank 3 runs as [1, N, L, E]: N plays the heads.
+  auto dim4 = [&](RankedTensorType t, int64_t d) {
+    return rank == 4 ? t.getDimSize(d) : (d == 0 ? 1 : t.getDimSize(d - 1));
+  };
+  int64_t batch = dim4(qt, 0), heads = dim4(qt, 1);
+  int64_t lenQ = dim4(qt, 2), lenK = dim4(kt, 2), headDim = dim4(qt, 3);
+  if (dim4(kt, 0) != batch || dim4(vt, 0) != batch ||
+      dim4(kt, 1) != dim4(vt, 1) || dim4(kt, 3) != headDim ||
+      dim4(vt, 3) != headDim || dim4(vt, 2) != lenK || lenQ == 0 || lenK == 0)
+    return false;
+  int64_t kvHeads = dim4(kt, 1);
+  if (kvHeads != heads && kvHeads != 1 && !(a.gqa && heads % kvHeads == 0))
+    return false;
+  if (!isa<RankedTensorType>(a.mask.getType()))
+    return true;
+  if (gb.needsGrad(3))
+    return false;
+  auto mt = cast<RankedTensorType>(a.mask.getType());
+  if (!mt.hasStaticShape() ||
+      (!mt.getElementType().isInteger(1) && mt.getElementType() != elem))
+    return false;
+  int64_t mrank = mt.getRank();
+  auto fits = [](int64_t dim, int64_t full) { return dim == full || dim == 1; };
+  if (mrank < 2 || !fits(mt.getDimSize(mrank - 2), lenQ) ||
+      !fits(mt.getDimSize(mrank - 1), lenK))
+    return false;
+  if (mrank == 2)
+    return true;
+  if (mrank != rank) // rank 4, or rank 3 beside rank-3 inputs
+    return false;
+  auto mdim4 = [&](int64_t d) {
+    return rank == 4 ? mt.getDimSize(d) : (d == 0 ? 1 : mt.getDimSize(d - 1));
+  };
+  return fits(mdim4(0), batch) && fits(mdim4(1), heads);
+}
+
+Value unsqueezeFront(GradientBuilder &gb, Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape(t.getShape());
+  shape.insert(shape.begin(), 1);
+  return gb.aten("aten::unsqueeze", {v, gb.constInt(0)},
+                 RankedTensorType::get(shape, t.getElementType()));
+}
+
+Value squeezeFront(GradientBuilder &gb, Value v, Type type) {
+  return gb.aten("aten::squeeze.dim", {v, gb.constInt(0)}, type);
+}
+
+/// A boolean mask (true: attend) as the additive float mask LibTorch
+/// converts it to: 0 where true, -inf where false.
+Value additiveMask(GradientBuilder &gb, Value mask, Type elem) {
+  auto mt = cast<RankedTensorType>(mask.getType());
+  Value zeros = gb.aten("aten::zeros_like",
+                        {mask, gb.constInt(scalarTypeCode(elem)), gb.none(),
+                         gb.none(), gb.none(), gb.none()},
+                        mt.clone(elem));
+  Value masked = gb.aten("aten::logical_not", {mask}, mt);
+  return gb.aten("aten::masked_fill.Scalar",
+                 {zeros, masked,
+                  gb.constFloat(-std::numeric_limits<double>::infinity())},
+                 mt.clone(elem));
+}
+
+LogicalResult sdpaFlash(GradientBuilder &gb, const SdpaArgs &a) {
+  auto qt = cast<RankedTensorType>(a.q.getType());
+  bool threeD = qt.getRank() == 3;
+  auto lift = [&](Value v) { return threeD ? unsqueezeFront(gb, v) : v; };
+  Value q = lift(a.q), k = lift(a.k), v = lift(a.v);
+  Value mask = gb.none();
+  if (auto mt = dyn_cast<RankedTensorType>(a.mask.getType())) {
+    mask = a.mask;
+    if (mt.getElementType().isInteger(1))
+      mask = additiveMask(gb, mask, qt.getElementType());
+    if (threeD && mt.getRank() == 3)
+      mask = unsqueezeFront(gb, mask);
+  }
+  Value g = lift(gb.resultGradOrZeros(0));
+  auto q4 = cast<RankedTensorType>(q.getType());
+  Type statElem = q4.getElementType().isF64() ? q4.getElementType()
+                                              : Type(gb.b.getF32Type());
+  auto lseType = RankedTensorType::get(
+      {q4.getDimSize(0), q4.getDimSize(1), q4.getDimSize(2)}, statElem);
+  Value dropout = gb.operand(4), causal = gb.operand(5),
+        scale = gb.operand(6);
+  auto fwd = gb.atenN("aten::_scaled_dot_product_flash_attention_for_cpu",
+                      {q, k, v, dropout, causal, mask, scale},
+                      {g.getType(), lseType});
+  auto grads =
+      gb.atenN("aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+               {g, q, k, v, fwd[0], fwd[1], dropout, causal, mask, scale},
+               {q.getType(), k.getType(), v.getType()});
+  Value operands[3] = {a.q, a.k, a.v};
+  for (unsigned i = 0; i < 3; ++i)
+    if (gb.needsGrad(i))
+      gb.setGrad(i, threeD ? squeezeFront(gb, grads[i],
+                                          operands[i].getType())
+                           : grads[i]);
+  return success();
+}
+
+LogicalResult sdpaMath(GradientBuilder &gb, const SdpaArgs &a) {
+  Value q = a.q, k = a.k, v = a.v, mask = a.mask;
+  // Grouped-query attention: key and value heads repeated to the query's.
+  int64_t groups = 1;
+  if (a.gqa && rankOf(q) >= 3 && dimFromEnd(q, 3) != dimFromEnd(k, 3)) {
+    auto qt = cast<RankedTensorType>(q.getType());
+    auto kt = cast<RankedTensorType>(k.getType());
+    auto vt = cast<RankedTensorType>(v.getType());
+    if (!qt.hasStaticShape() || !kt.hasStaticShape() || !vt.hasStaticShape() ||
+        dimFromEnd(q, 3) % dimFromEnd(k, 3) != 0 ||
+        dimFromEnd(k, 3) != dimFromEnd(v, 3))
+      return gb.op.emitOpError()
+             << "gradient of scaled_dot_product_attention with enable_gqa "
+                "needs static shapes whose query heads are a multiple of the "
+                "key and value heads";
+    groups = dimFromEnd(q, 3) / dimFromEnd(k, 3);
+  }
+  Value kr = groups > 1 ? repeatHeads(gb, k, groups) : k;
+  Value vr = groups > 1 ? repeatHeads(gb, v, groups) : v;
+
+  // ATen scales q and k by sqrt(|scale|) each (q by its negative for a
+  // negative scale) before the product.
+  double root = std::sqrt(std::abs(a.scale));
+  Value qFactor = gb.constFloat(a.scale < 0 ? -root : root);
+  Value kFactor = gb.constFloat(root);
+  Type outType = gb.result(0).getType();
+  int64_t lenQ = dimFromEnd(q, 2), lenK = dimFromEnd(k, 2);
+  int64_t headDim = dimFromEnd(q, 1);
+  auto scoreType = withLastTwo(outType, lenQ, lenK);
+  Value qs = gb.aten("aten::mul.Scalar", {q, qFactor}, q.getType());
+  Value kt = transposeLast(gb, kr);
+  Value kts = gb.aten("aten::mul.Scalar", {kt, kFactor}, kt.getType());
+  Value scores = gb.aten("aten::matmul", {qs, kts}, scoreType);
+  Value minusInf = gb.constFloat(-std::numeric_limits<double>::infinity());
+  if (a.causal) {
+    if (ShapedType::isDynamic(lenQ) || ShapedType::isDynamic(lenK))
+      return gb.op.emitOpError()
+             << "gradient of scaled_dot_product_attention with is_causal "
+                "needs static sequence lengths";
+    // ATen's causal mask keeps the lower triangle (tril, diagonal 0).
+    auto boolType = RankedTensorType::get({lenQ, lenK}, gb.b.getI1Type());
+    Value ones = gb.aten("aten::ones",
+                         {gb.intList({lenQ, lenK}), gb.constInt(11), gb.none(),
+                          gb.none(), gb.none()},
+                         boolType);
+    Value above = gb.aten("aten::triu", {ones, gb.constInt(1)}, boolType);
+    scores = gb.aten("aten::masked_fill.Scalar", {scores, above, minusInf},
+                     scoreType);
+  }
+  bool hasMask = isa<RankedTensorType>(mask.getType());
+  if (hasMask) {
+    if (elementOf(mask).isInteger(1)) {
+      Value masked = gb.aten("aten::logical_not", {mask}, mask.getType());
+      scores = gb.aten("aten::masked_fill.Scalar", {scores, masked, minusInf},
+                       scoreType);
+    } else {
+      scores = gb.aten("aten::add.Tensor", {scores, mask, gb.constInt(1)},
+                       scoreType);
+    }
+  }
+  Value probs = gb.aten("aten::_safe_softmax",
+                        {scores, gb.constInt(-1), gb.none()}, scoreType);
+  Value g = gb.resultGradOrZeros(0);
+  auto finish = [&](unsigned i, Value grad, Value like) {
+    if (groups > 1 && i != 0)
+      grad = sumHeads(gb, grad, like, groups);
+    gb.setGrad(i, gb.sumToShapeOf(grad, like));
+  };
+  if (gb.needsGrad(2)) {
+    auto type = withLastTwo(outType, lenK, dimFromEnd(v, 1));
+    finish(2, gb.aten("aten::matmul", {transposeLast(gb, probs), g}, type), v);
+  }
+  bool maskNeedsGrad = hasMask && gb.needsGrad(3);
+  if (!gb.needsGrad(0) && !gb.needsGrad(1) && !maskNeedsGrad)
+    return success();
+  Value dProbs = gb.aten("aten::matmul", {g, transposeLast(gb, vr)}, scoreType);
+  Value dScores = gb.aten("aten::_softmax_backward_data",
+                          {dProbs, probs, gb.constInt(-1),
+                           gb.constInt(scalarTypeCode(elementOf(probs)))},
+                          scoreType);
+  if (maskNeedsGrad)
+    gb.setGrad(3, gb.sumToShapeOf(dScores, mask));
+  if (gb.needsGrad(0)) {
+    auto type = withLastTwo(outType, lenQ, headDim);
+    Value dqs = gb.aten("aten::matmul", {dScores, transposeLast(gb, kts)}, type);
+    finish(0, gb.aten("aten::mul.Scalar", {dqs, qFactor}, type), q);
+  }
+  if (gb.needsGrad(1)) {
+    auto type = withLastTwo(outType, headDim, lenK);
+    Value dkts =
+        gb.aten("aten::matmul", {transposeLast(gb, qs), dScores}, type);
+    Value dkt = gb.aten("aten::mul.Scalar", {dkts, kFactor}, type);
+    finish(1, transposeLast(gb, dkt), k);
+  }
+  return success();
+}
+
+LogicalResult scaledDotProductAttention(GradientBuilder &gb) {
+  SdpaArgs a{gb.operand(0), gb.operand(1), gb.operand(2), gb.operand(3)};
+  auto dropout = gb.staticFloat(gb.operand(4));
+  if (!dropout || *dropout != 0.0)
+    return gb.op.emitOpError()
+           << "gradient of scaled_dot_product_attention with dropout_p != 0 "
+              "is not supported (the kernel draws its mask internally)";
+  auto causal = gb.staticInt(gb.operand(5));
+  auto gqa = gb.staticInt(gb.operand(7));
+  if (!causal || !gqa)
+    return gb.op.emitOpError() << "gradient of scaled_dot_product_attention "
+                                  "needs constant is_causal and enable_gqa";
+  a.causal = *causal;
+  a.gqa = *gqa;
+  if (rankOf(a.q) < 2 || rankOf(a.k) < 2 || rankOf(a.v) < 2)
+    return gb.op.emitOpError() << "gradient of scaled_dot_product_attention "
+                                  "needs query, key and value of rank >= 2";
+  if (isa<ds::NoneType>(gb.operand(6).getType())) {
+    int64_t headDim = dimFromEnd(a.q, 1);
+    if (ShapedType::isDynamic(headDim))
+      return gb.op.emitOpError()
+             << "gradient of scaled_dot_product_attention with a dynamic "
+                "head dim needs an explicit scale";
+    a.scale = 1.0 / std::sqrt(static_cast<double>(headDim));
+  } else {
+    auto given = gb.staticFloat(gb.operand(6));
+    if (!given)
+      return gb.op.emitOpError() << "gradient of scaled_dot_product_attention "
+                                    "needs a constant scale";
+    a.scale = *given;
+  }
+  if (flashEligible(gb, a))
+    return sdpaFlash(gb, a);
+  return sdpaMath(gb, a);
+}
+
 } // namespace
 
 void mlir::ds::rules::addNNRules(RuleTable &t) {
@@ -256,9 +535,12 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
   };
   t["aten::rms_norm"] = [](GradientBuilder &gb) -> LogicalResult {
     // rms_norm(x, normalized_shape, weight?, eps?) as ATen's CPU kernel
-    // computes it: y = (xc * r).type_as(x) * w, r = rsqrt(mean(xc^2) + eps),
-    // xc = x in its math type (float for 16-bit x). With u = g * w:
-    //   gx = r * u - xc * r^3 * mean(u * xc),   gw = sum(g * (xc * r)).
+    // computes it: xc = x in its math type (float for 16-bit x),
+    // r = rsqrt(mean(xc^2) + eps), y = (xc * r).type_as(x) * w; and its
+    // gradient as autograd derives it from those ops, in the same order, so
+    // that both round alike. With u = g * w:
+    //   gw = sum_to(g * (xc * r)),
+    //   gx = u * r + expand(-0.5 * sum(u * xc) * r^3) / N * (2 * xc).
     Value x = gb.operand(0), w = gb.operand(2);
     auto xt = cast<RankedTensorType>(x.getType());
     auto normalized = staticIntList(gb, gb.operand(1));
@@ -274,34 +556,40 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
     if (!isa<ds::NoneType>(gb.operand(3).getType())) {
       auto given = gb.staticFloat(gb.operand(3));
       if (!given)
-        return gb.op.emitOpError() << "gradient of rms_norm needs a constant eps";
+        return gb.op.emitOpError()
+               << "gradient of rms_norm needs a constant eps";
       eps = *given;
     }
     int64_t k = normalized->size();
+    int64_t count = 1;
     SmallVector<int64_t> dims, statShape(xt.getShape());
     for (int64_t i = 0; i < k; ++i) {
-      dims.push_back(-1 - i);
-      statShape[statShape.size() - 1 - i] = 1;
+      int64_t d = xt.getRank() - 1 - i;
+      if (xt.isDynamicDim(d))
+        return gb.op.emitOpError()
+               << "gradient of rms_norm over a dynamic dim";
+      dims.push_back(d);
+      count *= xt.getDimSize(d);
+      statShape[d] = 1;
     }
     auto mathType = xt.clone(math);
     auto statType = RankedTensorType::get(statShape, math);
-    auto meanOver = [&](Value v) {
-      return gb.aten("aten::mean.dim",
-                     {v, gb.intList(dims), gb.constBool(true), gb.none()},
-                     statType);
-    };
     Value xc = castTo(gb, x, math);
-    Value sq = gb.aten("aten::pow.Tensor_Scalar", {xc, gb.constInt(2)}, mathType);
+    Value sq =
+        gb.aten("aten::pow.Tensor_Scalar", {xc, gb.constInt(2)}, mathType);
+    Value mean = gb.aten("aten::mean.dim",
+                         {sq, gb.intList(dims), gb.constBool(true), gb.none()},
+                         statType);
     Value r = gb.aten("aten::rsqrt",
                       {gb.aten("aten::add.Scalar",
-                               {meanOver(sq), gb.constFloat(eps), gb.constInt(1)},
+                               {mean, gb.constFloat(eps), gb.constInt(1)},
                                statType)},
                       statType);
     Value g = gb.resultGradOrZeros(0);
     bool hasWeight = !isa<ds::NoneType>(w.getType());
     if (hasWeight && gb.needsGrad(2)) {
-      Value normed = castTo(
-          gb, gb.aten("aten::mul.Tensor", {xc, r}, mathType), elem);
+      Value normed =
+          castTo(gb, gb.aten("aten::mul.Tensor", {xc, r}, mathType), elem);
       Value prod = gb.aten("aten::mul.Tensor", {g, normed}, g.getType());
       gb.setGrad(2, castTo(gb, gb.sumToShapeOf(prod, w), elementOf(w)));
     }
@@ -310,148 +598,34 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
       if (hasWeight)
         u = gb.aten("aten::mul.Tensor", {g, w}, g.getType());
       u = castTo(gb, u, math);
-      Value a = meanOver(gb.aten("aten::mul.Tensor", {u, xc}, mathType));
-      Value r2 = gb.aten("aten::mul.Tensor", {r, r}, statType);
-      Value r3a = gb.aten("aten::mul.Tensor",
-                          {gb.aten("aten::mul.Tensor", {r2, r}, statType), a},
-                          statType);
-      Value gx = gb.aten(
-          "aten::sub.Tensor",
-          {gb.aten("aten::mul.Tensor", {u, r}, mathType),
-           gb.aten("aten::mul.Tensor", {xc, r3a}, mathType), gb.constInt(1)},
+      Value direct = gb.aten("aten::mul.Tensor", {u, r}, mathType);
+      Value gr = gb.aten("aten::sum.dim_IntList",
+                         {gb.aten("aten::mul.Tensor", {u, xc}, mathType),
+                          gb.intList(dims), gb.constBool(true), gb.none()},
+                         statType);
+      Value gs = gb.aten(
+          "aten::mul.Tensor",
+          {gb.aten("aten::mul.Scalar", {gr, gb.constFloat(-0.5)}, statType),
+           gb.aten("aten::pow.Tensor_Scalar", {r, gb.constInt(3)}, statType)},
+          statType);
+      Value gm = gb.aten(
+          "aten::div.Scalar",
+          {gb.aten("aten::expand",
+                   {gs, gb.intList(xt.getShape()), gb.constBool(false)},
+                   mathType),
+           gb.constInt(count)},
           mathType);
+      Value gp = gb.aten(
+          "aten::mul.Tensor",
+          {gm, gb.aten("aten::mul.Scalar", {xc, gb.constInt(2)}, mathType)},
+          mathType);
+      Value gx = gb.aten("aten::add.Tensor", {direct, gp, gb.constInt(1)},
+                         mathType);
       gb.setGrad(0, castTo(gb, gx, elem));
     }
     return success();
   };
-  t["aten::scaled_dot_product_attention"] =
-      [](GradientBuilder &gb) -> LogicalResult {
-    // sdpa(q, k, v, attn_mask?, dropout_p, is_causal, scale?, enable_gqa):
-    // the attention probabilities are recomputed as ATen's math path does,
-    //   s = q @ k^T * scale (+ mask | causal -inf), p = softmax(s, -1),
-    // and then dv = p^T @ g, ds = softmax_backward(g @ v^T, p),
-    // dq = ds @ k * scale, dk = ds^T @ q * scale, dmask = ds.
-    Value q = gb.operand(0), k = gb.operand(1), v = gb.operand(2);
-    Value mask = gb.operand(3);
-    auto dropout = gb.staticFloat(gb.operand(4));
-    if (!dropout || *dropout != 0.0)
-      return gb.op.emitOpError()
-             << "gradient of scaled_dot_product_attention with dropout_p != 0 "
-                "is not supported (the kernel draws its mask internally)";
-    auto causal = gb.staticInt(gb.operand(5));
-    auto gqa = gb.staticInt(gb.operand(7));
-    if (!causal || !gqa)
-      return gb.op.emitOpError() << "gradient of scaled_dot_product_attention "
-                                    "needs constant is_causal and enable_gqa";
-    if (rankOf(q) < 2 || rankOf(k) < 2 || rankOf(v) < 2)
-      return gb.op.emitOpError() << "gradient of scaled_dot_product_attention "
-                                    "needs query, key and value of rank >= 2";
-    int64_t headDim = dimFromEnd(q, 1);
-    double scale;
-    if (isa<ds::NoneType>(gb.operand(6).getType())) {
-      if (ShapedType::isDynamic(headDim))
-        return gb.op.emitOpError()
-               << "gradient of scaled_dot_product_attention with a dynamic "
-                  "head dim needs an explicit scale";
-      scale = 1.0 / std::sqrt(static_cast<double>(headDim));
-    } else {
-      auto given = gb.staticFloat(gb.operand(6));
-      if (!given)
-        return gb.op.emitOpError() << "gradient of scaled_dot_product_attention "
-                                      "needs a constant scale";
-      scale = *given;
-    }
-    // Grouped-query attention: key and value heads repeated to the query's.
-    int64_t groups = 1;
-    if (*gqa && rankOf(q) >= 3 && dimFromEnd(q, 3) != dimFromEnd(k, 3)) {
-      auto qt = cast<RankedTensorType>(q.getType());
-      auto kt = cast<RankedTensorType>(k.getType());
-      auto vt = cast<RankedTensorType>(v.getType());
-      if (!qt.hasStaticShape() || !kt.hasStaticShape() ||
-          !vt.hasStaticShape() || dimFromEnd(q, 3) % dimFromEnd(k, 3) != 0 ||
-          dimFromEnd(k, 3) != dimFromEnd(v, 3))
-        return gb.op.emitOpError()
-               << "gradient of scaled_dot_product_attention with enable_gqa "
-                  "needs static shapes whose query heads are a multiple of "
-                  "the key and value heads";
-      groups = dimFromEnd(q, 3) / dimFromEnd(k, 3);
-    }
-    Value kr = groups > 1 ? repeatHeads(gb, k, groups) : k;
-    Value vr = groups > 1 ? repeatHeads(gb, v, groups) : v;
-
-    Type outType = gb.result(0).getType();
-    int64_t lenQ = dimFromEnd(q, 2), lenK = dimFromEnd(k, 2);
-    auto scoreType = withLastTwo(outType, lenQ, lenK);
-    Value scaleValue = gb.constFloat(scale);
-    Value scores = gb.aten("aten::mul.Scalar",
-                           {gb.aten("aten::matmul", {q, transposeLast(gb, kr)},
-                                    scoreType),
-                            scaleValue},
-                           scoreType);
-    Value minusInf = gb.constFloat(-std::numeric_limits<double>::infinity());
-    if (*causal) {
-      if (ShapedType::isDynamic(lenQ) || ShapedType::isDynamic(lenK))
-        return gb.op.emitOpError()
-               << "gradient of scaled_dot_product_attention with is_causal "
-                  "needs static sequence lengths";
-      // ATen's causal mask keeps the lower triangle (tril, diagonal 0).
-      auto boolType = RankedTensorType::get({lenQ, lenK}, gb.b.getI1Type());
-      Value ones = gb.aten("aten::ones",
-                           {gb.intList({lenQ, lenK}), gb.constInt(11),
-                            gb.none(), gb.none(), gb.none()},
-                           boolType);
-      Value above = gb.aten("aten::triu", {ones, gb.constInt(1)}, boolType);
-      scores = gb.aten("aten::masked_fill.Scalar", {scores, above, minusInf},
-                       scoreType);
-    }
-    bool hasMask = isa<RankedTensorType>(mask.getType());
-    if (hasMask) {
-      if (elementOf(mask).isInteger(1)) {
-        Value masked = gb.aten("aten::logical_not", {mask}, mask.getType());
-        scores = gb.aten("aten::masked_fill.Scalar", {scores, masked, minusInf},
-                         scoreType);
-      } else {
-        scores = gb.aten("aten::add.Tensor", {scores, mask, gb.constInt(1)},
-                         scoreType);
-      }
-    }
-    Value probs = gb.aten("aten::softmax.int",
-                          {scores, gb.constInt(-1), gb.none()}, scoreType);
-    Value g = gb.resultGradOrZeros(0);
-    auto finish = [&](unsigned i, Value grad, Value like) {
-      if (groups > 1 && i != 0)
-        grad = sumHeads(gb, grad, like, groups);
-      gb.setGrad(i, gb.sumToShapeOf(grad, like));
-    };
-    if (gb.needsGrad(2)) {
-      auto type = withLastTwo(outType, lenK, dimFromEnd(v, 1));
-      finish(2, gb.aten("aten::matmul", {transposeLast(gb, probs), g}, type),
-             v);
-    }
-    bool maskNeedsGrad = hasMask && gb.needsGrad(3);
-    if (!gb.needsGrad(0) && !gb.needsGrad(1) && !maskNeedsGrad)
-      return success();
-    Value dProbs =
-        gb.aten("aten::matmul", {g, transposeLast(gb, vr)}, scoreType);
-    Value dScores = gb.aten("aten::_softmax_backward_data",
-                            {dProbs, probs, gb.constInt(-1),
-                             gb.constInt(scalarTypeCode(elementOf(probs)))},
-                            scoreType);
-    if (maskNeedsGrad)
-      gb.setGrad(3, gb.sumToShapeOf(dScores, mask));
-    Value dScaled =
-        gb.aten("aten::mul.Scalar", {dScores, scaleValue}, scoreType);
-    if (gb.needsGrad(0)) {
-      auto type = withLastTwo(outType, lenQ, headDim);
-      finish(0, gb.aten("aten::matmul", {dScaled, kr}, type), q);
-    }
-    if (gb.needsGrad(1)) {
-      auto type = withLastTwo(outType, lenK, headDim);
-      finish(1, gb.aten("aten::matmul", {transposeLast(gb, dScaled), q}, type),
-             k);
-    }
-    return success();
-  };
+  t["aten::scaled_dot_product_attention"] = scaledDotProductAttention;
   t["aten::batch_norm"] = [](GradientBuilder &gb) -> LogicalResult {
     auto training = gb.staticInt(gb.operand(5));
     if (!training || !*training)
