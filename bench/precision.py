@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
-"""Mixed precision on W ranks: state bytes, peak and step time of fp32, bf16, fp16 and autocast.
+"""Mixed precision on W ranks: state bytes, peak and step time of fp32, bf16, fp16, autocast.
 
   bench/precision.py --bin build/bin [--world-size 2] [--stage 2] [--steps 12]
                      [--launcher 'mpirun -n {W}']
 
 One script, one model (bench/step_time.py's GPT, d=256, 4 blocks, about 3.4M parameters), one
 data set, one AdamW config; only the precision section changes: fp32 (the baseline every ratio is
-against), bf16, fp16 (dynamic loss scaling) and torch_autocast(bf16). For each: ms/step (the
-difference of two `ds-run` runs of N/2 and N steps divided by N/2, so start-up cancels), and from
-the measured report (`ds-run --report`) the parameter, gradient and optimizer bytes per rank
-(optimizer bytes include the fp32 master copy of mixed precision), the peak, and the elements
-the collectives moved per step. On CPU a bf16 matmul is far slower than an fp32 one and fp16
-computes in fp32 with casts around every op (docs/precision.md): the time column shows that
-cost; the memory columns are what mixed precision buys. Prints a markdown table.
+against), bf16, fp16 (dynamic loss scaling), torch_autocast(bf16) and torch_autocast(fp16)
+(autocast_fp16). For each: ms/step (the difference of two `ds-run` runs of N/2 and N steps
+divided by N/2, so start-up cancels), and from the measured report (`ds-run --report`) the
+parameter, gradient and optimizer bytes per rank (optimizer bytes include the fp32 master copy
+of mixed precision), the peak, and the elements the collectives moved per step. On CPU, bf16 and
+fp16 run LibTorch's BFloat16 / Half kernels (docs/precision.md), whose speed against fp32
+depends on the CPU's instructions (AVX512-BF16 / AVX512-FP16, AMX): the time column shows it;
+the memory columns are what mixed precision buys. Prints a markdown table.
 """
 
 import argparse
@@ -31,6 +32,7 @@ MODES = {
     "bf16": {"bf16": {"enabled": True}},
     "fp16": {"fp16": {"enabled": True, "initial_scale_power": 12}},
     "autocast": {"torch_autocast": {"enabled": True}},
+    "autocast_fp16": {"torch_autocast": {"enabled": True, "dtype": "float16"}},
 }
 
 

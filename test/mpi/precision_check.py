@@ -2,7 +2,8 @@
 """Mixed-precision oracle check (issue 7): bf16, torch_autocast and fp16 training under ZeRO stages
 against the LibTorch oracle.
 
-  precision_check.py --bin BUILD/bin --models DIR --model NAME --mode bf16|autocast|fp16|fp32
+  precision_check.py --bin BUILD/bin --models DIR --model NAME
+                     --mode bf16|fp16|autocast|autocast_fp16|fp32
                      --world-size W [--gas G] [--steps N] [--stages 0 2 3]
                      [--config-json '{...}'] [--min-skipped K] [--unbatched NAME ...]
                      [--loss-rtol X] [--norm-rtol X] [--rtol X] [--atol X]
@@ -11,8 +12,9 @@ against the LibTorch oracle.
 The config of a cell: micro-batch "auto" (the data's global micro-batch / W), GAS G,
 zero_optimization.stage s (stage 3: stage3_param_persistence_threshold 0, every parameter
 sharded), SGD (lr 0.05, momentum 0.9: see oracle.py, "Tolerances", why not Adam), and the
-mode's section: {"bf16": {"enabled": true}}, {"torch_autocast": {"enabled": true}} or
-{"fp16": {"enabled": true}}; then --config-json is merged over it (objects key by key, other
+mode's section: {"bf16": {"enabled": true}}, {"fp16": {"enabled": true}},
+{"torch_autocast": {"enabled": true}} (bf16, the CPU default) or {"torch_autocast": {"enabled":
+true, "dtype": "float16"}} (autocast_fp16); then --config-json is merged over it (objects key by key, other
 values replaced; a given optimizer or scheduler replaces the base's whole), e.g. to set the
 fp16 scaler, the optimizer or a scheduler.
 
@@ -50,6 +52,7 @@ MODE_SECTIONS = {
     "fp32": {},  # the same pipeline in fp32 (design tolerances): runs with today's ds-run
     "bf16": {"bf16": {"enabled": True}},
     "autocast": {"torch_autocast": {"enabled": True}},
+    "autocast_fp16": {"torch_autocast": {"enabled": True, "dtype": "float16"}},
     "fp16": {"fp16": {"enabled": True}},
 }
 

@@ -2,17 +2,20 @@
 """A second low-precision implementation, to measure the oracle's tolerances (oracle.py,
 "Tolerances").
 
-  round_every_op.py --models DIR --model NAME --mode bf16|autocast|fp16 [--world-size 2]
-                    [--gas 2] [--steps 4] [--config-json '{...}'] [--unbatched NAME ...]
+  round_every_op.py --models DIR --model NAME --mode bf16|fp16|autocast|autocast_fp16
+                    [--world-size 2] [--gas 2] [--steps 4] [--config-json '{...}']
+                    [--unbatched NAME ...]
 
-It runs oracle.train twice on the same config: as is, and with every aten op of each forward
-and backward intercepted (a TorchDispatchMode; the TorchScript interpreter dispatches every op,
-so the mode sees the ops inside the loaded module) and recomputed the way our compiler does
-where LibTorch has no kernel: operands upcast to fp32, the op run in fp32, its float results
-rounded to bf16 (bf16, autocast) or to fp16 values (fp16: the runtime rounds every op, the
-oracle only parameters, inputs and gradients). Prints the largest differences of losses,
-grad_norm and final parameters, the smallest param_atol that passes with the mode's param_rtol,
-and whether the lr / loss_scale / skipped sequences are equal.
+It runs oracle.train twice on the same config: as is (LibTorch's BFloat16 / Half CPU kernels,
+as the oracle and ds-run run them), and with every aten op of each forward and backward that
+has a bf16 / fp16 operand intercepted (a TorchDispatchMode; the TorchScript interpreter
+dispatches every op, so the mode sees the ops inside the loaded module; under autocast it sees
+them after autocast's casts) and recomputed another correct way: operands upcast to fp32, the
+op run in fp32, its float results rounded to bf16 / fp16 (what our compiler does for an op
+without a kernel in that dtype). Both are correct implementations that round in different
+places; the difference is what the oracle's tolerances must absorb. Prints the largest
+differences of losses, grad_norm and final parameters, the smallest param_atol that passes with
+the mode's param_rtol, and whether the lr / loss_scale / skipped sequences are equal.
 """
 
 import argparse
@@ -30,8 +33,9 @@ import oracle  # noqa: E402
 
 
 class RoundEveryOp(TorchDispatchMode):
-    """bf16: ops with a bf16 operand run in fp32 and round their fp32 results to bf16 (casts
-    pass through). fp16: every fp32 result is rounded to an fp16 value (kept fp32)."""
+    """Ops with an operand of dtype `low` (bf16 or fp16) run in fp32 on upcast operands (a dtype
+    argument `low` becomes fp32 too) and round their fp32 results to `low` (casts pass
+    through)."""
 
     def __init__(self, low: torch.dtype):
         super().__init__()
@@ -39,10 +43,6 @@ class RoundEveryOp(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if self.low == torch.float16:
-            out = func(*args, **kwargs)
-            return tree_map(lambda t: t.to(torch.float16).to(torch.float32)
-                            if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t, out)
         if "to_copy" in str(func):
             return func(*args, **kwargs)
         has_low = any(isinstance(t, torch.Tensor) and t.dtype == self.low
@@ -51,11 +51,24 @@ class RoundEveryOp(TorchDispatchMode):
             return func(*args, **kwargs)
 
         def up(t):
-            return t.float() if isinstance(t, torch.Tensor) and t.dtype == self.low else t
+            # operands, and dtype arguments that describe them (_softmax_backward_data's
+            # input_dtype), in fp32
+            if isinstance(t, torch.Tensor) and t.dtype == self.low:
+                return t.float()
+            return torch.float32 if t is self.low else t
 
         out = func(*tree_map(up, args), **tree_map(up, kwargs))
         return tree_map(lambda t: t.to(self.low)
                         if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t, out)
+
+
+# The mode's config section (as test/mpi/precision_check.py's).
+MODE_SECTIONS = {
+    "bf16": {"bf16": {"enabled": True}},
+    "fp16": {"fp16": {"enabled": True}},
+    "autocast": {"torch_autocast": {"enabled": True}},
+    "autocast_fp16": {"torch_autocast": {"enabled": True, "dtype": "float16"}},
+}
 
 
 def train_rounding_every_op(low: torch.dtype, *args, **kwargs):
@@ -105,7 +118,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="round_every_op.py", description=__doc__.splitlines()[0])
     p.add_argument("--models", required=True)
     p.add_argument("--model", required=True)
-    p.add_argument("--mode", required=True, choices=["bf16", "autocast", "fp16"])
+    p.add_argument("--mode", required=True, choices=sorted(MODE_SECTIONS))
     p.add_argument("--world-size", type=int, default=2)
     p.add_argument("--gas", type=int, default=2)
     p.add_argument("--steps", type=int, default=4)
@@ -113,13 +126,12 @@ def main(argv=None):
     p.add_argument("--unbatched", action="append", default=[])
     args = p.parse_args(argv)
     cfg = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": args.gas,
-           "optimizer": {"type": "SGD", "params": {"lr": 0.05, "momentum": 0.9}},
-           {"bf16": "bf16", "autocast": "torch_autocast", "fp16": "fp16"}[args.mode]:
-               {"enabled": True}}
+           "optimizer": {"type": "SGD", "params": {"lr": 0.05, "momentum": 0.9}}}
+    cfg.update(MODE_SECTIONS[args.mode])
     cfg.update(args.config_json)
     model = os.path.join(args.models, args.model + ".pt")
     data = os.path.join(args.models, args.model + ".data.pt")
-    low = torch.float16 if args.mode == "fp16" else torch.bfloat16
+    low = torch.float16 if args.mode in ("fp16", "autocast_fp16") else torch.bfloat16
     a = oracle.train(model, data, cfg, args.steps, args.world_size, args.unbatched)
     b = train_rounding_every_op(low, model, data, cfg, args.steps, args.world_size,
                                 args.unbatched)

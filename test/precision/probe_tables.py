@@ -229,6 +229,7 @@ def _probes():
     p["aten::softmax"] = (lambda r: [r(4, 8)], lambda x: F.softmax(x, -1))
     p["aten::_softmax"] = (lambda r: [r(4, 8)], lambda x: aten._softmax(x, -1, False))
     p["aten::log_softmax"] = (lambda r: [r(4, 8)], lambda x: F.log_softmax(x, -1))
+    p["aten::_safe_softmax"] = (lambda r: [r(4, 8)], lambda x: aten._safe_softmax(x, -1))
     p["aten::_log_softmax"] = (lambda r: [r(4, 8)], lambda x: aten._log_softmax(x, -1, False))
     # linear algebra, convolution, attention
     p["aten::linear"] = (lambda r: [r(4, 8), r(16, 8), r(16)], F.linear)
@@ -257,6 +258,9 @@ def _probes():
     p["aten::scaled_dot_product_attention"] = (
         lambda r: [r(2, 2, 4, 8), r(2, 2, 4, 8), r(2, 2, 4, 8)],
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    p["aten::_scaled_dot_product_flash_attention_for_cpu"] = (
+        lambda r: [r(2, 2, 4, 8), r(2, 2, 4, 8), r(2, 2, 4, 8)],
+        lambda q, k, v: aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, True)[0])
     p["aten::_native_multi_head_attention"] = (
         lambda r: [r(2, 4, 8), r(24, 8), r(24), r(8, 8), r(8)], _mha)
     p["aten::_transformer_encoder_layer_fwd"] = (
@@ -340,6 +344,11 @@ def _probes():
     p["aten::_log_softmax_backward_data"] = (
         lambda r: [r(4, 8), r(4, 8).log_softmax(-1)],
         lambda g, y: aten._log_softmax_backward_data(g, y, -1, y.dtype))
+    p["aten::_scaled_dot_product_flash_attention_for_cpu_backward"] = (
+        lambda r: [r(2, 2, 4, 8), r(2, 2, 4, 8), r(2, 2, 4, 8), r(2, 2, 4, 8)],
+        lambda g, q, k, v: aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            g, q, k, v, *aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, True),
+            0.0, True)[0])
     p["aten::native_layer_norm_backward"] = (
         lambda r: [r(4, 8), r(4, 8), r(8), r(8)],
         lambda g, x, w, b: aten.native_layer_norm_backward(

@@ -100,6 +100,7 @@ static std::optional<unsigned> dtypeArgument(StringRef op) {
       {"aten::cumsum", 2},        {"aten::empty.memory_format", 1},
       {"aten::empty_like", 1},    {"aten::full", 2},
       {"aten::full_like", 2},     {"aten::log_softmax.int", 2},
+      {"aten::_safe_softmax", 2},
       {"aten::mean", 1},          {"aten::mean.dim", 3},
       {"aten::new_full", 3},      {"aten::new_ones", 2},
       {"aten::new_zeros", 2},     {"aten::ones", 1},
@@ -209,13 +210,22 @@ bool mlir::ds::inferResultTypes(AtenOp op) {
   Type elem = inferredFloatResultType(op);
   if (!elem || !isa<FloatType>(elem))
     return false;
+  // The flash attention kernel's second result (logsumexp) is f32 for bf16 /
+  // f16 / f32 inputs (probed with LibTorch 2.15), f64 for f64 ones.
+  int statResult =
+      op.getOp() == "aten::_scaled_dot_product_flash_attention_for_cpu" ? 1
+                                                                         : -1;
   bool changed = false;
-  for (Value result : op.getResults()) {
+  for (auto [i, result] : llvm::enumerate(op.getResults())) {
     auto tensor = dyn_cast<RankedTensorType>(result.getType());
-    if (!tensor || !isa<FloatType>(tensor.getElementType()) ||
-        tensor.getElementType() == elem)
+    if (!tensor || !isa<FloatType>(tensor.getElementType()))
       continue;
-    result.setType(tensor.clone(elem));
+    Type want = int(i) == statResult
+                    ? promoteFloatTypes(elem, Float32Type::get(op.getContext()))
+                    : elem;
+    if (tensor.getElementType() == want)
+      continue;
+    result.setType(tensor.clone(want));
     changed = true;
   }
   return changed;

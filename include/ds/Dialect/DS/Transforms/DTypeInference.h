@@ -16,7 +16,8 @@
 //   float tensor operands (elements of `ds.list_construct` operands count):
 //   dimensioned tensors win over 0-dim tensors, which win over Python
 //   scalars (which never count); f64 > f32 > {f16, bf16}, and f16 with bf16
-//   gives f32 (torch.promote_types);
+//   gives f32 (torch.promote_types); the logsumexp result of
+//   _scaled_dot_product_flash_attention_for_cpu is at least f32;
 // - a float result of an op without float tensor operands (`aten::zeros`
 //   with dtype None, `aten::arange`, `aten::randn`) keeps its declared type,
 //   and integer and bool results never change.
