@@ -13,6 +13,7 @@ LibTorch loaded.
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -81,11 +82,13 @@ def make_gpt(tmp, steps_needed, batch):
 
 
 def blas_in_use():
-    link = "/etc/alternatives/libblas.so.3-x86_64-linux-gnu"
-    try:
-        return os.path.realpath(link)
-    except OSError:
-        return "unknown"
+    """The BLAS the torch wheel's ATen was built with (ds-run links the same LibTorch), from
+    torch.__config__.show(): e.g. "mkl (oneDNN v3.13.3)"."""
+    config = torch.__config__.show()
+    blas = re.search(r"BLAS_INFO=(\w+)", config)
+    onednn = re.search(r"MKL-DNN (v[\d.]+)", config)
+    return "%s%s" % (blas.group(1) if blas else "unknown",
+                     " (oneDNN %s)" % onednn.group(1) if onednn else "")
 
 
 def time_ds_run(bin_dir, plan, data, steps, env):

@@ -67,63 +67,11 @@ find_package(Torch REQUIRED CONFIG)
 get_filename_component(DS_TORCH_LIB_DIR "${TORCH_INSTALL_PREFIX}/lib" REALPATH)
 message(STATUS "LibTorch ${DS_TORCH_VERSION} from ${DS_TORCH_LIB_DIR} (Python: ${DS_PYTHON})")
 
-# Every c10/torch library on the link line must be the wheel's. Walk
-# TORCH_LIBRARIES, its imported targets and their link interfaces.
-set(_ds_seen)
-set(_ds_queue ${TORCH_LIBRARIES})
-while(_ds_queue)
-  list(POP_FRONT _ds_queue _ds_item)
-  if(_ds_item IN_LIST _ds_seen OR _ds_item MATCHES "^(-|\\$<)")
-    continue()
-  endif()
-  list(APPEND _ds_seen ${_ds_item})
-  set(_ds_files)
-  if(TARGET ${_ds_item})
-    get_target_property(_ds_type ${_ds_item} TYPE)
-    if(NOT _ds_type STREQUAL "INTERFACE_LIBRARY")
-      foreach(_ds_prop IMPORTED_LOCATION IMPORTED_LOCATION_RELEASE IMPORTED_LOCATION_NOCONFIG)
-        get_target_property(_ds_loc ${_ds_item} ${_ds_prop})
-        if(_ds_loc)
-          list(APPEND _ds_files ${_ds_loc})
-        endif()
-      endforeach()
-    endif()
-    get_target_property(_ds_deps ${_ds_item} INTERFACE_LINK_LIBRARIES)
-    if(_ds_deps)
-      list(APPEND _ds_queue ${_ds_deps})
-    endif()
-  elseif(IS_ABSOLUTE "${_ds_item}")
-    list(APPEND _ds_files ${_ds_item})
-  elseif(_ds_item MATCHES "^(c10|torch)")
-    # A bare name: the linker would search its default path for it.
-    find_library(_ds_bare_${_ds_item} ${_ds_item} NO_CACHE)
-    list(APPEND _ds_files ${_ds_bare_${_ds_item}})
-  endif()
-  foreach(_ds_file ${_ds_files})
-    get_filename_component(_ds_name ${_ds_file} NAME)
-    get_filename_component(_ds_dir ${_ds_file} DIRECTORY)
-    get_filename_component(_ds_dir ${_ds_dir} REALPATH)
-    if(_ds_name MATCHES "^lib(c10|torch)" AND NOT _ds_dir STREQUAL DS_TORCH_LIB_DIR)
-      message(FATAL_ERROR "${_ds_file} would be linked next to the torch in "
-        "${DS_TORCH_LIB_DIR}: two LibTorch copies abort at start-up. Remove "
-        "Debian's LibTorch (apt-get remove libtorch-dev python3-torch) or "
-        "point -DDS_PYTHON / -DTorch_DIR at one torch.")
-    endif()
-  endforeach()
-endwhile()
-
-# A library named like LibTorch's on the default linker path is refused as
-# well: -lc10 or a transitive DT_NEEDED could pick it up.
-foreach(_ds_name c10 torch torch_cpu)
-  find_library(_ds_system_${_ds_name} ${_ds_name} NO_CACHE
-               PATHS /usr/lib/x86_64-linux-gnu /usr/lib /usr/local/lib NO_DEFAULT_PATH)
-  if(_ds_system_${_ds_name})
-    message(FATAL_ERROR "${_ds_system_${_ds_name}} is on the default linker path "
-      "next to the torch in ${DS_TORCH_LIB_DIR}: two LibTorch copies abort at "
-      "start-up. Remove Debian's LibTorch (apt-get remove libtorch-dev "
-      "python3-torch libtorch1.13) before configuring.")
-  endif()
-endforeach()
+# Every c10/torch library on the link line must be the wheel's, and no
+# development copy of another LibTorch may sit on the linker's default path.
+include(DSSingleTorch)
+ds_check_single_torch(${DS_TORCH_LIB_DIR} ITEMS ${TORCH_LIBRARIES}
+  SYSTEM_DIRS /usr/lib/x86_64-linux-gnu /usr/lib /usr/local/lib)
 
 # Binaries find the wheel's libraries at run time without LD_LIBRARY_PATH.
 set(CMAKE_BUILD_RPATH ${DS_TORCH_LIB_DIR} ${DS_TORCH_RPATH_DIRS})

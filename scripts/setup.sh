@@ -63,7 +63,10 @@ install_requirements() {
     return
   fi
   echo "setup: installing $file into $venv (torch is a 5 GB download the first time)"
-  "$venv/bin/pip" install --disable-pip-version-check -q -r "$file"
+  # --no-build-isolation: source packages that import torch at build time (DeepSpeed)
+  # build against the torch already installed from requirements.txt.
+  DS_BUILD_OPS=0 "$venv/bin/pip" install --disable-pip-version-check -q \
+    $([ "$file" = requirements-dev.txt ] && echo --no-build-isolation) -r "$file"
   echo "$sum" >"$stamp"
 }
 install_requirements requirements.txt

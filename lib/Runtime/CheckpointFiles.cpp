@@ -2,12 +2,11 @@
 
 #include "CheckpointFiles.h"
 
-#include "TorchSaveReader.h"
+#include "TorchSave.h"
 
 #include "ds/Plan/AtomicFile.h"
 #include "ds/Runtime/RuntimeError.h"
 
-#include <torch/csrc/jit/serialization/pickle.h>
 
 #include <cerrno>
 #include <csignal>
@@ -115,7 +114,7 @@ void writeTorchFile(const std::string &path, const c10::IValue &value,
                     int64_t rank) {
   std::vector<char> bytes;
   try {
-    bytes = torch::jit::pickle_save(value);
+    bytes = writeTorchSave(value);
   } catch (const c10::Error &error) {
     throw RuntimeError("cannot write " + path + ": " +
                        error.what_without_backtrace());

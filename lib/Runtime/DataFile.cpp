@@ -2,7 +2,7 @@
 
 #include "ds/Runtime/DataFile.h"
 
-#include "TorchSaveReader.h"
+#include "TorchSave.h"
 
 #include "ds/Runtime/DTypes.h"
 #include "ds/Runtime/RuntimeError.h"

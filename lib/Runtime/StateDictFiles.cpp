@@ -3,13 +3,13 @@
 #include "ds/Runtime/Checkpoint.h"
 
 #include "CheckpointFiles.h"
+#include "TorchSave.h"
 
 #include "ds/Plan/AtomicFile.h"
 #include "ds/Plan/Plan.h"
 #include "ds/Runtime/RuntimeError.h"
 
 #include <ATen/core/Dict.h>
-#include <torch/csrc/jit/serialization/pickle.h>
 
 #include <cstdio>
 
@@ -20,7 +20,7 @@ void writeTorchStateDict(const std::string &path, const NamedTensors &tensors) {
   // Own storage per tensor: a view would drag its whole flat buffer along.
   for (const auto &[name, tensor] : tensors)
     dict.insert(name, tensor.detach().clone());
-  std::vector<char> bytes = torch::jit::pickle_save(dict);
+  std::vector<char> bytes = detail::writeTorchSave(dict);
   try {
     plan::writeFileAtomic(path, std::string_view(bytes.data(), bytes.size()));
   } catch (const std::runtime_error &error) {

@@ -85,6 +85,35 @@ def train(engine, batches):
 
 
 # -- compile ----------------------------------------------------------------------------------
+def _python(code, drop_pythonpath=False):
+    env = dict(os.environ)
+    if drop_pythonpath:
+        env.pop("PYTHONPATH", None)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          cwd="/")
+
+
+def test_import_refuses_another_torch_version():
+    # The native module links one exact LibTorch: under another torch version the import stops
+    # before loading it, naming both versions.
+    proc = _python("import torch; torch.__version__ = '2.0.0+other'; import dsopt")
+    assert proc.returncode != 0
+    assert ("dsopt was built against torch %s, but this Python has torch 2.0.0+other"
+            % torch.__version__) in proc.stderr, proc.stderr
+
+
+def test_import_without_pythonpath_in_the_build_environment():
+    # Configuring writes dsopt-build.pth into the virtual environment CMake built against.
+    if sys.prefix == sys.base_prefix:
+        pytest.skip("not a virtual environment: the build writes no .pth file here")
+    proc = _python("import dsopt, torch; print(dsopt.__file__); print(torch.__version__)",
+                   drop_pythonpath=True)
+    assert proc.returncode == 0, proc.stderr
+    path, version = proc.stdout.split()
+    assert path.endswith(os.path.join("python", "dsopt", "__init__.py")), path
+    assert version == torch.__version__ and version.startswith("2."), version
+
+
 def test_compile_nn_module():
     model = TinyNet()
     x, y = tiny_batch()

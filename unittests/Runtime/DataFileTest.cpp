@@ -71,8 +71,8 @@ TEST(DataFile, SafetensorsData) {
 }
 
 TEST(DataFile, PythonTorchSaveFiles) {
-  // Written by Python's torch.save (tools: make_fixtures.py); a one-key dict
-  // uses the SETITEM opcode that torch::pickle_load of 1.13 cannot read.
+  // Written by Python's torch.save (data/make_fixtures.py); a one-key dict is
+  // pickled with SETITEM, two keys with SETITEMS.
   plan::Plan plan;
   plan.microBatchPerRank = 4;
   plan.inputs.push_back({"x", plan::DType::Float32, {4, 3}, true});

@@ -1,12 +1,12 @@
 //===- OptimizerTest.cpp - Optimizers and clipping against torch ----------===//
 //
 // The runtime's Optimizer must compute what torch.optim computes (the oracle
-// is torch.optim 1.13). LibTorch's C++ torch::optim AdamW, Adam and SGD run
-// the same single-tensor op sequence as Python's (adamw.py, adam.py, sgd.py
-// in 1.13: decay, moments, denom = sqrt(v)/sqrt(bc2) + eps, addcdiv by
-// -lr/bc1; SGD's buffer starts as a clone of the first gradient), so the
-// parameters must agree bit for bit. data/optim_expected.pt, written by
-// Python's torch.optim (data/make_fixtures.py), checks the same directly.
+// is Python's torch.optim 2.15): data/optim_expected.pt, written by it
+// (data/make_fixtures.py), is matched bit for bit. LibTorch's C++
+// torch::optim is a second reference: its SGD runs Python's op sequence (the
+// buffer starts as a clone of the first gradient) and must agree bitwise; its
+// Adam/AdamW still update the first moment with mul_().add_() where Python's
+// uses lerp_() since 2.0, so they agree to rounding (relative 1e-6) only.
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,6 +71,18 @@ runBoth(const OptimizerConfig &config, MakeReference makeReference, int steps,
   return {ours, theirs};
 }
 
+/// LibTorch's C++ Adam and AdamW round the first moment differently from
+/// torch.optim (above): a few float32 ulps after five steps.
+void expectEqualToRounding(const std::vector<at::Tensor> &ours,
+                           const std::vector<at::Tensor> &theirs) {
+  ASSERT_EQ(ours.size(), theirs.size());
+  for (size_t i = 0; i < ours.size(); ++i)
+    EXPECT_TRUE(at::allclose(ours[i], theirs[i].detach(), /*rtol=*/1e-6,
+                             /*atol=*/1e-7))
+        << "parameter " << i << ": max difference "
+        << (ours[i] - theirs[i].detach()).abs().max().item<double>();
+}
+
 void expectBitwiseEqual(const std::vector<at::Tensor> &ours,
                         const std::vector<at::Tensor> &theirs) {
   ASSERT_EQ(ours.size(), theirs.size());
@@ -93,7 +105,7 @@ OptimizerConfig adamConfig(OptimizerType type, bool adamWMode, double wd) {
 
 } // namespace
 
-TEST(Optimizer, AdamWMatchesTorchOptimBitwise) {
+TEST(Optimizer, AdamWAgreesWithLibTorchAdamW) {
   for (OptimizerType type : {OptimizerType::AdamW, OptimizerType::Adam}) {
     OptimizerConfig config = adamConfig(type, /*adamWMode=*/true, 0.05);
     auto [ours, theirs] =
@@ -106,11 +118,11 @@ TEST(Optimizer, AdamWMatchesTorchOptimBitwise) {
                                   .weight_decay(config.weightDecay));
                 },
                 5, {0.01, 0.02, 0.005, 0.01, 0.03});
-    expectBitwiseEqual(ours, theirs);
+    expectEqualToRounding(ours, theirs);
   }
 }
 
-TEST(Optimizer, AdamWithL2DecayMatchesTorchOptimAdam) {
+TEST(Optimizer, AdamWithL2DecayAgreesWithLibTorchAdam) {
   OptimizerConfig config =
       adamConfig(OptimizerType::Adam, /*adamWMode=*/false, 0.05);
   auto [ours, theirs] = runBoth(
@@ -123,7 +135,7 @@ TEST(Optimizer, AdamWithL2DecayMatchesTorchOptimAdam) {
                         .weight_decay(config.weightDecay));
       },
       5);
-  expectBitwiseEqual(ours, theirs);
+  expectEqualToRounding(ours, theirs);
 }
 
 TEST(Optimizer, SgdVariantsMatchTorchOptimSgd) {
@@ -203,7 +215,7 @@ TEST(Optimizer, ClippingMatchesClipGradNorm) {
   EXPECT_EQ(runtime::clipGradientsByGlobalNorm({}, 1.0), 0.0);
 }
 
-/// The same updates as Python's torch.optim 1.13 computed them (the file is
+/// The same updates as Python's torch.optim 2.15 computed them (the file is
 /// written by data/make_fixtures.py): initial parameters p0_i, gradients
 /// g<step>_i, and per case the parameters after each step.
 TEST(Optimizer, MatchesPythonTorchOptimFixture) {

@@ -10,12 +10,12 @@ import torch
 
 here = os.path.dirname(os.path.abspath(__file__))
 x = torch.arange(24, dtype=torch.float32).reshape(2, 4, 3)
-# One key: Python pickles it with SETITEM, which LibTorch 1.13 cannot read.
+# One key: Python pickles it with SETITEM (two keys: SETITEMS).
 torch.save({"x": x}, os.path.join(here, "one_key.pt"))
 torch.save({"x": x, "y": torch.arange(8).reshape(2, 4)},
            os.path.join(here, "two_keys.pt"))
 
-# Optimizer oracle for OptimizerTest.cpp: torch.optim (Python, 1.13) with
+# Optimizer oracle for OptimizerTest.cpp: torch.optim (Python, 2.15) with
 # torch.nn.utils.clip_grad_norm_, the way the numerical oracle runs them.
 g = torch.Generator().manual_seed(11)
 shapes = [(3, 5), (5,), (2, 2, 2)]
