@@ -2,14 +2,17 @@
 //
 // Native mixed precision (docs/runtime.md, "Mixed precision") on the
 // hand-written train plan (plans/linear_mse_train.json), partitioned by
-// test::partitionEngine at ZeRO stages 0-3 and then turned bf16 / fp16 as
-// the compiler will write it: every parameter stored in the low dtype, each
-// `state` op followed by an aten::to.dtype to float32 (the ops compute in
-// float32: LibTorch 1.13 has no bf16 mse_loss or Half addmm on CPU), each
+// test::partitionEngine at ZeRO stages 0-3 and then turned bf16 / fp16 the
+// way the compiler writes an engine whose ops compute in float32 (ops
+// without a CPU kernel in the low dtype: none in LibTorch 2.15, or named by
+// -ds-assign-precision's no-kernel-ops): every parameter stored in the low
+// dtype, each `state` op followed by an aten::to.dtype to float32, each
 // gradient cast to the low dtype before its `grad` op, and for fp16 a
-// `loss_scale` op whose value multiplies the backward seed. The runtime
-// must keep a float32 master of the rank's shard, update it, and round it
-// into the parameters; fp16 overflows skip the step on every rank.
+// `loss_scale` op whose value multiplies the backward seed. (Plans that
+// compute in the low dtype, as the compiler writes them for LibTorch 2.15,
+// are held to LibTorch by test/mpi/precision_check.py.) The runtime must
+// keep a float32 master of the rank's shard, update it, and round it into
+// the parameters; fp16 overflows skip the step on every rank.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +35,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <tuple>
 
 using namespace ds;
 using ds::plan::ordered_json;
@@ -877,50 +881,57 @@ TEST(Precision, Fp16CheckpointsKeepTheScalerKind) {
 
 TEST(Precision, AutocastGathersInTheBucketDtype) {
   // An autocast engine keeps float32 parameters (no master); at stage 3 a
-  // sharded bucket whose dtype is bfloat16 is gathered in bf16, so the
-  // forward reads bf16-rounded weights, while gatherState() and the
-  // optimizer see the float32 parameters.
+  // sharded bucket whose dtype is the autocast dtype (bf16, or fp16 under
+  // fp16 autocast) is gathered in that dtype, so the forward reads rounded
+  // weights, while gatherState() and the optimizer see the float32
+  // parameters.
   TempDir dir;
   std::string weights = writeWeights(dir);
   std::vector<std::vector<Batch>> data = makeData(2, 1);
-  ordered_json json = plan::toJson(test::zeroPlan(
-      test::withBackwardWeightRead(trainJson()), 2, 3, 6, /*gap=*/1));
-  json["engines"][0]["precision"] = {{"mode", "autocast"},
-                                     {"param_dtype", "float32"},
-                                     {"master_dtype", "float32"},
-                                     {"grad_accum_dtype", "float32"},
-                                     {"autocast_dtype", "bfloat16"}};
-  plan::Plan plan = plan::parsePlan(json, "autocast.json");
-  for (plan::BucketDesc &bucket : plan.engines[0].partition->buckets)
-    bucket.dtype = plan::DType::BFloat16;
-  runtime::NamedTensors file = runtime::readSafetensors(weights);
-  onRanks(plan, weights, [&](Engine &engine, int64_t rank) {
-    EXPECT_FALSE(engine.masterParameters("model").defined());
-    const Batch &b = data[0][0];
-    at::Tensor x = b.x.narrow(0, rank * ROWS, ROWS);
-    at::Tensor t = b.t.narrow(0, rank * ROWS, ROWS);
-    double loss = engine.forwardEval({x, t})[0].item<double>();
-    at::Tensor weight = file[0].second, bias = file[1].second;
-    for (const auto &[name, tensor] : file) {
-      if (name == "fc.weight")
-        weight = tensor;
-      if (name == "fc.bias")
-        bias = tensor;
-    }
-    auto evalWith = [&](const at::Tensor &w, const at::Tensor &bb) {
-      return at::mse_loss(at::linear(x, w, bb), t).item<double>();
-    };
-    EXPECT_EQ(loss, evalWith(weight.to(at::kBFloat16).to(at::kFloat),
-                             bias.to(at::kBFloat16).to(at::kFloat)));
-    EXPECT_NE(loss, evalWith(weight, bias));
-    std::vector<at::Tensor> whole = wholeParams(engine);
-    EXPECT_EQ(whole[0].scalar_type(), at::kFloat);
-    EXPECT_TRUE(at::equal(whole[0], weight)) << "stored exactly";
-    StepReport report = trainStep(engine, data[0], rank);
-    EXPECT_TRUE(report.updated);
-    EXPECT_FALSE(report.skipped());
-    EXPECT_EQ(engine.optimizer("model")->expAvg().scalar_type(), at::kFloat);
-  });
+  for (auto [name, dtype, scalar] :
+       {std::tuple{"bfloat16", plan::DType::BFloat16, at::kBFloat16},
+        std::tuple{"float16", plan::DType::Float16, at::kHalf}}) {
+    SCOPED_TRACE(name);
+    ordered_json json = plan::toJson(test::zeroPlan(
+        test::withBackwardWeightRead(trainJson()), 2, 3, 6, /*gap=*/1));
+    json["engines"][0]["precision"] = {{"mode", "autocast"},
+                                       {"param_dtype", "float32"},
+                                       {"master_dtype", "float32"},
+                                       {"grad_accum_dtype", "float32"},
+                                       {"autocast_dtype", name}};
+    plan::Plan plan = plan::parsePlan(json, "autocast.json");
+    for (plan::BucketDesc &bucket : plan.engines[0].partition->buckets)
+      bucket.dtype = dtype;
+    runtime::NamedTensors file = runtime::readSafetensors(weights);
+    onRanks(plan, weights, [&](Engine &engine, int64_t rank) {
+      EXPECT_FALSE(engine.masterParameters("model").defined());
+      const Batch &b = data[0][0];
+      at::Tensor x = b.x.narrow(0, rank * ROWS, ROWS);
+      at::Tensor t = b.t.narrow(0, rank * ROWS, ROWS);
+      double loss = engine.forwardEval({x, t})[0].item<double>();
+      at::Tensor weight = file[0].second, bias = file[1].second;
+      for (const auto &[key, tensor] : file) {
+        if (key == "fc.weight")
+          weight = tensor;
+        if (key == "fc.bias")
+          bias = tensor;
+      }
+      auto evalWith = [&](const at::Tensor &w, const at::Tensor &bb) {
+        return at::mse_loss(at::linear(x, w, bb), t).item<double>();
+      };
+      EXPECT_EQ(loss, evalWith(weight.to(scalar).to(at::kFloat),
+                               bias.to(scalar).to(at::kFloat)));
+      EXPECT_NE(loss, evalWith(weight, bias));
+      std::vector<at::Tensor> whole = wholeParams(engine);
+      EXPECT_EQ(whole[0].scalar_type(), at::kFloat);
+      EXPECT_TRUE(at::equal(whole[0], weight)) << "stored exactly";
+      StepReport report = trainStep(engine, data[0], rank);
+      EXPECT_TRUE(report.updated);
+      EXPECT_FALSE(report.skipped());
+      EXPECT_EQ(engine.optimizer("model")->expAvg().scalar_type(),
+                at::kFloat);
+    });
+  }
 }
 
 TEST(Precision, DsRunLinesCarryTheLossScaleAndSkips) {
