@@ -81,3 +81,24 @@ func.func @branches(%c: i1, %b: tensor<4xbf16>, %f: tensor<4xf32>) -> tensor<4xf
   }
   return %y : tensor<4xf32>
 }
+
+// -----
+
+// The CPU flash attention kernel returns its logsumexp in f32 for bf16 / f16
+// inputs (LibTorch 2.15), its output in the inputs' dtype; _safe_softmax's
+// dtype argument decides its result (6: f32).
+// CHECK-LABEL: func.func @attention(%arg0: tensor<2x2x4x8xbf16>, %arg1: tensor<4x8xbf16>) -> (tensor<2x2x4x8xbf16>, tensor<2x2x4xf32>, tensor<4x8xf32>, tensor<4x8xbf16>)
+// CHECK:      ds.aten "aten::_scaled_dot_product_flash_attention_for_cpu"({{.*}} -> (tensor<2x2x4x8xbf16>, tensor<2x2x4xf32>)
+// CHECK-NEXT: ds.aten "aten::_safe_softmax"(%arg1, %{{.*}}, %{{.*}}) : (tensor<4x8xbf16>, i64, i64) -> tensor<4x8xf32>
+// CHECK-NEXT: ds.aten "aten::_safe_softmax"(%arg1, %{{.*}}, %{{.*}}) : (tensor<4x8xbf16>, i64, !ds.none) -> tensor<4x8xbf16>
+func.func @attention(%q: tensor<2x2x4x8xbf16>, %x: tensor<4x8xbf16>) -> (tensor<2x2x4x8xf32>, tensor<2x2x4xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %none = ds.constant unit : !ds.none
+  %zero = ds.constant 0.0 : f64
+  %true = ds.constant true
+  %m1 = ds.constant -1 : i64
+  %f32 = ds.constant 6 : i64
+  %o:2 = ds.aten "aten::_scaled_dot_product_flash_attention_for_cpu"(%q, %q, %q, %zero, %true, %none, %none) : (tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, f64, i1, !ds.none, !ds.none) -> (tensor<2x2x4x8xf32>, tensor<2x2x4xf32>)
+  %s = ds.aten "aten::_safe_softmax"(%x, %m1, %f32) : (tensor<4x8xbf16>, i64, i64) -> tensor<4x8xf32>
+  %s2 = ds.aten "aten::_safe_softmax"(%x, %m1, %none) : (tensor<4x8xbf16>, i64, !ds.none) -> tensor<4x8xf32>
+  return %o#0, %o#1, %s, %s2 : tensor<2x2x4x8xf32>, tensor<2x2x4xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
