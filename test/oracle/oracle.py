@@ -148,7 +148,8 @@ rtol 2^-10 (one ulp) + atol 1e-4; autocast losses 2e-3, grad_norm 4e-3, paramete
 atol 4e-4; autocast_fp16 losses 1e-4, grad_norm 4e-4, parameters rtol 2^-10 + atol 2e-5.
 cancel_probe's bf16 grad_norm (3.1e-3) needs its test's own --norm-rtol 2e-2. They hold for
 models of the transformer's size and gradient scale with SGD-sized updates; tied_lm (losses
-~14, gradients ~5) differed by 2.7e-2 in bf16 under the same test with torch 1.13: pass wider
+~14, gradients ~5) differs by 3.0e-2 in bf16 and 2.3e-2 in fp16 under the same test (grad_norm
+1.3e-2 / 7.0e-3, parameters 9.9e-3 / 1.4e-3 beyond the relative tolerance): pass wider
 tolerances per test there. lr, loss_scale and skipped are compared exactly. ds-run itself, which
 runs the same LibTorch kernels as the oracle, agrees far closer (test/mpi/precision_check.py on
 the transformer, W = 2: losses bitwise equal at stage 0 in every mode, grad_norm within 2e-4 at
