@@ -174,9 +174,14 @@ import os
 import re
 import struct
 import sys
+import warnings
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
+
+# torch 2.x marks TorchScript deprecated ("Please switch to torch.compile or torch.export"); the
+# oracle loads the archives users have, and the warning would repeat in every test's output.
+warnings.filterwarnings("ignore", message=r".*is deprecated\. Please switch to", category=FutureWarning)
 
 
 class OracleError(Exception):
