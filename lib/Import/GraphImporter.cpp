@@ -225,9 +225,15 @@ bool GraphImporter::isDefinedOutside(jit::Value *v) const {
 //===----------------------------------------------------------------------===//
 
 Location GraphImporter::loc(jit::Node *node) {
-  // Nodes TorchScript made without a source range (prim::DictConstruct of a
-  // default argument) take the line of the innermost call, if or loop.
+  // Nodes TorchScript makes without a source range (prim::DictConstruct)
+  // take the line of what computes their inputs (the same statement), else
+  // that of the innermost call, if or loop around them.
   Location l = locationOf(ctx, node->sourceRange(), unknownLoc);
+  for (jit::Value *in : node->inputs()) {
+    if (l != unknownLoc)
+      break;
+    l = locationOf(ctx, in->node()->sourceRange(), unknownLoc);
+  }
   for (auto it = enclosing.rbegin(); l == unknownLoc && it != enclosing.rend();
        ++it)
     l = locationOf(ctx, (*it)->sourceRange(), unknownLoc);
@@ -313,11 +319,25 @@ Type GraphImporter::typeOfExample(const c10::IValue &v,
                                   const c10::TypePtr &jitType) {
   if (v.isTensor()) {
     const at::Tensor &t = v.toTensor();
-    // An undefined tensor (an optional result the kernel did not compute,
-    // e.g. the attention weights of _native_multi_head_attention without
-    // need_weights) is None to its users.
-    if (!t.defined())
-      return ds::NoneType::get(ctx);
+    // An undefined tensor (a result the kernel did not compute, e.g. the
+    // attention weights of _native_multi_head_attention without
+    // need_weights) has no sizes: its dims are dynamic (rank 1 unless
+    // TorchScript's type knows it). The runtime passes it on unchecked; a
+    // consumer would fail in its kernel.
+    if (!t.defined()) {
+      Type elem = builder.getF32Type();
+      int64_t rank = 1;
+      if (auto tensor = jitType ? jitType->cast<c10::TensorType>() : nullptr) {
+        if (auto st = tensor->scalarType())
+          elem = elementTypeOf(ctx, *st);
+        if (auto r = tensor->dim())
+          rank = *r;
+      }
+      if (!elem)
+        return {};
+      return RankedTensorType::get(
+          SmallVector<int64_t>(rank, ShapedType::kDynamic), elem);
+    }
     if (!elementTypeOf(ctx, t.scalar_type()))
       return {};
     return tensorTypeOf(ctx, t, dyn);

@@ -597,6 +597,16 @@ class EncoderCausal(nn.Module):
         return F.mse_loss(self.head(self.encoder(x, mask=mask, is_causal=True)), y)
 
 
+class BadTensorDict(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        outs = {"h": self.fc(x)}                               # a dict of tensors: unsupported
+        return F.mse_loss(outs["h"], y)
+
+
 # ---------------------------------------------------------------------------------------------
 # writers
 # ---------------------------------------------------------------------------------------------
@@ -983,8 +993,10 @@ def build_mha_lm():
                  "aten::scaled_dot_product_attention with is_causal and no mask) and pad_attn "
                  "(2 heads; key_padding_mask = idx == 0, need_weights=True: baddbmm, softmax, "
                  "bmm, the averaged weights added to the loss as mean(w * w)); LayerNorm after "
-                 "the first, RMSNorm after the second, Linear head, cross_entropy. In eval the "
-                 "first takes the fused aten::_native_multi_head_attention. The in_proj_bias "
+                 "the first, RMSNorm after the second, Linear head, cross_entropy. In eval "
+                 "pad_attn takes the fused aten::_native_multi_head_attention (its mask is "
+                 "boolean), causal_attn stays on scaled_dot_product_attention (a float "
+                 "attn_mask rules the fast path out). The in_proj_bias "
                  "of both includes a key bias whose true gradient is exactly zero (bias=False "
                  "does not script in torch 2.15)."}
 
@@ -1124,6 +1136,17 @@ def write_error_cases(outdir: str) -> dict:
         "data": "bad_dynamic_loop.data.pt",
         "expect": "import error: prim::Loop whose condition depends on tensor data "
                   "(`while h.sum() > 0:`), with its source line"}
+
+    torch.manual_seed(105)
+    m = torch.jit.script(BadTensorDict())
+    data = {"x": torch.randn(S, B, 8), "y": torch.randn(S, B, 4)}
+    check_runs("bad_tensor_dict", m, data)
+    m.save(os.path.join(outdir, "bad_tensor_dict.pt"))
+    save_data(os.path.join(outdir, "bad_tensor_dict.data.pt"), data)
+    cases["bad_tensor_dict.pt"] = {
+        "data": "bad_tensor_dict.data.pt",
+        "expect": "import error naming prim::DictConstruct (a dict of tensors; torch 2.x's "
+                  "fast-path checks build only empty dicts, which import) and its source line"}
 
     torch.manual_seed(102)
     torch.save({"fc.weight": torch.randn(4, 8), "fc.bias": torch.randn(4)},
