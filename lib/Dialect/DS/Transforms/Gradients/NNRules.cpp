@@ -536,10 +536,11 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
   t["aten::rms_norm"] = [](GradientBuilder &gb) -> LogicalResult {
     // rms_norm(x, normalized_shape, weight?, eps?) as ATen's CPU kernel
     // computes it: xc = x in its math type (float for 16-bit x),
-    // r = rsqrt(mean(xc^2) + eps), y = (xc * r).type_as(x) * w; and its
+    // r = rsqrt(mean(xc^2) + eps), y = ((xc * r) * w).type_as(x); and its
     // gradient as autograd derives it from those ops, in the same order, so
-    // that both round alike. With u = g * w:
-    //   gw = sum_to(g * (xc * r)),
+    // that both round alike. With gy = g in the dtype of (xc * r) * w and
+    // u = gy * w in the math type:
+    //   gw = sum_to(gy * (xc * r)) in w's dtype,
     //   gx = u * r + expand(-0.5 * sum(u * xc) * r^3) / N * (2 * xc).
     Value x = gb.operand(0), w = gb.operand(2);
     auto xt = cast<RankedTensorType>(x.getType());
@@ -585,18 +586,24 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
                                {mean, gb.constFloat(eps), gb.constInt(1)},
                                statType)},
                       statType);
-    Value g = gb.resultGradOrZeros(0);
     bool hasWeight = !isa<ds::NoneType>(w.getType());
+    Type productElem = hasWeight ? promoteFloatTypes(math, elementOf(w)) : math;
+    auto productType = xt.clone(productElem);
+    Value gy = castTo(gb, gb.resultGradOrZeros(0), productElem);
     if (hasWeight && gb.needsGrad(2)) {
-      Value normed =
-          castTo(gb, gb.aten("aten::mul.Tensor", {xc, r}, mathType), elem);
-      Value prod = gb.aten("aten::mul.Tensor", {g, normed}, g.getType());
-      gb.setGrad(2, castTo(gb, gb.sumToShapeOf(prod, w), elementOf(w)));
+      Value normed = gb.aten("aten::mul.Tensor", {xc, r}, mathType);
+      Value prod = gb.aten("aten::mul.Tensor", {gy, normed}, productType);
+      auto wt = cast<RankedTensorType>(w.getType());
+      Value summed = prod;
+      if (wt.getShape() != xt.getShape())
+        summed = gb.aten("aten::sum_to_size", {prod, gb.intList(wt.getShape())},
+                         wt.clone(productElem));
+      gb.setGrad(2, castTo(gb, summed, wt.getElementType()));
     }
     if (gb.needsGrad(0)) {
-      Value u = g;
+      Value u = gy;
       if (hasWeight)
-        u = gb.aten("aten::mul.Tensor", {g, w}, g.getType());
+        u = gb.aten("aten::mul.Tensor", {gy, w}, productType);
       u = castTo(gb, u, math);
       Value direct = gb.aten("aten::mul.Tensor", {u, r}, mathType);
       Value gr = gb.aten("aten::sum.dim_IntList",
