@@ -66,13 +66,15 @@ endforeach()
 find_package(Torch REQUIRED CONFIG)
 get_filename_component(DS_TORCH_LIB_DIR "${TORCH_INSTALL_PREFIX}/lib" REALPATH)
 message(STATUS "LibTorch ${DS_TORCH_VERSION} from ${DS_TORCH_LIB_DIR} (Python: ${DS_PYTHON})")
-# A LibTorch given with -DTorch_DIR that is not DS_PYTHON's own: the tools
-# build, but dsopt cannot share the process with that Python's torch.
+# The LibTorch found must be DS_PYTHON's own: the tests compare the tools with
+# that Python's torch, and dsopt shares its process. A Torch_DIR cached by a
+# build folder configured before the move to the wheel points elsewhere.
 get_filename_component(_ds_python_torch_lib "${_ds_site_packages}/torch/lib" REALPATH)
 if(NOT DS_TORCH_LIB_DIR STREQUAL _ds_python_torch_lib)
-  message(WARNING "Torch_DIR's LibTorch (${DS_TORCH_LIB_DIR}) is not the one of "
-    "${DS_PYTHON} (${_ds_python_torch_lib}): dsopt will refuse to import there, "
-    "and the tests' Python oracle runs another torch than the tools.")
+  message(FATAL_ERROR "Torch_DIR (${Torch_DIR}) is the LibTorch in "
+    "${DS_TORCH_LIB_DIR}, not the one of ${DS_PYTHON} (${_ds_python_torch_lib}). "
+    "Configure a new build folder (or remove CMakeCache.txt), or give "
+    "-DDS_PYTHON a Python whose torch owns that LibTorch.")
 endif()
 
 # Every c10/torch library on the link line must be the wheel's, and no
