@@ -19,6 +19,33 @@ DType EngineConfig::modelDtype() const {
   return DType::Float32;
 }
 
+LossScalerConfig gradScalerDefaults() {
+  LossScalerConfig scaler;
+  scaler.kind = LossScalerConfig::Kind::GradScaler;
+  scaler.initialScale = 65536.0;
+  scaler.window = 2000;
+  scaler.hysteresis = 1;
+  scaler.consecutiveHysteresis = false;
+  scaler.minScale = 0.0;
+  return scaler;
+}
+
+std::optional<LossScalerConfig> EngineConfig::lossScaler() const {
+  if (torchAutocast.enabled && torchAutocast.dtype == DType::Float16)
+    return gradScalerDefaults();
+  if (!fp16.enabled)
+    return std::nullopt;
+  LossScalerConfig scaler;
+  scaler.kind = fp16.dynamicLossScale() ? LossScalerConfig::Kind::Dynamic
+                                        : LossScalerConfig::Kind::Static;
+  scaler.initialScale = fp16.initialLossScale();
+  scaler.window = fp16.lossScaleWindow;
+  scaler.hysteresis = fp16.hysteresis;
+  scaler.consecutiveHysteresis = fp16.consecutiveHysteresis;
+  scaler.minScale = fp16.minLossScale;
+  return scaler;
+}
+
 namespace detail {
 namespace {
 

@@ -503,8 +503,8 @@ private:
           op, where, " has no optimizer (a frozen engine has no loss scale)");
       if (!engine.precision || !engine.precision->lossScaler)
         fail(where, "engine: engine " + quoted(op.engine) +
-                        " has no precision.loss_scaler (only fp16 engines "
-                        "scale their loss)");
+                        " has no precision.loss_scaler (only fp16 and fp16 "
+                        "autocast engines scale their loss)");
       defineResults();
       expectTensor(op.results[0], DType::Float32, {}, where, "result",
                    "a loss scale");
@@ -1228,14 +1228,27 @@ private:
       fail(where + ".autocast_dtype",
            std::string("must be bfloat16 or float16, found ") +
                dtypeName(*precision.autocastDtype));
+    // fp16 engines scale their loss with DeepSpeed's scaler, fp16 autocast
+    // engines with the torch.amp.GradScaler DeepSpeed creates for them.
     bool fp16 = precision.mode == "fp16";
-    if (precision.lossScaler && !fp16)
+    bool fp16Autocast =
+        autocast && *precision.autocastDtype == DType::Float16;
+    if (precision.lossScaler && !fp16 && !fp16Autocast)
       fail(where + ".loss_scaler",
-           "only fp16 engines scale their loss, this one is " + precision.mode);
+           "only fp16 and fp16 autocast engines scale their loss, this one "
+           "is " +
+               precision.mode +
+               (autocast ? std::string(" with autocast_dtype ") +
+                               dtypeName(*precision.autocastDtype)
+                         : std::string()));
     if (fp16 && engine.optimizer && !precision.lossScaler)
       fail(where, "a trainable fp16 engine needs a loss_scaler");
+    if (fp16Autocast && engine.optimizer && !precision.lossScaler)
+      fail(where, "a trainable fp16 autocast engine needs a loss_scaler "
+                  "(DeepSpeed's torch.amp.GradScaler: type \"grad_scaler\")");
     if (precision.lossScaler)
-      checkLossScaler(*precision.lossScaler, where + ".loss_scaler");
+      checkLossScaler(*precision.lossScaler, where + ".loss_scaler",
+                      fp16Autocast);
     // Native modes store every float parameter and buffer in the low dtype.
     if (autocast)
       return;
@@ -1250,11 +1263,24 @@ private:
     }
   }
 
-  void checkLossScaler(const LossScalerDesc &scaler,
-                       const std::string &where) const {
-    if (scaler.type != "dynamic" && scaler.type != "static")
-      fail(where + ".type", "unknown loss scaler " + quoted(scaler.type) +
-                                " (expected \"dynamic\" or \"static\")");
+  /// `gradScaler`: the engine is fp16 autocast, whose scaler is
+  /// torch.amp.GradScaler (type "grad_scaler": hysteresis 1, no floor);
+  /// else DeepSpeed's fp16 scaler ("dynamic" or "static").
+  void checkLossScaler(const LossScalerDesc &scaler, const std::string &where,
+                       bool gradScaler) const {
+    if (scaler.type != "dynamic" && scaler.type != "static" &&
+        scaler.type != "grad_scaler")
+      fail(where + ".type",
+           "unknown loss scaler " + quoted(scaler.type) +
+               " (expected \"dynamic\", \"static\" or \"grad_scaler\")");
+    if (gradScaler && scaler.type != "grad_scaler")
+      fail(where + ".type",
+           "an fp16 autocast engine scales with \"grad_scaler\" "
+           "(DeepSpeed's torch.amp.GradScaler), found " +
+               quoted(scaler.type));
+    if (!gradScaler && scaler.type == "grad_scaler")
+      fail(where + ".type", "\"grad_scaler\" is for fp16 autocast engines; "
+                            "an fp16 engine's is \"dynamic\" or \"static\"");
     checkFinite(scaler.scale, where + ".scale");
     if (scaler.scale <= 0)
       fail(where + ".scale",
@@ -1266,6 +1292,20 @@ private:
       fail(where + ".hysteresis",
            "must be >= 1, found " + std::to_string(scaler.hysteresis));
     checkFinite(scaler.minScale, where + ".min_scale");
+    if (gradScaler) {
+      if (scaler.minScale != 0)
+        fail(where + ".min_scale",
+             "must be 0 for a grad_scaler (torch.amp.GradScaler has no "
+             "minimum scale), found " +
+                 formatNumber(scaler.minScale));
+      if (scaler.hysteresis != 1 || scaler.consecutiveHysteresis)
+        fail(where + ".hysteresis",
+             "a grad_scaler has hysteresis 1 and consecutive_hysteresis "
+             "false (torch.amp.GradScaler halves on every overflow), found " +
+                 std::to_string(scaler.hysteresis) +
+                 (scaler.consecutiveHysteresis ? " (consecutive)" : ""));
+      return;
+    }
     if (scaler.minScale <= 0)
       fail(where + ".min_scale",
            "must be positive, found " + formatNumber(scaler.minScale));

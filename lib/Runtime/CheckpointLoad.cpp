@@ -167,13 +167,17 @@ void readOptimizer(const EngineContext &context, const DictView &base,
 }
 
 /// The loss scaler: an fp16 engine takes the saved state; any other engine
-/// needs the static 1.0 that fp32 / bf16 training saves.
+/// needs the static 1.0 that fp32 / bf16 / autocast training saves. fp16
+/// autocast's torch.amp.GradScaler is not in the checkpoint (DeepSpeed does
+/// not save it either): it starts again from its initial scale.
 void checkScaler(const EngineContext &context, const DictView &dict,
                  LoadedEngine &loaded) {
   DictView scaler = dict.dict("loss_scaler");
   c10::IValue dynamic = dict.get("dynamic_loss_scale");
   const LossScaler *own =
       context.trainer ? context.trainer->lossScaler(context.engine) : nullptr;
+  if (own && own->gradScaler())
+    own = nullptr;
   if (own) {
     if (!dynamic.isBool() || dynamic.toBool() != own->dynamic())
       dict.fail("dynamic_loss_scale",

@@ -95,12 +95,21 @@ c10::IValue baseOptimizerState(const EngineContext &context) {
   return dict;
 }
 
-/// DeepSpeed's loss scaler state: an fp16 engine's scaler; fp32 and bf16
-/// training have a static scale of 1.
+/// The scaler a checkpoint records: an fp16 engine's. fp16 autocast's
+/// torch.amp.GradScaler is not saved, as in DeepSpeed (the ZeRO optimizers'
+/// state_dict holds their own static scaler of 1, the engine's checkpoint
+/// no GradScaler state): a resumed run starts again from 2^16.
+const LossScaler *savedScaler(const EngineContext &context) {
+  const LossScaler *scaler =
+      context.trainer ? context.trainer->lossScaler(context.engine) : nullptr;
+  return scaler && !scaler->gradScaler() ? scaler : nullptr;
+}
+
+/// DeepSpeed's loss scaler state: an fp16 engine's scaler; fp32, bf16 and
+/// autocast training have a static scale of 1.
 c10::IValue lossScaler(const EngineContext &context,
                        const RunCounters &counters) {
-  const LossScaler *engineScaler =
-      context.trainer ? context.trainer->lossScaler(context.engine) : nullptr;
+  const LossScaler *engineScaler = savedScaler(context);
   const plan::PrecisionDesc *precision =
       context.desc().precision ? &*context.desc().precision : nullptr;
   c10::impl::GenericDict scaler = newDict();
@@ -136,8 +145,7 @@ c10::IValue lossScaler(const EngineContext &context,
 /// optimizer's state.
 void addScalerKeys(c10::impl::GenericDict &dict, const EngineContext &context,
                    const RunCounters &counters) {
-  const LossScaler *engineScaler =
-      context.trainer ? context.trainer->lossScaler(context.engine) : nullptr;
+  const LossScaler *engineScaler = savedScaler(context);
   dict.insert("loss_scaler", lossScaler(context, counters));
   dict.insert("dynamic_loss_scale", engineScaler && engineScaler->dynamic());
   dict.insert("overflow", false);

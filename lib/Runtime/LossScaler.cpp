@@ -5,6 +5,7 @@
 #include "ds/Runtime/RuntimeError.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace ds::runtime {
@@ -21,9 +22,35 @@ LossScaler::LossScaler(const config::Fp16Config &config) {
   state_.hysteresisLeft = config.hysteresis;
 }
 
+LossScaler::LossScaler(const config::LossScalerConfig &config) {
+  using Kind = config::LossScalerConfig::Kind;
+  dynamic_ = config.kind != Kind::Static;
+  gradScaler_ = config.kind == Kind::GradScaler;
+  window_ = config.window;
+  minScale_ = config.minScale;
+  hysteresis_ = config.hysteresis;
+  consecutiveHysteresis_ = config.consecutiveHysteresis;
+  state_.scale = config.initialScale;
+  state_.hysteresisLeft = config.hysteresis;
+}
+
 bool LossScaler::update(bool overflow) {
   State &s = state_;
   if (!dynamic_) {
+    ++s.iteration;
+    return !overflow;
+  }
+  if (gradScaler_) {
+    // torch._amp_update_scale_ (backoff 0.5, growth 2).
+    if (overflow) {
+      s.scale *= 0.5;
+      s.lastOverflow = s.iteration;
+    } else if (s.iteration - s.lastOverflow == window_) {
+      // The scale is a float32 tensor there: it grows only while finite.
+      if (std::isfinite(float(s.scale * factor_)))
+        s.scale *= factor_;
+      s.lastOverflow = s.iteration;
+    }
     ++s.iteration;
     return !overflow;
   }

@@ -218,19 +218,19 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
         const at::ScalarType optimizerDtype =
             native ? toScalarType(desc.precision->masterDtype) : layout.dtype;
         if (desc.precision && desc.precision->lossScaler) {
+          // DeepSpeed's fp16 scaler, or fp16 autocast's torch.amp.GradScaler.
           const plan::LossScalerDesc &scaler = *desc.precision->lossScaler;
-          config::Fp16Config fp16;
-          fp16.enabled = true;
-          fp16.lossScale = scaler.type == "static" ? scaler.scale : 0.0;
-          fp16.lossScaleWindow = scaler.scaleWindow;
-          fp16.hysteresis = scaler.hysteresis;
-          fp16.consecutiveHysteresis = scaler.consecutiveHysteresis;
-          fp16.minLossScale = scaler.minScale;
-          engine.scaler = std::make_unique<LossScaler>(fp16);
-          // The initial scale as the plan gives it (2^initial_scale_power).
-          LossScaler::State state = engine.scaler->state();
-          state.scale = scaler.scale;
-          engine.scaler->restore(state);
+          using Kind = config::LossScalerConfig::Kind;
+          config::LossScalerConfig loss;
+          loss.kind = scaler.type == "static"        ? Kind::Static
+                      : scaler.type == "grad_scaler" ? Kind::GradScaler
+                                                     : Kind::Dynamic;
+          loss.initialScale = scaler.scale;
+          loss.window = scaler.scaleWindow;
+          loss.hysteresis = scaler.hysteresis;
+          loss.consecutiveHysteresis = scaler.consecutiveHysteresis;
+          loss.minScale = scaler.minScale;
+          engine.scaler = std::make_unique<LossScaler>(loss);
         }
         if (engine.stage == 0) {
           // Per-parameter views of flat state: torch.optim's op sequence on
@@ -849,6 +849,10 @@ void Trainer::optimizerStep(size_t e) {
       if (engine.scaler)
         overflow = unscaleAndCheckOverflow(e, flat);
       grads = gradients_->layout(e).views(flat);
+    } else if (engine.scaler) {
+      // fp16 autocast: float32 parameters, no master; the GradScaler
+      // unscales the gradients in place (unscale_ before clipping).
+      overflow = unscaleAndCheckOverflow(e, gradients_->flat(e));
     }
     if (!overflow) {
       gradNorm = clipGradientsByGlobalNorm(grads, clipping);

@@ -6,7 +6,7 @@
 // comes from -ds-assign-precision's attributes on ds.engine, which this
 // hand-written engine does not have, so the validator's message is what
 // shows the op that was emitted.
-// CHECK: error: the emitted plan is invalid: <ds-translate>: programs.train.body[{{[0-9]+}}] (loss_scale): engine: engine "model" has no precision.loss_scaler (only fp16 engines scale their loss)
+// CHECK: error: the emitted plan is invalid: <ds-translate>: programs.train.body[{{[0-9]+}}] (loss_scale): engine: engine "model" has no precision.loss_scaler (only fp16 and fp16 autocast engines scale their loss)
 ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"fp16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 2}}"}
 ds.param @fc.weight : tensor<2x4xf16> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @fc.bias : tensor<2xf16> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}

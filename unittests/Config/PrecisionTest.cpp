@@ -163,6 +163,60 @@ TEST(PrecisionTest, Fp16AutocastOnCpuAndCuda) {
             DType::Float16);
 }
 
+TEST(PrecisionTest, LossScalerOfEachMode) {
+  using Kind = LossScalerConfig::Kind;
+  // fp16.enabled: DeepSpeed's own scaler, with the section's values.
+  std::optional<LossScalerConfig> fp16 =
+      parse(withSections(R"("fp16": {"enabled": true, "initial_scale_power":
+          12, "loss_scale_window": 50, "hysteresis": 3,
+          "consecutive_hysteresis": true, "min_loss_scale": 0.25})"))
+          .lossScaler();
+  ASSERT_TRUE(fp16);
+  EXPECT_EQ(fp16->kind, Kind::Dynamic);
+  EXPECT_EQ(fp16->initialScale, 4096.0);
+  EXPECT_EQ(fp16->window, 50);
+  EXPECT_EQ(fp16->hysteresis, 3);
+  EXPECT_TRUE(fp16->consecutiveHysteresis);
+  EXPECT_EQ(fp16->minScale, 0.25);
+  std::optional<LossScalerConfig> fixed =
+      parse(withSections(R"("fp16": {"enabled": true, "loss_scale": 128})"))
+          .lossScaler();
+  ASSERT_TRUE(fixed);
+  EXPECT_EQ(fixed->kind, Kind::Static);
+  EXPECT_EQ(fixed->initialScale, 128.0);
+
+  // torch_autocast with float16 (on either backend): DeepSpeed's
+  // torch.amp.GradScaler(device=...) with torch's defaults; the fp16
+  // section's scaler keys do not apply to it.
+  for (const ParseContext &context : {makeContext(), cudaContext()}) {
+    std::optional<LossScalerConfig> amp =
+        parse(withSections(R"("torch_autocast": {"enabled": true, "dtype":
+            "float16"}, "fp16": {"enabled": false, "initial_scale_power": 4})"),
+              context)
+            .lossScaler();
+    ASSERT_TRUE(amp);
+    EXPECT_EQ(amp->kind, Kind::GradScaler);
+    EXPECT_EQ(amp->initialScale, 65536.0);
+    EXPECT_EQ(amp->window, 2000);
+    EXPECT_EQ(amp->hysteresis, 1);
+    EXPECT_FALSE(amp->consecutiveHysteresis);
+    EXPECT_EQ(amp->minScale, 0.0);
+  }
+  // CUDA's default autocast dtype is float16: scaled as well.
+  EXPECT_TRUE(parse(withSections(R"("torch_autocast": {"enabled": true})"),
+                    cudaContext())
+                  .lossScaler());
+
+  // No loss scale: fp32, bf16, bf16 autocast (CPU's default dtype), and a
+  // disabled autocast section that names float16.
+  for (const char *sections :
+       {R"("optimizer": {"type": "SGD", "params": {"lr": 0.1}})",
+        R"("bf16": {"enabled": true})", R"("torch_autocast": {"enabled": true})",
+        R"("torch_autocast": {"enabled": true, "dtype": "bfloat16"})",
+        R"("torch_autocast": {"enabled": false, "dtype": "float16"})"})
+    EXPECT_FALSE(parse(withSections(sections)).lossScaler()) << sections;
+}
+
 TEST(PrecisionTest, DataTypesAndCommunicationDtype) {
   EngineConfig config = parse(withSections(R"("bf16": {"enabled": true},
       "data_types": {"grad_accum_dtype": "fp32"},

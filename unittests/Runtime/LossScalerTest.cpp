@@ -11,6 +11,7 @@
 #include "ds/Runtime/LossScaler.h"
 #include "ds/Runtime/RuntimeError.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -113,4 +114,55 @@ TEST(LossScaler, StateRoundTrips) {
   LossScaler restored(dynamicFp16(4, 2, 2, false));
   restored.restore(scaler.state());
   EXPECT_EQ(run(restored, "NNONN").scales, run(scaler, "NNONN").scales);
+}
+
+namespace {
+
+config::LossScalerConfig gradScaler(double scale, int64_t window) {
+  config::LossScalerConfig config = config::gradScalerDefaults();
+  config.initialScale = scale;
+  config.window = window;
+  return config;
+}
+
+} // namespace
+
+// fp16 autocast's torch.amp.GradScaler: the sequence torch 2.15's
+// torch._amp_update_scale_(scale, tracker, found_inf, 2.0, 0.5, 3) gives
+// from 16: every overflow halves (no hysteresis), the 3rd consecutive clean
+// step doubles, counting from the start, the last overflow or the last
+// doubling (DeepSpeed's own rule would double only at the 4th).
+TEST(LossScaler, GradScalerHalvesOnEveryOverflowAndGrowsEveryWindow) {
+  LossScaler scaler(gradScaler(16, 3));
+  EXPECT_TRUE(scaler.dynamic());
+  EXPECT_TRUE(scaler.gradScaler());
+  EXPECT_EQ(scaler.scale(), 16.0);
+  Trace trace = run(scaler, "NNNONNNNNNOO");
+  EXPECT_EQ(trace.scales, (std::vector<double>{16, 16, 32, 16, 16, 16, 32, 32,
+                                               32, 64, 32, 16}));
+  EXPECT_EQ(trace.applied,
+            (std::vector<bool>{true, true, true, false, true, true, true, true,
+                               true, true, false, false}));
+}
+
+TEST(LossScaler, GradScalerHasNoFloorAndStopsGrowingAtFloatMax) {
+  // Overflows halve below 1 without an error (GradScaler has no minimum).
+  LossScaler low(gradScaler(1, 2000));
+  Trace trace = run(low, "OOO");
+  EXPECT_EQ(trace.scales, (std::vector<double>{0.5, 0.25, 0.125}));
+  // torch keeps the scale a float32: 2^126 grows to 2^127, not to 2^128.
+  LossScaler high(gradScaler(std::ldexp(1.0, 126), 1));
+  trace = run(high, "NN");
+  EXPECT_EQ(trace.scales,
+            (std::vector<double>{std::ldexp(1.0, 127), std::ldexp(1.0, 127)}));
+}
+
+// The defaults DeepSpeed's GradScaler(device=...) takes, via the config.
+TEST(LossScaler, GradScalerDefaults) {
+  LossScaler scaler(config::gradScalerDefaults());
+  EXPECT_EQ(scaler.scale(), 65536.0);
+  std::string pattern(1999, 'N');
+  Trace trace = run(scaler, pattern);
+  EXPECT_EQ(trace.scales.back(), 65536.0);
+  EXPECT_EQ(run(scaler, "N").scales.back(), 131072.0);
 }

@@ -157,8 +157,77 @@ TEST(PlanPrecision, NativeModesStoreEveryFloatStateInTheLowDtype) {
   precision(json)["autocast_dtype"] = "bfloat16";
   EXPECT_NO_THROW(parsePlan(json, "autocast.json"));
   precision(json)["loss_scaler"] = scaler();
-  expectInvalid(json, "only fp16 engines scale their loss, this one is "
-                      "autocast");
+  expectInvalid(json, "only fp16 and fp16 autocast engines scale their loss, "
+                      "this one is autocast with autocast_dtype bfloat16");
+}
+
+namespace {
+
+ordered_json gradScaler() {
+  return {{"type", "grad_scaler"},   {"scale", 65536.0},
+          {"scale_window", 2000},    {"hysteresis", 1},
+          {"consecutive_hysteresis", false}, {"min_scale", 0.0}};
+}
+
+/// The stage 2 plan as an fp16 autocast engine: float32 state, the
+/// torch.amp.GradScaler DeepSpeed creates for it, and the loss_scale op.
+ordered_json autocastFp16Plan() {
+  ordered_json json = fp16Plan();
+  retype(json, "float32");
+  json["engines"][0]["precision"] = {{"mode", "autocast"},
+                                     {"param_dtype", "float32"},
+                                     {"master_dtype", "float32"},
+                                     {"grad_accum_dtype", "float32"},
+                                     {"autocast_dtype", "float16"},
+                                     {"loss_scaler", gradScaler()}};
+  return json;
+}
+
+} // namespace
+
+TEST(PlanPrecision, Fp16AutocastScalesWithAGradScaler) {
+  const std::string at = "engines[0].precision";
+  ordered_json json = autocastFp16Plan();
+  Plan plan = parsePlan(json, "autocast_fp16.json");
+  ASSERT_TRUE(plan.engines[0].precision &&
+              plan.engines[0].precision->lossScaler);
+  const LossScalerDesc &desc = *plan.engines[0].precision->lossScaler;
+  EXPECT_EQ(desc.type, "grad_scaler");
+  EXPECT_EQ(desc.scaleWindow, 2000);
+  EXPECT_EQ(desc.minScale, 0.0);
+  EXPECT_EQ(toJson(parsePlan(ordered_json::parse(json.dump()), "rt")), json);
+
+  // A trainable fp16 autocast engine needs its scaler, as an fp16 one does.
+  json = autocastFp16Plan();
+  precision(json).erase("loss_scaler");
+  expectInvalid(json, at + ": a trainable fp16 autocast engine needs a "
+                           "loss_scaler");
+  // DeepSpeed's fp16 scaler is not the GradScaler, and the other way round.
+  json = autocastFp16Plan();
+  precision(json)["loss_scaler"] = scaler();
+  expectInvalid(json, at + ".loss_scaler.type: an fp16 autocast engine "
+                           "scales with \"grad_scaler\"");
+  json = fp16Plan();
+  precision(json)["loss_scaler"] = gradScaler();
+  expectInvalid(json, at + ".loss_scaler.type: \"grad_scaler\" is for fp16 "
+                           "autocast engines");
+  // GradScaler has no floor and no hysteresis.
+  json = autocastFp16Plan();
+  precision(json)["loss_scaler"]["min_scale"] = 1.0;
+  expectInvalid(json, at + ".loss_scaler.min_scale: must be 0 for a "
+                           "grad_scaler");
+  json = autocastFp16Plan();
+  precision(json)["loss_scaler"]["hysteresis"] = 2;
+  expectInvalid(json, at + ".loss_scaler.hysteresis: a grad_scaler has "
+                           "hysteresis 1");
+  json = autocastFp16Plan();
+  precision(json)["loss_scaler"]["scale_window"] = 0;
+  expectInvalid(json, at + ".loss_scaler.scale_window: must be >= 1");
+  // bf16 autocast has none.
+  json = autocastFp16Plan();
+  precision(json)["autocast_dtype"] = "bfloat16";
+  expectInvalid(json, at + ".loss_scaler: only fp16 and fp16 autocast "
+                           "engines scale their loss");
 }
 
 TEST(PlanPrecision, LossScaleOps) {

@@ -210,6 +210,37 @@ struct Bf16Config {
   bool enabled = false;
 };
 
+/// How an engine scales its loss. DeepSpeed has two scalers: its own fp16
+/// LossScaler / DynamicLossScaler (deepspeed/runtime/fp16/loss_scaler.py)
+/// for `fp16.enabled`, and, for torch_autocast with dtype float16, a
+/// `torch.amp.GradScaler(device=...)` with torch's defaults (engine.py at
+/// stage 0, the ZeRO optimizers at stages 1-3).
+struct LossScalerConfig {
+  enum class Kind {
+    /// fp16.loss_scale > 0: the scale never changes.
+    Static,
+    /// DeepSpeed's DynamicLossScaler (hysteresis, window, floor).
+    Dynamic,
+    /// torch.amp.GradScaler: halves on every overflow, doubles after
+    /// `window` consecutive clean steps, no floor.
+    GradScaler,
+  };
+  Kind kind = Kind::Dynamic;
+  /// The scale of the first step.
+  double initialScale = 65536.0;
+  /// Dynamic: loss_scale_window; GradScaler: growth_interval.
+  int64_t window = 1000;
+  /// Dynamic: hysteresis; GradScaler: 1.
+  int64_t hysteresis = 2;
+  bool consecutiveHysteresis = false;
+  /// Dynamic: min_loss_scale; GradScaler: 0 (no floor).
+  double minScale = 1.0;
+};
+
+/// torch.amp.GradScaler's defaults (torch/amp/grad_scaler.py): init_scale
+/// 2^16, growth_factor 2, backoff_factor 0.5, growth_interval 2000.
+LossScalerConfig gradScalerDefaults();
+
 struct TorchAutocastConfig {
   bool enabled = false;
   /// Default: the backend's autocast dtype (bf16 on CPU, fp16 on CUDA).
@@ -255,6 +286,10 @@ struct EngineConfig {
   /// fp16 or bf16 when those are enabled, else fp32 (torch_autocast keeps
   /// fp32 parameters).
   DType modelDtype() const;
+  /// The engine's loss scaler: DeepSpeed's (fp16.enabled), a
+  /// torch.amp.GradScaler (torch_autocast with dtype float16), or none (fp32,
+  /// bf16, bf16 autocast).
+  std::optional<LossScalerConfig> lossScaler() const;
 };
 
 /// Parses and validates one engine's DeepSpeed config.

@@ -175,16 +175,19 @@ struct PartitionDesc {
   int64_t bucketAt(int64_t offset) const;
 };
 
-/// fp16 loss scaling (DeepSpeed's LossScaler / DynamicLossScaler), lowered
-/// from the engine's "fp16" config section.
+/// Loss scaling: DeepSpeed's fp16 LossScaler / DynamicLossScaler, lowered
+/// from the engine's "fp16" config section, or, for an fp16 torch_autocast
+/// engine, the torch.amp.GradScaler DeepSpeed creates for it.
 struct LossScalerDesc {
-  /// "dynamic" (fp16.loss_scale 0) or "static".
+  /// "dynamic" (fp16.loss_scale 0), "static", or "grad_scaler"
+  /// (torch.amp.GradScaler: halves on every overflow, doubles after
+  /// scale_window consecutive clean steps; hysteresis 1, min_scale 0).
   std::string type = "dynamic";
   /// static: fp16.loss_scale; dynamic: the initial scale,
-  /// 2^fp16.initial_scale_power.
+  /// 2^fp16.initial_scale_power; grad_scaler: init_scale, 2^16.
   double scale = 65536.0;
   /// dynamic only: loss_scale_window, hysteresis, consecutive_hysteresis,
-  /// min_loss_scale.
+  /// min_loss_scale; grad_scaler: scale_window is growth_interval (2000).
   int64_t scaleWindow = 1000;
   int64_t hysteresis = 2;
   bool consecutiveHysteresis = false;
@@ -212,7 +215,7 @@ struct PrecisionDesc {
   DType gradAccumDtype = DType::Float32;
   /// autocast only: torch_autocast.dtype.
   std::optional<DType> autocastDtype;
-  /// fp16 only (required there).
+  /// fp16 and fp16 autocast only (required on trainable engines there).
   std::optional<LossScalerDesc> lossScaler;
 };
 

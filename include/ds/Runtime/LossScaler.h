@@ -1,6 +1,7 @@
 //===- LossScaler.h - fp16 loss scaling as DeepSpeed does it ----*- C++ -*-===//
 //
-// DeepSpeed's fp16 loss scaler (deepspeed/runtime/fp16/loss_scaler.py):
+// DeepSpeed's loss scalers: fp16's (deepspeed/runtime/fp16/loss_scaler.py),
+// and the torch.amp.GradScaler of fp16 torch_autocast. Either way
 // the loss is multiplied by scale() before the backward and the gradients
 // divided by it before the update. After every optimizer step update() is
 // told whether any gradient on any rank overflowed (inf or NaN; the caller
@@ -16,6 +17,13 @@
 //    already at minimum"). Without an overflow, consecutive_hysteresis
 //    refills the count at once; every loss_scale_window-th step since the
 //    last overflow doubles the scale (and refills the count).
+//  - torch.amp.GradScaler (fp16 torch_autocast: DeepSpeed creates one with
+//    torch's defaults), torch._amp_update_scale_: an overflow halves the
+//    scale (no floor, no hysteresis) and resets the growth tracker; a clean
+//    step counts, and the window-th consecutive one (growth_interval)
+//    doubles the scale, unless that is not finite in float32, and resets
+//    the tracker. Unlike DeepSpeed's rule, the first doubling comes after
+//    exactly `window` clean steps, not window + 1.
 //
 // Plain C++: no ATen, no MPI.
 //
@@ -36,20 +44,26 @@ public:
   struct State {
     double scale = 1.0;            // cur_scale
     int64_t iteration = 0;         // cur_iter
-    int64_t lastOverflow = -1;     // last_overflow_iter
+    /// DeepSpeed's last_overflow_iter; a GradScaler's last overflow or
+    /// growth (its _growth_tracker is iteration - lastOverflow - 1).
+    int64_t lastOverflow = -1;
     int64_t hysteresisLeft = 2;    // cur_hysteresis
   };
 
   /// From an enabled fp16 section; with fp16 off, a static scale of 1.
   explicit LossScaler(const config::Fp16Config &config);
+  /// Any of the scalers (config::EngineConfig::lossScaler).
+  explicit LossScaler(const config::LossScalerConfig &config);
 
   double scale() const { return state_.scale; }
   bool dynamic() const { return dynamic_; }
+  /// torch.amp.GradScaler's rule (fp16 autocast).
+  bool gradScaler() const { return gradScaler_; }
 
   /// After an optimizer step's overflow check: adjusts the scale and
   /// returns whether the step's update is applied (false: skipped). Throws
   /// RuntimeError on an overflow the scale cannot absorb (at
-  /// min_loss_scale), naming the scale.
+  /// min_loss_scale; never for a GradScaler), naming the scale.
   bool update(bool overflow);
 
   const State &state() const { return state_; }
@@ -57,6 +71,7 @@ public:
 
 private:
   bool dynamic_ = false;
+  bool gradScaler_ = false;
   double factor_ = 2.0;
   int64_t window_ = 1000;
   double minScale_ = 1.0;

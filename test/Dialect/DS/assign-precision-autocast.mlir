@@ -104,7 +104,9 @@ func.func @forward(%d: tensor<4x4xf64>, %a: tensor<4x4xf32>, %img: tensor<1x1x4x
 // layer_norm fed f16 with f32 weights gets its input cast up (the compiler's
 // choice, docs/precision.md); nll_loss_nd (fp32 list) casts to f32.
 // REMARK: remark: autocast (f16): parameters stay f32; 2 ops cast to f16 (aten::linear, aten::conv_transpose2d.input), 1 op cast to f32 (aten::nll_loss_nd), 0 ops cast to the widest type, 2 ops left in their inputs' dtype{{$}}
-// CHECK: ds.engine @model {autocast_dtype = f16, {{.*}}grad_accum_dtype = f32, module = "", precision = "autocast"}
+// DeepSpeed scales fp16 autocast's loss with a torch.amp.GradScaler: the
+// engine gets its loss_scaler, with torch's defaults.
+// CHECK: ds.engine @model {autocast_dtype = f16, {{.*}}grad_accum_dtype = f32, loss_scaler = {consecutive_hysteresis = false, hysteresis = 1 : i64, min_scale = 0.000000e+00 : f64, scale = 6.553600e+04 : f64, scale_window = 2000 : i64, type = "grad_scaler"}, module = "", precision = "autocast"}
 // CHECK-LABEL: func.func @forward(
 // CHECK-DAG:  %[[F16:.*]] = ds.constant 5 : i64
 // CHECK-DAG:  %[[F32:.*]] = ds.constant 6 : i64

@@ -33,8 +33,43 @@ ds.engine @model {module = "", precision = "bf16", autocast_dtype = bf16}
 
 // -----
 
-// expected-error @+1 {{'loss_scaler' is only for precision "fp16" (bf16 and autocast need no loss scaling), but precision is "bf16"}}
+// expected-error @+1 {{'loss_scaler' is only for precision "fp16" and for precision "autocast" with autocast_dtype f16 (bf16 needs no loss scaling), but precision is "bf16"}}
 ds.engine @model {module = "", precision = "bf16", loss_scaler = {type = "dynamic", scale = 65536.0 : f64, scale_window = 1000 : i64, hysteresis = 2 : i64, consecutive_hysteresis = false, min_scale = 1.0 : f64}}
+
+// -----
+
+// bf16 autocast has no GradScaler (DeepSpeed creates it for float16 only).
+// expected-error @+1 {{'loss_scaler' is only for precision "fp16" and for precision "autocast" with autocast_dtype f16 (bf16 needs no loss scaling), but precision is "autocast" with autocast_dtype bf16}}
+ds.engine @model {module = "", precision = "autocast", autocast_dtype = bf16, grad_accum_dtype = f32, loss_scaler = {type = "grad_scaler", scale = 65536.0 : f64, scale_window = 2000 : i64, hysteresis = 1 : i64, consecutive_hysteresis = false, min_scale = 0.0 : f64}}
+
+// -----
+
+// fp16 autocast scales with torch.amp.GradScaler, not DeepSpeed's fp16 scaler.
+// expected-error @+1 {{an fp16 autocast engine's loss_scaler must have type "grad_scaler" (DeepSpeed scales fp16 autocast with a torch.amp.GradScaler), got "dynamic"}}
+ds.engine @model {module = "", precision = "autocast", autocast_dtype = f16, grad_accum_dtype = f32, loss_scaler = {type = "dynamic", scale = 65536.0 : f64, scale_window = 1000 : i64, hysteresis = 2 : i64, consecutive_hysteresis = false, min_scale = 1.0 : f64}}
+
+// -----
+
+// expected-error @+1 {{an fp16 engine's loss_scaler must have type "dynamic" or "static" ("grad_scaler" is for fp16 autocast), got "grad_scaler"}}
+ds.engine @model {module = "", precision = "fp16", loss_scaler = {type = "grad_scaler", scale = 65536.0 : f64, scale_window = 2000 : i64, hysteresis = 1 : i64, consecutive_hysteresis = false, min_scale = 0.0 : f64}}
+
+// -----
+
+// torch.amp.GradScaler has no floor ...
+// expected-error @+1 {{loss_scaler.min_scale must be 0.0 : f64 for a "grad_scaler" (torch.amp.GradScaler has no minimum scale), got 1.000000e+00 : f64}}
+ds.engine @model {module = "", precision = "autocast", autocast_dtype = f16, loss_scaler = {type = "grad_scaler", scale = 65536.0 : f64, scale_window = 2000 : i64, hysteresis = 1 : i64, consecutive_hysteresis = false, min_scale = 1.0 : f64}}
+
+// -----
+
+// ... and no hysteresis.
+// expected-error @+1 {{loss_scaler of type "grad_scaler" must have hysteresis 1 and consecutive_hysteresis false (torch.amp.GradScaler halves on every overflow)}}
+ds.engine @model {module = "", precision = "autocast", autocast_dtype = f16, loss_scaler = {type = "grad_scaler", scale = 65536.0 : f64, scale_window = 2000 : i64, hysteresis = 2 : i64, consecutive_hysteresis = false, min_scale = 0.0 : f64}}
+
+// -----
+
+// DeepSpeed's fp16 scaler keeps its floor positive.
+// expected-error @+1 {{loss_scaler.min_scale must be a finite f64 > 0, got 0.000000e+00 : f64}}
+ds.engine @model {module = "", precision = "fp16", loss_scaler = {type = "dynamic", scale = 65536.0 : f64, scale_window = 1000 : i64, hysteresis = 2 : i64, consecutive_hysteresis = false, min_scale = 0.0 : f64}}
 
 // -----
 
@@ -48,7 +83,7 @@ ds.engine @model {module = "", precision = "fp16", loss_scaler = {type = "dynami
 
 // -----
 
-// expected-error @+1 {{loss_scaler.type must be "dynamic" or "static", got "adaptive"}}
+// expected-error @+1 {{loss_scaler.type must be "dynamic", "static" or "grad_scaler", got "adaptive"}}
 ds.engine @model {module = "", precision = "fp16", loss_scaler = {type = "adaptive", scale = 65536.0 : f64, scale_window = 1000 : i64, hysteresis = 2 : i64, consecutive_hysteresis = false, min_scale = 1.0 : f64}}
 
 // -----

@@ -4,7 +4,7 @@
 
 // Two fp16 engines on the one backward.
 ds.engine @a {module = "a", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"fp16\": {\"enabled\": true}}"}
-// expected-error @+1 {{engine @a trains in fp16 (fp16.enabled) and engine @b trains in fp16 too on the one backward of @forward: the loss scale multiplies that backward's one seed, so @b's gradients would carry @a's scale (DeepSpeed scales each engine's own loss); an fp16 engine must be the only trainable engine of its plan (bf16 and torch_autocast need no loss scale)}}
+// expected-error @+1 {{engine @a trains in fp16 (fp16.enabled) and engine @b trains with a loss scale too on the one backward of @forward: the loss scale multiplies that backward's one seed, so @b's gradients would carry @a's scale (DeepSpeed scales each engine's own loss); an engine with a loss scale (fp16, fp16 autocast) must be the only trainable engine of its plan (bf16 and bf16 autocast need none)}}
 ds.engine @b {module = "b", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"fp16\": {\"enabled\": true, \"loss_scale\": 128}}"}
 ds.param @a.w : tensor<4xf32> {engine = @a, module = "a", module_class = "A", requires_grad}
 ds.param @b.w : tensor<4xf32> {engine = @b, module = "b", module_class = "B", requires_grad}
@@ -22,7 +22,7 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
 
 // An fp16 engine next to a trainable fp32 engine: the fp32 engine's gradients
 // would carry the fp16 engine's loss scale.
-// expected-error @+1 {{engine @b trains in fp16 (fp16.enabled) and engine @a trains as well on the one backward of @forward: the loss scale multiplies that backward's one seed, so @a's gradients would carry @b's scale (DeepSpeed scales each engine's own loss); an fp16 engine must be the only trainable engine of its plan (bf16 and torch_autocast need no loss scale)}}
+// expected-error @+1 {{engine @b trains in fp16 (fp16.enabled) and engine @a trains as well on the one backward of @forward: the loss scale multiplies that backward's one seed, so @a's gradients would carry @b's scale (DeepSpeed scales each engine's own loss); an engine with a loss scale (fp16, fp16 autocast) must be the only trainable engine of its plan (bf16 and bf16 autocast need none)}}
 ds.engine @a {module = "a", config = "{\"optimizer\": {\"type\": \"AdamW\"}}"}
 ds.engine @b {module = "b", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"fp16\": {\"enabled\": true}}"}
 ds.param @a.w : tensor<4xf32> {engine = @a, module = "a", module_class = "A", requires_grad}
@@ -34,6 +34,56 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
   %q = ds.aten "aten::mul.Tensor"(%p, %wb) {module = "b", module_class = "B"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   %n = ds.constant unit : !ds.none
   %s = ds.aten "aten::sum"(%q, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// An fp16 autocast engine (torch.amp.GradScaler) next to a trainable bf16
+// autocast engine: the same rule.
+// expected-error @+1 {{engine @b trains in fp16 autocast (torch_autocast.dtype float16) and engine @a trains as well on the one backward of @forward: the loss scale multiplies that backward's one seed, so @a's gradients would carry @b's scale (DeepSpeed scales each engine's own loss); an engine with a loss scale (fp16, fp16 autocast) must be the only trainable engine of its plan (bf16 and bf16 autocast need none)}}
+ds.engine @a {module = "a", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true}}"}
+ds.engine @b {module = "b", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true, \"dtype\": \"float16\"}}"}
+ds.param @a.w : tensor<4xf32> {engine = @a, module = "a", module_class = "A", requires_grad}
+ds.param @b.w : tensor<4xf32> {engine = @b, module = "b", module_class = "B", requires_grad}
+func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
+  %wa = ds.get_param @a.w : tensor<4xf32>
+  %wb = ds.get_param @b.w : tensor<4xf32>
+  %p = ds.aten "aten::mul.Tensor"(%x, %wa) {module = "a", module_class = "A"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %q = ds.aten "aten::mul.Tensor"(%p, %wb) {module = "b", module_class = "B"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n = ds.constant unit : !ds.none
+  %s = ds.aten "aten::sum"(%q, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// Two fp16 autocast engines.
+ds.engine @a {module = "a", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true, \"dtype\": \"fp16\"}}"}
+// expected-error @+1 {{engine @a trains in fp16 autocast (torch_autocast.dtype float16) and engine @b trains with a loss scale too on the one backward of @forward}}
+ds.engine @b {module = "b", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true, \"dtype\": \"float16\"}}"}
+ds.param @a.w : tensor<4xf32> {engine = @a, module = "a", module_class = "A", requires_grad}
+ds.param @b.w : tensor<4xf32> {engine = @b, module = "b", module_class = "B", requires_grad}
+func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
+  %wa = ds.get_param @a.w : tensor<4xf32>
+  %wb = ds.get_param @b.w : tensor<4xf32>
+  %p = ds.aten "aten::mul.Tensor"(%x, %wa) {module = "a", module_class = "A"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %q = ds.aten "aten::mul.Tensor"(%p, %wb) {module = "b", module_class = "B"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n = ds.constant unit : !ds.none
+  %s = ds.aten "aten::sum"(%q, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// An fp16 autocast engine without a backward.
+// expected-error @+1 {{engine @model trains in fp16 autocast, but @forward has no backward (ds.backward_begin) to scale: run -ds-autodiff first}}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true, \"dtype\": \"float16\"}}"}
+ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad}
+func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
+  %w = ds.get_param @w : tensor<4xf32>
+  %n = ds.constant unit : !ds.none
+  %s = ds.aten "aten::sum"(%w, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
   return %s : tensor<f32>
 }
 
@@ -89,7 +139,7 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
 ds.engine @teacher {module = "", frozen}
 func.func @forward() {
   ds.backward_begin
-  // expected-error @+1 {{'ds.loss_scale' op reads the loss scale of engine @teacher, which is frozen: it has no gradients, so no loss scale (only trainable fp16 engines scale their loss)}}
+  // expected-error @+1 {{'ds.loss_scale' op reads the loss scale of engine @teacher, which is frozen: it has no gradients, so no loss scale (only trainable fp16 and fp16 autocast engines scale their loss)}}
   %s = ds.loss_scale @teacher : tensor<f32>
   return
 }

@@ -1,7 +1,7 @@
 // RUN: ds-opt %s -split-input-file -ds-autodiff=grad-scale=0.5 -ds-scale-loss | FileCheck %s
 // RUN: ds-opt %s -split-input-file -ds-autodiff=grad-scale=0.5 -ds-scale-loss -canonicalize -cse -ds-lower-optimizer -ds-zero-partition=world-size=2 -ds-engine-backward -ds-schedule-collectives -ds-verify-collectives | FileCheck %s --check-prefix=PIPE
 
-// -ds-scale-loss: an fp16 engine's loss scale multiplies the backward's
+// -ds-scale-loss: an fp16 (or fp16 autocast) engine's loss scale multiplies the backward's
 // seed (1 / GAS = 0.5 here) right after ds.backward_begin, in f32, cast
 // back to the loss's dtype (f16: the parameters of this engine are typed
 // f16 by hand). Every gradient flows from the scaled seed.
@@ -73,6 +73,63 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> (tensor<f32>, tensor<f3
   %s = ds.aten "aten::sum"(%p, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
   %t = ds.aten "aten::mean"(%p, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
   return %s, %t : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// torch_autocast with dtype float16: DeepSpeed scales the loss with a
+// torch.amp.GradScaler, so the seed is scaled as for fp16. The parameters
+// stay f32, the linear runs in f16 between autocast's casts, the loss is
+// f32: its seed is multiplied directly, and the f16 linear's backward sees
+// the scaled gradient.
+// CHECK-LABEL: func.func @forward(
+// CHECK:         ds.backward_begin
+// CHECK-NEXT:    %[[SCALE:.*]] = ds.loss_scale @model : tensor<f32>
+// CHECK-NEXT:    %[[SEED:.*]] = ds.constant dense<5.000000e-01> : tensor<f32> {ds.backward_seed}
+// CHECK-NEXT:    %[[SCALED:.*]] = ds.aten "aten::mul.Tensor"(%[[SEED]], %[[SCALE]]) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// CHECK-NOT:     ds.loss_scale
+// CHECK:         ds.aten "aten::expand"(%[[SCALED]],
+// CHECK:         -> tensor<3x2xf16>
+// CHECK:         return
+// PIPE-LABEL: func.func @forward(
+// PIPE:         ds.backward_begin
+// PIPE-NEXT:    %[[SCALE:.*]] = ds.loss_scale @model : tensor<f32>
+// PIPE-NEXT:    ds.aten "aten::mul.Tensor"(%{{.*}}, %[[SCALE]]) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// PIPE:         ds.backward_prologue @model
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true, \"dtype\": \"float16\"}, \"zero_optimization\": {\"stage\": 2}}"}
+ds.param @fc.weight : tensor<2x4xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+func.func @forward(%x: tensor<3x4xf32> {ds.name = "x"}) -> tensor<f32> {
+  %w = ds.get_param @fc.weight : tensor<2x4xf32>
+  %c5 = ds.constant 5 : i64
+  %c6 = ds.constant 6 : i64
+  %no = ds.constant false
+  %none = ds.constant unit : !ds.none
+  %x16 = ds.aten "aten::to.dtype"(%x, %c5, %no, %no, %none) {module = "fc", module_class = "torch.nn.modules.linear.Linear"} : (tensor<3x4xf32>, i64, i1, i1, !ds.none) -> tensor<3x4xf16>
+  %w16 = ds.aten "aten::to.dtype"(%w, %c5, %no, %no, %none) {module = "fc", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xf32>, i64, i1, i1, !ds.none) -> tensor<2x4xf16>
+  %y = ds.aten "aten::linear"(%x16, %w16, %none) {module = "fc", module_class = "torch.nn.modules.linear.Linear"} : (tensor<3x4xf16>, tensor<2x4xf16>, !ds.none) -> tensor<3x2xf16>
+  %y32 = ds.aten "aten::to.dtype"(%y, %c6, %no, %no, %none) : (tensor<3x2xf16>, i64, i1, i1, !ds.none) -> tensor<3x2xf32>
+  %s = ds.aten "aten::sum"(%y32, %none) : (tensor<3x2xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// bf16 autocast has no loss scale (DeepSpeed's GradScaler is for float16
+// only).
+// CHECK-LABEL: func.func @forward(
+// CHECK:         ds.backward_begin
+// CHECK-NEXT:    ds.constant dense<5.000000e-01> : tensor<f32> {ds.backward_seed}
+// CHECK-NOT:     ds.loss_scale
+// PIPE-LABEL: func.func @forward(
+// PIPE-NOT:     ds.loss_scale
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true, \"dtype\": \"bfloat16\"}}"}
+ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad}
+func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
+  %w = ds.get_param @w : tensor<4xf32>
+  %p = ds.aten "aten::mul.Tensor"(%x, %w) {module = "", module_class = "M"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n = ds.constant unit : !ds.none
+  %s = ds.aten "aten::sum"(%p, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
 }
 
 // -----

@@ -143,8 +143,11 @@ static bool isTrainingFloat(Type type) {
   return type.isF32() || type.isF16() || type.isBF16();
 }
 
-/// Checks the loss scaler of an fp16 engine: exactly the keys the plan's
-/// loss scaler has, with their types and ranges.
+/// Checks the loss scaler of an fp16 or fp16-autocast engine: exactly the
+/// keys the plan's loss scaler has, with their types and ranges. "dynamic"
+/// and "static" are DeepSpeed's fp16 scaler (precision "fp16");
+/// "grad_scaler" is torch.amp.GradScaler (precision "autocast" with
+/// autocast_dtype f16): hysteresis 1, no consecutive hysteresis, no floor.
 static LogicalResult verifyLossScaler(EngineOp op, DictionaryAttr scaler) {
   auto fail = [&](StringRef key, StringRef expected) {
     return op.emitOpError() << "loss_scaler." << key << " must be "
@@ -163,12 +166,20 @@ static LogicalResult verifyLossScaler(EngineOp op, DictionaryAttr scaler) {
     if (!scaler.get(key))
       return op.emitOpError() << "loss_scaler is missing '" << key << "'";
   auto type = dyn_cast<StringAttr>(scaler.get("type"));
-  if (!type || (type.getValue() != "dynamic" && type.getValue() != "static"))
-    return fail("type", "\"dynamic\" or \"static\"");
+  if (!type || (type.getValue() != "dynamic" && type.getValue() != "static" &&
+                type.getValue() != "grad_scaler"))
+    return fail("type", "\"dynamic\", \"static\" or \"grad_scaler\"");
+  bool gradScaler = type.getValue() == "grad_scaler";
   for (StringRef key : {"scale", "min_scale"}) {
     auto value = dyn_cast<FloatAttr>(scaler.get(key));
-    if (!value || !value.getType().isF64() ||
-        !(value.getValueAsDouble() > 0.0) ||
+    bool isF64 = value && value.getType().isF64();
+    if (key == "min_scale" && gradScaler) {
+      if (!isF64 || value.getValueAsDouble() != 0.0)
+        return fail(key, "0.0 : f64 for a \"grad_scaler\" "
+                         "(torch.amp.GradScaler has no minimum scale)");
+      continue;
+    }
+    if (!isF64 || !(value.getValueAsDouble() > 0.0) ||
         !std::isfinite(value.getValueAsDouble()))
       return fail(key, "a finite f64 > 0");
   }
@@ -177,8 +188,16 @@ static LogicalResult verifyLossScaler(EngineOp op, DictionaryAttr scaler) {
     if (!value || !value.getType().isInteger(64) || value.getInt() < 1)
       return fail(key, "an i64 >= 1");
   }
-  if (!isa<BoolAttr>(scaler.get("consecutive_hysteresis")))
+  auto consecutive = dyn_cast<BoolAttr>(scaler.get("consecutive_hysteresis"));
+  if (!consecutive)
     return fail("consecutive_hysteresis", "a bool");
+  if (gradScaler &&
+      (cast<IntegerAttr>(scaler.get("hysteresis")).getInt() != 1 ||
+       consecutive.getValue()))
+    return op.emitOpError()
+           << "loss_scaler of type \"grad_scaler\" must have hysteresis 1 "
+              "and consecutive_hysteresis false (torch.amp.GradScaler halves "
+              "on every overflow)";
   return success();
 }
 
@@ -214,12 +233,29 @@ LogicalResult EngineOp::verify() {
                          << *precision << "\"";
   }
   if (std::optional<DictionaryAttr> scaler = getLossScaler()) {
-    if (*precision != "fp16")
-      return emitOpError() << "'loss_scaler' is only for precision \"fp16\" "
-                              "(bf16 and autocast need no loss scaling), but "
-                              "precision is \""
-                           << *precision << "\"";
-    return verifyLossScaler(*this, *scaler);
+    bool fp16Autocast = *precision == "autocast" && autocast->isF16();
+    if (*precision != "fp16" && !fp16Autocast)
+      return emitOpError()
+             << "'loss_scaler' is only for precision \"fp16\" and for "
+                "precision \"autocast\" with autocast_dtype f16 (bf16 needs "
+                "no loss scaling), but precision is \""
+             << *precision << "\""
+             << (autocast ? " with autocast_dtype bf16" : "");
+    if (LogicalResult verified = verifyLossScaler(*this, *scaler);
+        failed(verified))
+      return verified;
+    bool gradScaler =
+        cast<StringAttr>(scaler->get("type")).getValue() == "grad_scaler";
+    if (gradScaler != fp16Autocast)
+      return emitOpError()
+             << (fp16Autocast
+                     ? "an fp16 autocast engine's loss_scaler must have type "
+                       "\"grad_scaler\" (DeepSpeed scales fp16 autocast "
+                       "with a torch.amp.GradScaler), got \""
+                     : "an fp16 engine's loss_scaler must have type "
+                       "\"dynamic\" or \"static\" (\"grad_scaler\" is for "
+                       "fp16 autocast), got \"")
+             << cast<StringAttr>(scaler->get("type")).getValue() << "\"";
   }
   return success();
 }
@@ -526,8 +562,8 @@ LogicalResult LossScaleOp::verifySymbolUses(SymbolTableCollection &table) {
     return emitOpError() << "reads the loss scale of engine "
                          << getEngineAttr()
                          << ", which is frozen: it has no gradients, so no "
-                            "loss scale (only trainable fp16 engines scale "
-                            "their loss)";
+                            "loss scale (only trainable fp16 and fp16 "
+                            "autocast engines scale their loss)";
   return success();
 }
 

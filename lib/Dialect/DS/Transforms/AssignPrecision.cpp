@@ -228,19 +228,22 @@ struct AssignPrecisionPass
     engine.setGradAccumDtype(dtypeType(context, cfg.gradAccumDtype));
     if (e.mode == Mode::Autocast)
       engine.setAutocastDtype(e.lowType);
-    if (e.mode == Mode::FP16) {
-      const config::Fp16Config &fp16 = cfg.fp16;
+    // fp16: DeepSpeed's loss scaler; fp16 autocast: the torch.amp.GradScaler
+    // DeepSpeed creates for it.
+    if (std::optional<config::LossScalerConfig> scaler = cfg.lossScaler()) {
+      using Kind = config::LossScalerConfig::Kind;
+      StringRef type = scaler->kind == Kind::Static    ? "static"
+                       : scaler->kind == Kind::Dynamic ? "dynamic"
+                                                       : "grad_scaler";
       NamedAttribute entries[] = {
-          b.getNamedAttr("type", b.getStringAttr(fp16.dynamicLossScale()
-                                                     ? "dynamic"
-                                                     : "static")),
-          b.getNamedAttr("scale", b.getF64FloatAttr(fp16.initialLossScale())),
-          b.getNamedAttr("scale_window",
-                         b.getI64IntegerAttr(fp16.lossScaleWindow)),
-          b.getNamedAttr("hysteresis", b.getI64IntegerAttr(fp16.hysteresis)),
+          b.getNamedAttr("type", b.getStringAttr(type)),
+          b.getNamedAttr("scale", b.getF64FloatAttr(scaler->initialScale)),
+          b.getNamedAttr("scale_window", b.getI64IntegerAttr(scaler->window)),
+          b.getNamedAttr("hysteresis",
+                         b.getI64IntegerAttr(scaler->hysteresis)),
           b.getNamedAttr("consecutive_hysteresis",
-                         b.getBoolAttr(fp16.consecutiveHysteresis)),
-          b.getNamedAttr("min_scale", b.getF64FloatAttr(fp16.minLossScale))};
+                         b.getBoolAttr(scaler->consecutiveHysteresis)),
+          b.getNamedAttr("min_scale", b.getF64FloatAttr(scaler->minScale))};
       engine.setLossScalerAttr(b.getDictionaryAttr(entries));
     }
     return e;

@@ -3,12 +3,14 @@
 // DeepSpeed's fp16 engines multiply the loss by the loss scale before
 // backward, so that small gradients survive in fp16, and divide the
 // gradients by it at the step (where an inf/NaN skips the step and lowers a
-// dynamic scale). Here the backward has one seed per loss, the
+// dynamic scale); its fp16 torch_autocast engines do the same with a
+// torch.amp.GradScaler. Here the backward has one seed per loss, the
 // `ds.constant` that -ds-autodiff places after `ds.backward_begin` (marked
 // `ds.backward_seed`; it holds 1 / gradient_accumulation_steps), and every
 // gradient flows from it, so scaling the seed scales every gradient once.
 //
-// For the trainable engine whose config enables fp16, the pass places
+// For the trainable engine with a loss scaler (config fp16.enabled, or
+// torch_autocast with dtype float16: EngineConfig::lossScaler), the pass places
 // `ds.loss_scale @engine : tensor<f32>` right after `ds.backward_begin` and
 // replaces each seed by seed * scale, computed in f32 and cast back to the
 // seed's dtype (the loss's): an f16 seed of 2^16 / GAS is exact, a scale f16
@@ -16,9 +18,10 @@
 // is then skipped). The runtime owns the scale (docs/plan-format.md, "Mixed
 // precision"); the IR only says where it enters.
 //
-// Several trainable fp16 engines share the one compiled backward: each
-// would have to scale the one seed, whereas DeepSpeed scales each engine's
-// own loss. That is an error naming both engines (future work).
+// A scaled engine next to another trainable engine shares the one compiled
+// backward: the one seed would carry its scale into the other's gradients,
+// whereas DeepSpeed scales each engine's own loss. That is an error naming
+// both engines (future work).
 //
 // Assumes -ds-autodiff ran right before (the seeds still carry their
 // marker: -canonicalize may merge a seed into an equal constant).
@@ -93,8 +96,10 @@ void ScaleLossPass::runOnOperation() {
   if (failed(world))
     return signalPassFailure();
 
-  // The trainable engines, and which of them train in fp16.
+  // The trainable engines, and which of them scale their loss (fp16, fp16
+  // autocast).
   SmallVector<EngineOp> trainable, fp16Engines;
+  llvm::DenseMap<Operation *, std::string> modes;
   for (EngineOp engine : module.getOps<EngineOp>()) {
     if (engine.getFrozen())
       continue;
@@ -103,12 +108,14 @@ void ScaleLossPass::runOnOperation() {
     if (failed(config))
       return signalPassFailure();
     trainable.push_back(engine);
-    if (config->fp16.enabled)
+    if (config->lossScaler()) {
       fp16Engines.push_back(engine);
+      modes[engine] = config->fp16.enabled ? "in fp16" : "in fp16 autocast";
+    }
   }
   if (fp16Engines.empty())
     return;
-  // The scale multiplies the backward's one seed, and only the fp16 engine
+  // The scale multiplies the backward's one seed, and only the scaled engine
   // divides it out again: any other trainable engine's gradients would keep
   // it.
   if (trainable.size() > 1) {
@@ -116,16 +123,18 @@ void ScaleLossPass::runOnOperation() {
     EngineOp other = trainable.front() == fp16 ? trainable[1] : trainable[0];
     bool bothFp16 = llvm::is_contained(fp16Engines, other);
     other.emitError()
-        << "engine @" << fp16.getSymName()
-        << " trains in fp16 (fp16.enabled) and engine @" << other.getSymName()
-        << " trains " << (bothFp16 ? "in fp16 too" : "as well")
+        << "engine @" << fp16.getSymName() << " trains " << modes[fp16]
+        << (modes[fp16] == "in fp16" ? " (fp16.enabled)"
+                                     : " (torch_autocast.dtype float16)")
+        << " and engine @" << other.getSymName() << " trains "
+        << (bothFp16 ? "with a loss scale too" : "as well")
         << " on the one backward of @" << funcName
         << ": the loss scale multiplies that backward's one seed, so @"
         << other.getSymName() << "'s gradients would carry @"
         << fp16.getSymName()
-        << "'s scale (DeepSpeed scales each engine's own loss); an fp16 "
-           "engine must be the only trainable engine of its plan (bf16 and "
-           "torch_autocast need no loss scale)";
+        << "'s scale (DeepSpeed scales each engine's own loss); an engine "
+           "with a loss scale (fp16, fp16 autocast) must be the only "
+           "trainable engine of its plan (bf16 and bf16 autocast need none)";
     return signalPassFailure();
   }
   EngineOp engine = fp16Engines.front();
@@ -139,8 +148,8 @@ void ScaleLossPass::runOnOperation() {
         break;
       }
   if (!begin) {
-    engine.emitError() << "engine @" << engine.getSymName()
-                       << " trains in fp16, but @" << funcName
+    engine.emitError() << "engine @" << engine.getSymName() << " trains "
+                       << modes[engine] << ", but @" << funcName
                        << " has no backward (ds.backward_begin) to scale: "
                           "run -ds-autodiff first";
     return signalPassFailure();
@@ -160,8 +169,8 @@ void ScaleLossPass::runOnOperation() {
         seeds.push_back(constant);
   if (seeds.empty()) {
     engine.emitError()
-        << "engine @" << engine.getSymName()
-        << " trains in fp16, but the backward of @" << funcName
+        << "engine @" << engine.getSymName() << " trains " << modes[engine]
+        << ", but the backward of @" << funcName
         << " has no seed to scale (a ds.constant marked " << kSeedMarker
         << " after ds.backward_begin): run -ds-scale-loss right after "
            "-ds-autodiff, before -canonicalize merges the seed into other "

@@ -71,10 +71,14 @@ def DS_EngineOp : DS_Op<"engine", [Symbol, HasParent<"::mlir::ModuleOp">,
       `f16` in the native modes, `f32` under autocast);
     - `autocast_dtype` (autocast only): the lower-precision type of the
       autocast policy (`torch_autocast.dtype`);
-    - `loss_scaler` (fp16 only): the loss scaler's settings, every default
-      resolved: `type` (`"dynamic"` or `"static"`), `scale` (the first
-      step's scale: `loss_scale`, or `2^initial_scale_power` when dynamic),
-      `scale_window`, `hysteresis`, `consecutive_hysteresis`, `min_scale`.
+    - `loss_scaler` (fp16, and autocast with `autocast_dtype = f16`): the
+      loss scaler's settings, every default resolved: `type` (`"dynamic"`
+      or `"static"`: DeepSpeed's fp16 scaler; `"grad_scaler"`: the
+      `torch.amp.GradScaler` DeepSpeed creates for fp16 autocast), `scale`
+      (the first step's scale: `loss_scale`, or `2^initial_scale_power` when
+      dynamic; 2^16 for a grad_scaler), `scale_window` (a grad_scaler's
+      `growth_interval`, 2000), `hysteresis`, `consecutive_hysteresis`,
+      `min_scale` (a grad_scaler: 1, false and 0.0, no floor).
 
     ```mlir
     ds.engine @model {module = "", precision = "fp16", grad_accum_dtype = f16,
@@ -83,13 +87,20 @@ def DS_EngineOp : DS_Op<"engine", [Symbol, HasParent<"::mlir::ModuleOp">,
                        consecutive_hysteresis = false, min_scale = 1.0 : f64}}
     ds.engine @student {module = "student", precision = "autocast",
         grad_accum_dtype = f32, autocast_dtype = bf16}
+    ds.engine @teacher {module = "teacher", precision = "autocast",
+        grad_accum_dtype = f32, autocast_dtype = f16,
+        loss_scaler = {type = "grad_scaler", scale = 65536.0 : f64,
+                       scale_window = 2000 : i64, hysteresis = 1 : i64,
+                       consecutive_hysteresis = false, min_scale = 0.0 : f64}}
     ```
 
     The verifier checks the spelling of `precision`, that the other three
     come only with it (`autocast_dtype` only and always with `"autocast"`,
-    `loss_scaler` only with `"fp16"`), that the types are `f32`, `f16` or
-    `bf16` (`autocast_dtype`: `bf16` or `f16`), and that `loss_scaler` has
-    exactly the six keys above with their types and ranges.
+    `loss_scaler` only with `"fp16"`, type `"dynamic"` or `"static"`, or
+    with `"autocast"` and `autocast_dtype = f16`, type `"grad_scaler"`),
+    that the types are `f32`, `f16` or `bf16` (`autocast_dtype`: `bf16` or
+    `f16`), and that `loss_scaler` has exactly the six keys above with
+    their types and ranges.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$module,
                        DefaultValuedStrAttr<StrAttr, "{}">:$config,

@@ -75,7 +75,9 @@ def DSAssignPrecision : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
     The engine records the decision: `precision` ("bf16", "fp16" or
     "autocast"), `grad_accum_dtype`, `autocast_dtype` (autocast) and
     `loss_scaler` (fp16: type, scale, scale_window, hysteresis,
-    consecutive_hysteresis, min_scale, every default resolved), and a remark
+    consecutive_hysteresis, min_scale, every default resolved; fp16
+    autocast: type "grad_scaler" with torch.amp.GradScaler's defaults,
+    scale 2^16 and scale_window 2000), and a remark
     says what happened:
 
     ```
@@ -293,9 +295,11 @@ def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
 def DSScaleLoss : Pass<"ds-scale-loss", "::mlir::ModuleOp"> {
   let summary = "Multiply the backward's seed by the fp16 loss scale";
   let description = [{
-    For the trainable engine whose config enables `fp16` (DeepSpeed's loss
-    scaling: static `fp16.loss_scale`, or dynamic from
-    2^`initial_scale_power`), places `ds.loss_scale @engine : tensor<f32>`
+    For the trainable engine that scales its loss (config `fp16.enabled`:
+    DeepSpeed's loss scaling, static `fp16.loss_scale` or dynamic from
+    2^`initial_scale_power`; or `torch_autocast` with dtype float16: the
+    `torch.amp.GradScaler` DeepSpeed adds, from 2^16), places
+    `ds.loss_scale @engine : tensor<f32>`
     right after the `ds.backward_begin` of `func` and multiplies every
     backward seed (the `ds.constant` that `-ds-autodiff` made for a loss,
     marked `ds.backward_seed`) by it, in f32, cast back to the loss's dtype:
@@ -315,12 +319,13 @@ def DSScaleLoss : Pass<"ds-scale-loss", "::mlir::ModuleOp"> {
     scale. Every gradient of the backward is thus scaled once; the runtime
     unscales them at the update.
 
-    Rejects: several trainable fp16 engines on the one backward (each
-    would scale the shared seed; DeepSpeed scales each engine's own loss),
-    an engine that is already scaled, and a backward without a marked seed
-    (run the pass right after `-ds-autodiff`, before `-canonicalize`
-    merges the seed with other constants). Modules without fp16 engines
-    are left unchanged.
+    Rejects: a scaled (fp16 or fp16 autocast) engine next to any other
+    trainable engine on the one backward (the shared seed would carry its
+    scale into the other's gradients; DeepSpeed scales each engine's own
+    loss), an engine that is already scaled, and a backward without a
+    marked seed (run the pass right after `-ds-autodiff`, before
+    `-canonicalize` merges the seed with other constants). Modules without
+    such engines are left unchanged.
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"forward\"",
