@@ -91,9 +91,15 @@ torch.optim update, then the stored parameters = master rounded to the model dty
     our contract unscales by the scale the step used.
   - torch_autocast (torch_autocast.enabled; dtype bfloat16, the CPU default, or float16):
     parameters, gradients and optimizer state stay fp32; the forward runs under
-    torch.autocast("cpu", dtype) (the backward outside it, as torch recommends); no loss scale
-    (DeepSpeed scales fp16 autocast with a torch.amp.GradScaler; our compiler does not,
-    docs/precision.md, "Where we differ"). CHECKED for torch 2.15: autocast applies to a
+    torch.autocast("cpu", dtype) (the backward outside it, as torch recommends); bf16: no loss
+    scale. float16: DeepSpeed's torch.amp.GradScaler(device="cpu") with torch's defaults (2^16,
+    growth_interval 2000), here a real one driving the masters as DeepSpeed's engine does at
+    stage 0 (engine._take_model_step): seed scale / G (the fp32 loss's), the averaged
+    gradients on the masters, scaler.unscale_(optimizer) (before clipping), overflow = any
+    inf/NaN left in them, clip (applied steps), scaler.step(optimizer) (skips the update on an
+    overflow), scaler.update() (halves on an overflow, doubles after 2000 clean steps); a
+    skipped step leaves the LR schedule and grad_norm as fp16's does (DeepSpeed's ZeRO stages;
+    docs/precision.md, "Where we differ", for stage 0 and the rest). CHECKED for torch 2.15: autocast applies to a
     torch.jit.load'ed module run by the interpreter with optimized execution off (the oracle's
     setting) and on: autocast is the AutocastCPU dispatcher key, which every interpreted op passes
     (linear -> bf16 / fp16, relu follows, mse_loss -> fp32), and both dtypes use the same lists.
@@ -602,7 +608,7 @@ def _dtype_named(value, what: str) -> torch.dtype:
 class Precision:
     """The mixed-precision mode of an engine config (docs/config.md, "Mixed precision").
 
-    mode: "fp32", "bf16", "fp16" or "autocast". model_dtype: the dtype the module's parameters
+    mode: "fp32", "bf16", "fp16" or "autocast" (grad_scaler: with float16). model_dtype: the dtype the module's parameters
     are stored in (bf16, fp16; fp32 for fp32 and autocast). grad_accum_dtype: data_types.
     grad_accum_dtype, default the model dtype. comm_dtype: communication_data_type, default the
     model dtype (autocast: per parameter, see comm_dtype_for). fp16: the resolved fp16 section.
@@ -616,6 +622,12 @@ class Precision:
         self.autocast_dtype = torch.bfloat16
         self.safe_modules: Tuple[str, ...] = DEFAULT_SAFE_MODULES
         self.fp16: Optional[dict] = None
+
+    @property
+    def grad_scaler(self) -> bool:
+        """fp16 autocast: DeepSpeed adds a torch.amp.GradScaler (engine.py, stage_1_and_2.py,
+        stage3.py); bf16 autocast has none."""
+        return self.mode == "autocast" and self.autocast_dtype == torch.float16
 
     def key(self) -> tuple:
         return (self.mode, self.model_dtype, self.grad_accum_dtype, self.comm_dtype,
@@ -1011,10 +1023,11 @@ def scheduler_lr_for_update(scheduler: Optional[dict], base_lr: float, applied: 
 
 
 def global_grad_norm(grads: Sequence[torch.Tensor]) -> torch.Tensor:
-    """torch.nn.utils.clip_grad_norm_'s total 2-norm (torch 1.13): norm of the per-tensor norms."""
+    """torch.nn.utils.clip_grad_norm_'s total 2-norm without the clipping (torch 2.15's
+    get_total_norm: the norm of the per-tensor norms, foreach on CPU)."""
     if not grads:
         return torch.tensor(0.0)
-    return torch.norm(torch.stack([torch.norm(g.detach(), 2.0) for g in grads]), 2.0)
+    return torch.nn.utils.get_total_norm([g.detach() for g in grads], 2.0)
 
 
 class _Engine:
@@ -1064,7 +1077,21 @@ class _MixedEngine(_Engine):
         self.prec = prec
         self.comm_dtypes = [prec.comm_dtype_for(owner_classes.get(n, "")) for n, _ in named]
         self.scaler = LossScaler(prec.fp16 if prec.mode == "fp16" else None)
+        # fp16 autocast: DeepSpeed's torch.amp.GradScaler(device=...), torch's defaults.
+        self.grad_scaler = (torch.amp.GradScaler(device="cpu") if prec.grad_scaler else None)
+        self._optimizer_steps = 0
+
+        def count_step(*_):
+            self._optimizer_steps += 1
+        self.optimizer.register_step_post_hook(count_step)
         self.last_norm = 0.0  # DeepSpeed's optimizer._global_grad_norm starts at 0.
+
+    @property
+    def loss_scale(self) -> float:
+        """The scale of this step's backward seed."""
+        if self.grad_scaler is not None:
+            return float(self.grad_scaler.get_scale())
+        return self.scaler.scale
 
     def accumulate(self, acc: List[Optional[torch.Tensor]]) -> None:
         """Adds this micro-step's .grad of every parameter (of the parameter's dtype: bf16 / fp16
@@ -1078,6 +1105,8 @@ class _MixedEngine(_Engine):
     def step_mixed(self, rank_acc: List[List[Optional[torch.Tensor]]]) -> dict:
         """Reduces, checks for overflow (fp16), unscales, clips, steps the masters, copies them
         to the model dtype; returns {"lr", "grad_norm", "loss_scale", "skipped"}."""
+        if self.grad_scaler is not None:
+            return self._step_grad_scaler(rank_acc)
         scale = self.scaler.scale
         reduced = []
         for i, p in enumerate(self.model_params):
@@ -1106,6 +1135,45 @@ class _MixedEngine(_Engine):
             master.grad = None
         self.scaler.update(overflow)
         return {"lr": lr, "grad_norm": self.last_norm, "loss_scale": scale, "skipped": overflow}
+
+    def _step_grad_scaler(self, rank_acc: List[List[Optional[torch.Tensor]]]) -> dict:
+        """fp16 autocast: torch.amp.GradScaler's unscale_ / step / update on the fp32 masters,
+        in the order of DeepSpeed's engine._take_model_step (unscale_ before clipping)."""
+        scaler = self.grad_scaler
+        scale = float(scaler.get_scale())
+        for i, master in enumerate(self.params):
+            grads = [acc[i] if acc[i] is not None
+                     else torch.zeros(master.shape, dtype=self.prec.grad_accum_dtype)
+                     for acc in rank_acc]
+            master.grad = reduce_average(grads, self.comm_dtypes[i]).float()
+        lr = scheduler_lr_for_update(self.scheduler, self.base_lr, self.applied)
+        scaler.unscale_(self.optimizer)
+        overflow = any(not bool(torch.isfinite(m.grad).all()) for m in self.params)
+        if not overflow:
+            if self.clip > 0 and self.params:
+                norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+            else:
+                norm = global_grad_norm([m.grad for m in self.params])
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+        steps_before = self.optimizer_steps()
+        scaler.step(self.optimizer)  # skips optimizer.step() on an inf / NaN
+        if (self.optimizer_steps() != steps_before) == overflow:
+            raise OracleError("torch.amp.GradScaler and the oracle disagree on an overflow")
+        scaler.update()
+        if not overflow:
+            with torch.no_grad():
+                for p, master in zip(self.model_params, self.params):
+                    p.copy_(master.detach())
+            self.applied += 1
+            self.last_norm = float(norm)
+        for master in self.params:
+            master.grad = None
+        return {"lr": lr, "grad_norm": self.last_norm, "loss_scale": scale, "skipped": overflow}
+
+    def optimizer_steps(self) -> int:
+        """How often optimizer.step() ran (counted by a hook)."""
+        return self._optimizer_steps
 
 
 def _owner(name: str, keys: Sequence[str]) -> Optional[str]:
@@ -1297,9 +1365,9 @@ def _train_mixed(module, inputs: Sequence[Input], engines_cfg: List[Tuple[str, d
                for k, cfg in engines_cfg if cfg.get("optimizer")]
     if not engines:
         raise OracleError("no engine has an \"optimizer\" section: nothing to train")
-    if prec.mode == "fp16" and len(engines) > 1:
-        raise OracleError("fp16 with several trainable engines (one loss scale each) is not "
-                          "modelled by the oracle")
+    if (prec.mode == "fp16" or prec.grad_scaler) and len(engines) > 1:
+        raise OracleError(f"{'fp16' if prec.mode == 'fp16' else 'fp16 autocast'} with several "
+                          "trainable engines (one loss scale each) is not modelled by the oracle")
     all_params = [p for _, p in module.named_parameters()]
 
     def cast_input(t: torch.Tensor) -> torch.Tensor:
@@ -1314,7 +1382,7 @@ def _train_mixed(module, inputs: Sequence[Input], engines_cfg: List[Tuple[str, d
         for k in range(steps):
             rank_acc = [[[None] * len(e.model_params) for _ in range(world_size)]
                         for e in engines]
-            scale = engines[0].scaler.scale
+            scale = engines[0].loss_scale
             total = 0.0
             per: Optional[List[float]] = None
             is_tuple = False
