@@ -30,7 +30,8 @@ Checks per stage:
     where the oracle has bf16/fp16, it is compared with the oracle's fp32 master weight instead;
   - the parameters of every stage within the same tolerance of the first stage's.
 With --min-skipped K the oracle's run must skip at least K steps (an fp16 test that no longer
-overflows tests nothing). Exits 1 naming the failing stage, 2 on bad arguments.
+overflows tests nothing; fp16 and autocast_fp16, whose torch.amp.GradScaler the oracle runs).
+Exits 1 naming the failing stage, 2 on bad arguments.
 """
 
 import argparse
@@ -180,7 +181,7 @@ def main(argv=None):
         oracle.write_jsonl(os.path.join(root, "oracle.jsonl"), expected_lines)
         oracle.write_safetensors(os.path.join(root, "oracle.safetensors"), expected_state)
         skipped = sum(1 for l in expected_lines if l.get("skipped"))
-        if args.mode == "fp16":
+        if args.mode in ("fp16", "autocast_fp16"):
             print(f"{name}: oracle: {skipped} of {len(expected_lines)} steps skipped; loss "
                   f"scales {oracle._scale_sequence(expected_lines)}")
         if skipped < args.min_skipped:

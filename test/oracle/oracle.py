@@ -1397,8 +1397,13 @@ def _train_mixed(module, inputs: Sequence[Input], engines_cfg: List[Tuple[str, d
                         with (torch.autocast("cpu", dtype=prec.autocast_dtype)
                               if prec.mode == "autocast" else _NullContext()):
                             losses, is_tuple = forward_losses(module, args)
-                        seeds = [torch.full((), scale / gas, dtype=l.dtype) for l in losses]
-                        torch.autograd.backward(losses, seeds)
+                        grad_scaler = engines[0].grad_scaler
+                        if grad_scaler is not None:
+                            # DeepSpeed's engine.backward: scaler.scale(loss / G).backward().
+                            torch.autograd.backward([grad_scaler.scale(l / gas) for l in losses])
+                        else:
+                            seeds = [torch.full((), scale / gas, dtype=l.dtype) for l in losses]
+                            torch.autograd.backward(losses, seeds)
                     except RuntimeError as err:
                         raise OracleError(f"training step {k + 1}: forward/backward failed at "
                                           f"micro-step {s}, rank {r} of {world_size} "
