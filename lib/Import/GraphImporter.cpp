@@ -188,6 +188,13 @@ private:
   std::vector<std::pair<std::string, std::string>> moduleStack;
   /// The calls, ifs and loops being imported, outermost first.
   std::vector<jit::Node *> enclosing;
+  /// Open `with torch.no_grad()` / `torch.enable_grad()` blocks: their
+  /// prim::Enter and whether they enable grad (GradMode.cpp).
+  std::vector<std::pair<jit::Node *, bool>> gradModes;
+  bool gradEnabled() const {
+    return training && (gradModes.empty() || gradModes.back().second);
+  }
+  LogicalResult importGradMode(jit::Node *node);
 
   /// Keeps `node` on `enclosing` while its blocks are imported.
   struct Enclosing {
@@ -658,7 +665,7 @@ LogicalResult GraphImporter::importNode(jit::Node *node) {
   // torch.no_grad(), so fused inference paths (nn.MultiheadAttention's fast
   // path) are taken exactly where PyTorch takes them.
   if (node->kind().toQualString() == std::string("aten::is_grad_enabled")) {
-    bind(node->output(), Abstract::makeStatic(training));
+    bind(node->output(), Abstract::makeStatic(gradEnabled()));
     return success();
   }
   if (node->kind().toQualString() == std::string("aten::is_autocast_enabled") ||
@@ -667,9 +674,61 @@ LogicalResult GraphImporter::importNode(jit::Node *node) {
     bind(node->output(), Abstract::makeStatic(false));
     return success();
   }
+  if (kind == prim::CreateObject || kind == prim::Enter || kind == prim::Exit ||
+      (kind == prim::CallMethod && gradModeOf(node->input(0)->type())))
+    return importGradMode(node);
   if (kind == prim::CallMethod || kind == prim::CallFunction)
     return importCall(node);
   return importOperator(node);
+}
+
+/// `with torch.no_grad():` (see GradMode.cpp): the grad-mode object folds
+/// away; at prim::Exit of a no_grad block, what the block produces for
+/// later statements becomes `aten::detach` of it.
+LogicalResult GraphImporter::importGradMode(jit::Node *node) {
+  c10::Symbol kind = node->kind();
+  jit::Value *object =
+      kind == c10::prim::CreateObject ? node->output() : node->input(0);
+  std::optional<bool> mode = gradModeOf(object->type());
+  if (!mode)
+    return error(node) << "unsupported operator '" << kind.toQualString()
+                       << "' on " << object->type()->repr_str()
+                       << " (only `with torch.no_grad()` and "
+                          "`torch.enable_grad()` blocks are supported)";
+  auto none = Abstract::makeStatic(c10::IValue());
+  if (kind == c10::prim::Enter)
+    gradModes.emplace_back(node, *mode);
+  if (kind == c10::prim::Exit) {
+    if (gradModes.empty() || gradModes.back().first->input(0) != object)
+      return error(node) << "'prim::Exit' without its prim::Enter";
+    jit::Node *enter = gradModes.back().first;
+    gradModes.pop_back();
+    if (!*mode) {
+      std::function<void(Abstract &)> detach = [&](Abstract &a) {
+        if (a.kind == Abstract::Kind::Tuple || a.kind == Abstract::Kind::List) {
+          for (Abstract &e : a.elements)
+            detach(e);
+          return;
+        }
+        if (a.kind != Abstract::Kind::Dynamic || !a.value ||
+            !isa<TensorType>(a.value.getType()))
+          return;
+        a.value = emitAten("aten::detach", {a.value}, a.value.getType(), node)
+                      ->getResult(0);
+        a.isView = true;
+        a.isParam = a.isBuffer = false;
+        a.path.clear();
+      };
+      for (jit::Value *v : valuesLeavingBlock(enter, node)) {
+        Abstract a = lookup(v);
+        detach(a);
+        bind(v, a);
+      }
+    }
+  }
+  for (jit::Value *out : node->outputs())
+    bind(out, none);
+  return success();
 }
 
 /// Calls are inlined here rather than by TorchScript's Inline pass: its
@@ -990,6 +1049,17 @@ LogicalResult GraphImporter::importOperator(jit::Node *node) {
     return a.isStatic() || a.kind == Abstract::Kind::Module;
   });
 
+  // Traced shape arithmetic on 0-dim tensors (ShapeEvaluation.cpp).
+  if (allStatic && producesTensor && isShapeArithmetic(qualName)) {
+    std::vector<c10::IValue> outs;
+    std::string message;
+    if (runOnExamples(node, args, outs, message) && isStaticShapeValue(outs)) {
+      for (auto [out, v] : llvm::zip(node->outputs(), outs))
+        bind(out, Abstract::makeStatic(v));
+      return success();
+    }
+  }
+
   // Metadata queries on tensors: static when what they ask is.
   if (metadataQueries().contains(qualName))
     return evaluateStatic(node);
@@ -1110,6 +1180,22 @@ LogicalResult GraphImporter::importOperator(jit::Node *node) {
                          << "' on a view of another tensor is not supported";
   }
 
+  // A traced Python number (a 0-dim tensor constant) as the other operand
+  // of add/sub/mul/div: the `.Scalar` overload, as a scripted model has it.
+  SmallVector<Abstract> operandArgs(args.begin(), args.end());
+  if (mutatedArg < 0 && args.size() >= 2 && args[1].isStatic() &&
+      args[1].example.isTensor())
+    if (auto scalarName =
+            scalarOverloadOf(*schema, exampleOf(args[0]), args[1].example)) {
+      emitName = *scalarName;
+      operandArgs[1] =
+          Abstract::makeStatic(scalarOf(args[1].example.toTensor()));
+    }
+  for (size_t i = 0; i < operandArgs.size(); ++i)
+    if (operandArgs[i].isStatic() &&
+        isDefaultPinMemory(*schema, i, operandArgs[i].example))
+      operandArgs[i] = Abstract::makeStatic(c10::IValue());
+
   if (!lookupAtenOp(emitName))
     return error(node) << "unsupported operator '" << name << "' ("
                        << c10::toString(*schema) << ")";
@@ -1174,7 +1260,7 @@ LogicalResult GraphImporter::importOperator(jit::Node *node) {
 
   Location l = loc(node);
   SmallVector<Value> operands;
-  for (const Abstract &a : args) {
+  for (const Abstract &a : operandArgs) {
     Value v = materialize(a, l);
     if (!v)
       return error(node) << "argument of '" << name

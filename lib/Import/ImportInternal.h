@@ -83,6 +83,42 @@ LogicalResult importForward(OpBuilder &builder, const torch::jit::Module &model,
                             const std::vector<ExampleInput> &inputs,
                             const std::string &modelPath);
 
+//===- ShapeEvaluation.cpp ------------------------------------------------===//
+
+/// Operators of traced shape arithmetic (`prim::NumToTensor`,
+/// `aten::floor_divide`, ...) that are evaluated statically when all their
+/// arguments are static and their results are 0-dim tensors.
+bool isShapeArithmetic(llvm::StringRef qualName);
+
+/// True when every value of `outs` is a 0-dim tensor (a traced number).
+bool isStaticShapeValue(llvm::ArrayRef<c10::IValue> outs);
+
+/// The `.Scalar` overload of a binary `aten::add/sub/mul/div.Tensor(_mode)`
+/// whose `other` is a 0-dim number tensor and whose `self` has rank >= 1 (the
+/// same promotion and result); nullopt otherwise.
+std::optional<std::string> scalarOverloadOf(const c10::FunctionSchema &schema,
+                                            const c10::IValue &self,
+                                            const c10::IValue &other);
+
+/// True for a static `pin_memory=False` argument (traced factory ops), which
+/// is imported as the `None` a scripted call passes (both: not pinned).
+bool isDefaultPinMemory(const c10::FunctionSchema &schema, size_t index,
+                        const c10::IValue &value);
+
+/// The number held by a 0-dim tensor (double for floating dtypes, else int).
+c10::IValue scalarOf(const at::Tensor &t);
+
+//===- GradMode.cpp -------------------------------------------------------===//
+
+/// For the class of `torch.no_grad()` false, of `torch.enable_grad()` true;
+/// nullopt for any other type.
+std::optional<bool> gradModeOf(const c10::TypePtr &type);
+
+/// Values produced by the nodes strictly between `enter` and `exit` (one
+/// block) that are used after `exit` (or returned by the block).
+std::vector<torch::jit::Value *> valuesLeavingBlock(torch::jit::Node *enter,
+                                                    torch::jit::Node *exit);
+
 } // namespace mlir::ds::import
 
 #endif // DS_LIB_IMPORT_IMPORTINTERNAL_H

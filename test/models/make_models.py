@@ -273,6 +273,26 @@ class Distill(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------
+# nograd_distill: the teacher call under `with torch.no_grad():` (as Accelerate's distillation
+# example writes it), scripted: prim::CreateObject of torch.autograd.grad_mode.no_grad,
+# prim::Enter / prim::Exit around the teacher's forward
+# ---------------------------------------------------------------------------------------------
+class NoGradDistill(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.student = Student()
+        self.teacher = Teacher()
+
+    def forward(self, x, y):
+        s = self.student(x)
+        with torch.no_grad():
+            t = self.teacher(x)
+            t = F.softmax(t / 2.0, dim=-1)
+        kl = F.kl_div(F.log_softmax(s / 2.0, dim=-1), t, reduction="batchmean")
+        return F.mse_loss(s, y) + 0.5 * kl
+
+
+# ---------------------------------------------------------------------------------------------
 # two_losses: root returns a tuple of two scalar losses
 # ---------------------------------------------------------------------------------------------
 class BranchA(nn.Module):
@@ -1017,6 +1037,55 @@ def build_encoder_causal():
                  "includes a key bias whose true gradient is exactly zero."}
 
 
+def build_traced_transformer():
+    """transformer's torch.jit.trace twin: the same weights and data (seed 2), traced on micro-step
+    0's [B, ...] rows. Its shapes come from aten::size / prim::NumToTensor / aten::Int /
+    aten::floor_divide chains that the importer evaluates on the example shapes."""
+    scripted, data, entry = build_transformer()
+    torch.manual_seed(2)
+    m = GPT()
+    tm = torch.jit.trace(m, (data["idx"][0], data["targets"][0]))
+    with torch.no_grad():
+        a = tm(data["idx"][0, :2], data["targets"][0, :2])
+        b = m(data["idx"][0, :2], data["targets"][0, :2])
+    assert torch.equal(a, b), "traced_transformer: trace is not batch-size generic"
+    return tm, data, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "transformer (same weights and data) made with torch.jit.trace: B, T, C = "
+                 "x.size(), q.view(B, T, h, C // h) become aten::size, prim::NumToTensor, "
+                 "aten::floor_divide, aten::Int chains on 0-dim tensors."}
+
+
+def build_traced_gpt_sdpa():
+    """gpt_sdpa's torch.jit.trace twin (same weights and data, seed 19)."""
+    scripted, data, entry = build_gpt_sdpa()
+    torch.manual_seed(19)
+    m = GPTSdpa()
+    tm = torch.jit.trace(m, (data["idx"][0], data["targets"][0]))
+    with torch.no_grad():
+        a = tm(data["idx"][0, :2], data["targets"][0, :2])
+        b = m(data["idx"][0, :2], data["targets"][0, :2])
+    assert torch.equal(a, b), "traced_gpt_sdpa: trace is not batch-size generic"
+    return tm, data, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "gpt_sdpa (same weights and data) made with torch.jit.trace; its view shapes "
+                 "are traced shape arithmetic on 0-dim tensors."}
+
+
+def build_nograd_distill():
+    torch.manual_seed(6)
+    m = NoGradDistill()
+    x = torch.randn(S, B, 8)
+    y = torch.randn(S, B, 8)
+    return torch.jit.script(m), {"x": x, "y": y}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "x, y [S,B,8] f32. Student/teacher distillation with the teacher call and its "
+                 "softmax(t / 2) under `with torch.no_grad():` (prim::CreateObject, prim::Enter, "
+                 "prim::Exit; imported as a detach of what the block produces). loss = "
+                 "mse(student(x), y) + 0.5 * kl_div(log_softmax(student(x) / 2), t, batchmean). "
+                 "The teacher's parameters get no gradient."}
+
+
 BUILDERS = [
     ("mlp", build_mlp),
     ("transformer", build_transformer),
@@ -1037,6 +1106,9 @@ BUILDERS = [
     ("gpt_sdpa", build_gpt_sdpa),
     ("mha_lm", build_mha_lm),
     ("encoder_causal", build_encoder_causal),
+    ("traced_transformer", build_traced_transformer),
+    ("traced_gpt_sdpa", build_traced_gpt_sdpa),
+    ("nograd_distill", build_nograd_distill),
 ]
 
 

@@ -22,7 +22,8 @@ import oracle  # noqa: E402
 REQUIRED_MODELS = ["mlp", "transformer", "encoder", "cnn", "moe", "two_models", "two_losses",
                    "traced_mlp", "ops_zoo", "ops_zoo_conv", "resnet", "tied_lm",
                    "dropout", "three_engines", "through_frozen", "two_paths", "gpt_sdpa",
-                   "mha_lm", "encoder_causal"]
+                   "mha_lm", "encoder_causal", "traced_transformer", "traced_gpt_sdpa",
+                   "nograd_distill"]
 
 ERROR_FILES = ["bad_unsupported_op.pt", "bad_unsupported_op.data.pt", "bad_dynamic_loop.pt",
                "bad_dynamic_loop.data.pt", "not_torchscript.pt", "truncated.pt",
