@@ -104,7 +104,8 @@ int64_t scalarTypeCode(const std::string &dtype) {
 }
 
 struct Precision {
-  /// "bf16" or "fp16".
+  /// "bf16" or "fp16"; "autocast": fp16 autocast (float32 state, no casts
+  /// here, the loss scale on the seed).
   std::string mode = "bf16";
   /// Empty: the parameters' dtype.
   std::string gradAccum;
@@ -115,7 +116,10 @@ struct Precision {
 /// `json` (a validated fp32 plan as toJson writes it) as a native `p.mode`
 /// engine (see the file comment).
 ordered_json lowPrecision(ordered_json json, const Precision &p) {
-  const std::string low = p.mode == "bf16" ? "bfloat16" : "float16";
+  const bool native = p.mode != "autocast";
+  const std::string low = p.mode == "bf16"  ? "bfloat16"
+                          : native          ? "float16"
+                                            : "float32";
   for (ordered_json &state : json["state"])
     if (state["dtype"] == "float32")
       state["dtype"] = low;
@@ -124,6 +128,8 @@ ordered_json lowPrecision(ordered_json json, const Precision &p) {
       {"param_dtype", low},
       {"master_dtype", "float32"},
       {"grad_accum_dtype", p.gradAccum.empty() ? low : p.gradAccum}};
+  if (!native)
+    precision["autocast_dtype"] = "float16";
   if (!p.scaler.is_null())
     precision["loss_scaler"] = p.scaler;
   json["engines"][0]["precision"] = precision;
@@ -171,7 +177,7 @@ ordered_json lowPrecision(ordered_json json, const Precision &p) {
               {{"kind", "loss_scale"}, {"engine", "model"}, {"result", scale}});
         }
       }
-      if (op["kind"] == "state") {
+      if (native && op["kind"] == "state") {
         int64_t result = op["result"];
         ordered_json desc = values[size_t(result)];
         desc["dtype"] = low;
@@ -181,7 +187,7 @@ ordered_json lowPrecision(ordered_json json, const Precision &p) {
         cast(body, stored, result, "float32", true);
         continue;
       }
-      if (op["kind"] == "grad") {
+      if (native && op["kind"] == "grad") {
         int64_t arg = op["arg"];
         ordered_json desc = values[size_t(arg)];
         desc["dtype"] = low;
@@ -879,6 +885,63 @@ TEST(Precision, Fp16CheckpointsKeepTheScalerKind) {
   });
 }
 
+TEST(Precision, Fp16AutocastGradScalerIsNotCheckpointed) {
+  // DeepSpeed keeps fp16 autocast's torch.amp.GradScaler out of its
+  // checkpoints (the ZeRO optimizers' state_dict holds their own static
+  // scaler of 1, engine.py saves no GradScaler state): a resumed run starts
+  // again from the initial scale with a fresh growth count. Here the
+  // scaler grows every 3 clean steps from 1024; the checkpoint holds the
+  // static 1.0 of an unscaled engine (else the load would refuse it). The
+  // gradients are unscaled exactly either way, so the parameters agree
+  // bitwise.
+  TempDir dir;
+  std::string weights = writeWeights(dir);
+  constexpr int64_t BEFORE = 4, AFTER = 2;
+  std::vector<std::vector<Batch>> data = makeData(2, BEFORE + AFTER);
+  Precision autocast;
+  autocast.mode = "autocast";
+  autocast.scaler = {{"type", "grad_scaler"},   {"scale", 1024.0},
+                     {"scale_window", 3},       {"hysteresis", 1},
+                     {"consecutive_hysteresis", false}, {"min_scale", 0.0}};
+  for (int64_t stage : {0, 2}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    plan::Plan plan = precisionPlan(2, stage, autocast);
+    const std::string ckpt = dir.file("ac_ckpt" + std::to_string(stage));
+    std::vector<std::vector<double>> straight(2), resumed(2);
+    std::vector<std::vector<at::Tensor>> straightParams(2), resumedParams(2);
+    onRanks(plan, weights, [&](Engine &engine, int64_t rank) {
+      std::vector<double> &scales = straight[size_t(rank)];
+      for (int64_t step = 0; step < BEFORE + AFTER; ++step) {
+        StepReport report = trainStep(engine, data[size_t(step)], rank);
+        EXPECT_FALSE(report.skipped());
+        scales.push_back(report.engines[0].lossScale);
+        if (step + 1 == BEFORE)
+          engine.saveCheckpoint(ckpt);
+      }
+      scales.push_back(*engine.lossScale("model"));
+      straightParams[size_t(rank)] = wholeParams(engine);
+    });
+    onRanks(plan, weights, [&](Engine &engine, int64_t rank) {
+      engine.loadCheckpoint(ckpt);
+      std::vector<double> &scales = resumed[size_t(rank)];
+      for (int64_t step = BEFORE; step < BEFORE + AFTER; ++step)
+        scales.push_back(
+            trainStep(engine, data[size_t(step)], rank).engines[0].lossScale);
+      scales.push_back(*engine.lossScale("model"));
+      resumedParams[size_t(rank)] = wholeParams(engine);
+    });
+    for (size_t r = 0; r < 2; ++r) {
+      // Grown after the 3rd and 6th clean step; resumed: from 1024 again.
+      EXPECT_EQ(straight[r],
+                (std::vector<double>{1024, 1024, 1024, 2048, 2048, 2048, 4096}));
+      EXPECT_EQ(resumed[r], (std::vector<double>{1024, 1024, 1024}));
+      for (size_t k = 0; k < kParams.size(); ++k)
+        EXPECT_TRUE(at::equal(straightParams[r][k], resumedParams[r][k]))
+            << kParams[k];
+    }
+  }
+}
+
 TEST(Precision, AutocastGathersInTheBucketDtype) {
   // An autocast engine keeps float32 parameters (no master); at stage 3 a
   // sharded bucket whose dtype is the autocast dtype (bf16, or fp16 under
@@ -899,6 +962,13 @@ TEST(Precision, AutocastGathersInTheBucketDtype) {
                                        {"master_dtype", "float32"},
                                        {"grad_accum_dtype", "float32"},
                                        {"autocast_dtype", name}};
+    // fp16 autocast needs its GradScaler (this plan has no loss_scale op:
+    // the scale stays out of its backward).
+    if (dtype == plan::DType::Float16)
+      json["engines"][0]["precision"]["loss_scaler"] = {
+          {"type", "grad_scaler"},   {"scale", 65536.0},
+          {"scale_window", 2000},    {"hysteresis", 1},
+          {"consecutive_hysteresis", false}, {"min_scale", 0.0}};
     plan::Plan plan = plan::parsePlan(json, "autocast.json");
     for (plan::BucketDesc &bucket : plan.engines[0].partition->buckets)
       bucket.dtype = dtype;
