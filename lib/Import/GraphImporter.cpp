@@ -690,11 +690,16 @@ LogicalResult GraphImporter::importGradMode(jit::Node *node) {
   jit::Value *object =
       kind == c10::prim::CreateObject ? node->output() : node->input(0);
   std::optional<bool> mode = gradModeOf(object->type());
-  if (!mode)
+  if (!mode) {
+    std::string typeName = object->type()->repr_str();
+    if (auto cls = object->type()->cast<c10::ClassType>())
+      if (cls->name())
+        typeName = demangleClassName(cls->name()->qualifiedName());
     return error(node) << "unsupported operator '" << kind.toQualString()
-                       << "' on " << object->type()->repr_str()
+                       << "' on " << typeName
                        << " (only `with torch.no_grad()` and "
                           "`torch.enable_grad()` blocks are supported)";
+  }
   auto none = Abstract::makeStatic(c10::IValue());
   if (kind == c10::prim::Enter)
     gradModes.emplace_back(node, *mode);
