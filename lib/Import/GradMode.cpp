@@ -10,12 +10,17 @@
 // prim::Exit every tensor the body produced that is used after the block
 // becomes `aten::detach` of it (what leaves a no_grad block carries no
 // gradient), and `torch.is_grad_enabled()` inside the body folds to false.
+// Outer tensors the body updates in place (an EMA buffer's
+// `ema.mul_(d).add_(p, alpha=1 - d)`) are detached the same way: the importer
+// notes their values at prim::Enter and detaches those that changed.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ImportInternal.h"
 
 #include <torch/csrc/jit/ir/ir.h>
+
+#include <functional>
 
 using namespace mlir::ds::import;
 namespace jit = torch::jit;
@@ -57,5 +62,26 @@ mlir::ds::import::valuesLeavingBlock(jit::Node *enter, jit::Node *exit) {
       if (usedAfter)
         out.push_back(v);
     }
+  return out;
+}
+
+std::vector<jit::Value *>
+mlir::ds::import::valuesEnteringBlock(jit::Node *enter, jit::Node *exit) {
+  std::vector<jit::Value *> out;
+  jit::Block *block = exit->owningBlock();
+  std::function<void(jit::Node *)> visit = [&](jit::Node *n) {
+    for (jit::Value *v : n->inputs()) {
+      jit::Node *def = ancestorIn(v->node(), block);
+      bool outside = !def || def == enter || def->isBefore(enter) ||
+                     v->node()->kind() == c10::prim::Param;
+      if (outside && std::find(out.begin(), out.end(), v) == out.end())
+        out.push_back(v);
+    }
+    for (jit::Block *b : n->blocks())
+      for (jit::Node *inner : b->nodes())
+        visit(inner);
+  };
+  for (jit::Node *n = enter->next(); n != exit; n = n->next())
+    visit(n);
   return out;
 }

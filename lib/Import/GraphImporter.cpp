@@ -190,9 +190,17 @@ private:
   std::vector<jit::Node *> enclosing;
   /// Open `with torch.no_grad()` / `torch.enable_grad()` blocks: their
   /// prim::Enter and whether they enable grad (GradMode.cpp).
-  std::vector<std::pair<jit::Node *, bool>> gradModes;
+  struct GradModeBlock {
+    jit::Node *enter;
+    bool enabled;
+    /// Outer values the block uses, as they were at prim::Enter.
+    llvm::SmallVector<std::pair<jit::Value *, Value>> before;
+  };
+  std::vector<GradModeBlock> gradModes;
+  /// The output of an in-place operator -> the value it updated (its alias).
+  llvm::DenseMap<jit::Value *, jit::Value *> inplaceResultOf;
   bool gradEnabled() const {
-    return training && (gradModes.empty() || gradModes.back().second);
+    return training && (gradModes.empty() || gradModes.back().enabled);
   }
   LogicalResult importGradMode(jit::Node *node);
 
@@ -701,12 +709,25 @@ LogicalResult GraphImporter::importGradMode(jit::Node *node) {
                           "`torch.enable_grad()` blocks are supported)";
   }
   auto none = Abstract::makeStatic(c10::IValue());
-  if (kind == c10::prim::Enter)
-    gradModes.emplace_back(node, *mode);
+  if (kind == c10::prim::Enter) {
+    GradModeBlock block{node, *mode, {}};
+    jit::Node *exit = node;
+    while (exit->kind() != c10::prim::Exit || exit->input(0) != object) {
+      exit = exit->next();
+      if (exit->kind() == c10::prim::Return)
+        return error(node) << "'prim::Enter' without its prim::Exit";
+    }
+    for (jit::Value *v : valuesEnteringBlock(node, exit)) {
+      const Abstract &a = lookup(v);
+      if (a.kind == Abstract::Kind::Dynamic && a.value)
+        block.before.emplace_back(v, a.value);
+    }
+    gradModes.push_back(std::move(block));
+  }
   if (kind == c10::prim::Exit) {
-    if (gradModes.empty() || gradModes.back().first->input(0) != object)
+    if (gradModes.empty() || gradModes.back().enter->input(0) != object)
       return error(node) << "'prim::Exit' without its prim::Enter";
-    jit::Node *enter = gradModes.back().first;
+    GradModeBlock block = std::move(gradModes.back());
     gradModes.pop_back();
     if (!*mode) {
       std::function<void(Abstract &)> detach = [&](Abstract &a) {
@@ -724,9 +745,24 @@ LogicalResult GraphImporter::importGradMode(jit::Node *node) {
         a.isParam = a.isBuffer = false;
         a.path.clear();
       };
-      for (jit::Value *v : valuesLeavingBlock(enter, node)) {
+      for (jit::Value *v : valuesLeavingBlock(block.enter, node)) {
         Abstract a = lookup(v);
         detach(a);
+        bind(v, a);
+      }
+      // Outer tensors updated in place inside the block.
+      for (auto &[v, old] : block.before) {
+        Abstract a = lookup(v);
+        if (a.kind != Abstract::Kind::Dynamic || a.value == old)
+          continue;
+        std::string path = a.path;
+        bool isBuffer = a.isBuffer;
+        detach(a);
+        a.path = path;
+        a.isBuffer = isBuffer;
+        a.isView = false;
+        if (isDefinedOutside(v))
+          scopes.back().rebound.push_back(v);
         bind(v, a);
       }
     }
@@ -1333,9 +1369,19 @@ LogicalResult GraphImporter::importOperator(jit::Node *node) {
     jit::Value *target = node->input(mutatedArg);
     if (args[0].isBuffer)
       SetBufferOp::create(builder, l, args[0].path, updated.value);
-    if (isDefinedOutside(target))
-      scopes.back().rebound.push_back(target);
-    bind(target, updated);
+    // The result of an in-place op is its target: in `x.mul_(a).add_(b)`
+    // the second op updates x too.
+    SmallVector<jit::Value *> targets = {target};
+    for (auto it = inplaceResultOf.find(target); it != inplaceResultOf.end();
+         it = inplaceResultOf.find(it->second))
+      targets.push_back(it->second);
+    for (jit::Value *t : targets) {
+      if (isDefinedOutside(t))
+        scopes.back().rebound.push_back(t);
+      bind(t, updated);
+    }
+    results[0] = updated;
+    inplaceResultOf[node->output(0)] = target;
   }
   for (auto [out, a] : llvm::zip(node->outputs(), results))
     bind(out, a);

@@ -119,6 +119,11 @@ std::optional<bool> gradModeOf(const c10::TypePtr &type);
 std::vector<torch::jit::Value *> valuesLeavingBlock(torch::jit::Node *enter,
                                                     torch::jit::Node *exit);
 
+/// Values defined before `enter` (or outside its block) that the nodes
+/// strictly between `enter` and `exit`, or blocks nested in them, use.
+std::vector<torch::jit::Value *> valuesEnteringBlock(torch::jit::Node *enter,
+                                                     torch::jit::Node *exit);
+
 } // namespace mlir::ds::import
 
 #endif // DS_LIB_IMPORT_IMPORTINTERNAL_H
