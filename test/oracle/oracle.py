@@ -1030,6 +1030,15 @@ def global_grad_norm(grads: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.nn.utils.get_total_norm([g.detach() for g in grads], 2.0)
 
 
+def clip_grad_norm(params: Sequence[torch.Tensor], clip: float) -> torch.Tensor:
+    """The pre-clip global norm of the parameters' gradients; clips them to `clip` as
+    torch.nn.utils.clip_grad_norm_ does when clip > 0 (DeepSpeed's gradient_clipping; 0 only
+    measures)."""
+    if clip > 0 and params:
+        return torch.nn.utils.clip_grad_norm_(params, clip)
+    return global_grad_norm([p.grad for p in params])
+
+
 class _Engine:
     """One trainable engine of the oracle: its parameters, optimizer, schedule and clipping."""
 
@@ -1052,10 +1061,7 @@ class _Engine:
         for p in self.params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-        if self.clip > 0 and self.params:
-            norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-        else:
-            norm = global_grad_norm([p.grad for p in self.params])
+        norm = clip_grad_norm(self.params, self.clip)
         lr = scheduler_lr_for_update(self.scheduler, self.base_lr, self.applied)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -1119,10 +1125,7 @@ class _MixedEngine(_Engine):
         if not overflow:
             for master, g in zip(self.params, reduced):
                 master.grad = g / scale if scale != 1.0 else g
-            if self.clip > 0 and self.params:
-                norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-            else:
-                norm = global_grad_norm([m.grad for m in self.params])
+            norm = clip_grad_norm(self.params, self.clip)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             self.optimizer.step()
@@ -1150,10 +1153,7 @@ class _MixedEngine(_Engine):
         scaler.unscale_(self.optimizer)
         overflow = any(not bool(torch.isfinite(m.grad).all()) for m in self.params)
         if not overflow:
-            if self.clip > 0 and self.params:
-                norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-            else:
-                norm = global_grad_norm([m.grad for m in self.params])
+            norm = clip_grad_norm(self.params, self.clip)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
         steps_before = self.optimizer_steps()
