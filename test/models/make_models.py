@@ -74,7 +74,7 @@ class CausalSelfAttention(nn.Module):
         self.n_head = n_head
         self.n_embd = n_embd
         # No bias on qkv: the key part of a qkv bias has an exactly-zero true gradient (softmax
-        # is invariant to it), which the numerical oracle must avoid (see design.md).
+        # is invariant to it), which the numerical oracle must avoid (docs/oracle.md).
         self.qkv = nn.Linear(n_embd, 3 * n_embd, bias=False)
         self.proj = nn.Linear(n_embd, n_embd)
         self.attn_drop = nn.Dropout(0.0)

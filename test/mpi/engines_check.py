@@ -20,7 +20,7 @@ ZeRO stage, optimizer and buckets small enough that there are several):
 For each W and GAS: ds-compile --world-size W --report, mpirun -n W ds-run --report, and checks
   - losses (and each engine's lr, grad_norm, and loss for tuple outputs) per step and every final
     parameter against oracle.train (one torch.optim per trainable engine): losses 1e-5 relative,
-    parameters 1e-4 + 1e-4 * |oracle| (design.md, "The numerical oracle");
+    parameters 1e-4 + 1e-4 * |oracle| (docs/oracle.md);
   - every parameter of a frozen engine bitwise equal to the TorchScript archive's, and a frozen
     ZeRO-3 engine sharded (each of W > 1 ranks holds about 1/W of its parameter bytes);
   - the measured report's "engines" equal the predicted ones (bytes and traffic per engine), and

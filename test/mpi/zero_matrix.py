@@ -11,7 +11,7 @@ forward and gather again for the backward), `l` zero_optimization.leaf_module se
 (stage 3 gathers each leaf module whole and reduces it once). Stage 3 cells set
 stage3_param_persistence_threshold 0, so that every parameter is sharded.
 
-For each GAS g, the oracle (oracle.train, design.md "The numerical oracle") trains the model once
+For each GAS g, the oracle (oracle.train, docs/oracle.md) trains the model once
 on W ranks' rows; then for each stage s, the model is compiled with
 `zero_optimization.stage = s` (and reduce/all-gather buckets of N elements when --bucket is given,
 so that several buckets, split parameters and padding are exercised) and trained with

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The LibTorch numerical oracle (see docs: design.md, "The numerical oracle").
+"""The LibTorch numerical oracle (docs/oracle.md).
 
 Run with .venv/bin/python (torch 2.15, installed by scripts/setup.sh).
 
@@ -1219,7 +1219,7 @@ def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
           unbatched: Iterable[str] = (), seed: Optional[int] = None,
           masters: Optional[Dict[str, torch.Tensor]] = None
           ) -> Tuple[List[dict], Dict[str, torch.Tensor]]:
-    """The LibTorch oracle of DeepSpeed data-parallel training (design.md, "The numerical oracle").
+    """The LibTorch oracle of DeepSpeed data-parallel training (docs/oracle.md).
 
     config: a DeepSpeed config dict (or a path to a JSON file); {"engines": {...}} with inline
     engine configs is accepted too. Module in train mode. Per optimizer step k, for each micro-step
