@@ -30,11 +30,7 @@ LossScalerConfig gradScalerDefaults() {
   return scaler;
 }
 
-std::optional<LossScalerConfig> EngineConfig::lossScaler() const {
-  if (torchAutocast.enabled && torchAutocast.dtype == DType::Float16)
-    return gradScalerDefaults();
-  if (!fp16.enabled)
-    return std::nullopt;
+LossScalerConfig fp16LossScaler(const Fp16Config &fp16) {
   LossScalerConfig scaler;
   scaler.kind = fp16.dynamicLossScale() ? LossScalerConfig::Kind::Dynamic
                                         : LossScalerConfig::Kind::Static;
@@ -44,6 +40,14 @@ std::optional<LossScalerConfig> EngineConfig::lossScaler() const {
   scaler.consecutiveHysteresis = fp16.consecutiveHysteresis;
   scaler.minScale = fp16.minLossScale;
   return scaler;
+}
+
+std::optional<LossScalerConfig> EngineConfig::lossScaler() const {
+  if (torchAutocast.enabled && torchAutocast.dtype == DType::Float16)
+    return gradScalerDefaults();
+  if (!fp16.enabled)
+    return std::nullopt;
+  return fp16LossScaler(fp16);
 }
 
 namespace detail {

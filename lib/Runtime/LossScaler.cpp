@@ -11,15 +11,9 @@
 namespace ds::runtime {
 
 LossScaler::LossScaler(const config::Fp16Config &config) {
-  if (!config.enabled)
-    return; // bf16 and fp32: DeepSpeed's static scaler of 1.
-  dynamic_ = config.dynamicLossScale();
-  window_ = config.lossScaleWindow;
-  minScale_ = config.minLossScale;
-  hysteresis_ = config.hysteresis;
-  consecutiveHysteresis_ = config.consecutiveHysteresis;
-  state_.scale = config.initialLossScale();
-  state_.hysteresisLeft = config.hysteresis;
+  // bf16 and fp32: DeepSpeed's static scaler of 1 (the defaults).
+  if (config.enabled)
+    *this = LossScaler(config::fp16LossScaler(config));
 }
 
 LossScaler::LossScaler(const config::LossScalerConfig &config) {

@@ -241,6 +241,10 @@ struct LossScalerConfig {
 /// 2^16, growth_factor 2, backoff_factor 0.5, growth_interval 2000.
 LossScalerConfig gradScalerDefaults();
 
+/// An enabled fp16 section's DeepSpeed scaler: static when loss_scale > 0,
+/// else dynamic from 2^initial_scale_power.
+LossScalerConfig fp16LossScaler(const Fp16Config &fp16);
+
 struct TorchAutocastConfig {
   bool enabled = false;
   /// Default: the backend's autocast dtype (bf16 on CPU, fp16 on CUDA).
