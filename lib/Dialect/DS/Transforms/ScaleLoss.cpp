@@ -98,7 +98,7 @@ void ScaleLossPass::runOnOperation() {
 
   // The trainable engines, and which of them scale their loss (fp16, fp16
   // autocast).
-  SmallVector<EngineOp> trainable, fp16Engines;
+  SmallVector<EngineOp> trainable, scaledEngines;
   llvm::DenseMap<Operation *, std::string> modes;
   for (EngineOp engine : module.getOps<EngineOp>()) {
     if (engine.getFrozen())
@@ -109,19 +109,19 @@ void ScaleLossPass::runOnOperation() {
       return signalPassFailure();
     trainable.push_back(engine);
     if (config->lossScaler()) {
-      fp16Engines.push_back(engine);
+      scaledEngines.push_back(engine);
       modes[engine] = config->fp16.enabled ? "in fp16" : "in fp16 autocast";
     }
   }
-  if (fp16Engines.empty())
+  if (scaledEngines.empty())
     return;
   // The scale multiplies the backward's one seed, and only the scaled engine
   // divides it out again: any other trainable engine's gradients would keep
   // it.
   if (trainable.size() > 1) {
-    EngineOp fp16 = fp16Engines.front();
+    EngineOp fp16 = scaledEngines.front();
     EngineOp other = trainable.front() == fp16 ? trainable[1] : trainable[0];
-    bool bothFp16 = llvm::is_contained(fp16Engines, other);
+    bool bothFp16 = llvm::is_contained(scaledEngines, other);
     other.emitError()
         << "engine @" << fp16.getSymName() << " trains " << modes[fp16]
         << (modes[fp16] == "in fp16" ? " (fp16.enabled)"
@@ -137,7 +137,7 @@ void ScaleLossPass::runOnOperation() {
            "trainable engine of its plan (bf16 and bf16 autocast need none)";
     return signalPassFailure();
   }
-  EngineOp engine = fp16Engines.front();
+  EngineOp engine = scaledEngines.front();
 
   auto func = module.lookupSymbol<func::FuncOp>(funcName);
   BackwardBeginOp begin;
