@@ -106,6 +106,7 @@ mlir::ds::importTorchScript(MLIRContext *context,
     return nullptr;
   }
 
+  decomposeImportedOps(*module);
   // Shape checks the specialisation decided leave dead ops behind.
   PassManager pm(context);
   pm.addPass(createCanonicalizerPass());

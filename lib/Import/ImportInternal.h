@@ -8,8 +8,10 @@
 #define DS_LIB_IMPORT_IMPORTINTERNAL_H
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Location.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include <torch/script.h>
 
@@ -17,6 +19,10 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace mlir {
+class RewritePatternSet;
+} // namespace mlir
 
 namespace mlir::ds::import {
 
@@ -31,6 +37,9 @@ Type elementTypeOf(MLIRContext *ctx, at::ScalarType dtype);
 /// Ranked tensor type of `tensor`; dims marked in `dynamicDims` become `?`.
 RankedTensorType tensorTypeOf(MLIRContext *ctx, const at::Tensor &tensor,
                               const std::vector<bool> &dynamicDims = {});
+
+/// Schema name and overload: `aten::add.Tensor`, `aten::view`.
+std::string operatorName(const c10::FunctionSchema &schema);
 
 /// Location of a TorchScript source range (`file:line:col`), or `fallback`.
 Location locationOf(MLIRContext *ctx, const torch::jit::SourceRange &range,
@@ -74,6 +83,47 @@ struct StateTable {
 /// `module`, at the builder's insertion point.
 StateTable declareState(OpBuilder &builder, Location loc,
                         const torch::jit::Module &module);
+
+/// What the importer knows about one TorchScript value.
+struct Abstract {
+  enum class Kind { Static, Dynamic, Module, Tuple, List };
+  Kind kind = Kind::Static;
+  /// Static: the value. Dynamic: an example of it (undefined when the op
+  /// could not run on examples, which only happens in a data-dependent branch).
+  c10::IValue example;
+  /// Dynamic: its IR value.
+  Value value;
+  /// Dynamic tensors: which dims vary at run time.
+  std::vector<bool> dynamicDims;
+  /// Tuple and structural list elements.
+  std::vector<Abstract> elements;
+  /// List element type (TorchScript), for building lists and examples.
+  c10::TypePtr elementType;
+  /// Module: qualified path; Dynamic tensors read from state: state name.
+  std::string path;
+  bool isBuffer = false;
+  bool isParam = false;
+  /// Produced by a view operator (shares storage with another value).
+  bool isView = false;
+
+  static Abstract makeStatic(c10::IValue v) {
+    Abstract a;
+    a.kind = Kind::Static;
+    a.example = std::move(v);
+    return a;
+  }
+  bool isStatic() const {
+    if (kind == Kind::Static)
+      return true;
+    if (kind == Kind::List || kind == Kind::Tuple)
+      return llvm::all_of(elements,
+                          [](const Abstract &e) { return e.isStatic(); });
+    return false;
+  }
+};
+
+/// The example of `a` (tuples and lists rebuilt from their elements).
+c10::IValue exampleOf(const Abstract &a);
 
 /// Imports one forward graph into `func.func @name`. `training` fixes every
 /// module's `training` flag. Returns failure after emitting a diagnostic.
@@ -123,6 +173,16 @@ std::vector<torch::jit::Value *> valuesLeavingBlock(torch::jit::Node *enter,
 /// strictly between `enter` and `exit`, or blocks nested in them, use.
 std::vector<torch::jit::Value *> valuesEnteringBlock(torch::jit::Node *enter,
                                                      torch::jit::Node *exit);
+
+//===- Decompositions.cpp -------------------------------------------------===//
+
+/// Rewrites of operators the importer emits as the model calls them into the
+/// operators the runtime and the autodiff take (training-mode dropout,
+/// training-mode batch norm's functional form).
+void populateImportDecompositionPatterns(RewritePatternSet &patterns);
+
+/// Applies those rewrites to every op of `module`, once.
+void decomposeImportedOps(ModuleOp module);
 
 } // namespace mlir::ds::import
 

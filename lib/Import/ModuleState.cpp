@@ -42,12 +42,10 @@ StateTable mlir::ds::import::declareState(OpBuilder &builder, Location loc,
     if (isAlias(param.name, param.value))
       continue;
     std::string owner = ownerPath(param.name);
-    auto op = ParamOp::create(builder, loc, param.name,
-                              tensorTypeOf(builder.getContext(), param.value),
-                              owner, classOf(owner),
-                              param.value.requires_grad(), FlatSymbolRefAttr(),
-                              /*flat_offset=*/IntegerAttr());
-    (void)op;
+    ParamOp::create(builder, loc, param.name,
+                    tensorTypeOf(builder.getContext(), param.value), owner,
+                    classOf(owner), param.value.requires_grad(),
+                    FlatSymbolRefAttr(), /*flat_offset=*/IntegerAttr());
     table.isParam[param.name] = true;
   }
   for (const auto &buffer : module.named_buffers(/*recurse=*/true)) {

@@ -1,4 +1,4 @@
-//===- TypeConversion.cpp - ATen types and locations in MLIR --------------===//
+//===- TypeConversion.cpp - ATen types, names and locations in MLIR -------===//
 
 #include "ImportInternal.h"
 
@@ -17,6 +17,12 @@ std::string mlir::ds::import::demangleClassName(const std::string &name) {
     out += part.str();
   }
   return out;
+}
+
+std::string mlir::ds::import::operatorName(const c10::FunctionSchema &schema) {
+  if (schema.overload_name().empty())
+    return schema.name();
+  return schema.name() + "." + schema.overload_name();
 }
 
 Type mlir::ds::import::elementTypeOf(MLIRContext *ctx, at::ScalarType dtype) {

@@ -1,0 +1,143 @@
+//===- Decompositions.cpp - rewrites of imported operators ----------------===//
+//
+// The importer emits operators as the model calls them; these patterns
+// rewrite the ones the runtime and the autodiff take apart, once, on the
+// module the importer built (as torch-mlir's DecomposeComplexOps does):
+//
+// - training-mode `aten::dropout(x, p, true)`, as ATen's CPU dropout computes
+//   it: noise = bernoulli(x, 1 - p) / (1 - p); out = x * noise. The mask is
+//   then a value, so the backward uses the forward's mask, and the numbers and
+//   random draws are PyTorch's;
+// - `aten::_native_batch_norm_legit_functional` (training-mode batch norm with
+//   its running statistics): a batch_norm without running statistics, the
+//   unbiased batch variance and mean (`aten::var_mean.correction`, as PyTorch
+//   updates the running variance) and `running = lerp(running, batch_stat,
+//   momentum)` for both statistics.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ImportInternal.h"
+#include "ds/Dialect/DS/IR/DSOps.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::import;
+
+/// A `ds.aten` at `like`'s location, tagged with its module.
+static Value createAten(PatternRewriter &rewriter, AtenOp like, StringRef name,
+                        ValueRange operands, Type resultType) {
+  return AtenOp::create(rewriter, like.getLoc(), resultType, name, operands,
+                        like.getModule(), like.getModuleClass())
+      .getResult(0);
+}
+
+namespace {
+
+struct DecomposeTrainingDropout : OpRewritePattern<AtenOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AtenOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getOp() != "aten::dropout")
+      return failure();
+    auto p = op.getArgs()[1].getDefiningOp<ConstantOp>();
+    auto train = op.getArgs()[2].getDefiningOp<ConstantOp>();
+    if (!p || !train || !isa<FloatAttr>(p.getValue()) ||
+        !isa<BoolAttr>(train.getValue()) ||
+        !cast<BoolAttr>(train.getValue()).getValue())
+      return failure();
+    double drop = cast<FloatAttr>(p.getValue()).getValueAsDouble();
+    if (drop <= 0.0 || drop >= 1.0)
+      return failure();
+
+    Location l = op.getLoc();
+    Value x = op.getArgs()[0];
+    Type type = x.getType();
+    Value keep = ConstantOp::create(rewriter, l, rewriter.getF64Type(),
+                                    rewriter.getF64FloatAttr(1.0 - drop));
+    Value none = ConstantOp::create(
+        rewriter, l, ds::NoneType::get(getContext()), rewriter.getUnitAttr());
+    Value bits =
+        createAten(rewriter, op, "aten::bernoulli.p", {x, keep, none}, type);
+    Value noise =
+        createAten(rewriter, op, "aten::div.Scalar", {bits, keep}, type);
+    rewriter.replaceOp(
+        op, createAten(rewriter, op, "aten::mul.Tensor", {x, noise}, type));
+    return success();
+  }
+};
+
+struct DecomposeBatchNormFunctional : OpRewritePattern<AtenOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AtenOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getOp() != "aten::_native_batch_norm_legit_functional" ||
+        op.getNumResults() != 5 || !op.getResult(1).use_empty() ||
+        !op.getResult(2).use_empty())
+      return failure();
+    auto inputType = dyn_cast<RankedTensorType>(op.getArgs()[0].getType());
+    if (!inputType)
+      return failure();
+
+    Location l = op.getLoc();
+    ValueRange args = op.getArgs();
+    Value input = args[0], runningMean = args[3], runningVar = args[4],
+          training = args[5], momentum = args[6], eps = args[7];
+    Value none = ConstantOp::create(
+        rewriter, l, ds::NoneType::get(getContext()), rewriter.getUnitAttr());
+    Value cudnnEnabled = ConstantOp::create(rewriter, l, rewriter.getI1Type(),
+                                            rewriter.getBoolAttr(true));
+    Value out = createAten(rewriter, op, "aten::batch_norm",
+                           {input, args[1], args[2], none, none, training,
+                            momentum, eps, cudnnEnabled},
+                           inputType);
+
+    // Batch statistics over every dim but the channel dim (1).
+    auto constantInt = [&](int64_t v) -> Value {
+      return ConstantOp::create(rewriter, l, rewriter.getI64Type(),
+                                rewriter.getI64IntegerAttr(v));
+    };
+    SmallVector<Value> dims = {constantInt(0)};
+    for (int64_t d = 2; d < inputType.getRank(); ++d)
+      dims.push_back(constantInt(d));
+    Value dimList = ListConstructOp::create(
+        rewriter, l, ds::ListType::get(getContext(), rewriter.getI64Type()),
+        dims);
+    Value correction = constantInt(1);
+    Value keepDim = ConstantOp::create(rewriter, l, rewriter.getI1Type(),
+                                       rewriter.getBoolAttr(false));
+    Type statType = runningMean.getType();
+    auto varMean = AtenOp::create(
+        rewriter, l, TypeRange{statType, statType}, "aten::var_mean.correction",
+        ValueRange{input, dimList, correction, keepDim}, op.getModule(),
+        op.getModuleClass());
+    Value newMean =
+        createAten(rewriter, op, "aten::lerp.Scalar",
+                   {runningMean, varMean.getResult(1), momentum}, statType);
+    Value newVar =
+        createAten(rewriter, op, "aten::lerp.Scalar",
+                   {runningVar, varMean.getResult(0), momentum}, statType);
+    rewriter.replaceAllUsesWith(op.getResult(0), out);
+    rewriter.replaceAllUsesWith(op.getResult(3), newMean);
+    rewriter.replaceAllUsesWith(op.getResult(4), newVar);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::ds::import::populateImportDecompositionPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<DecomposeTrainingDropout, DecomposeBatchNormFunctional>(
+      patterns.getContext());
+}
+
+void mlir::ds::import::decomposeImportedOps(ModuleOp module) {
+  RewritePatternSet patterns(module.getContext());
+  populateImportDecompositionPatterns(patterns);
+  walkAndApplyPatterns(module, std::move(patterns));
+}

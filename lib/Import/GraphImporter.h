@@ -1,0 +1,124 @@
+//===- GraphImporter.h - the walk over a TorchScript graph ------*- C++ -*-===//
+//
+// Internal to lib/Import. The walk is split by job: GraphImporter.cpp (values,
+// scopes, examples, IR emission, structural nodes, calls), ControlFlow.cpp
+// (prim::If, prim::Loop), GradMode.cpp (`with torch.no_grad()` blocks) and
+// OperatorImport.cpp (one operator call: handlers, static evaluation,
+// in-place operators, the generic `ds.aten`).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_LIB_IMPORT_GRAPHIMPORTER_H
+#define DS_LIB_IMPORT_GRAPHIMPORTER_H
+
+#include "ImportInternal.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <torch/csrc/jit/ir/ir.h>
+
+namespace mlir::ds::import {
+
+class GraphImporter {
+public:
+  GraphImporter(OpBuilder &builder, const torch::jit::Module &model,
+                const StateTable &state, bool training,
+                const std::string &modelPath)
+      : builder(builder), ctx(builder.getContext()), model(model), state(state),
+        training(training), modelPath(modelPath),
+        unknownLoc(FileLineColLoc::get(ctx, modelPath, 0, 0)) {}
+
+  LogicalResult run(torch::jit::Graph &graph, func::FuncOp func,
+                    const std::vector<ExampleInput> &inputs);
+
+private:
+  friend class NodeCall;
+  using JitValue = torch::jit::Value;
+  using JitNode = torch::jit::Node;
+
+  // Values and scopes.
+  Abstract &lookup(JitValue *v);
+  bool isDefinedOutside(JitValue *v) const;
+  void bind(JitValue *v, Abstract a) { scopes.back().map[v] = std::move(a); }
+  /// Binds `v` and notes it as rebound when it comes from an outer scope.
+  void rebind(JitValue *v, Abstract a);
+
+  // Nodes.
+  LogicalResult importBlock(torch::jit::Block *block, ArrayRef<Abstract> args,
+                            SmallVectorImpl<Abstract> &results);
+  LogicalResult importNode(JitNode *node);
+  LogicalResult importGetAttr(JitNode *node);
+  LogicalResult importCall(JitNode *node);
+  LogicalResult importIf(JitNode *node);             // ControlFlow.cpp
+  LogicalResult importLoop(JitNode *node);           // ControlFlow.cpp
+  LogicalResult importGradMode(JitNode *node);       // GradMode.cpp
+  LogicalResult importOperator(JitNode *node);       // OperatorImport.cpp
+  LogicalResult evaluateStatic(JitNode *node);       // OperatorImport.cpp
+  LogicalResult importGenericOperator(JitNode *node, // OperatorImport.cpp
+                                      ArrayRef<Abstract> args);
+
+  // IR emission.
+  Value materialize(const Abstract &a, Location loc);
+  Value materializeConstant(const c10::IValue &v, Location loc);
+  Type typeOfExample(const c10::IValue &v, const std::vector<bool> &dyn,
+                     const c10::TypePtr &jitType);
+  Type listElementType(const Abstract &list);
+  Operation *emitAten(StringRef name, ArrayRef<Value> args,
+                      TypeRange resultTypes, JitNode *node);
+
+  // Examples.
+  bool runOnExamples(JitNode *node, ArrayRef<Abstract> args,
+                     std::vector<c10::IValue> &outputs, std::string &error);
+
+  // Diagnostics and tags.
+  Location loc(JitNode *node);
+  InFlightDiagnostic error(JitNode *node) { return emitError(loc(node)); }
+
+  struct Scope {
+    llvm::DenseMap<JitValue *, Abstract> map;
+    /// Outer values rebound in this scope (in-place updates), in order.
+    llvm::SmallVector<JitValue *> rebound;
+  };
+
+  OpBuilder &builder;
+  MLIRContext *ctx;
+  const torch::jit::Module &model;
+  const StateTable &state;
+  bool training;
+  std::string modelPath;
+  Location unknownLoc;
+  std::vector<Scope> scopes;
+  /// Walking a branch the example does not take: ops may fail on examples.
+  int speculative = 0;
+  /// (path, class) of the module whose method is being imported.
+  std::vector<std::pair<std::string, std::string>> moduleStack;
+  /// The calls, ifs and loops being imported, outermost first.
+  std::vector<JitNode *> enclosing;
+  /// Open `with torch.no_grad()` / `torch.enable_grad()` blocks: their
+  /// prim::Enter and whether they enable grad (GradMode.cpp).
+  struct GradModeBlock {
+    JitNode *enter;
+    bool enabled;
+    /// Outer values the block uses, as they were at prim::Enter.
+    llvm::SmallVector<std::pair<JitValue *, Value>> before;
+  };
+  std::vector<GradModeBlock> gradModes;
+  /// The output of an in-place operator -> the value it updated (its alias).
+  llvm::DenseMap<JitValue *, JitValue *> inplaceResultOf;
+  bool gradEnabled() const {
+    return training && (gradModes.empty() || gradModes.back().enabled);
+  }
+
+  /// Keeps `node` on `enclosing` while its blocks are imported.
+  struct Enclosing {
+    Enclosing(GraphImporter &gi, JitNode *node) : gi(gi) {
+      gi.enclosing.push_back(node);
+    }
+    ~Enclosing() { gi.enclosing.pop_back(); }
+    GraphImporter &gi;
+  };
+};
+
+} // namespace mlir::ds::import
+
+#endif // DS_LIB_IMPORT_GRAPHIMPORTER_H

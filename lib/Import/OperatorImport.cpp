@@ -1,0 +1,378 @@
+//===- OperatorImport.cpp - one operator call -----------------------------===//
+//
+// An operator call goes, in order, to its handler in the op-handler table
+// (OpHandlers.cpp), to static evaluation (traced shape arithmetic on 0-dim
+// tensors, ShapeEvaluation.cpp; anything whose arguments are static and whose
+// results are not tensors), else to the generic import: run on the examples,
+// typed from the results, emitted as `ds.aten`.
+//
+// In-place operators are made functional: `x.add_(y)` becomes `aten::add` and
+// later uses of `x` see the result; on a buffer it also writes the buffer with
+// `ds.set_buffer`; inside a data-dependent branch the new value leaves the
+// `ds.if` as an extra result (ControlFlow.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "GraphImporter.h"
+#include "OpHandlers.h"
+#include "ds/Dialect/DS/IR/AtenRegistry.h"
+#include "ds/Dialect/DS/IR/DSOps.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::import;
+namespace jit = torch::jit;
+
+/// Operators whose result shape depends on tensor data.
+static const llvm::StringSet<> &dataDependentShapeOps() {
+  static const llvm::StringSet<> ops = {
+      "aten::nonzero",       "aten::masked_select", "aten::unique",
+      "aten::_unique",       "aten::_unique2",      "aten::unique_consecutive",
+      "aten::nonzero_numpy", "aten::unique_dim"};
+  return ops;
+}
+
+/// Operators whose result aliases their first argument (for rejecting
+/// in-place updates of views, which would also change the base).
+static const llvm::StringSet<> &viewOps() {
+  static const llvm::StringSet<> ops = {
+      "aten::view",       "aten::reshape",   "aten::select", "aten::slice",
+      "aten::transpose",  "aten::permute",   "aten::expand", "aten::squeeze",
+      "aten::unsqueeze",  "aten::split",     "aten::chunk",  "aten::narrow",
+      "aten::t",          "aten::flatten",   "aten::unbind", "aten::detach",
+      "aten::as_strided", "aten::expand_as", "aten::alias",  "aten::diagonal",
+      "aten::unflatten"};
+  return ops;
+}
+
+/// Operators whose result has the shape of their first argument whatever
+/// the others are (they write into a copy of it).
+static const llvm::StringSet<> &resultShapedLikeSelf() {
+  static const llvm::StringSet<> ops = {
+      "aten::index_add",   "aten::index_copy",     "aten::index_fill",
+      "aten::scatter",     "aten::scatter_add",    "aten::scatter_reduce",
+      "aten::masked_fill", "aten::masked_scatter", "aten::index_put"};
+  return ops;
+}
+
+//===----------------------------------------------------------------------===//
+// The call as handlers see it
+//===----------------------------------------------------------------------===//
+
+bool OpCall::allArgsStatic() const {
+  return llvm::all_of(args(), [](const Abstract &a) {
+    return a.isStatic() || a.kind == Abstract::Kind::Module;
+  });
+}
+
+namespace mlir::ds::import {
+/// An operator node of the TorchScript graph being imported.
+class NodeCall : public OpCall {
+public:
+  NodeCall(GraphImporter &gi, jit::Node *node, ArrayRef<Abstract> arguments)
+      : gi(gi), node(node), arguments(arguments) {}
+
+  std::string name() const override {
+    const c10::FunctionSchema *schema = node->maybeSchema();
+    return schema ? operatorName(*schema) : node->kind().toQualString();
+  }
+  ArrayRef<Abstract> args() const override { return arguments; }
+  bool producesTensor() const override {
+    return llvm::any_of(node->outputs(), [](jit::Value *v) {
+      c10::TypeKind kind = v->type()->kind();
+      return kind == c10::TypeKind::TensorType ||
+             (kind == c10::TypeKind::ListType &&
+              v->type()->containedType(0)->kind() == c10::TypeKind::TensorType);
+    });
+  }
+  Location loc() override { return gi.loc(node); }
+  InFlightDiagnostic error() override { return gi.error(node); }
+  OpBuilder &builder() override { return gi.builder; }
+  bool speculative() const override { return gi.speculative; }
+  bool gradEnabled() const override { return gi.gradEnabled(); }
+  Value materialize(const Abstract &a) override {
+    return gi.materialize(a, loc());
+  }
+  Operation *emitAten(StringRef name, ArrayRef<Value> operands,
+                      TypeRange resultTypes) override {
+    return gi.emitAten(name, operands, resultTypes, node);
+  }
+  bool runOnExamples(std::vector<c10::IValue> &outputs,
+                     std::string &message) override {
+    return gi.runOnExamples(node, arguments, outputs, message);
+  }
+  LogicalResult evaluateStatic() override { return gi.evaluateStatic(node); }
+  void setResult(unsigned index, Abstract value) override {
+    gi.bind(node->output(index), std::move(value));
+  }
+  void updateArgument(unsigned index, Abstract value) override {
+    gi.rebind(node->input(index), std::move(value));
+  }
+
+private:
+  GraphImporter &gi;
+  jit::Node *node;
+  ArrayRef<Abstract> arguments;
+};
+} // namespace mlir::ds::import
+
+//===----------------------------------------------------------------------===//
+// Dispatch
+//===----------------------------------------------------------------------===//
+
+LogicalResult GraphImporter::importOperator(jit::Node *node) {
+  SmallVector<Abstract> args;
+  for (jit::Value *in : node->inputs())
+    args.push_back(lookup(in));
+  NodeCall call(*this, node, args);
+  if (OpHandler handler = lookupOpHandler(call.name())) {
+    switch (handler(call)) {
+    case HandlerResult::Handled:
+      return success();
+    case HandlerResult::Failed:
+      return failure();
+    case HandlerResult::Declined:
+      break;
+    }
+  }
+
+  std::string qualName = node->kind().toQualString();
+  if (!node->maybeSchema())
+    return error(node) << "unsupported operator '" << qualName
+                       << "' (no schema)";
+
+  // Traced shape arithmetic on 0-dim tensors (ShapeEvaluation.cpp).
+  if (call.allArgsStatic() && call.producesTensor() &&
+      isShapeArithmetic(qualName)) {
+    std::vector<c10::IValue> outs;
+    std::string message;
+    if (runOnExamples(node, args, outs, message) && isStaticShapeValue(outs)) {
+      for (auto [out, v] : llvm::zip(node->outputs(), outs))
+        bind(out, Abstract::makeStatic(v));
+      return success();
+    }
+  }
+  if (call.foldsStatically())
+    return evaluateStatic(node);
+  return importGenericOperator(node, args);
+}
+
+//===----------------------------------------------------------------------===//
+// The generic import
+//===----------------------------------------------------------------------===//
+
+LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
+                                                   ArrayRef<Abstract> args) {
+  const c10::FunctionSchema *schema = node->maybeSchema();
+  std::string name = operatorName(*schema);
+
+  // In-place operators become their functional form.
+  std::string emitName = name;
+  int mutatedArg = -1;
+  if (schema->is_mutable()) {
+    for (size_t i = 0; i < schema->arguments().size(); ++i) {
+      const auto *alias = schema->arguments()[i].alias_info();
+      if (alias && alias->isWrite()) {
+        mutatedArg = i;
+        break;
+      }
+    }
+    std::string base = schema->name();
+    if (mutatedArg != 0 || base.empty() || base.back() != '_')
+      return error(node) << "unsupported operator '" << name
+                         << "': it writes to an argument other than self";
+    base.pop_back();
+    emitName = base;
+    if (!schema->overload_name().empty())
+      emitName += "." + schema->overload_name();
+    const Abstract &target = args[0];
+    if (target.isParam)
+      return error(node) << "in-place '" << name << "' on parameter '"
+                         << target.path << "' is not supported";
+    if (target.isView)
+      return error(node) << "in-place '" << name
+                         << "' on a view of another tensor is not supported";
+  }
+
+  // A traced Python number (a 0-dim tensor constant) as the other operand
+  // of add/sub/mul/div: the `.Scalar` overload, as a scripted model has it.
+  SmallVector<Abstract> operandArgs(args.begin(), args.end());
+  if (mutatedArg < 0 && args.size() >= 2 && args[1].isStatic() &&
+      args[1].example.isTensor())
+    if (auto scalarName =
+            scalarOverloadOf(*schema, exampleOf(args[0]), args[1].example)) {
+      emitName = *scalarName;
+      operandArgs[1] =
+          Abstract::makeStatic(scalarOf(args[1].example.toTensor()));
+    }
+  for (size_t i = 0; i < operandArgs.size(); ++i)
+    if (operandArgs[i].isStatic() &&
+        isDefaultPinMemory(*schema, i, operandArgs[i].example))
+      operandArgs[i] = Abstract::makeStatic(c10::IValue());
+
+  if (!lookupAtenOp(emitName))
+    return error(node) << "unsupported operator '" << name << "' ("
+                       << c10::toString(*schema) << ")";
+  auto info = *lookupAtenOp(emitName);
+  if (info.numArgs != args.size())
+    return error(node) << "operator '" << emitName << "' takes " << info.numArgs
+                       << " arguments, TorchScript gave " << args.size();
+
+  // Shapes and examples.
+  std::vector<c10::IValue> outs;
+  std::string message;
+  bool ran = runOnExamples(node, args, outs, message);
+  if (!ran && !speculative)
+    return error(node) << "'" << name
+                       << "' fails on the example inputs: " << message;
+
+  // Which result dims vary at run time.
+  bool dynamicInputs = false;
+  for (const Abstract &a : args) {
+    if (a.kind == Abstract::Kind::Dynamic && !a.dynamicDims.empty() &&
+        llvm::any_of(a.dynamicDims, [](bool d) { return d; }))
+      dynamicInputs = true;
+    if (a.kind == Abstract::Kind::Dynamic &&
+        !isa<TensorType>(a.value.getType()))
+      dynamicInputs = true;
+    if (a.kind == Abstract::Kind::List && !a.isStatic())
+      for (const Abstract &e : a.elements)
+        if (e.kind == Abstract::Kind::Dynamic &&
+            !isa<TensorType>(e.value.getType()))
+          dynamicInputs = true;
+  }
+  auto dynamicDimsFor = [&](const at::Tensor &t) {
+    std::vector<bool> dims(t.dim(), false);
+    if (dataDependentShapeOps().contains(schema->name())) {
+      if (schema->name() == "aten::nonzero" && t.dim() == 2)
+        dims[0] = true;
+      else
+        dims.assign(t.dim(), true);
+      return dims;
+    }
+    if (!dynamicInputs)
+      return dims;
+    // Same shape as a dynamic-shaped input: same dynamic dims (elementwise
+    // ops). A static input of the same shape proves nothing: the dynamic
+    // one (an index) may still change the result's shape.
+    for (const Abstract &a : args)
+      if (a.kind == Abstract::Kind::Dynamic && a.example.isTensor() &&
+          llvm::is_contained(a.dynamicDims, true) &&
+          a.example.toTensor().sizes() == t.sizes() &&
+          a.dynamicDims.size() == static_cast<size_t>(t.dim()))
+        return a.dynamicDims;
+    // Operators whose result is shaped like `self` (scatters into it).
+    if (resultShapedLikeSelf().contains(schema->name()) && !args.empty() &&
+        args[0].kind == Abstract::Kind::Dynamic && args[0].example.isTensor() &&
+        args[0].example.toTensor().sizes() == t.sizes())
+      return args[0].dynamicDims;
+    dims.assign(t.dim(), true);
+    return dims;
+  };
+
+  Location l = loc(node);
+  SmallVector<Value> operands;
+  for (const Abstract &a : operandArgs) {
+    Value v = materialize(a, l);
+    if (!v)
+      return error(node) << "argument of '" << name
+                         << "' is not a value the IR can carry";
+    operands.push_back(v);
+  }
+
+  // A list-returning operator whose length the example fixes (split, chunk,
+  // unbind on static shapes) gets one result per element.
+  bool unpackList = ran && outs.size() == 1 && outs[0].isTensorList() &&
+                    !dynamicInputs && node->outputs().size() == 1;
+  SmallVector<Type> resultTypes;
+  SmallVector<std::vector<bool>> resultDyn;
+  if (unpackList) {
+    for (const c10::IValue &t : outs[0].toListRef()) {
+      resultDyn.push_back(dynamicDimsFor(t.toTensor()));
+      resultTypes.push_back(tensorTypeOf(ctx, t.toTensor(), resultDyn.back()));
+    }
+  } else {
+    for (size_t i = 0; i < node->outputs().size(); ++i) {
+      c10::IValue ex = ran ? outs[i] : c10::IValue();
+      std::vector<bool> dyn;
+      if (ex.isTensor())
+        dyn = dynamicDimsFor(ex.toTensor());
+      Type type = typeOfExample(ex, dyn, node->outputs()[i]->type());
+      if (!type)
+        return error(node) << "cannot type result #" << i << " of '" << name
+                           << "'";
+      resultTypes.push_back(type);
+      resultDyn.push_back(dyn);
+    }
+  }
+  Operation *op = emitAten(emitName, operands, resultTypes, node);
+
+  auto makeDynamic = [&](Value v, c10::IValue ex, std::vector<bool> dyn) {
+    Abstract a;
+    a.kind = Abstract::Kind::Dynamic;
+    a.value = v;
+    a.example = std::move(ex);
+    a.dynamicDims = std::move(dyn);
+    a.isView = viewOps().contains(schema->name());
+    return a;
+  };
+  if (unpackList) {
+    Abstract list;
+    list.kind = Abstract::Kind::List;
+    list.elementType = c10::TensorType::get();
+    auto items = outs[0].toListRef();
+    for (unsigned i = 0; i < op->getNumResults(); ++i)
+      list.elements.push_back(
+          makeDynamic(op->getResult(i), items[i], resultDyn[i]));
+    bind(node->output(), list);
+    return success();
+  }
+  SmallVector<Abstract> results;
+  for (unsigned i = 0; i < op->getNumResults(); ++i)
+    results.push_back(makeDynamic(op->getResult(i),
+                                  ran ? outs[i] : c10::IValue(), resultDyn[i]));
+
+  if (mutatedArg >= 0) {
+    // Later uses of the mutated value see the result.
+    Abstract updated = results[0];
+    updated.path = args[0].path;
+    updated.isBuffer = args[0].isBuffer;
+    jit::Value *target = node->input(mutatedArg);
+    if (args[0].isBuffer)
+      SetBufferOp::create(builder, l, args[0].path, updated.value);
+    // The result of an in-place op is its target: in `x.mul_(a).add_(b)`
+    // the second op updates x too.
+    SmallVector<jit::Value *> targets = {target};
+    for (auto it = inplaceResultOf.find(target); it != inplaceResultOf.end();
+         it = inplaceResultOf.find(it->second))
+      targets.push_back(it->second);
+    for (jit::Value *t : targets)
+      rebind(t, updated);
+    results[0] = updated;
+    inplaceResultOf[node->output(0)] = target;
+  }
+  for (auto [out, a] : llvm::zip(node->outputs(), results))
+    bind(out, a);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Static evaluation
+//===----------------------------------------------------------------------===//
+
+/// Static evaluation: an operator whose inputs the example shapes decide and
+/// whose result is not a tensor (sizes, int arithmetic, comparisons).
+LogicalResult GraphImporter::evaluateStatic(jit::Node *node) {
+  SmallVector<Abstract> args;
+  for (jit::Value *in : node->inputs())
+    args.push_back(lookup(in));
+  std::vector<c10::IValue> outs;
+  std::string message;
+  if (!runOnExamples(node, args, outs, message))
+    return error(node) << "cannot evaluate '" << node->kind().toQualString()
+                       << "' on the example shapes: " << message;
+  for (auto [out, v] : llvm::zip(node->outputs(), outs))
+    bind(out, Abstract::makeStatic(v));
+  return success();
+}
