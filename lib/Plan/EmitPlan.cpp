@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ds/Plan/EmitPlan.h"
+#include "ds/Config/Config.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -444,8 +445,6 @@ LogicalResult ProgramEmitter::emitFunction(func::FuncOp func) {
   return success();
 }
 
-/// The engine's update, from its ds.optimizer_step.
-/// The layout -ds-zero-partition recorded for a partitioned engine.
 /// The engine's mixed precision, from the attributes -ds-assign-precision
 /// set (the ds.engine verifier has checked them); none for fp32.
 static std::optional<plan::PrecisionDesc> precisionOf(EngineOp engine) {
@@ -453,10 +452,11 @@ static std::optional<plan::PrecisionDesc> precisionOf(EngineOp engine) {
   if (!mode)
     return std::nullopt;
   plan::PrecisionDesc desc;
-  desc.mode = mode->str();
-  desc.paramDtype = *mode == "bf16"   ? plan::DType::BFloat16
-                    : *mode == "fp16" ? plan::DType::Float16
-                                      : plan::DType::Float32;
+  desc.mode = *plan::parsePrecisionMode(mode->str());
+  desc.paramDtype =
+      desc.mode == plan::PrecisionMode::BF16   ? plan::DType::BFloat16
+      : desc.mode == plan::PrecisionMode::FP16 ? plan::DType::Float16
+                                               : plan::DType::Float32;
   desc.masterDtype = plan::DType::Float32;
   desc.gradAccumDtype = desc.paramDtype;
   if (std::optional<Type> accum = engine.getGradAccumDtype())
@@ -465,18 +465,21 @@ static std::optional<plan::PrecisionDesc> precisionOf(EngineOp engine) {
     desc.autocastDtype = *dtypeOf(*autocast);
   if (std::optional<DictionaryAttr> scaler = engine.getLossScaler()) {
     plan::LossScalerDesc loss;
-    loss.type = cast<StringAttr>(scaler->get("type")).getValue().str();
+    loss.type = *plan::parseLossScalerType(
+        cast<StringAttr>(scaler->get("type")).getValue().str());
     loss.scale = cast<FloatAttr>(scaler->get("scale")).getValueAsDouble();
     loss.scaleWindow = cast<IntegerAttr>(scaler->get("scale_window")).getInt();
     loss.hysteresis = cast<IntegerAttr>(scaler->get("hysteresis")).getInt();
     loss.consecutiveHysteresis =
         cast<BoolAttr>(scaler->get("consecutive_hysteresis")).getValue();
-    loss.minScale = cast<FloatAttr>(scaler->get("min_scale")).getValueAsDouble();
+    loss.minScale =
+        cast<FloatAttr>(scaler->get("min_scale")).getValueAsDouble();
     desc.lossScaler = loss;
   }
   return desc;
 }
 
+/// The layout -ds-zero-partition recorded for a partitioned engine.
 static plan::PartitionDesc partitionOf(ModuleOp module, EngineOp engine) {
   plan::PartitionDesc partition;
   partition.stage = *engine.getZeroStage();
@@ -506,9 +509,23 @@ static plan::PartitionDesc partitionOf(ModuleOp module, EngineOp engine) {
   return partition;
 }
 
-static plan::OptimizerDesc optimizerOf(OptimizerStepOp op) {
+/// The enumerator `text` spells, or an error on `op` naming `what`.
+template <typename Enum, typename Parse>
+static FailureOr<Enum> parseEnum(Operation *op, StringRef what, StringRef text,
+                                 Parse parse) {
+  if (std::optional<Enum> value = parse(text.str()))
+    return *value;
+  return op->emitOpError() << "unknown " << what << " \"" << text << "\"";
+}
+
+/// The engine's update, from its ds.optimizer_step.
+static FailureOr<plan::OptimizerDesc> optimizerOf(OptimizerStepOp op) {
   plan::OptimizerDesc desc;
-  desc.type = op.getType().str();
+  FailureOr<plan::OptimizerType> type = parseEnum<plan::OptimizerType>(
+      op, "optimizer type", op.getType(), plan::parseOptimizerType);
+  if (failed(type))
+    return failure();
+  desc.type = *type;
   desc.lr = op.getLr().convertToDouble();
   ArrayRef<double> betas = op.getBetas();
   desc.betas = {betas[0], betas[1]};
@@ -518,37 +535,103 @@ static plan::OptimizerDesc optimizerOf(OptimizerStepOp op) {
   desc.dampening = op.getDampening().convertToDouble();
   desc.nesterov = op.getNesterov();
   desc.gradientClipping = op.getGradientClipping().convertToDouble();
-  if (DictionaryAttr dict = op.getSchedulerAttr()) {
-    plan::SchedulerDesc scheduler;
-    auto f64 = [&](StringRef key) -> std::optional<double> {
-      if (auto value = dict.getAs<FloatAttr>(key))
-        return value.getValueAsDouble();
-      return std::nullopt;
-    };
-    auto i64 = [&](StringRef key) -> std::optional<int64_t> {
-      if (auto value = dict.getAs<IntegerAttr>(key))
-        return value.getInt();
-      return std::nullopt;
-    };
-    auto str = [&](StringRef key, const std::string &fallback) {
-      if (auto value = dict.getAs<StringAttr>(key))
-        return value.getValue().str();
-      return fallback;
-    };
-    scheduler.type = str("type", scheduler.type);
-    scheduler.warmupMinLr = f64("warmup_min_lr").value_or(0.0);
-    scheduler.warmupMaxLr = f64("warmup_max_lr");
-    scheduler.warmupNumSteps =
-        i64("warmup_num_steps").value_or(scheduler.warmupNumSteps);
-    scheduler.warmupType = str("warmup_type", scheduler.warmupType);
-    scheduler.totalNumSteps = i64("total_num_steps");
-    scheduler.warmupMinRatio =
-        f64("warmup_min_ratio").value_or(scheduler.warmupMinRatio);
-    scheduler.cosMinRatio =
-        f64("cos_min_ratio").value_or(scheduler.cosMinRatio);
-    desc.scheduler = scheduler;
+  DictionaryAttr dict = op.getSchedulerAttr();
+  if (!dict)
+    return desc;
+  plan::SchedulerDesc scheduler;
+  auto f64 = [&](StringRef key) -> std::optional<double> {
+    if (auto value = dict.getAs<FloatAttr>(key))
+      return value.getValueAsDouble();
+    return std::nullopt;
+  };
+  auto i64 = [&](StringRef key) -> std::optional<int64_t> {
+    if (auto value = dict.getAs<IntegerAttr>(key))
+      return value.getInt();
+    return std::nullopt;
+  };
+  if (auto text = dict.getAs<StringAttr>("type")) {
+    FailureOr<plan::SchedulerType> type = parseEnum<plan::SchedulerType>(
+        op, "scheduler type", text.getValue(), plan::parseSchedulerType);
+    if (failed(type))
+      return failure();
+    scheduler.type = *type;
   }
+  scheduler.warmupMinLr = f64("warmup_min_lr").value_or(0.0);
+  scheduler.warmupMaxLr = f64("warmup_max_lr");
+  scheduler.warmupNumSteps =
+      i64("warmup_num_steps").value_or(scheduler.warmupNumSteps);
+  if (auto text = dict.getAs<StringAttr>("warmup_type")) {
+    FailureOr<plan::WarmupType> type = parseEnum<plan::WarmupType>(
+        op, "warmup type", text.getValue(), plan::parseWarmupType);
+    if (failed(type))
+      return failure();
+    scheduler.warmupType = *type;
+  }
+  scheduler.totalNumSteps = i64("total_num_steps");
+  scheduler.warmupMinRatio =
+      f64("warmup_min_ratio").value_or(scheduler.warmupMinRatio);
+  scheduler.cosMinRatio = f64("cos_min_ratio").value_or(scheduler.cosMinRatio);
+  desc.scheduler = scheduler;
   return desc;
+}
+
+/// The global micro-batch of the data: rows of @forward_eval's first
+/// batched argument times the world size; unset when there is none or its
+/// rows are dynamic.
+static std::optional<int64_t> dataMicroBatch(ModuleOp module,
+                                             int64_t worldSize) {
+  auto eval = module.lookupSymbol<func::FuncOp>("forward_eval");
+  if (!eval)
+    return std::nullopt;
+  for (unsigned i = 0; i < eval.getNumArguments(); ++i) {
+    if (eval.getArgAttr(i, "ds.unbatched"))
+      continue;
+    auto type = dyn_cast<RankedTensorType>(eval.getArgument(i).getType());
+    if (!type || type.getRank() == 0 || type.isDynamicDim(0))
+      return std::nullopt;
+    return type.getDimSize(0) * worldSize;
+  }
+  return std::nullopt;
+}
+
+/// The engine settings the IR does not carry as attributes yet, read from
+/// the engine's DeepSpeed config: the seed, the stage 3 16-bit save policy,
+/// the resolved batch sizes, and the ZeRO stage of an engine that
+/// -ds-zero-partition did not lay out. The one place the plan reads the
+/// config: when ds.engine carries these as typed attributes, read them here
+/// instead. Also keeps the config as the engine's provenance (ds_config).
+static LogicalResult settingsFromConfig(EngineOp engine, int64_t worldSize,
+                                        std::optional<int64_t> dataBatch,
+                                        plan::EngineDesc &desc) {
+  namespace config = ::ds::config;
+  config::ParseContext context;
+  context.worldSize = worldSize;
+  context.dataMicroBatch = dataBatch;
+  config::EngineConfig parsed;
+  try {
+    desc.dsConfig =
+        config::parseJsonText(engine.getConfig().str(),
+                              "config of engine @" + engine.getSymName().str());
+    config::ordered_json json = desc.dsConfig;
+    // As the passes read it: without batch sizes, the data's micro-batch.
+    if (json.is_object() && !json.contains("train_batch_size") &&
+        !json.contains("train_micro_batch_size_per_gpu"))
+      json["train_micro_batch_size_per_gpu"] =
+          dataBatch && *dataBatch % worldSize == 0 ? *dataBatch / worldSize : 1;
+    parsed = config::parseEngineConfig(json, context);
+  } catch (const config::ConfigError &error) {
+    InFlightDiagnostic diag = engine.emitOpError() << "config: ";
+    if (!error.keyPath().empty())
+      diag << error.keyPath() << ": ";
+    return diag << error.detail();
+  }
+  desc.seed = parsed.seed;
+  desc.gather16BitWeightsOnModelSave =
+      parsed.zero.stage3Gather16BitWeightsOnModelSave;
+  desc.batch = {parsed.trainBatchSize, parsed.trainMicroBatchSizePerGpu,
+                parsed.gradientAccumulationSteps};
+  desc.zeroStage = parsed.zero.stage;
+  return success();
 }
 
 FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
@@ -586,16 +669,19 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
     }
   }
 
+  const std::optional<int64_t> dataBatch =
+      dataMicroBatch(module, result.worldSize);
   for (Operation &op : module.getBody()->getOperations()) {
     if (auto engine = dyn_cast<EngineOp>(op)) {
       plan::EngineDesc desc;
       desc.precision = precisionOf(engine);
       desc.name = engine.getSymName().str();
       desc.module = engine.getModule().str();
-      desc.config = plan::ordered_json::parse(engine.getConfig().str(), nullptr,
-                                              /*allow_exceptions=*/false);
-      if (desc.config.is_discarded())
-        return engine.emitOpError() << "config is not valid JSON";
+      desc.trainable = !engine.getFrozen();
+      if (failed(settingsFromConfig(engine, result.worldSize, dataBatch, desc)))
+        return failure();
+      if (std::optional<int64_t> stage = engine.getZeroStage())
+        desc.zeroStage = *stage;
       if (hasBackward && !engine.getFrozen()) {
         OptimizerStepOp update;
         for (auto candidate : step.getBody().front().getOps<OptimizerStepOp>())
@@ -614,7 +700,10 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
           return engine.emitOpError()
                  << "is trainable, but not partitioned (run "
                     "-ds-zero-partition)";
-        desc.optimizer = optimizerOf(update);
+        FailureOr<plan::OptimizerDesc> optimizer = optimizerOf(update);
+        if (failed(optimizer))
+          return failure();
+        desc.optimizer = *optimizer;
         desc.partition = partitionOf(module, engine);
       } else if (engine.getFrozen() && engine.isPartitioned()) {
         // A frozen stage 3 engine: its parameters are sharded, it has no

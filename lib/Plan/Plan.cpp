@@ -60,6 +60,60 @@ constexpr std::array<std::pair<OpKind, const char *>, 18> kOpKinds = {{
     {OpKind::LossScale, "loss_scale"},
 }};
 
+constexpr std::array<std::pair<OptimizerType, const char *>, 3>
+    kOptimizerTypes = {{
+        {OptimizerType::AdamW, "adamw"},
+        {OptimizerType::Adam, "adam"},
+        {OptimizerType::SGD, "sgd"},
+    }};
+
+constexpr std::array<std::pair<SchedulerType, const char *>, 3>
+    kSchedulerTypes = {{
+        {SchedulerType::WarmupLR, "WarmupLR"},
+        {SchedulerType::WarmupDecayLR, "WarmupDecayLR"},
+        {SchedulerType::WarmupCosineLR, "WarmupCosineLR"},
+    }};
+
+constexpr std::array<std::pair<WarmupType, const char *>, 2> kWarmupTypes = {{
+    {WarmupType::Log, "log"},
+    {WarmupType::Linear, "linear"},
+}};
+
+constexpr std::array<std::pair<LossScalerType, const char *>, 3>
+    kLossScalerTypes = {{
+        {LossScalerType::Dynamic, "dynamic"},
+        {LossScalerType::Static, "static"},
+        {LossScalerType::GradScaler, "grad_scaler"},
+    }};
+
+constexpr std::array<std::pair<PrecisionMode, const char *>, 3>
+    kPrecisionModes = {{
+        {PrecisionMode::BF16, "bf16"},
+        {PrecisionMode::FP16, "fp16"},
+        {PrecisionMode::Autocast, "autocast"},
+    }};
+
+/// The spelling of `value` in `table`.
+template <typename Enum, size_t N>
+const char *nameIn(const std::array<std::pair<Enum, const char *>, N> &table,
+                   Enum value) {
+  for (const auto &[entry, name] : table)
+    if (entry == value)
+      return name;
+  return "?";
+}
+
+/// The enumerator spelled `name` in `table`.
+template <typename Enum, size_t N>
+std::optional<Enum>
+parseIn(const std::array<std::pair<Enum, const char *>, N> &table,
+        std::string_view name) {
+  for (const auto &[entry, spelling] : table)
+    if (name == spelling)
+      return entry;
+  return std::nullopt;
+}
+
 const DTypeInfo &info(DType dtype) {
   for (const DTypeInfo &entry : kDTypes)
     if (entry.dtype == dtype)
@@ -90,32 +144,56 @@ std::string allDTypeNames() {
   return names;
 }
 
-const char *valueTypeName(ValueType type) {
-  for (const auto &[value, name] : kValueTypes)
-    if (value == type)
-      return name;
-  return "?";
-}
+const char *valueTypeName(ValueType type) { return nameIn(kValueTypes, type); }
 
 std::optional<ValueType> parseValueType(std::string_view name) {
-  for (const auto &[value, spelling] : kValueTypes)
-    if (name == spelling)
-      return value;
-  return std::nullopt;
+  return parseIn(kValueTypes, name);
 }
 
-const char *opKindName(OpKind kind) {
-  for (const auto &[value, name] : kOpKinds)
-    if (value == kind)
-      return name;
-  return "?";
-}
+const char *opKindName(OpKind kind) { return nameIn(kOpKinds, kind); }
 
 std::optional<OpKind> parseOpKind(std::string_view name) {
-  for (const auto &[value, spelling] : kOpKinds)
-    if (name == spelling)
-      return value;
-  return std::nullopt;
+  return parseIn(kOpKinds, name);
+}
+
+const char *optimizerTypeName(OptimizerType type) {
+  return nameIn(kOptimizerTypes, type);
+}
+
+std::optional<OptimizerType> parseOptimizerType(std::string_view name) {
+  return parseIn(kOptimizerTypes, name);
+}
+
+const char *schedulerTypeName(SchedulerType type) {
+  return nameIn(kSchedulerTypes, type);
+}
+
+std::optional<SchedulerType> parseSchedulerType(std::string_view name) {
+  return parseIn(kSchedulerTypes, name);
+}
+
+const char *warmupTypeName(WarmupType type) {
+  return nameIn(kWarmupTypes, type);
+}
+
+std::optional<WarmupType> parseWarmupType(std::string_view name) {
+  return parseIn(kWarmupTypes, name);
+}
+
+const char *lossScalerTypeName(LossScalerType type) {
+  return nameIn(kLossScalerTypes, type);
+}
+
+std::optional<LossScalerType> parseLossScalerType(std::string_view name) {
+  return parseIn(kLossScalerTypes, name);
+}
+
+const char *precisionModeName(PrecisionMode mode) {
+  return nameIn(kPrecisionModes, mode);
+}
+
+std::optional<PrecisionMode> parsePrecisionMode(std::string_view name) {
+  return parseIn(kPrecisionModes, name);
 }
 
 //===----------------------------------------------------------------------===//

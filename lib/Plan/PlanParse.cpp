@@ -39,6 +39,18 @@ ValueType parseValueTypeAt(const JsonCursor &cursor) {
               "token)");
 }
 
+/// The enumerator a string field spells; `expected` lists the spellings
+/// for the message.
+template <typename Enum, typename Parse>
+Enum parseEnumAt(const JsonCursor &cursor, Parse parse, const char *what,
+                 const char *expected) {
+  std::string name = cursor.toString();
+  if (std::optional<Enum> value = parse(name))
+    return *value;
+  cursor.fail(std::string("unknown ") + what + " \"" + name + "\" (expected " +
+              expected + ")");
+}
+
 std::string optionalString(const JsonCursor &object, const char *key,
                            std::string fallback = "") {
   if (auto field = object.optionalField(key))
@@ -317,7 +329,7 @@ void checkFormatAndVersion(const JsonCursor &root) {
         " is not supported (this runtime reads version " +
         std::to_string(kPlanFormatVersion) +
         "): the plan was written by an older ds-compile; recompile it (version "
-        "2 adds the engines' optimizer and ZeRO partition and programs.step)");
+        "3 makes each engine's training settings typed plan fields)");
 }
 
 WeightsDesc parseWeights(const JsonCursor &cursor) {
@@ -344,14 +356,18 @@ std::optional<JsonCursor> nullableField(const JsonCursor &object,
 SchedulerDesc parseScheduler(const JsonCursor &cursor) {
   cursor.requireObject();
   SchedulerDesc scheduler;
-  scheduler.type = cursor.field("type").toString();
+  scheduler.type = parseEnumAt<SchedulerType>(
+      cursor.field("type"), parseSchedulerType, "scheduler type",
+      "\"WarmupLR\", \"WarmupDecayLR\" or \"WarmupCosineLR\"");
   scheduler.warmupMinLr = number(cursor, "warmup_min_lr");
   // Present (the writer resolves every field), null without a value.
   cursor.field("warmup_max_lr");
   if (auto maxLr = nullableField(cursor, "warmup_max_lr"))
     scheduler.warmupMaxLr = maxLr->toNumber();
   scheduler.warmupNumSteps = cursor.field("warmup_num_steps").toInt();
-  scheduler.warmupType = cursor.field("warmup_type").toString();
+  scheduler.warmupType =
+      parseEnumAt<WarmupType>(cursor.field("warmup_type"), parseWarmupType,
+                              "warmup type", "\"log\" or \"linear\"");
   cursor.field("total_num_steps");
   if (auto total = nullableField(cursor, "total_num_steps"))
     scheduler.totalNumSteps = total->toInt();
@@ -363,7 +379,9 @@ SchedulerDesc parseScheduler(const JsonCursor &cursor) {
 OptimizerDesc parseOptimizer(const JsonCursor &cursor) {
   cursor.requireObject();
   OptimizerDesc optimizer;
-  optimizer.type = cursor.field("type").toString();
+  optimizer.type = parseEnumAt<OptimizerType>(
+      cursor.field("type"), parseOptimizerType, "optimizer type",
+      "\"adamw\", \"adam\" or \"sgd\"");
   optimizer.lr = number(cursor, "lr");
   JsonCursor betas = cursor.field("betas");
   if (betas.size() != 2)
@@ -412,7 +430,9 @@ PartitionDesc parsePartition(const JsonCursor &cursor) {
 PrecisionDesc parsePrecision(const JsonCursor &cursor) {
   cursor.requireObject();
   PrecisionDesc precision;
-  precision.mode = cursor.field("mode").toString();
+  precision.mode = parseEnumAt<PrecisionMode>(
+      cursor.field("mode"), parsePrecisionMode, "precision mode",
+      "\"bf16\", \"fp16\" or \"autocast\"");
   precision.paramDtype = parseDTypeAt(cursor.field("param_dtype"));
   precision.masterDtype = parseDTypeAt(cursor.field("master_dtype"));
   precision.gradAccumDtype = parseDTypeAt(cursor.field("grad_accum_dtype"));
@@ -421,7 +441,9 @@ PrecisionDesc parsePrecision(const JsonCursor &cursor) {
   if (auto scaler = nullableField(cursor, "loss_scaler")) {
     scaler->requireObject();
     LossScalerDesc desc;
-    desc.type = scaler->field("type").toString();
+    desc.type = parseEnumAt<LossScalerType>(
+        scaler->field("type"), parseLossScalerType, "loss scaler",
+        "\"dynamic\", \"static\" or \"grad_scaler\"");
     desc.scale = number(*scaler, "scale");
     desc.scaleWindow = scaler->field("scale_window").toInt();
     desc.hysteresis = scaler->field("hysteresis").toInt();
@@ -433,14 +455,31 @@ PrecisionDesc parsePrecision(const JsonCursor &cursor) {
   return precision;
 }
 
+BatchDesc parseBatch(const JsonCursor &cursor) {
+  cursor.requireObject();
+  BatchDesc batch;
+  batch.trainBatchSize = cursor.field("train_batch_size").toInt();
+  batch.microBatchPerGpu = cursor.field("micro_batch_per_gpu").toInt();
+  batch.gradientAccumulationSteps =
+      cursor.field("gradient_accumulation_steps").toInt();
+  return batch;
+}
+
 EngineDesc parseEngine(const JsonCursor &cursor) {
   cursor.requireObject();
   EngineDesc engine;
   engine.name = cursor.field("name").toString();
   engine.module = optionalString(cursor, "module");
-  if (auto config = cursor.optionalField("config")) {
+  engine.trainable = cursor.field("trainable").toBool();
+  engine.zeroStage = cursor.field("zero_stage").toInt();
+  if (auto seed = nullableField(cursor, "seed"))
+    engine.seed = seed->toInt();
+  engine.batch = parseBatch(cursor.field("batch"));
+  if (auto gather = cursor.optionalField("gather_16bit_weights_on_model_save"))
+    engine.gather16BitWeightsOnModelSave = gather->toBool();
+  if (auto config = cursor.optionalField("ds_config")) {
     config->requireObject();
-    engine.config = config->json();
+    engine.dsConfig = config->json();
   }
   if (auto optimizer = nullableField(cursor, "optimizer"))
     engine.optimizer = parseOptimizer(*optimizer);

@@ -58,14 +58,6 @@ bool isFloat(DType dtype) {
          dtype == DType::Float16 || dtype == DType::BFloat16;
 }
 
-/// Whether the engine's config names an optimizer (DeepSpeed: trainable).
-bool configHasOptimizer(const ordered_json &config) {
-  if (!config.is_object())
-    return false;
-  auto it = config.find("optimizer");
-  return it != config.end() && !it->is_null();
-}
-
 /// Elements of a state entry (its shape is static once checkState ran).
 int64_t stateNumel(const StateDesc &state) {
   return staticNumel(state.shape).value_or(0);
@@ -666,8 +658,7 @@ private:
     if (op.kind == OpKind::ReduceScatter)
       if (auto it = epilogueAt_.find(op.engine); it != epilogueAt_.end())
         fail(where, "reduce_scatter of " + bucketName(op.engine, op.bucket) +
-                        " after the engine's backward_epilogue (" +
-                        it->second +
+                        " after the engine's backward_epilogue (" + it->second +
                         "): the epilogue ends the engine's reductions");
     auto key = std::make_pair(op.engine, op.bucket);
     if (op.kind == OpKind::AllGather && sharded) {
@@ -859,9 +850,9 @@ private:
                     "prologue and epilogue");
     if (op.kind == OpKind::BackwardPrologue) {
       if (auto it = prologueAt_.find(op.engine); it != prologueAt_.end())
-        fail(where, "engine " + quoted(op.engine) +
-                        " has a second backward_prologue (first: " +
-                        it->second + ")");
+        fail(where,
+             "engine " + quoted(op.engine) +
+                 " has a second backward_prologue (first: " + it->second + ")");
       if (auto it = firstGradAt_.find(op.engine); it != firstGradAt_.end())
         fail(where, "the backward_prologue of engine " + quoted(op.engine) +
                         " comes after a gradient of it (" + it->second + ")");
@@ -1164,24 +1155,22 @@ private:
       const EngineDesc &engine = plan_.engines[i];
       std::string where = indexed("engines", i);
       if (training) {
-        bool trains = configHasOptimizer(engine.config);
-        if (trains && (!engine.optimizer || !engine.partition))
+        if (engine.trainable && (!engine.optimizer || !engine.partition))
           fail(where,
-               std::string("the engine's config has an \"optimizer\", "
-                           "so it trains: it needs \"optimizer\" and "
+               std::string("a trainable engine needs \"optimizer\" and "
                            "\"partition\" (missing ") +
                    (!engine.optimizer ? "\"optimizer\"" : "") +
                    (!engine.optimizer && !engine.partition ? " and " : "") +
                    (!engine.partition ? "\"partition\"" : "") + ")");
-        if (!trains && engine.optimizer)
+        if (!engine.trainable && engine.optimizer)
           fail(where + ".optimizer",
-               "the engine's config has no \"optimizer\" (a frozen engine), "
-               "so it has no \"optimizer\"");
-        if (!trains && engine.partition && engine.partition->stage != 3)
+               "a frozen engine (\"trainable\": false) has no "
+               "\"optimizer\"");
+        if (!engine.trainable && engine.partition &&
+            engine.partition->stage != 3)
           fail(where + ".partition",
-               "a frozen engine (no \"optimizer\" in its config) has a "
-               "partition only at ZeRO stage 3 (its parameters sharded), "
-               "found stage " +
+               "a frozen engine (\"trainable\": false) has a partition only "
+               "at ZeRO stage 3 (its parameters sharded), found stage " +
                    std::to_string(engine.partition->stage));
       }
       if (engine.optimizer)
@@ -1190,27 +1179,51 @@ private:
         checkPartition(engine, *engine.partition, where + ".partition");
       if (engine.precision)
         checkPrecision(engine, *engine.precision, where + ".precision");
+      checkEngineSettings(engine, where);
     }
+  }
+
+  /// The engine's typed settings: a ZeRO stage the partition agrees with,
+  /// positive batch sizes, and the plan's GAS. (The top-level
+  /// micro_batch_per_rank and world_size are what the runtime runs; the
+  /// engine's batch is what its config resolved to.)
+  void checkEngineSettings(const EngineDesc &engine,
+                           const std::string &where) const {
+    if (engine.zeroStage < 0 || engine.zeroStage > 3)
+      fail(where + ".zero_stage",
+           "must be 0, 1, 2 or 3, found " + std::to_string(engine.zeroStage));
+    if (engine.partition && engine.partition->stage != engine.zeroStage)
+      fail(where + ".partition.stage",
+           "is " + std::to_string(engine.partition->stage) +
+               ", but the engine's zero_stage is " +
+               std::to_string(engine.zeroStage));
+    const BatchDesc &batch = engine.batch;
+    const std::string at = where + ".batch";
+    for (auto [value, key] :
+         {std::pair{batch.trainBatchSize, "train_batch_size"},
+          std::pair{batch.microBatchPerGpu, "micro_batch_per_gpu"},
+          std::pair{batch.gradientAccumulationSteps,
+                    "gradient_accumulation_steps"}})
+      if (value < 1)
+        fail(at + "." + key, "must be >= 1, found " + std::to_string(value));
+    if (batch.gradientAccumulationSteps != plan_.gradientAccumulationSteps)
+      fail(at + ".gradient_accumulation_steps",
+           "is " + std::to_string(batch.gradientAccumulationSteps) +
+               ", but the plan's gradient_accumulation_steps is " +
+               std::to_string(plan_.gradientAccumulationSteps));
   }
 
   void checkPrecision(const EngineDesc &engine, const PrecisionDesc &precision,
                       const std::string &where) const {
-    DType expected;
-    if (precision.mode == "bf16")
-      expected = DType::BFloat16;
-    else if (precision.mode == "fp16")
-      expected = DType::Float16;
-    else if (precision.mode == "autocast")
-      expected = DType::Float32;
-    else
-      fail(where + ".mode", "unknown precision mode " + quoted(precision.mode) +
-                                " (expected \"bf16\", \"fp16\" or "
-                                "\"autocast\")");
+    const std::string mode = precisionModeName(precision.mode);
+    DType expected = precision.mode == PrecisionMode::BF16   ? DType::BFloat16
+                     : precision.mode == PrecisionMode::FP16 ? DType::Float16
+                                                             : DType::Float32;
     if (precision.paramDtype != expected)
-      fail(where + ".param_dtype",
-           "a " + precision.mode + " engine stores its parameters as " +
-               dtypeName(expected) + ", found " +
-               dtypeName(precision.paramDtype));
+      fail(where + ".param_dtype", "a " + mode +
+                                       " engine stores its parameters as " +
+                                       dtypeName(expected) + ", found " +
+                                       dtypeName(precision.paramDtype));
     if (precision.masterDtype != DType::Float32)
       fail(where + ".master_dtype", std::string("must be float32, found ") +
                                         dtypeName(precision.masterDtype));
@@ -1218,7 +1231,7 @@ private:
       fail(where + ".grad_accum_dtype",
            std::string("must be a float dtype, found ") +
                dtypeName(precision.gradAccumDtype));
-    bool autocast = precision.mode == "autocast";
+    bool autocast = precision.mode == PrecisionMode::Autocast;
     if (autocast != precision.autocastDtype.has_value())
       fail(where + ".autocast_dtype",
            autocast ? "an autocast engine needs its autocast_dtype"
@@ -1230,14 +1243,13 @@ private:
                dtypeName(*precision.autocastDtype));
     // fp16 engines scale their loss with DeepSpeed's scaler, fp16 autocast
     // engines with the torch.amp.GradScaler DeepSpeed creates for them.
-    bool fp16 = precision.mode == "fp16";
-    bool fp16Autocast =
-        autocast && *precision.autocastDtype == DType::Float16;
+    bool fp16 = precision.mode == PrecisionMode::FP16;
+    bool fp16Autocast = autocast && *precision.autocastDtype == DType::Float16;
     if (precision.lossScaler && !fp16 && !fp16Autocast)
       fail(where + ".loss_scaler",
            "only fp16 and fp16 autocast engines scale their loss, this one "
            "is " +
-               precision.mode +
+               mode +
                (autocast ? std::string(" with autocast_dtype ") +
                                dtypeName(*precision.autocastDtype)
                          : std::string()));
@@ -1257,7 +1269,7 @@ private:
       if (state.engine == engine.name && isFloat(state.dtype) &&
           state.dtype != expected)
         fail(indexed("state", i) + ".dtype",
-             quoted(state.name) + " of " + precision.mode + " engine " +
+             quoted(state.name) + " of " + mode + " engine " +
                  quoted(engine.name) + " must be " + dtypeName(expected) +
                  ", found " + dtypeName(state.dtype));
     }
@@ -1268,17 +1280,12 @@ private:
   /// else DeepSpeed's fp16 scaler ("dynamic" or "static").
   void checkLossScaler(const LossScalerDesc &scaler, const std::string &where,
                        bool gradScaler) const {
-    if (scaler.type != "dynamic" && scaler.type != "static" &&
-        scaler.type != "grad_scaler")
-      fail(where + ".type",
-           "unknown loss scaler " + quoted(scaler.type) +
-               " (expected \"dynamic\", \"static\" or \"grad_scaler\")");
-    if (gradScaler && scaler.type != "grad_scaler")
+    if (gradScaler && scaler.type != LossScalerType::GradScaler)
       fail(where + ".type",
            "an fp16 autocast engine scales with \"grad_scaler\" "
            "(DeepSpeed's torch.amp.GradScaler), found " +
-               quoted(scaler.type));
-    if (!gradScaler && scaler.type == "grad_scaler")
+               quoted(lossScalerTypeName(scaler.type)));
+    if (!gradScaler && scaler.type == LossScalerType::GradScaler)
       fail(where + ".type", "\"grad_scaler\" is for fp16 autocast engines; "
                             "an fp16 engine's is \"dynamic\" or \"static\"");
     checkFinite(scaler.scale, where + ".scale");
@@ -1336,10 +1343,6 @@ private:
 
   void checkOptimizer(const OptimizerDesc &optimizer,
                       const std::string &where) const {
-    if (optimizer.type != "adamw" && optimizer.type != "adam" &&
-        optimizer.type != "sgd")
-      fail(where + ".type", "unknown optimizer type " + quoted(optimizer.type) +
-                                " (expected \"adamw\", \"adam\" or \"sgd\")");
     checkAtLeast(optimizer.lr, 0.0, where + ".lr");
     checkUnit(optimizer.betas[0], where + ".betas[0]", false);
     checkUnit(optimizer.betas[1], where + ".betas[1]", false);
@@ -1347,7 +1350,7 @@ private:
     checkAtLeast(optimizer.weightDecay, 0.0, where + ".weight_decay");
     checkAtLeast(optimizer.momentum, 0.0, where + ".momentum");
     checkFinite(optimizer.dampening, where + ".dampening");
-    if (optimizer.type == "sgd" && optimizer.nesterov &&
+    if (optimizer.type == OptimizerType::SGD && optimizer.nesterov &&
         (optimizer.momentum <= 0 || optimizer.dampening != 0))
       fail(where + ".nesterov",
            "nesterov needs a momentum > 0 and zero dampening (as "
@@ -1359,24 +1362,17 @@ private:
       return;
     const SchedulerDesc &scheduler = *optimizer.scheduler;
     std::string at = where + ".scheduler";
-    if (scheduler.type != "WarmupLR" && scheduler.type != "WarmupDecayLR" &&
-        scheduler.type != "WarmupCosineLR")
-      fail(at + ".type", "unknown scheduler type " + quoted(scheduler.type) +
-                             " (expected \"WarmupLR\", \"WarmupDecayLR\" or "
-                             "\"WarmupCosineLR\")");
-    if (scheduler.warmupType != "log" && scheduler.warmupType != "linear")
-      fail(at + ".warmup_type", "expected \"log\" or \"linear\", found " +
-                                    quoted(scheduler.warmupType));
     checkFinite(scheduler.warmupMinLr, at + ".warmup_min_lr");
     if (scheduler.warmupMaxLr)
       checkFinite(*scheduler.warmupMaxLr, at + ".warmup_max_lr");
     if (scheduler.warmupNumSteps < 0)
       fail(at + ".warmup_num_steps",
            "must be >= 0, found " + std::to_string(scheduler.warmupNumSteps));
-    if (scheduler.type != "WarmupLR" &&
+    if (scheduler.type != SchedulerType::WarmupLR &&
         (!scheduler.totalNumSteps || *scheduler.totalNumSteps < 1))
       fail(at + ".total_num_steps",
-           scheduler.type + " needs total_num_steps >= 1, found " +
+           std::string(schedulerTypeName(scheduler.type)) +
+               " needs total_num_steps >= 1, found " +
                (scheduler.totalNumSteps
                     ? std::to_string(*scheduler.totalNumSteps)
                     : std::string("null")));

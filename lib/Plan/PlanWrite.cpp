@@ -160,13 +160,13 @@ ordered_json blockToJson(const std::vector<Op> &ops) {
 
 ordered_json schedulerToJson(const SchedulerDesc &scheduler) {
   ordered_json json = ordered_json::object();
-  json["type"] = scheduler.type;
+  json["type"] = schedulerTypeName(scheduler.type);
   json["warmup_min_lr"] = scheduler.warmupMinLr;
   json["warmup_max_lr"] = scheduler.warmupMaxLr
                               ? ordered_json(*scheduler.warmupMaxLr)
                               : ordered_json(nullptr);
   json["warmup_num_steps"] = scheduler.warmupNumSteps;
-  json["warmup_type"] = scheduler.warmupType;
+  json["warmup_type"] = warmupTypeName(scheduler.warmupType);
   json["total_num_steps"] = scheduler.totalNumSteps
                                 ? ordered_json(*scheduler.totalNumSteps)
                                 : ordered_json(nullptr);
@@ -177,7 +177,7 @@ ordered_json schedulerToJson(const SchedulerDesc &scheduler) {
 
 ordered_json optimizerToJson(const OptimizerDesc &optimizer) {
   ordered_json json = ordered_json::object();
-  json["type"] = optimizer.type;
+  json["type"] = optimizerTypeName(optimizer.type);
   json["lr"] = optimizer.lr;
   json["betas"] = {optimizer.betas[0], optimizer.betas[1]};
   json["eps"] = optimizer.eps;
@@ -216,20 +216,20 @@ ordered_json partitionToJson(const PartitionDesc &partition) {
 
 ordered_json precisionToJson(const PrecisionDesc &precision) {
   ordered_json json = ordered_json::object();
-  json["mode"] = precision.mode;
+  json["mode"] = precisionModeName(precision.mode);
   json["param_dtype"] = dtypeName(precision.paramDtype);
   json["master_dtype"] = dtypeName(precision.masterDtype);
   json["grad_accum_dtype"] = dtypeName(precision.gradAccumDtype);
   if (precision.autocastDtype)
     json["autocast_dtype"] = dtypeName(*precision.autocastDtype);
   if (const std::optional<LossScalerDesc> &scaler = precision.lossScaler)
-    json["loss_scaler"] = {{"type", scaler->type},
-                           {"scale", scaler->scale},
-                           {"scale_window", scaler->scaleWindow},
-                           {"hysteresis", scaler->hysteresis},
-                           {"consecutive_hysteresis",
-                            scaler->consecutiveHysteresis},
-                           {"min_scale", scaler->minScale}};
+    json["loss_scaler"] = {
+        {"type", lossScalerTypeName(scaler->type)},
+        {"scale", scaler->scale},
+        {"scale_window", scaler->scaleWindow},
+        {"hysteresis", scaler->hysteresis},
+        {"consecutive_hysteresis", scaler->consecutiveHysteresis},
+        {"min_scale", scaler->minScale}};
   return json;
 }
 
@@ -314,9 +314,20 @@ ordered_json toJson(const Plan &plan) {
 
   ordered_json engines = ordered_json::array();
   for (const EngineDesc &engine : plan.engines) {
-    ordered_json entry = {{"name", engine.name},
-                          {"module", engine.module},
-                          {"config", engine.config}};
+    ordered_json entry = {
+        {"name", engine.name},
+        {"module", engine.module},
+        {"trainable", engine.trainable},
+        {"zero_stage", engine.zeroStage},
+        {"seed", engine.seed ? ordered_json(*engine.seed) : ordered_json()},
+        {"batch",
+         {{"train_batch_size", engine.batch.trainBatchSize},
+          {"micro_batch_per_gpu", engine.batch.microBatchPerGpu},
+          {"gradient_accumulation_steps",
+           engine.batch.gradientAccumulationSteps}}},
+        {"gather_16bit_weights_on_model_save",
+         engine.gather16BitWeightsOnModelSave},
+        {"ds_config", engine.dsConfig}};
     if (engine.optimizer)
       entry["optimizer"] = optimizerToJson(*engine.optimizer);
     if (engine.partition)

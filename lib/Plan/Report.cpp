@@ -40,8 +40,7 @@ DType paramDtype(const Plan &plan, const PartitionDesc &partition) {
 
 /// Native bf16 / fp16: the optimizer keeps a float32 master of the shard.
 bool keepsMaster(const EngineDesc &engine) {
-  return engine.precision &&
-         (engine.precision->mode == "bf16" || engine.precision->mode == "fp16");
+  return engine.precision && engine.precision->native();
 }
 
 /// Adds the volume of `program`'s collectives of engine `engineName`, run
@@ -150,7 +149,8 @@ ordered_json volumeToJson(const CommVolume &comm) {
 }
 
 /// `object`'s "comm_volume_elements".
-CommVolume volumeFromJson(const ordered_json &object, const std::string &where) {
+CommVolume volumeFromJson(const ordered_json &object,
+                          const std::string &where) {
   auto comm = object.find("comm_volume_elements");
   if (comm == object.end() || !comm->is_object())
     throw std::runtime_error("report: " + where +
@@ -200,19 +200,9 @@ EngineReport engineFromJson(const std::string &name, const ordered_json &json,
 } // namespace
 
 int64_t optimizerStatesPerElement(const OptimizerDesc &optimizer) {
-  if (optimizer.type == "sgd")
+  if (optimizer.type == OptimizerType::SGD)
     return optimizer.momentum != 0.0 ? 1 : 0;
   return 2; // adam, adamw: exp_avg and exp_avg_sq.
-}
-
-int64_t configuredZeroStage(const EngineDesc &engine) {
-  auto zero = engine.config.find("zero_optimization");
-  if (zero == engine.config.end() || !zero->is_object())
-    return 0;
-  auto stage = zero->find("stage");
-  return stage != zero->end() && stage->is_number_integer()
-             ? stage->get<int64_t>()
-             : 0;
 }
 
 Report predictReport(const Plan &plan) {
@@ -232,7 +222,7 @@ Report predictReport(const Plan &plan) {
     EngineReport entry;
     entry.name = engine.name;
     entry.frozen = !engine.optimizer;
-    entry.zeroStage = configuredZeroStage(engine);
+    entry.zeroStage = engine.zeroStage;
     const bool trains = train && engine.optimizer && engine.partition;
     // A frozen stage 3 engine shards its parameters too.
     const bool partitioned =

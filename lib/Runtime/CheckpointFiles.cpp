@@ -7,7 +7,6 @@
 #include "ds/Plan/AtomicFile.h"
 #include "ds/Runtime/RuntimeError.h"
 
-
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -30,7 +29,8 @@ std::string modelStatesFile(int64_t stage, int64_t rank) {
 }
 
 std::string precisionMode(const plan::EngineDesc &engine) {
-  return engine.precision ? engine.precision->mode : "fp32";
+  return engine.precision ? plan::precisionModeName(engine.precision->mode)
+                          : "fp32";
 }
 
 std::string optimStatesFile(int64_t rank, bool bf16) {

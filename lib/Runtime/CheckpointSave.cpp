@@ -41,7 +41,7 @@ c10::IValue paramGroup(const EngineContext &context, c10::IValue params) {
   const plan::OptimizerDesc &desc = *context.desc().optimizer;
   c10::impl::GenericDict group = newDict();
   group.insert("lr", *context.trainer->nextLr(context.engine));
-  if (desc.type == "sgd") {
+  if (desc.type == plan::OptimizerType::SGD) {
     group.insert("momentum", desc.momentum);
     group.insert("dampening", desc.dampening);
     group.insert("nesterov", desc.nesterov);
@@ -260,7 +260,7 @@ c10::IValue buildModelStates(const EngineContext &context,
                   context.plan.gradientAccumulationSteps * context.worldSize);
   dict.insert("dp_world_size", context.worldSize);
   dict.insert("mp_world_size", int64_t(1));
-  dict.insert("ds_config", jsonToIValue(desc.config));
+  dict.insert("ds_config", jsonToIValue(desc.dsConfig));
   dict.insert("ds_version", kVersion);
   dict.insert("ds_engine", desc.name);
   dict.insert("ds_zero_stage", context.stage());
@@ -309,7 +309,7 @@ c10::IValue buildOptimStates(const EngineContext &context,
   inner.insert("ds_version", kVersion);
   c10::impl::GenericDict dict = newDict();
   dict.insert("optimizer_state_dict", inner);
-  dict.insert("ds_config", jsonToIValue(context.desc().config));
+  dict.insert("ds_config", jsonToIValue(context.desc().dsConfig));
   dict.insert("ds_version", kVersion);
   return dict;
 }

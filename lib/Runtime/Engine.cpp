@@ -227,7 +227,7 @@ std::vector<plan::EngineReport> Engine::engineReports() const {
     plan::EngineReport report;
     report.name = desc.name;
     report.frozen = !desc.optimizer;
-    report.zeroStage = plan::configuredZeroStage(desc);
+    report.zeroStage = desc.zeroStage;
     for (size_t i = 0; i < state_->size(); ++i) {
       const plan::StateDesc &state = state_->desc(int64_t(i));
       const at::Tensor &tensor = state_->tensor(int64_t(i));

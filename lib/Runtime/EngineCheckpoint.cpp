@@ -48,20 +48,12 @@ void checkTag(const std::string &tag) {
                        "'.')");
 }
 
-/// ZeRO stage 3 engines whose config does not ask to gather on save.
+/// A ZeRO stage 3 engine that does not gather its 16-bit weights on save.
 std::string stage3WithoutGather(const plan::Plan &plan) {
   for (const plan::EngineDesc &desc : plan.engines) {
     if (!desc.partition || desc.partition->stage != 3)
       continue;
-    bool gather = false;
-    auto zero = desc.config.find("zero_optimization");
-    if (zero != desc.config.end() && zero->is_object())
-      for (const char *key : {"stage3_gather_16bit_weights_on_model_save",
-                              "stage3_gather_fp16_weights_on_model_save"}) {
-        auto it = zero->find(key);
-        gather |= it != zero->end() && it->is_boolean() && it->get<bool>();
-      }
-    if (!gather)
+    if (!desc.gather16BitWeightsOnModelSave)
       return desc.name;
   }
   return "";
@@ -150,7 +142,8 @@ std::string Engine::saveCheckpoint(const std::string &dir,
                 staging + "/" +
                     detail::optimStatesFile(
                         rank_, context.desc().precision &&
-                                   context.desc().precision->mode == "bf16"),
+                                   context.desc().precision->mode ==
+                                       plan::PrecisionMode::BF16),
                 detail::buildOptimStates(context, counters), rank_);
         }
       },

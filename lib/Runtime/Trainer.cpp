@@ -18,13 +18,23 @@ namespace ds::runtime::detail {
 
 namespace {
 
+config::OptimizerType optimizerType(plan::OptimizerType type) {
+  switch (type) {
+  case plan::OptimizerType::AdamW:
+    return config::OptimizerType::AdamW;
+  case plan::OptimizerType::Adam:
+    return config::OptimizerType::Adam;
+  case plan::OptimizerType::SGD:
+    return config::OptimizerType::SGD;
+  }
+  return config::OptimizerType::AdamW; // Unreachable: every enumerator.
+}
+
 config::OptimizerConfig optimizerConfig(const plan::OptimizerDesc &desc) {
   config::OptimizerConfig config;
-  config.type = desc.type == "sgd"    ? config::OptimizerType::SGD
-                : desc.type == "adam" ? config::OptimizerType::Adam
-                                      : config::OptimizerType::AdamW;
+  config.type = optimizerType(desc.type);
   // "adam" is torch.optim.Adam (L2 decay added to the gradient).
-  config.adamWMode = desc.type != "adam";
+  config.adamWMode = desc.type != plan::OptimizerType::Adam;
   config.lr = desc.lr;
   config.betas = desc.betas;
   config.eps = desc.eps;
@@ -35,30 +45,63 @@ config::OptimizerConfig optimizerConfig(const plan::OptimizerDesc &desc) {
   return config;
 }
 
+config::SchedulerType schedulerType(plan::SchedulerType type) {
+  switch (type) {
+  case plan::SchedulerType::WarmupLR:
+    return config::SchedulerType::WarmupLR;
+  case plan::SchedulerType::WarmupDecayLR:
+    return config::SchedulerType::WarmupDecayLR;
+  case plan::SchedulerType::WarmupCosineLR:
+    return config::SchedulerType::WarmupCosineLR;
+  }
+  return config::SchedulerType::WarmupLR; // Unreachable: every enumerator.
+}
+
+config::WarmupType warmupType(plan::WarmupType type) {
+  switch (type) {
+  case plan::WarmupType::Log:
+    return config::WarmupType::Log;
+  case plan::WarmupType::Linear:
+    return config::WarmupType::Linear;
+  }
+  return config::WarmupType::Log; // Unreachable: every enumerator.
+}
+
 config::SchedulerConfig schedulerConfig(const plan::SchedulerDesc &desc) {
   config::SchedulerConfig config;
-  config.type =
-      desc.type == "WarmupDecayLR"    ? config::SchedulerType::WarmupDecayLR
-      : desc.type == "WarmupCosineLR" ? config::SchedulerType::WarmupCosineLR
-                                      : config::SchedulerType::WarmupLR;
+  config.type = schedulerType(desc.type);
   config.warmupMinLr = desc.warmupMinLr;
   config.warmupMaxLr = desc.warmupMaxLr;
   config.warmupNumSteps = desc.warmupNumSteps;
-  config.warmupType = desc.warmupType == "linear" ? config::WarmupType::Linear
-                                                  : config::WarmupType::Log;
+  config.warmupType = warmupType(desc.warmupType);
   config.totalNumSteps = desc.totalNumSteps;
   config.warmupMinRatio = desc.warmupMinRatio;
   config.cosMinRatio = desc.cosMinRatio;
   return config;
 }
 
-/// `config[section].enabled` is true (fp16, bf16).
-bool sectionEnabled(const plan::ordered_json &config, const char *section) {
-  auto it = config.find(section);
-  if (it == config.end() || !it->is_object())
-    return false;
-  auto enabled = it->find("enabled");
-  return enabled != it->end() && enabled->is_boolean() && enabled->get<bool>();
+config::LossScalerConfig::Kind lossScalerKind(plan::LossScalerType type) {
+  using Kind = config::LossScalerConfig::Kind;
+  switch (type) {
+  case plan::LossScalerType::Dynamic:
+    return Kind::Dynamic;
+  case plan::LossScalerType::Static:
+    return Kind::Static;
+  case plan::LossScalerType::GradScaler:
+    return Kind::GradScaler;
+  }
+  return Kind::Dynamic; // Unreachable: every enumerator.
+}
+
+config::LossScalerConfig lossScalerConfig(const plan::LossScalerDesc &desc) {
+  config::LossScalerConfig config;
+  config.kind = lossScalerKind(desc.type);
+  config.initialScale = desc.scale;
+  config.window = desc.scaleWindow;
+  config.hysteresis = desc.hysteresis;
+  config.consecutiveHysteresis = desc.consecutiveHysteresis;
+  config.minScale = desc.minScale;
+  return config;
 }
 
 } // namespace
@@ -110,31 +153,25 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
   evalOps_ = std::make_unique<EvalOps>(*this);
   worldSize_ = plan.worldSize;
 
-  // The seed: the configs' (they must agree) unless overridden.
-  std::optional<int64_t> configSeed;
+  // The seed: the engines' (they must agree) unless overridden.
+  std::optional<int64_t> planSeed;
   std::string seedEngine;
   for (size_t i = 0; i < plan.engines.size(); ++i) {
     const plan::EngineDesc &desc = plan.engines[i];
-    std::string where = "engines[" + std::to_string(i) + "].config";
-    auto seed = desc.config.find("seed");
-    if (seed == desc.config.end() || seed->is_null())
+    if (!desc.seed)
       continue;
-    if (!seed->is_number_integer())
-      throw plan::PlanError(origin, where + ".seed",
-                            "expected an integer, found " + seed->dump());
-    int64_t value = seed->get<int64_t>();
-    if (configSeed && *configSeed != value && !seedOverride)
-      throw plan::PlanError(origin, where + ".seed",
-                            "is " + std::to_string(value) + ", but engine \"" +
-                                seedEngine + "\" says " +
-                                std::to_string(*configSeed) +
+    if (planSeed && *planSeed != *desc.seed && !seedOverride)
+      throw plan::PlanError(origin, "engines[" + std::to_string(i) + "].seed",
+                            "is " + std::to_string(*desc.seed) +
+                                ", but engine \"" + seedEngine + "\" says " +
+                                std::to_string(*planSeed) +
                                 " (a run has one seed; --seed overrides both)");
-    if (!configSeed) {
-      configSeed = value;
+    if (!planSeed) {
+      planSeed = desc.seed;
       seedEngine = desc.name;
     }
   }
-  seed_ = uint64_t(seedOverride.value_or(configSeed.value_or(0)));
+  seed_ = uint64_t(seedOverride.value_or(planSeed.value_or(0)));
 
   std::vector<FlatLayout> layouts(plan.engines.size());
   std::vector<bool> allocateNow(plan.engines.size(), false);
@@ -145,19 +182,7 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
     engine.name = desc.name;
     if (desc.partition) {
       const bool trains = desc.optimizer.has_value();
-      const bool native = desc.precision && (desc.precision->mode == "bf16" ||
-                                             desc.precision->mode == "fp16");
-      if (trains && !desc.precision &&
-          (sectionEnabled(desc.config, "fp16") ||
-           sectionEnabled(desc.config, "bf16"))) {
-        bool fp16 = sectionEnabled(desc.config, "fp16");
-        throw RuntimeError(origin + ": engine \"" + desc.name +
-                           "\": its config enables " +
-                           (fp16 ? "fp16" : "bf16") +
-                           " but the plan carries no `precision` for it "
-                           "(compile it with a ds-compile that assigns "
-                           "precision)");
-      }
+      const bool native = desc.precision && desc.precision->native();
       if (desc.precision)
         engine.precision = &*desc.precision;
       engine.native = native;
@@ -179,8 +204,7 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
         const bool lowPrecision = state->dtype == plan::DType::BFloat16 ||
                                   state->dtype == plan::DType::Float16;
         if (trains && state->dtype != plan::DType::Float32 &&
-            state->dtype != plan::DType::Float64 &&
-            !(lowPrecision && native))
+            state->dtype != plan::DType::Float64 && !(lowPrecision && native))
           throw RuntimeError(origin + ": trainable parameter \"" + state->name +
                              "\" is " + plan::dtypeName(state->dtype) +
                              "; this runtime trains float32 and float64 "
@@ -194,15 +218,15 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
       layout.numel = desc.partition->numel;
       engine.dtype = layout.dtype;
       engine.elementBytes = int64_t(c10::elementSize(layout.dtype));
-      engine.gradDtype =
-          desc.precision ? toScalarType(desc.precision->gradAccumDtype)
-                         : engine.dtype;
+      engine.gradDtype = desc.precision
+                             ? toScalarType(desc.precision->gradAccumDtype)
+                             : engine.dtype;
       engine.gradElementBytes = int64_t(c10::elementSize(engine.gradDtype));
       for (const plan::BucketDesc &bucket : desc.partition->buckets) {
-        engine.reduceDtypes.push_back(
-            bucket.dtype ? toScalarType(*bucket.dtype) : engine.gradDtype);
-        engine.gatherDtypes.push_back(
-            bucket.dtype ? toScalarType(*bucket.dtype) : engine.dtype);
+        engine.reduceDtypes.push_back(bucket.dtype ? toScalarType(*bucket.dtype)
+                                                   : engine.gradDtype);
+        engine.gatherDtypes.push_back(bucket.dtype ? toScalarType(*bucket.dtype)
+                                                   : engine.dtype);
       }
 
       if (trains) {
@@ -219,18 +243,8 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
             native ? toScalarType(desc.precision->masterDtype) : layout.dtype;
         if (desc.precision && desc.precision->lossScaler) {
           // DeepSpeed's fp16 scaler, or fp16 autocast's torch.amp.GradScaler.
-          const plan::LossScalerDesc &scaler = *desc.precision->lossScaler;
-          using Kind = config::LossScalerConfig::Kind;
-          config::LossScalerConfig loss;
-          loss.kind = scaler.type == "static"        ? Kind::Static
-                      : scaler.type == "grad_scaler" ? Kind::GradScaler
-                                                     : Kind::Dynamic;
-          loss.initialScale = scaler.scale;
-          loss.window = scaler.scaleWindow;
-          loss.hysteresis = scaler.hysteresis;
-          loss.consecutiveHysteresis = scaler.consecutiveHysteresis;
-          loss.minScale = scaler.minScale;
-          engine.scaler = std::make_unique<LossScaler>(loss);
+          engine.scaler = std::make_unique<LossScaler>(
+              lossScalerConfig(*desc.precision->lossScaler));
         }
         if (engine.stage == 0) {
           // Per-parameter views of flat state: torch.optim's op sequence on
@@ -382,12 +396,12 @@ void Trainer::bindParameters(StateStore &state) {
         engine.masterBlocks[k].copy_(state.tensor(master.stateIndices[k]));
       continue;
     }
-    engine.master = at::zeros({shardNumel(engine)},
-                              at::TensorOptions().dtype(masterDtype));
+    engine.master =
+        at::zeros({shardNumel(engine)}, at::TensorOptions().dtype(masterDtype));
     for (size_t b = 0; b < engine.parameterBlocks.size(); ++b) {
-      at::Tensor block = engine.master.narrow(
-          0, engine.partition->shardOffset(b, worldSize_),
-          blockNumel(engine, int64_t(b)));
+      at::Tensor block =
+          engine.master.narrow(0, engine.partition->shardOffset(b, worldSize_),
+                               blockNumel(engine, int64_t(b)));
       block.copy_(engine.parameterBlocks[b]);
       engine.masterBlocks.push_back(block);
     }
@@ -510,8 +524,8 @@ void Trainer::ensureShardGradient(size_t e) {
   EngineState &engine = engines_[e];
   if (engine.shardGradient.defined())
     return;
-  engine.shardGradient = at::zeros(
-      {shardNumel(engine)}, at::TensorOptions().dtype(engine.gradDtype));
+  engine.shardGradient = at::zeros({shardNumel(engine)},
+                                   at::TensorOptions().dtype(engine.gradDtype));
   addTransient(shardNumel(engine) * engine.gradElementBytes);
 }
 
@@ -883,9 +897,8 @@ void Trainer::optimizerStep(size_t e) {
         grads.push_back(shard.narrow(
             0, engine.partition->shardOffset(b, worldSize_), block));
       }
-      engine.optimizer->step(mixed ? engine.masterBlocks
-                                   : engine.parameterBlocks,
-                             grads, lr);
+      engine.optimizer->step(
+          mixed ? engine.masterBlocks : engine.parameterBlocks, grads, lr);
       // Stages 1-2 and stage 3's persistent buckets then all-gather the
       // rounded blocks in the parameters' dtype, exactly.
       parametersFromMaster(e);

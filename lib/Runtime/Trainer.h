@@ -7,9 +7,8 @@
 // (docs/runtime.md, "ZeRO stages"); and, at stage 3, the parameter shards:
 // the gathers and releases of sharded buckets in every program, eval
 // included (evalOps()). It builds the optimizer, LR schedule and clipping
-// from the plan's EngineDesc::optimizer; of the engines' configs it reads
-// only "seed" and what it refuses (an fp16 / bf16 config without the plan's
-// `precision`). Mixed precision (docs/runtime.md, "Mixed precision"):
+// from the plan's EngineDesc::optimizer and the seed from the engines'
+// `seed`; it reads no DeepSpeed config key. Mixed precision (docs/runtime.md, "Mixed precision"):
 // native bf16 / fp16 engines keep an fp32 master copy of the rank's shard
 // for the optimizer, gradient buffers in precision.grad_accum_dtype,
 // reductions in each bucket's dtype, and fp16 loss scaling. Engine

@@ -78,22 +78,20 @@ py::dict planReport(const Plan &plan) {
   else
     report["weights"] = py::none();
 
-  // An engine without an optimizer section is frozen (docs/config.md).
   std::set<std::string> frozen;
   py::list engines;
   for (const EngineDesc &engine : plan.engines) {
-    bool isFrozen = !engine.config.contains("optimizer");
+    bool isFrozen = !engine.trainable;
     if (isFrozen)
       frozen.insert(engine.name);
     py::list params;
     for (const StateDesc &state : plan.state)
       if (state.kind == StateKind::Param && state.engine == engine.name)
         params.append(state.name);
-    engines.append(py::dict(py::arg("name") = engine.name,
-                            py::arg("module") = engine.module,
-                            py::arg("frozen") = isFrozen,
-                            py::arg("zero_stage") = configuredZeroStage(engine),
-                            py::arg("params") = params));
+    engines.append(py::dict(
+        py::arg("name") = engine.name, py::arg("module") = engine.module,
+        py::arg("frozen") = isFrozen, py::arg("zero_stage") = engine.zeroStage,
+        py::arg("params") = params));
   }
   report["engines"] = engines;
 

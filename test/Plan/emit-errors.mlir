@@ -184,3 +184,12 @@ func.func @forward_eval() {
   ds.backward_prologue @model
   return
 }
+
+// -----
+
+// The settings the plan reads from the engine's config must resolve.
+// expected-error @below {{'ds.engine' op config: train_batch_size: inconsistent batch sizes: train_batch_size (3) != train_micro_batch_size_per_gpu (2) * gradient_accumulation_steps (1) * world size (1)}}
+ds.engine @model {module = "", config = "{\"train_batch_size\": 3, \"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 1}"}
+func.func @forward_eval() {
+  return
+}

@@ -15,10 +15,10 @@ func.func @forward_eval(%x: tensor<2x3xf32> {ds.name = "x"}, %t: tensor<3x3xf32>
 }
 
 // CHECK: "format": "ds-plan",
-// CHECK-NEXT: "version": 2,
+// CHECK-NEXT: "version": 3,
 // CHECK: "micro_batch_per_rank": 2,
 // CHECK: "engines": [
-// CHECK-NEXT: {"name": "model", "module": "", "config": {"train_batch_size": 2}}
+// CHECK-NEXT: {"name": "model", "module": "", "trainable": true, "zero_stage": 0, "seed": null, "batch": {"train_batch_size": 2, "micro_batch_per_gpu": 2, "gradient_accumulation_steps": 1}, "gather_16bit_weights_on_model_save": false, "ds_config": {"train_batch_size": 2}}
 // CHECK: "state": [
 // CHECK-NEXT: {"name": "fc.weight", "kind": "param", "dtype": "float32", "shape": [4, 3], "requires_grad": true, "engine": "model", "module": "fc", "module_class": "torch.nn.modules.linear.Linear"},
 // CHECK-NEXT: {"name": "bn.running_mean", "kind": "buffer", "dtype": "float32", "shape": [4]

@@ -6,8 +6,10 @@
 // gathers again: stage3_max_reuse_distance 0), and programs.step gathers
 // only the persistent bucket after the update. overlap_comm (stage 3's
 // default) with stage3_prefetch_bucket_size 128 starts each gather once the
-// previous one was waited.
+// previous one was waited. The 16-bit save policy comes from the config.
 
+// CHECK:      "zero_stage": 3,
+// CHECK:      "gather_16bit_weights_on_model_save": true,
 // CHECK:      "partition": {
 // CHECK-NEXT:   "stage": 3,
 // CHECK-NEXT:   "numel": 316,
@@ -74,7 +76,7 @@
 // CHECK-NEXT:   "results": [24],
 // CHECK-NEXT:   "backward_start": 31
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 128, \"stage3_param_persistence_threshold\": 16, \"stage3_max_reuse_distance\": 0, \"stage3_prefetch_bucket_size\": 128}}"}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 128, \"stage3_param_persistence_threshold\": 16, \"stage3_max_reuse_distance\": 0, \"stage3_prefetch_bucket_size\": 128, \"stage3_gather_16bit_weights_on_model_save\": true}}"}
 ds.param @fc1.weight : tensor<16x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @fc1.bias : tensor<16xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @fc2.weight : tensor<8x16xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}

@@ -1,10 +1,11 @@
 // RUN: ds-opt %s -ds-autodiff='grad-scale=0.25' -ds-lower-optimizer -ds-zero-partition | ds-translate --ds-mlir-to-plan --gradient-accumulation-steps=4 | FileCheck %s
 
 // The training program: forward, backward_start at the first backward op,
-// and a grad op per parameter read. The engine carries its resolved
+// and a grad op per parameter read. The engine carries the settings its
+// config resolves to (seed, batch sizes: GAS 4 as the plan's), its resolved
 // optimizer and its partition (stage 0: one bucket), and programs.step
 // all-reduces that bucket, waits and updates.
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}"}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"gradient_accumulation_steps\": 4, \"seed\": 7}"}
 ds.param @w : tensor<2x3xf32> {module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad, engine = @model}
 func.func @forward(%x: tensor<4x3xf32> {ds.name = "x"}) -> tensor<f32> {
   %w = ds.get_param @w : tensor<2x3xf32>
@@ -22,7 +23,12 @@ func.func @forward_eval(%x: tensor<4x3xf32> {ds.name = "x"}) -> tensor<f32> {
 }
 
 // CHECK: "gradient_accumulation_steps": 4,
-// CHECK:      "config": {"optimizer": {"type": "AdamW"}},
+// CHECK:      "trainable": true,
+// CHECK-NEXT: "zero_stage": 0,
+// CHECK-NEXT: "seed": 7,
+// CHECK-NEXT: "batch": {"train_batch_size": 16, "micro_batch_per_gpu": 4, "gradient_accumulation_steps": 4},
+// CHECK-NEXT: "gather_16bit_weights_on_model_save": false,
+// CHECK-NEXT: "ds_config": {"optimizer": {"type": "AdamW"}, "gradient_accumulation_steps": 4, "seed": 7},
 // CHECK-NEXT: "optimizer": {"type": "adamw", "lr": 0.001, "betas": [0.9, 0.999], "eps": 1e-08, "weight_decay": 0.0, "momentum": 0.0, "dampening": 0.0, "nesterov": false, "gradient_clipping": 1.0, "scheduler": null},
 // CHECK-NEXT: "partition": {
 // CHECK-NEXT:  "stage": 0,

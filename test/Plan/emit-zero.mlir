@@ -24,7 +24,12 @@
 // CHECK-NEXT: {
 // CHECK-NEXT:  "name": "teacher",
 // CHECK-NEXT:  "module": "teacher",
-// CHECK-NEXT:  "config": {"zero_optimization": {"stage": 2}}
+// CHECK-NEXT:  "trainable": false,
+// CHECK-NEXT:  "zero_stage": 2,
+// CHECK-NEXT:  "seed": null,
+// CHECK-NEXT:  "batch": {"train_batch_size": 8, "micro_batch_per_gpu": 4, "gradient_accumulation_steps": 1},
+// CHECK-NEXT:  "gather_16bit_weights_on_model_save": false,
+// CHECK-NEXT:  "ds_config": {"zero_optimization": {"stage": 2}}
 // CHECK-NEXT: }
 // CHECK-NEXT: ],
 // CHECK:      "step": {

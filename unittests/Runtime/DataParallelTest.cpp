@@ -38,7 +38,7 @@ constexpr int64_t W = 2, GAS = 2, STEPS = 3;
 plan::Plan dataParallelPlan(int64_t stage = 0) {
   plan::ordered_json json = test::planJson("linear_mse_train.json");
   json["gradient_accumulation_steps"] = GAS;
-  json["engines"][0]["config"]["gradient_accumulation_steps"] = GAS;
+  json["engines"][0]["batch"]["gradient_accumulation_steps"] = GAS;
   // The backward's seed is 1/GAS (the train program's constant %6).
   json["programs"]["train"]["body"][6]["value"] = 1.0 / double(GAS);
   return test::zeroPlan(json, W, stage, 6);

@@ -70,6 +70,7 @@ std::string writeTwoLossPlan(const TempDir &dir) {
   b.program.results = {sum, mean};
   Plan plan = test::makePlan({{"x", DType::Float32, {2, 3}, true}}, b.program);
   plan.gradientAccumulationSteps = 2;
+  plan.engines[0].batch.gradientAccumulationSteps = 2;
   writePlan(plan, dir.file("plan.json"));
   return dir.file("plan.json");
 }

@@ -78,7 +78,7 @@ void check(bool ok, const std::string &what) {
 plan::Plan zeroPlan(int64_t stage, int64_t persistentNumel = 3) {
   plan::ordered_json json = test::planJson("linear_mse_train.json");
   json["gradient_accumulation_steps"] = GAS;
-  json["engines"][0]["config"]["gradient_accumulation_steps"] = GAS;
+  json["engines"][0]["batch"]["gradient_accumulation_steps"] = GAS;
   json["programs"]["train"]["body"][6]["value"] = 1.0 / double(GAS);
   if (stage != 3)
     return test::zeroPlan(json, W, stage, 6, /*gap=*/1);

@@ -61,14 +61,19 @@ TEST(PlanFormat, FormatAndVersion) {
   json = base();
   json["version"] = 7;
   expectInvalid(json, "version: plan version 7 is newer than this runtime "
-                      "supports (2)");
+                      "supports (3)");
   json["version"] = 0;
   expectInvalid(json, "plan version 0 is not supported (this runtime reads "
-                      "version 2)");
-  // Version 1 plans (no optimizer, partition or programs.step): recompile.
+                      "version 3)");
+  // Older plans (version 2: the engines' settings in their DeepSpeed
+  // config; version 1: no optimizer, partition or programs.step): recompile.
+  json["version"] = 2;
+  expectInvalid(json, "test.json: version: plan version 2 is not supported "
+                      "(this runtime reads version 3): the plan was written "
+                      "by an older ds-compile; recompile it");
   json["version"] = 1;
   expectInvalid(json, "test.json: version: plan version 1 is not supported "
-                      "(this runtime reads version 2): the plan was written "
+                      "(this runtime reads version 3): the plan was written "
                       "by an older ds-compile; recompile it");
   json["version"] = "1";
   expectInvalid(json, "version: expected an integer, found string \"1\"");

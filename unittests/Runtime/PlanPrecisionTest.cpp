@@ -37,9 +37,12 @@ void retype(ordered_json &json, const char *dtype) {
 }
 
 ordered_json scaler() {
-  return {{"type", "dynamic"},       {"scale", 65536.0},
-          {"scale_window", 1000},    {"hysteresis", 2},
-          {"consecutive_hysteresis", false}, {"min_scale", 1.0}};
+  return {{"type", "dynamic"},
+          {"scale", 65536.0},
+          {"scale_window", 1000},
+          {"hysteresis", 2},
+          {"consecutive_hysteresis", false},
+          {"min_scale", 1.0}};
 }
 
 /// The stage 2 plan on two ranks as an fp16 engine, with a loss_scale op
@@ -56,8 +59,10 @@ ordered_json fp16Plan() {
                                      {"loss_scaler", scaler()}};
   ordered_json &train = json["programs"]["train"];
   int64_t id = int64_t(train["values"].size());
-  train["values"].push_back(
-      {{"id", id}, {"type", "tensor"}, {"dtype", "float32"}, {"shape", ordered_json::array()}});
+  train["values"].push_back({{"id", id},
+                             {"type", "tensor"},
+                             {"dtype", "float32"},
+                             {"shape", ordered_json::array()}});
   int64_t start = train["backward_start"];
   ordered_json op = ordered_json::object();
   op["kind"] = "loss_scale";
@@ -79,7 +84,7 @@ TEST(PlanPrecision, Fp16EngineRoundTrips) {
   Plan plan = parsePlan(json, "precision.json");
   const EngineDesc &model = plan.engines[0];
   ASSERT_TRUE(model.precision && model.precision->lossScaler);
-  EXPECT_EQ(model.precision->mode, "fp16");
+  EXPECT_EQ(model.precision->mode, PrecisionMode::FP16);
   EXPECT_EQ(model.precision->paramDtype, DType::Float16);
   EXPECT_EQ(model.precision->gradAccumDtype, DType::Float32);
   EXPECT_EQ(model.precision->lossScaler->scale, 65536.0);
@@ -148,7 +153,8 @@ TEST(PlanPrecision, NativeModesStoreEveryFloatStateInTheLowDtype) {
   expectInvalid(json, "state[0].dtype: \"fc.weight\" of fp16 engine \"model\" "
                       "must be float16, found float32");
   // Autocast keeps float32 parameters and names its dtype.
-  json = toJson(test::zeroPlan(test::planJson("linear_mse_train.json"), 2, 2, 6));
+  json =
+      toJson(test::zeroPlan(test::planJson("linear_mse_train.json"), 2, 2, 6));
   json["engines"][0]["precision"] = {{"mode", "autocast"},
                                      {"param_dtype", "float32"},
                                      {"master_dtype", "float32"},
@@ -164,9 +170,12 @@ TEST(PlanPrecision, NativeModesStoreEveryFloatStateInTheLowDtype) {
 namespace {
 
 ordered_json gradScaler() {
-  return {{"type", "grad_scaler"},   {"scale", 65536.0},
-          {"scale_window", 2000},    {"hysteresis", 1},
-          {"consecutive_hysteresis", false}, {"min_scale", 0.0}};
+  return {{"type", "grad_scaler"},
+          {"scale", 65536.0},
+          {"scale_window", 2000},
+          {"hysteresis", 1},
+          {"consecutive_hysteresis", false},
+          {"min_scale", 0.0}};
 }
 
 /// The stage 2 plan as an fp16 autocast engine: float32 state, the
@@ -174,12 +183,10 @@ ordered_json gradScaler() {
 ordered_json autocastFp16Plan() {
   ordered_json json = fp16Plan();
   retype(json, "float32");
-  json["engines"][0]["precision"] = {{"mode", "autocast"},
-                                     {"param_dtype", "float32"},
-                                     {"master_dtype", "float32"},
-                                     {"grad_accum_dtype", "float32"},
-                                     {"autocast_dtype", "float16"},
-                                     {"loss_scaler", gradScaler()}};
+  json["engines"][0]["precision"] = {
+      {"mode", "autocast"},          {"param_dtype", "float32"},
+      {"master_dtype", "float32"},   {"grad_accum_dtype", "float32"},
+      {"autocast_dtype", "float16"}, {"loss_scaler", gradScaler()}};
   return json;
 }
 
@@ -192,7 +199,7 @@ TEST(PlanPrecision, Fp16AutocastScalesWithAGradScaler) {
   ASSERT_TRUE(plan.engines[0].precision &&
               plan.engines[0].precision->lossScaler);
   const LossScalerDesc &desc = *plan.engines[0].precision->lossScaler;
-  EXPECT_EQ(desc.type, "grad_scaler");
+  EXPECT_EQ(desc.type, LossScalerType::GradScaler);
   EXPECT_EQ(desc.scaleWindow, 2000);
   EXPECT_EQ(desc.minScale, 0.0);
   EXPECT_EQ(toJson(parsePlan(ordered_json::parse(json.dump()), "rt")), json);

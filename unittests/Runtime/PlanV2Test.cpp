@@ -36,6 +36,17 @@ ordered_json planAt(int64_t stage) {
 }
 
 ordered_json &engine(ordered_json &json) { return json["engines"][0]; }
+
+/// A frozen engine without optimizer or partition, for planAt's plans.
+ordered_json frozenEngine(const std::string &name) {
+  return {{"name", name},
+          {"trainable", false},
+          {"zero_stage", 0},
+          {"batch",
+           {{"train_batch_size", 8},
+            {"micro_batch_per_gpu", 4},
+            {"gradient_accumulation_steps", 1}}}};
+}
 ordered_json &stepBody(ordered_json &json) {
   return json["programs"]["step"]["body"];
 }
@@ -63,7 +74,7 @@ TEST(PlanV2, EveryPartitionedStageIsValidAndRoundTrips) {
   // Every field of the optimizer and the scheduler survives.
   Plan plan = parsePlan(planAt(2), "v2.json");
   OptimizerDesc &optimizer = *plan.engines[0].optimizer;
-  optimizer.type = "sgd";
+  optimizer.type = OptimizerType::SGD;
   optimizer.lr = 0.25;
   optimizer.betas = {0.5, 0.75};
   optimizer.eps = 1e-6;
@@ -73,10 +84,10 @@ TEST(PlanV2, EveryPartitionedStageIsValidAndRoundTrips) {
   optimizer.nesterov = true;
   optimizer.gradientClipping = 0.0;
   SchedulerDesc scheduler;
-  scheduler.type = "WarmupCosineLR";
+  scheduler.type = SchedulerType::WarmupCosineLR;
   scheduler.warmupMinLr = 0.001;
   scheduler.warmupNumSteps = 7;
-  scheduler.warmupType = "linear";
+  scheduler.warmupType = WarmupType::Linear;
   scheduler.totalNumSteps = 70;
   scheduler.warmupMinRatio = 0.1;
   scheduler.cosMinRatio = 0.01;
@@ -192,8 +203,9 @@ TEST(PlanV2, OptimizerValues) {
                       "type \"OneCycle\"");
   engine(json)["optimizer"]["scheduler"] = scheduler;
   engine(json)["optimizer"]["scheduler"]["warmup_type"] = "cosine";
-  expectInvalid(json, "engines[0].optimizer.scheduler.warmup_type: expected "
-                      "\"log\" or \"linear\", found \"cosine\"");
+  expectInvalid(json, "engines[0].optimizer.scheduler.warmup_type: unknown "
+                      "warmup type \"cosine\" (expected \"log\" or "
+                      "\"linear\")");
   engine(json)["optimizer"]["scheduler"] = scheduler;
   engine(json)["optimizer"]["scheduler"]["type"] = "WarmupDecayLR";
   expectInvalid(json, "engines[0].optimizer.scheduler.total_num_steps: "
@@ -205,18 +217,17 @@ TEST(PlanV2, OptimizerValues) {
 TEST(PlanV2, TrainableEnginesCarryOptimizerAndPartition) {
   ordered_json json = planAt(0);
   engine(json).erase("partition");
-  expectInvalid(json, "v2.json: engines[0]: the engine's config has an "
-                      "\"optimizer\", so it trains: it needs \"optimizer\" "
-                      "and \"partition\" (missing \"partition\")");
+  expectInvalid(json, "v2.json: engines[0]: a trainable engine needs "
+                      "\"optimizer\" and \"partition\" (missing "
+                      "\"partition\")");
   json = planAt(0);
   engine(json).erase("partition");
   engine(json)["optimizer"] = nullptr;
   expectInvalid(json, "(missing \"optimizer\" and \"partition\")");
   json = planAt(0);
-  engine(json)["config"].erase("optimizer");
-  expectInvalid(json, "engines[0].optimizer: the engine's config has no "
-                      "\"optimizer\" (a frozen engine), so it has no "
-                      "\"optimizer\"");
+  engine(json)["trainable"] = false;
+  expectInvalid(json, "engines[0].optimizer: a frozen engine (\"trainable\": "
+                      "false) has no \"optimizer\"");
   // Eval-only plans may carry them or not.
   json = planAt(0);
   json["programs"].erase("train");
@@ -266,8 +277,7 @@ TEST(PlanV2, PartitionLayout) {
                       "is float64, but the engine's other parameters are "
                       "float32 (one flat buffer holds one dtype)");
   json = planAt(1);
-  json["engines"].push_back(
-      {{"name", "other"}, {"config", ordered_json::object()}});
+  json["engines"].push_back(frozenEngine("other"));
   json["state"][2]["engine"] = "other";
   expectInvalid(json, "engines[0].partition.params[2].name: \"extra.scale\" "
                       "is not a trainable parameter of engine \"model\" (it "
@@ -384,8 +394,7 @@ TEST(PlanV2, CollectivesFollowTheStageAndTheProgram) {
   expectInvalid(json, "programs.step.body[0] (all_reduce): engine: the plan "
                       "has no engine named \"student\"");
   json = planAt(0);
-  json["engines"].push_back(
-      {{"name", "teacher"}, {"config", ordered_json::object()}});
+  json["engines"].push_back(frozenEngine("teacher"));
   stepBody(json)[0]["engine"] = "teacher";
   expectInvalid(json, "programs.step.body[0] (all_reduce): engine: engine "
                       "\"teacher\" has no partition (a frozen engine has no "
@@ -526,8 +535,7 @@ TEST(PlanV2, EveryBucketOnceInOrder) {
                       "(every trainable engine steps once at the accumulation "
                       "boundary)");
   json = planAt(0);
-  json["engines"].push_back(
-      {{"name", "teacher"}, {"config", ordered_json::object()}});
+  json["engines"].push_back(frozenEngine("teacher"));
   stepBody(json)[6]["engine"] = "teacher";
   expectInvalid(json, "programs.step.body[6] (optimizer_step): engine: engine "
                       "\"teacher\" has no optimizer (a frozen engine is never "
@@ -1011,9 +1019,8 @@ TEST(PlanV2, BackwardPrologueAndEpilogue) {
 
 TEST(PlanV2, FrozenEnginesArePartitionedOnlyAtStage3) {
   ordered_json json = planAt(0);
-  engine(json)["config"].erase("optimizer");
+  engine(json)["trainable"] = false;
   engine(json).erase("optimizer");
-  expectInvalid(json, "engines[0].partition: a frozen engine (no "
-                      "\"optimizer\" in its config) has a partition only at "
-                      "ZeRO stage 3");
+  expectInvalid(json, "engines[0].partition: a frozen engine (\"trainable\": "
+                      "false) has a partition only at ZeRO stage 3");
 }

@@ -57,7 +57,7 @@ const std::vector<std::string> kParams = {"fc.weight", "fc.bias",
 ordered_json trainJson(const ordered_json &optimizer = {}, bool withZ = false) {
   ordered_json json = test::planJson("linear_mse_train.json");
   json["gradient_accumulation_steps"] = GAS;
-  json["engines"][0]["config"]["gradient_accumulation_steps"] = GAS;
+  json["engines"][0]["batch"]["gradient_accumulation_steps"] = GAS;
   json["engines"][0]["optimizer"] = test::optimizerJson(optimizer);
   ordered_json &train = json["programs"]["train"];
   train["body"][6]["value"] = 1.0 / double(GAS);

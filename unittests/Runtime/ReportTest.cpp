@@ -26,26 +26,23 @@ StateDesc param(std::string name, std::vector<int64_t> shape,
 
 OptimizerDesc adamw() {
   OptimizerDesc optimizer;
-  optimizer.type = "adamw";
+  optimizer.type = OptimizerType::AdamW;
   return optimizer;
 }
 
 OptimizerDesc sgd(double momentum) {
   OptimizerDesc optimizer;
-  optimizer.type = "sgd";
+  optimizer.type = OptimizerType::SGD;
   optimizer.momentum = momentum;
   return optimizer;
 }
 
-/// A trainable engine: its config names an optimizer, the plan carries the
-/// lowered one (the config's values do not matter to the report).
+/// A trainable engine with `optimizer`, or a frozen one.
 EngineDesc engine(std::string name, std::optional<OptimizerDesc> optimizer) {
   EngineDesc desc;
   desc.name = std::move(name);
-  if (optimizer) {
-    desc.config = {{"optimizer", {{"type", optimizer->type}}}};
-    desc.optimizer = optimizer;
-  }
+  desc.trainable = optimizer.has_value();
+  desc.optimizer = optimizer;
   return desc;
 }
 
@@ -198,6 +195,7 @@ Plan zeroPlan(int64_t worldSize, int64_t stage, int64_t gas = 1) {
   Plan plan = handWrittenPlan(worldSize);
   plan.gradientAccumulationSteps = gas;
   plan.engines = {engine("adam", adamw())};
+  plan.engines[0].batch.gradientAccumulationSteps = gas;
   plan.state = {param("w", {32, 32}, "adam")};
   ds::test::partitionEngine(plan, "adam", stage, 256);
   validatePlan(plan, "zero.json");

@@ -105,7 +105,11 @@ plan::Plan makePlan(std::vector<plan::InputDesc> inputs,
   if (!inputs.empty() && inputs[0].batched && !inputs[0].shape.empty() &&
       inputs[0].shape[0] > 0)
     plan.microBatchPerRank = inputs[0].shape[0];
-  plan.engines.push_back({"model", "", plan::ordered_json::object()});
+  plan::EngineDesc engine;
+  engine.name = "model";
+  engine.batch.trainBatchSize = plan.microBatchPerRank;
+  engine.batch.microBatchPerGpu = plan.microBatchPerRank;
+  plan.engines.push_back(std::move(engine));
   plan.inputs = std::move(inputs);
   for (size_t i = 0; i < program.results.size(); ++i)
     plan.outputs.push_back({"loss" + std::to_string(i), "loss"});
@@ -287,6 +291,7 @@ void partitionEngine(plan::Plan &plan, const std::string &engineName,
     throw std::runtime_error("partitionEngine: no trainable engine " +
                              engineName);
   const int64_t W = plan.worldSize;
+  engine->zeroStage = stage;
   plan::PartitionDesc partition;
   partition.stage = stage;
   if (stage == 3) {

@@ -38,7 +38,7 @@ namespace {
 ordered_json trainPlan() { return test::planJson("linear_mse_train.json"); }
 
 ordered_json &engineConfig(ordered_json &json) {
-  return json["engines"][0]["config"];
+  return json["engines"][0]["ds_config"];
 }
 
 /// The plan's optimizer (what the runtime runs; the config's is the
@@ -47,11 +47,11 @@ void setOptimizer(ordered_json &json, const ordered_json &changes) {
   json["engines"][0]["optimizer"] = test::optimizerJson(changes);
 }
 
-/// GAS everywhere it appears: the plan, the config, and the backward's seed
-/// 1/GAS (the train program's constant %6).
+/// GAS everywhere it appears: the plan, the engine's batch, and the
+/// backward's seed 1/GAS (the train program's constant %6).
 void setGas(ordered_json &json, int64_t gas) {
   json["gradient_accumulation_steps"] = gas;
-  engineConfig(json)["gradient_accumulation_steps"] = gas;
+  json["engines"][0]["batch"]["gradient_accumulation_steps"] = gas;
   json["programs"]["train"]["body"][6]["value"] = 1.0 / double(gas);
 }
 
@@ -274,7 +274,7 @@ TEST(Train, ClippingReportsThePreClipNorm) {
   // The plan's 1.0 (the compiler resolved DeepSpeed's default) clips.
   ordered_json json = trainPlan();
   Engine engine = load(json, dir);
-  EXPECT_EQ(engine.plan().engines[0].config.count("gradient_clipping"), 0u);
+  EXPECT_EQ(engine.plan().engines[0].dsConfig.count("gradient_clipping"), 0u);
   EXPECT_EQ(engine.plan().engines[0].optimizer->gradientClipping, 1.0);
   Reference reference(w);
   reference.clip = 1.0;
@@ -319,10 +319,13 @@ TEST(Train, FrozenEngineIsNeverUpdated) {
   ordered_json json = trainPlan();
   // fc.bias belongs to a teacher engine without an optimizer: frozen. The
   // program has no grad op for it (the compiler emits none).
-  json["engines"].push_back(
-      {{"name", "teacher"},
-       {"module", "fc"},
-       {"config", {{"train_micro_batch_size_per_gpu", 4}}}});
+  ordered_json teacher = json["engines"][0];
+  teacher["name"] = "teacher";
+  teacher["module"] = "fc";
+  teacher["trainable"] = false;
+  teacher.erase("optimizer");
+  teacher.erase("partition");
+  json["engines"].push_back(teacher);
   json["state"][1]["engine"] = "teacher";
   // The student's flat buffers without it (a padding gap at [12, 15)).
   json["engines"][0]["partition"]["params"].erase(1);
@@ -472,7 +475,8 @@ TEST(Train, MicroStepSeedsFixRandomDraws) {
   plan.programs["train"] = b.program;
   plan.programs["step"] = Program(); // Nothing trains.
   plan.gradientAccumulationSteps = 2;
-  plan.engines[0].config = {{"seed", 1234}};
+  plan.engines[0].batch.gradientAccumulationSteps = 2;
+  plan.engines[0].seed = 1234;
 
   auto run = [&](std::optional<int64_t> seed, int64_t rank) {
     runtime::LoadOptions options;
@@ -516,18 +520,11 @@ TEST(Train, EngineConfigErrorsNameTheEngine) {
                     "optimizer type \"lamb\" (expected \"adamw\", \"adam\" "
                     "or \"sgd\")");
   json = trainPlan();
-  engineConfig(json)["seed"] = "7";
+  json["engines"][0]["seed"] = "7";
   EXPECT_THROW_WITH(load(json, dir), PlanError,
-                    "train.json: engines[0].config.seed: expected an "
-                    "integer, found \"7\"");
-  json = trainPlan();
-  engineConfig(json)["bf16"] = {{"enabled", true}};
-  // bf16 training needs the plan's `precision` (PrecisionTest.cpp trains
-  // with it).
-  EXPECT_THROW_WITH(load(json, dir), RuntimeError,
-                    "engine \"model\": its config enables bf16 but the plan "
-                    "carries no `precision` for it");
-  // Eval-only plans do not read configs at all (older plans carry {}).
+                    "train.json: engines[0].seed: expected an integer, "
+                    "found string \"7\"");
+  // The DeepSpeed config is provenance: nothing reads it.
   json = trainPlan();
   json["programs"].erase("train");
   json["programs"].erase("step");

@@ -20,7 +20,7 @@ namespace {
 
 plan::Plan twoTensorPlan() {
   plan::Plan plan;
-  plan.engines.push_back({"model", "", plan::ordered_json::object()});
+  plan.engines.push_back({"model", ""});
   plan.state.push_back({"fc.weight",
                         plan::StateKind::Param,
                         plan::DType::Float32,

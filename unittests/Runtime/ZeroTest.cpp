@@ -53,7 +53,7 @@ const std::vector<std::string> kParams = {"fc.weight", "fc.bias",
 plan::ordered_json trainJson(const plan::ordered_json &optimizer, int64_t gas) {
   plan::ordered_json json = test::planJson("linear_mse_train.json");
   json["gradient_accumulation_steps"] = gas;
-  json["engines"][0]["config"]["gradient_accumulation_steps"] = gas;
+  json["engines"][0]["batch"]["gradient_accumulation_steps"] = gas;
   json["engines"][0]["optimizer"] = test::optimizerJson(optimizer);
   // The backward's seed is 1/GAS (the train program's constant %6).
   json["programs"]["train"]["body"][6]["value"] = 1.0 / double(gas);

@@ -25,7 +25,7 @@ namespace ds::plan {
 using ordered_json = nlohmann::ordered_json;
 
 /// The plan format version this library reads and writes.
-inline constexpr int64_t kPlanFormatVersion = 2;
+inline constexpr int64_t kPlanFormatVersion = 3;
 /// The value of the top-level "format" field.
 inline constexpr const char *kPlanFormatName = "ds-plan";
 
@@ -68,6 +68,40 @@ std::optional<ValueType> parseValueType(std::string_view name);
 inline constexpr int64_t kDynamicDim = -1;
 
 //===----------------------------------------------------------------------===//
+// Enumerations of the engines' training settings
+//===----------------------------------------------------------------------===//
+
+/// "adamw" (decoupled weight decay: DeepSpeed's AdamW, and Adam with
+/// adam_w_mode), "adam" (L2 weight decay added to the gradient:
+/// torch.optim.Adam) or "sgd".
+enum class OptimizerType { AdamW, Adam, SGD };
+const char *optimizerTypeName(OptimizerType type);
+std::optional<OptimizerType> parseOptimizerType(std::string_view name);
+
+/// "WarmupLR", "WarmupDecayLR" or "WarmupCosineLR".
+enum class SchedulerType { WarmupLR, WarmupDecayLR, WarmupCosineLR };
+const char *schedulerTypeName(SchedulerType type);
+std::optional<SchedulerType> parseSchedulerType(std::string_view name);
+
+/// "log" or "linear".
+enum class WarmupType { Log, Linear };
+const char *warmupTypeName(WarmupType type);
+std::optional<WarmupType> parseWarmupType(std::string_view name);
+
+/// "dynamic" (fp16.loss_scale 0), "static", or "grad_scaler"
+/// (torch.amp.GradScaler: halves on every overflow, doubles after
+/// scale_window consecutive clean steps; hysteresis 1, min_scale 0).
+enum class LossScalerType { Dynamic, Static, GradScaler };
+const char *lossScalerTypeName(LossScalerType type);
+std::optional<LossScalerType> parseLossScalerType(std::string_view name);
+
+/// "bf16", "fp16" (native: parameters stored in the low dtype) or
+/// "autocast" (torch_autocast: float32 parameters).
+enum class PrecisionMode { BF16, FP16, Autocast };
+const char *precisionModeName(PrecisionMode mode);
+std::optional<PrecisionMode> parsePrecisionMode(std::string_view name);
+
+//===----------------------------------------------------------------------===//
 // Top-level descriptions
 //===----------------------------------------------------------------------===//
 
@@ -81,14 +115,12 @@ struct WeightsDesc {
 /// The LR schedule of an engine, lowered from its config's "scheduler"
 /// (docs/config.md has the formulas; the fields mirror DeepSpeed's params).
 struct SchedulerDesc {
-  /// "WarmupLR", "WarmupDecayLR" or "WarmupCosineLR".
-  std::string type = "WarmupLR";
+  SchedulerType type = SchedulerType::WarmupLR;
   double warmupMinLr = 0.0;
   /// Unset: the optimizer's lr.
   std::optional<double> warmupMaxLr;
   int64_t warmupNumSteps = 1000;
-  /// "log" or "linear".
-  std::string warmupType = "log";
+  WarmupType warmupType = WarmupType::Log;
   /// Required by WarmupDecayLR and WarmupCosineLR.
   std::optional<int64_t> totalNumSteps;
   double warmupMinRatio = 0.0;
@@ -98,10 +130,7 @@ struct SchedulerDesc {
 /// An engine's optimizer update, lowered by -ds-lower-optimizer from its
 /// config (every default resolved): what an `optimizer_step` op runs.
 struct OptimizerDesc {
-  /// "adamw" (decoupled weight decay: DeepSpeed's AdamW, and Adam with
-  /// adam_w_mode), "adam" (L2 weight decay added to the gradient:
-  /// torch.optim.Adam) or "sgd".
-  std::string type = "adamw";
+  OptimizerType type = OptimizerType::AdamW;
   double lr = 1e-3;
   /// adam / adamw only.
   std::array<double, 2> betas = {0.9, 0.999};
@@ -179,10 +208,7 @@ struct PartitionDesc {
 /// from the engine's "fp16" config section, or, for an fp16 torch_autocast
 /// engine, the torch.amp.GradScaler DeepSpeed creates for it.
 struct LossScalerDesc {
-  /// "dynamic" (fp16.loss_scale 0), "static", or "grad_scaler"
-  /// (torch.amp.GradScaler: halves on every overflow, doubles after
-  /// scale_window consecutive clean steps; hysteresis 1, min_scale 0).
-  std::string type = "dynamic";
+  LossScalerType type = LossScalerType::Dynamic;
   /// static: fp16.loss_scale; dynamic: the initial scale,
   /// 2^fp16.initial_scale_power; grad_scaler: init_scale, 2^16.
   double scale = 65536.0;
@@ -197,14 +223,14 @@ struct LossScalerDesc {
 /// An engine's mixed precision (docs/precision.md), set by
 /// -ds-assign-precision. Engines without it train in fp32 throughout.
 struct PrecisionDesc {
-  /// "bf16" or "fp16": native (DeepSpeed's bf16 / fp16 sections): the
-  /// engine's float parameters and buffers are stored in param_dtype, its
-  /// ops run in it (on CPU, fp16 ops compute in fp32 and round); the
-  /// optimizer keeps an fp32 master copy of the rank's shard. "autocast"
-  /// (torch_autocast): parameters stay float32, the compiler inserted
-  /// torch.autocast's casts; buckets of lower-precision-safe parameters
-  /// carry dtype = autocast_dtype.
-  std::string mode;
+  /// BF16 or FP16: native (DeepSpeed's bf16 / fp16 sections): the engine's
+  /// float parameters and buffers are stored in param_dtype, its ops run in
+  /// it (on CPU, fp16 ops compute in fp32 and round); the optimizer keeps an
+  /// fp32 master copy of the rank's shard. Autocast (torch_autocast):
+  /// parameters stay float32, the compiler inserted torch.autocast's casts;
+  /// buckets of lower-precision-safe parameters carry dtype =
+  /// autocast_dtype.
+  PrecisionMode mode = PrecisionMode::BF16;
   /// The dtype of the engine's float parameters and buffers in `state`:
   /// bfloat16 / float16 (native) or float32 (autocast).
   DType paramDtype = DType::Float32;
@@ -217,16 +243,38 @@ struct PrecisionDesc {
   std::optional<DType> autocastDtype;
   /// fp16 and fp16 autocast only (required on trainable engines there).
   std::optional<LossScalerDesc> lossScaler;
+
+  /// BF16 or FP16: parameters stored in the low dtype, an fp32 master copy.
+  bool native() const { return mode != PrecisionMode::Autocast; }
+};
+
+/// An engine's resolved batch sizes: train_batch_size =
+/// micro_batch_per_gpu * gradient_accumulation_steps * world_size.
+struct BatchDesc {
+  int64_t trainBatchSize = 1;
+  int64_t microBatchPerGpu = 1;
+  int64_t gradientAccumulationSteps = 1;
 };
 
 struct EngineDesc {
   std::string name;
   /// Submodule path of the TorchScript root; "" for the root itself.
   std::string module;
-  /// The engine's DeepSpeed config, as given.
-  ordered_json config = ordered_json::object();
+  /// False: frozen (no optimizer, no gradients).
+  bool trainable = false;
+  /// The configured ZeRO stage, 0 to 3 (partition.stage where there is one).
+  int64_t zeroStage = 0;
+  /// The seed of every random draw; unset: none configured.
+  std::optional<int64_t> seed;
+  BatchDesc batch;
+  /// Stage 3: save_checkpoint writes the gathered 16-bit model
+  /// (zero_optimization.stage3_gather_16bit_weights_on_model_save).
+  bool gather16BitWeightsOnModelSave = false;
+  /// The engine's DeepSpeed config as given: provenance only (checkpoints
+  /// record it as ds_config); nothing reads keys from it.
+  ordered_json dsConfig = ordered_json::object();
   /// Trainable engines of plans with programs.train: both set. Frozen
-  /// engines (no "optimizer" in the config): neither.
+  /// engines: no optimizer, a partition only at stage 3.
   std::optional<OptimizerDesc> optimizer;
   std::optional<PartitionDesc> partition;
   /// Absent: fp32 training (no master copy, no casts, no loss scaling).

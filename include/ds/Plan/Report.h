@@ -187,9 +187,6 @@ int64_t optimizerStatesPerElement(const OptimizerDesc &optimizer);
 /// Plans without programs.train hold parameters and buffers only.
 Report predictReport(const Plan &plan);
 
-/// The ZeRO stage an engine's config names (0 when it names none).
-int64_t configuredZeroStage(const EngineDesc &engine);
-
 ordered_json reportToJson(const Report &report);
 /// Throws std::runtime_error on a malformed report.
 Report reportFromJson(const ordered_json &json);
