@@ -25,38 +25,38 @@ void expectBatch(Batch actual, int64_t train, int64_t micro, int64_t gas) {
 
 } // namespace
 
-TEST(BatchSizeTest, MicroAloneMeansGasOne) {
+TEST(ConfigBatchSizeTest, MicroAloneMeansGasOne) {
   expectBatch(
       batchOf(R"({"train_micro_batch_size_per_gpu": 4})", makeContext(2)), 8, 4,
       1);
 }
 
-TEST(BatchSizeTest, TrainAloneMeansGasOne) {
+TEST(ConfigBatchSizeTest, TrainAloneMeansGasOne) {
   expectBatch(batchOf(R"({"train_batch_size": 16})", makeContext(4)), 16, 4, 1);
 }
 
-TEST(BatchSizeTest, TrainAndMicroDeriveGas) {
+TEST(ConfigBatchSizeTest, TrainAndMicroDeriveGas) {
   expectBatch(batchOf(R"({"train_batch_size": 32,
                           "train_micro_batch_size_per_gpu": 4})",
                       makeContext(2)),
               32, 4, 4);
 }
 
-TEST(BatchSizeTest, TrainAndGasDeriveMicro) {
+TEST(ConfigBatchSizeTest, TrainAndGasDeriveMicro) {
   expectBatch(batchOf(R"({"train_batch_size": 32,
                           "gradient_accumulation_steps": 2})",
                       makeContext(4)),
               32, 4, 2);
 }
 
-TEST(BatchSizeTest, MicroAndGasDeriveTrain) {
+TEST(ConfigBatchSizeTest, MicroAndGasDeriveTrain) {
   expectBatch(batchOf(R"({"train_micro_batch_size_per_gpu": 3,
                           "gradient_accumulation_steps": 5})",
                       makeContext(2)),
               30, 3, 5);
 }
 
-TEST(BatchSizeTest, ConsistentTripleIsAccepted) {
+TEST(ConfigBatchSizeTest, ConsistentTripleIsAccepted) {
   expectBatch(batchOf(R"({"train_batch_size": 24,
                           "train_micro_batch_size_per_gpu": 3,
                           "gradient_accumulation_steps": 4})",
@@ -64,7 +64,7 @@ TEST(BatchSizeTest, ConsistentTripleIsAccepted) {
               24, 3, 4);
 }
 
-TEST(BatchSizeTest, InconsistentTripleNamesAllValuesAndWorldSize) {
+TEST(ConfigBatchSizeTest, InconsistentTripleNamesAllValuesAndWorldSize) {
   ConfigError error = parseError(R"({"train_batch_size": 32,
                                      "train_micro_batch_size_per_gpu": 4,
                                      "gradient_accumulation_steps": 2})",
@@ -75,7 +75,7 @@ TEST(BatchSizeTest, InconsistentTripleNamesAllValuesAndWorldSize) {
               "gradient_accumulation_steps (2)", "world size (2)"});
 }
 
-TEST(BatchSizeTest, NonDivisibleDerivationIsAnError) {
+TEST(ConfigBatchSizeTest, NonDivisibleDerivationIsAnError) {
   ConfigError gas = parseError(R"({"train_batch_size": 10,
                                    "train_micro_batch_size_per_gpu": 3})");
   EXPECT_EQ(gas.keyPath(), "gradient_accumulation_steps");
@@ -90,13 +90,13 @@ TEST(BatchSizeTest, NonDivisibleDerivationIsAnError) {
   expectMessageHas(world, {"not divisible", "world size (4)"});
 }
 
-TEST(BatchSizeTest, NeitherTrainNorMicroIsAnError) {
+TEST(ConfigBatchSizeTest, NeitherTrainNorMicroIsAnError) {
   ConfigError error = parseError(R"({"gradient_accumulation_steps": 2})");
   expectMessageHas(error, {"train_batch_size", "train_micro_batch_size_per_gpu",
                            "must be given"});
 }
 
-TEST(BatchSizeTest, NonPositiveAndNonIntegralValuesAreErrors) {
+TEST(ConfigBatchSizeTest, NonPositiveAndNonIntegralValuesAreErrors) {
   EXPECT_EQ(parseError(R"({"train_batch_size": 0})").keyPath(),
             "train_batch_size");
   EXPECT_EQ(parseError(R"({"train_micro_batch_size_per_gpu": -2})").keyPath(),
@@ -107,7 +107,7 @@ TEST(BatchSizeTest, NonPositiveAndNonIntegralValuesAreErrors) {
   EXPECT_EQ(parse(R"({"train_batch_size": 8.0})").trainBatchSize, 8);
 }
 
-TEST(BatchSizeTest, DataMicroBatchMustAgreeNamingBothValues) {
+TEST(ConfigBatchSizeTest, DataMicroBatchMustAgreeNamingBothValues) {
   ConfigError error = parseError(R"({"train_micro_batch_size_per_gpu": 4})",
                                  makeContext(2, /*dataMicroBatch=*/6));
   EXPECT_EQ(error.keyPath(), "train_micro_batch_size_per_gpu");
@@ -118,14 +118,14 @@ TEST(BatchSizeTest, DataMicroBatchMustAgreeNamingBothValues) {
             6);
 }
 
-TEST(BatchSizeTest, AutoMicroComesFromTheData) {
+TEST(ConfigBatchSizeTest, AutoMicroComesFromTheData) {
   expectBatch(batchOf(R"({"train_micro_batch_size_per_gpu": "auto",
                           "gradient_accumulation_steps": 2})",
                       makeContext(4, /*dataMicroBatch=*/8)),
               16, 2, 2);
 }
 
-TEST(BatchSizeTest, AllAutoMeansGasOne) {
+TEST(ConfigBatchSizeTest, AllAutoMeansGasOne) {
   expectBatch(batchOf(R"({"train_batch_size": "auto",
                           "train_micro_batch_size_per_gpu": "auto",
                           "gradient_accumulation_steps": "auto"})",
@@ -133,14 +133,14 @@ TEST(BatchSizeTest, AllAutoMeansGasOne) {
               8, 4, 1);
 }
 
-TEST(BatchSizeTest, AutoGasIsDerivedFromTrainAndData) {
+TEST(ConfigBatchSizeTest, AutoGasIsDerivedFromTrainAndData) {
   expectBatch(batchOf(R"({"train_batch_size": 32,
                           "gradient_accumulation_steps": "auto"})",
                       makeContext(2, 8)),
               32, 4, 4);
 }
 
-TEST(BatchSizeTest, AutoNeedsTheData) {
+TEST(ConfigBatchSizeTest, AutoNeedsTheData) {
   ConfigError error =
       parseError(R"({"train_micro_batch_size_per_gpu": "auto"})");
   EXPECT_EQ(error.keyPath(), "train_micro_batch_size_per_gpu");

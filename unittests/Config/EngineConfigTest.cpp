@@ -5,7 +5,7 @@
 using namespace ds::config;
 using namespace ds::config::test;
 
-TEST(EngineConfigTest, DefaultsOfAMinimalConfig) {
+TEST(ConfigEngineTest, DefaultsOfAMinimalConfig) {
   EngineConfig config = parse(kMinimal);
   EXPECT_EQ(config.trainBatchSize, 2);
   EXPECT_EQ(config.gradientAccumulationSteps, 1);
@@ -28,7 +28,7 @@ TEST(EngineConfigTest, DefaultsOfAMinimalConfig) {
   EXPECT_EQ(config.source, ordered_json::parse(kMinimal));
 }
 
-TEST(EngineConfigTest, TopLevelScalars) {
+TEST(ConfigEngineTest, TopLevelScalars) {
   EngineConfig config = parse(R"({"train_micro_batch_size_per_gpu": 1,
       "gradient_clipping": 0.5, "steps_per_print": 1, "seed": 1234,
       "wall_clock_breakdown": true, "prescale_gradients": true,
@@ -41,13 +41,13 @@ TEST(EngineConfigTest, TopLevelScalars) {
   EXPECT_DOUBLE_EQ(config.gradientPredivideFactor, 2.0);
 }
 
-TEST(EngineConfigTest, NullMeansUnset) {
+TEST(ConfigEngineTest, NullMeansUnset) {
   EngineConfig config = parse(R"({"train_micro_batch_size_per_gpu": 1,
       "train_batch_size": null, "gradient_clipping": null})");
   EXPECT_DOUBLE_EQ(config.gradientClipping, 1.0);
 }
 
-TEST(EngineConfigTest, UnknownKeysAreErrorsNamingTheirPath) {
+TEST(ConfigEngineTest, UnknownKeysAreErrorsNamingTheirPath) {
   ConfigError top = parseError(R"({"train_micro_batch_size_per_gpu": 1,
                                    "gradient_clip": 1.0})");
   EXPECT_EQ(top.keyPath(), "gradient_clip");
@@ -62,7 +62,7 @@ TEST(EngineConfigTest, UnknownKeysAreErrorsNamingTheirPath) {
   EXPECT_EQ(deep.keyPath(), "optimizer.params.beta");
 }
 
-TEST(EngineConfigTest, TypeErrorsNameKeyAndExpectedType) {
+TEST(ConfigEngineTest, TypeErrorsNameKeyAndExpectedType) {
   ConfigError number = parseError(R"({"train_micro_batch_size_per_gpu": 1,
                                       "gradient_clipping": "1.0"})");
   EXPECT_EQ(number.keyPath(), "gradient_clipping");
@@ -79,7 +79,7 @@ TEST(EngineConfigTest, TypeErrorsNameKeyAndExpectedType) {
   expectMessageHas(object, {"expected an object"});
 }
 
-TEST(EngineConfigTest, ImpossibleTopLevelValuesNameTheKey) {
+TEST(ConfigEngineTest, ImpossibleTopLevelValuesNameTheKey) {
   EXPECT_EQ(parseError(R"({"train_micro_batch_size_per_gpu": 1,
                            "gradient_clipping": -1})")
                 .keyPath(),
@@ -94,20 +94,20 @@ TEST(EngineConfigTest, ImpossibleTopLevelValuesNameTheKey) {
             "gradient_predivide_factor");
 }
 
-TEST(EngineConfigTest, AutoWhereNothingResolvesItIsAnError) {
+TEST(ConfigEngineTest, AutoWhereNothingResolvesItIsAnError) {
   ConfigError error = parseError(R"({"train_micro_batch_size_per_gpu": 1,
                                      "gradient_clipping": "auto"})");
   EXPECT_EQ(error.keyPath(), "gradient_clipping");
   expectMessageHas(error, {"\"auto\" cannot be resolved"});
 }
 
-TEST(EngineConfigTest, DocumentMustBeAnObject) {
+TEST(ConfigEngineTest, DocumentMustBeAnObject) {
   ConfigError error = configErrorOf(
       [] { parseEngineConfig(ordered_json::array(), makeContext()); });
   expectMessageHas(error, {"expected an object"});
 }
 
-TEST(EngineConfigTest, ContextIsValidated) {
+TEST(ConfigEngineTest, ContextIsValidated) {
   ConfigError error = parseError(kMinimal, makeContext(0));
   expectMessageHas(error, {"world size must be >= 1"});
 }

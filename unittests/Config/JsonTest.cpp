@@ -5,7 +5,7 @@
 using namespace ds::config;
 using namespace ds::config::test;
 
-TEST(JsonTest, ReadsFileKeepingKeyOrder) {
+TEST(ConfigJsonTest, ReadsFileKeepingKeyOrder) {
   TempDir dir;
   std::string file =
       dir.write("c.json", R"({"zeta": 1, "alpha": 2, "mid": 3})");
@@ -16,7 +16,7 @@ TEST(JsonTest, ReadsFileKeepingKeyOrder) {
   EXPECT_EQ(keys, (std::vector<std::string>{"zeta", "alpha", "mid"}));
 }
 
-TEST(JsonTest, MissingFileNamesTheFile) {
+TEST(ConfigJsonTest, MissingFileNamesTheFile) {
   TempDir dir;
   std::string file = (dir.path() / "absent.json").string();
   ConfigError error = configErrorOf([&] { readJsonFile(file); });
@@ -24,7 +24,7 @@ TEST(JsonTest, MissingFileNamesTheFile) {
   expectMessageHas(error, {file, "not found"});
 }
 
-TEST(JsonTest, MalformedJsonNamesFileAndPosition) {
+TEST(ConfigJsonTest, MalformedJsonNamesFileAndPosition) {
   TempDir dir;
   std::string file =
       dir.write("bad.json", "{\n  \"train_batch_size\": 8,\n}\n");
@@ -33,7 +33,7 @@ TEST(JsonTest, MalformedJsonNamesFileAndPosition) {
   expectMessageHas(error, {file, "malformed JSON", "line 3, column 1", "byte"});
 }
 
-TEST(JsonTest, DuplicateKeyIsAnErrorNamingItsPath) {
+TEST(ConfigJsonTest, DuplicateKeyIsAnErrorNamingItsPath) {
   ConfigError error = configErrorOf([] {
     parseJsonText(R"({"zero_optimization": {"stage": 1, "stage": 3}})",
                   "dup.json");
@@ -42,13 +42,13 @@ TEST(JsonTest, DuplicateKeyIsAnErrorNamingItsPath) {
   expectMessageHas(error, {"dup.json", "duplicate key"});
 }
 
-TEST(JsonTest, DuplicateKeyInsideArrayNamesTheElement) {
+TEST(ConfigJsonTest, DuplicateKeyInsideArrayNamesTheElement) {
   ConfigError error = configErrorOf(
       [] { parseJsonText(R"({"a": [1, {"x": 1, "x": 2}]})", "dup.json"); });
   EXPECT_EQ(error.keyPath(), "a[1].x");
 }
 
-TEST(JsonTest, ErrorMessageJoinsFileKeyAndDetail) {
+TEST(ConfigJsonTest, ErrorMessageJoinsFileKeyAndDetail) {
   ConfigError error("optimizer.params.lr", "must be >= 0");
   EXPECT_STREQ(error.what(), "optimizer.params.lr: must be >= 0");
   ConfigError nested =

@@ -22,7 +22,7 @@ ConfigError optimizerError(const std::string &optimizer) {
 
 } // namespace
 
-TEST(OptimizerTest, AdamDefaultsAreFusedAdamInAdamWMode) {
+TEST(ConfigOptimizerTest, AdamDefaultsAreFusedAdamInAdamWMode) {
   OptimizerConfig adam = optimizerOf(R"({"type": "Adam"})");
   EXPECT_EQ(adam.type, OptimizerType::Adam);
   EXPECT_DOUBLE_EQ(adam.lr, 1e-3);
@@ -35,7 +35,7 @@ TEST(OptimizerTest, AdamDefaultsAreFusedAdamInAdamWMode) {
   EXPECT_TRUE(adam.decoupledWeightDecay());
 }
 
-TEST(OptimizerTest, GivenParamsAreRead) {
+TEST(ConfigOptimizerTest, GivenParamsAreRead) {
   OptimizerConfig adamw = optimizerOf(R"({"type": "AdamW", "params": {
       "lr": 3e-4, "betas": [0.8, 0.95], "eps": 1e-6, "weight_decay": 0.1}})");
   EXPECT_DOUBLE_EQ(adamw.lr, 3e-4);
@@ -45,14 +45,14 @@ TEST(OptimizerTest, GivenParamsAreRead) {
   EXPECT_DOUBLE_EQ(adamw.weightDecay, 0.1);
 }
 
-TEST(OptimizerTest, TypeIsCaseInsensitive) {
+TEST(ConfigOptimizerTest, TypeIsCaseInsensitive) {
   EXPECT_EQ(optimizerOf(R"({"type": "adamw"})").type, OptimizerType::AdamW);
   EXPECT_EQ(optimizerOf(R"({"type": "ADAM"})").type, OptimizerType::Adam);
   EXPECT_EQ(optimizerOf(R"({"type": "sgd", "params": {"lr": 0.1}})").type,
             OptimizerType::SGD);
 }
 
-TEST(OptimizerTest, AdamWModeFalseMeansL2WeightDecay) {
+TEST(ConfigOptimizerTest, AdamWModeFalseMeansL2WeightDecay) {
   OptimizerConfig adam =
       optimizerOf(R"({"type": "Adam", "params": {"adam_w_mode": false}})");
   EXPECT_FALSE(adam.adamWMode);
@@ -66,7 +66,7 @@ TEST(OptimizerTest, AdamWModeFalseMeansL2WeightDecay) {
           .decoupledWeightDecay());
 }
 
-TEST(OptimizerTest, TorchAdamDefaultsWeightDecayLikeTorch) {
+TEST(ConfigOptimizerTest, TorchAdamDefaultsWeightDecayLikeTorch) {
   // torch.optim.AdamW: 0.01; torch.optim.Adam: 0.
   EXPECT_DOUBLE_EQ(
       optimizerOf(R"({"type": "AdamW", "params": {"torch_adam": true}})")
@@ -86,7 +86,7 @@ TEST(OptimizerTest, TorchAdamDefaultsWeightDecayLikeTorch) {
                    0.2);
 }
 
-TEST(OptimizerTest, SgdParams) {
+TEST(ConfigOptimizerTest, SgdParams) {
   OptimizerConfig sgd = optimizerOf(R"({"type": "SGD", "params":
       {"lr": 0.1, "momentum": 0.9, "nesterov": true, "weight_decay": 1e-4}})");
   EXPECT_EQ(sgd.type, OptimizerType::SGD);
@@ -102,14 +102,14 @@ TEST(OptimizerTest, SgdParams) {
   EXPECT_EQ(nesterov.keyPath(), "optimizer.params.nesterov");
 }
 
-TEST(OptimizerTest, AdamParamOnSgdIsUnknown) {
+TEST(ConfigOptimizerTest, AdamParamOnSgdIsUnknown) {
   ConfigError error =
       optimizerError(R"({"type": "SGD", "params": {"betas": [0.9, 0.99]}})");
   EXPECT_EQ(error.keyPath(), "optimizer.params.betas");
   expectMessageHas(error, {"unknown key", "SGD"});
 }
 
-TEST(OptimizerTest, UnsupportedOptimizerTypesSayNotSupported) {
+TEST(ConfigOptimizerTest, UnsupportedOptimizerTypesSayNotSupported) {
   for (const char *type : {"OneBitAdam", "Lamb", "LAMB", "OneBitLamb",
                            "ZeroOneAdam", "Adagrad", "Muon", "RMSprop"}) {
     ConfigError error =
@@ -119,7 +119,7 @@ TEST(OptimizerTest, UnsupportedOptimizerTypesSayNotSupported) {
   }
 }
 
-TEST(OptimizerTest, ImpossibleValuesNameTheKey) {
+TEST(ConfigOptimizerTest, ImpossibleValuesNameTheKey) {
   EXPECT_EQ(
       optimizerError(R"({"type": "Adam", "params": {"lr": -0.1}})").keyPath(),
       "optimizer.params.lr");
@@ -143,7 +143,7 @@ TEST(OptimizerTest, ImpossibleValuesNameTheKey) {
             "optimizer.params.eps");
 }
 
-TEST(OptimizerTest, MissingTypeAndAutoLrAreErrors) {
+TEST(ConfigOptimizerTest, MissingTypeAndAutoLrAreErrors) {
   EXPECT_EQ(optimizerError(R"({"params": {"lr": 0.1}})").keyPath(),
             "optimizer.type");
   ConfigError autoLr =
@@ -152,7 +152,7 @@ TEST(OptimizerTest, MissingTypeAndAutoLrAreErrors) {
   expectMessageHas(autoLr, {"auto"});
 }
 
-TEST(OptimizerTest, MaxGradNormAndAmsgradAreNotSupported) {
+TEST(ConfigOptimizerTest, MaxGradNormAndAmsgradAreNotSupported) {
   ConfigError clip =
       optimizerError(R"({"type": "Adam", "params": {"max_grad_norm": 1.0}})");
   EXPECT_EQ(clip.keyPath(), "optimizer.params.max_grad_norm");

@@ -19,7 +19,7 @@ ParseContext cudaContext() {
 
 } // namespace
 
-TEST(PrecisionTest, Fp16Defaults) {
+TEST(ConfigPrecisionTest, Fp16Defaults) {
   EngineConfig config = parse(withSections(R"("fp16": {"enabled": true})"));
   const Fp16Config &fp16 = config.fp16;
   EXPECT_TRUE(fp16.enabled);
@@ -36,7 +36,7 @@ TEST(PrecisionTest, Fp16Defaults) {
   EXPECT_EQ(config.communicationDataType, DType::Float16);
 }
 
-TEST(PrecisionTest, Fp16GivenValues) {
+TEST(ConfigPrecisionTest, Fp16GivenValues) {
   Fp16Config fp16 = parse(withSections(R"("fp16": {"enabled": true,
       "loss_scale": 128, "initial_scale_power": 8, "loss_scale_window": 50,
       "hysteresis": 1, "consecutive_hysteresis": true, "min_loss_scale": 0.5})"))
@@ -50,7 +50,7 @@ TEST(PrecisionTest, Fp16GivenValues) {
   EXPECT_DOUBLE_EQ(fp16.minLossScale, 0.5);
 }
 
-TEST(PrecisionTest, ImpossibleFp16ValuesNameTheKey) {
+TEST(ConfigPrecisionTest, ImpossibleFp16ValuesNameTheKey) {
   EXPECT_EQ(
       parseError(withSections(R"("fp16": {"loss_scale_window": 0})")).keyPath(),
       "fp16.loss_scale_window");
@@ -63,14 +63,14 @@ TEST(PrecisionTest, ImpossibleFp16ValuesNameTheKey) {
       "fp16.min_loss_scale");
 }
 
-TEST(PrecisionTest, Fp16WithBf16IsAnError) {
+TEST(ConfigPrecisionTest, Fp16WithBf16IsAnError) {
   ConfigError error = parseError(
       withSections(R"("fp16": {"enabled": true}, "bf16": {"enabled": true})"));
   EXPECT_EQ(error.keyPath(), "bf16.enabled");
   expectMessageHas(error, {"fp16 and bf16"});
 }
 
-TEST(PrecisionTest, AutocastWithFp16OrBf16IsAnError) {
+TEST(ConfigPrecisionTest, AutocastWithFp16OrBf16IsAnError) {
   for (const char *mode : {"fp16", "bf16"}) {
     ConfigError error = parseError(withSections(
         std::string("\"") + mode +
@@ -82,7 +82,7 @@ TEST(PrecisionTest, AutocastWithFp16OrBf16IsAnError) {
   }
 }
 
-TEST(PrecisionTest, Bf16AndItsOldName) {
+TEST(ConfigPrecisionTest, Bf16AndItsOldName) {
   EngineConfig config = parse(withSections(R"("bf16": {"enabled": true})"));
   EXPECT_EQ(config.modelDtype(), DType::BFloat16);
   EXPECT_EQ(config.gradAccumDtype, DType::BFloat16);
@@ -99,7 +99,7 @@ TEST(PrecisionTest, Bf16AndItsOldName) {
   EXPECT_EQ(autoEnabled.keyPath(), "bf16.enabled");
 }
 
-TEST(PrecisionTest, AutocastDefaultsAndDtypeSpellings) {
+TEST(ConfigPrecisionTest, AutocastDefaultsAndDtypeSpellings) {
   TorchAutocastConfig autocast =
       parse(withSections(R"("torch_autocast": {"enabled": true})"))
           .torchAutocast;
@@ -128,7 +128,7 @@ TEST(PrecisionTest, AutocastDefaultsAndDtypeSpellings) {
             DType::Float32);
 }
 
-TEST(PrecisionTest, Fp16AutocastOnCpuAndCuda) {
+TEST(ConfigPrecisionTest, Fp16AutocastOnCpuAndCuda) {
   // LibTorch 2.x autocasts to float16 on CPU too: every spelling is read,
   // on either backend, and the parameters stay fp32.
   for (const char *dtype : {"float16", "fp16", "half", "torch.float16"}) {
@@ -163,7 +163,7 @@ TEST(PrecisionTest, Fp16AutocastOnCpuAndCuda) {
             DType::Float16);
 }
 
-TEST(PrecisionTest, LossScalerOfEachMode) {
+TEST(ConfigPrecisionTest, LossScalerOfEachMode) {
   using Kind = LossScalerConfig::Kind;
   // fp16.enabled: DeepSpeed's own scaler, with the section's values.
   std::optional<LossScalerConfig> fp16 =
@@ -217,7 +217,7 @@ TEST(PrecisionTest, LossScalerOfEachMode) {
     EXPECT_FALSE(parse(withSections(sections)).lossScaler()) << sections;
 }
 
-TEST(PrecisionTest, DataTypesAndCommunicationDtype) {
+TEST(ConfigPrecisionTest, DataTypesAndCommunicationDtype) {
   EngineConfig config = parse(withSections(R"("bf16": {"enabled": true},
       "data_types": {"grad_accum_dtype": "fp32"},
       "communication_data_type": "FP32")"));
@@ -244,7 +244,7 @@ TEST(PrecisionTest, DataTypesAndCommunicationDtype) {
       "data_types.params_dtype");
 }
 
-TEST(PrecisionTest, GradAccumDtypeMixesFollowDeepSpeedWithoutZero) {
+TEST(ConfigPrecisionTest, GradAccumDtypeMixesFollowDeepSpeedWithoutZero) {
   // fp32 model accumulating in bf16 without ZeRO: DeepSpeed raises
   // NotImplementedError; with ZeRO the ZeRO optimizer handles it.
   std::string text = R"("optimizer": {"type": "AdamW"},

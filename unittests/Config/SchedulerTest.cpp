@@ -29,7 +29,7 @@ ConfigError schedulerError(const std::string &scheduler) {
 
 } // namespace
 
-TEST(SchedulerTest, WarmupLRDefaults) {
+TEST(ConfigSchedulerTest, WarmupLRDefaults) {
   SchedulerConfig scheduler = schedulerOf(R"({"type": "WarmupLR"})");
   EXPECT_EQ(scheduler.type, SchedulerType::WarmupLR);
   EXPECT_DOUBLE_EQ(scheduler.warmupMinLr, 0.0);
@@ -42,7 +42,7 @@ TEST(SchedulerTest, WarmupLRDefaults) {
   EXPECT_DOUBLE_EQ(schedulerLr(scheduler, 0.5, 5000), 0.5);
 }
 
-TEST(SchedulerTest, WarmupLRLogValues) {
+TEST(ConfigSchedulerTest, WarmupLRLogValues) {
   SchedulerConfig scheduler = schedulerOf(R"({"type": "WarmupLR", "params":
       {"warmup_min_lr": 0.01, "warmup_max_lr": 0.1, "warmup_num_steps": 10}})");
   EXPECT_DOUBLE_EQ(schedulerLr(scheduler, 0.5, -1), 0.01);
@@ -54,7 +54,7 @@ TEST(SchedulerTest, WarmupLRLogValues) {
   EXPECT_DOUBLE_EQ(schedulerLr(scheduler, 0.5, 100000), 0.1);
 }
 
-TEST(SchedulerTest, WarmupLRLinearValues) {
+TEST(ConfigSchedulerTest, WarmupLRLinearValues) {
   SchedulerConfig scheduler = schedulerOf(R"({"type": "WarmupLR", "params":
       {"warmup_min_lr": 0.01, "warmup_max_lr": 0.1, "warmup_num_steps": 10,
        "warmup_type": "linear"}})");
@@ -64,7 +64,7 @@ TEST(SchedulerTest, WarmupLRLinearValues) {
   EXPECT_DOUBLE_EQ(schedulerLr(scheduler, 0.5, 10), 0.1);
 }
 
-TEST(SchedulerTest, WarmupStepsAreClampedToTwo) {
+TEST(ConfigSchedulerTest, WarmupStepsAreClampedToTwo) {
   SchedulerConfig linear = schedulerOf(R"({"type": "WarmupLR", "params":
       {"warmup_max_lr": 0.1, "warmup_num_steps": 1, "warmup_type": "linear"}})");
   EXPECT_EQ(linear.warmupNumSteps, 1);
@@ -75,7 +75,7 @@ TEST(SchedulerTest, WarmupStepsAreClampedToTwo) {
   EXPECT_DOUBLE_EQ(schedulerLr(log, 0.5, 1), 0.1); // log(2) / log(2)
 }
 
-TEST(SchedulerTest, WarmupDecayLRValues) {
+TEST(ConfigSchedulerTest, WarmupDecayLRValues) {
   SchedulerConfig scheduler = schedulerOf(R"({"type": "WarmupDecayLR",
       "params": {"warmup_max_lr": 0.1, "warmup_num_steps": 10,
                  "warmup_type": "linear", "total_num_steps": 110}})");
@@ -89,7 +89,7 @@ TEST(SchedulerTest, WarmupDecayLRValues) {
   EXPECT_DOUBLE_EQ(schedulerLr(scheduler, 0.5, 200), 0.0); // max(0, ..)
 }
 
-TEST(SchedulerTest, WarmupDecayLRDefaultsAndRequiredTotal) {
+TEST(ConfigSchedulerTest, WarmupDecayLRDefaultsAndRequiredTotal) {
   SchedulerConfig scheduler = schedulerOf(
       R"({"type": "WarmupDecayLR", "params": {"total_num_steps": 5000}})");
   EXPECT_EQ(scheduler.warmupMaxLr, 0.001);
@@ -99,7 +99,7 @@ TEST(SchedulerTest, WarmupDecayLRDefaultsAndRequiredTotal) {
   expectMessageHas(error, {"missing", "WarmupDecayLR"});
 }
 
-TEST(SchedulerTest, WarmupCosineLRValues) {
+TEST(ConfigSchedulerTest, WarmupCosineLRValues) {
   SchedulerConfig scheduler = schedulerOf(R"({"type": "WarmupCosineLR",
       "params": {"warmup_min_ratio": 0.1, "cos_min_ratio": 0.01,
                  "warmup_num_steps": 10, "warmup_type": "linear",
@@ -118,7 +118,7 @@ TEST(SchedulerTest, WarmupCosineLRValues) {
   EXPECT_NEAR(schedulerLr(scheduler, base, 1000), 0.002, 1e-15);
 }
 
-TEST(SchedulerTest, WarmupCosineLRDefaults) {
+TEST(ConfigSchedulerTest, WarmupCosineLRDefaults) {
   SchedulerConfig scheduler = schedulerOf(
       R"({"type": "WarmupCosineLR", "params": {"total_num_steps": 2000}})");
   EXPECT_DOUBLE_EQ(scheduler.warmupMinRatio, 0.0);
@@ -133,7 +133,7 @@ TEST(SchedulerTest, WarmupCosineLRDefaults) {
   expectMessageHas(error, {"unknown key", "WarmupCosineLR"});
 }
 
-TEST(SchedulerTest, LrForUpdateLagsOneSchedulerStep) {
+TEST(ConfigSchedulerTest, LrForUpdateLagsOneSchedulerStep) {
   SchedulerConfig scheduler = schedulerOf(R"({"type": "WarmupLR", "params":
       {"warmup_min_lr": 0.01, "warmup_max_lr": 0.1, "warmup_num_steps": 10,
        "warmup_type": "linear"}})");
@@ -142,7 +142,7 @@ TEST(SchedulerTest, LrForUpdateLagsOneSchedulerStep) {
   EXPECT_DOUBLE_EQ(schedulerLrForUpdate(scheduler, 0.5, 6), 0.055);
 }
 
-TEST(SchedulerTest, InvalidSchedulersAreErrors) {
+TEST(ConfigSchedulerTest, InvalidSchedulersAreErrors) {
   ConfigError oneCycle = schedulerError(R"({"type": "OneCycle"})");
   EXPECT_EQ(oneCycle.keyPath(), "scheduler.type");
   expectMessageHas(oneCycle, {"not supported"});
@@ -168,7 +168,7 @@ TEST(SchedulerTest, InvalidSchedulersAreErrors) {
             "scheduler.params.cos_min_ratio");
 }
 
-TEST(SchedulerTest, SchedulerNeedsAnOptimizer) {
+TEST(ConfigSchedulerTest, SchedulerNeedsAnOptimizer) {
   ConfigError error = parseError(R"({"train_micro_batch_size_per_gpu": 1,
                                      "scheduler": {"type": "WarmupLR"}})");
   expectMessageHas(error, {"scheduler", "needs an \"optimizer\""});

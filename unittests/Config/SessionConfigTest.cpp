@@ -35,7 +35,7 @@ constexpr const char *kTeacher =
 
 } // namespace
 
-TEST(SessionConfigTest, PlainConfigIsOneRootEngine) {
+TEST(ConfigSessionTest, PlainConfigIsOneRootEngine) {
   SessionConfig session = sessionOf(kStudent);
   EXPECT_FALSE(session.multiEngine);
   ASSERT_EQ(session.engines.size(), 1u);
@@ -44,7 +44,7 @@ TEST(SessionConfigTest, PlainConfigIsOneRootEngine) {
   EXPECT_NE(session.find(""), nullptr);
 }
 
-TEST(SessionConfigTest, EnginesKeepTheOrderOfTheFile) {
+TEST(ConfigSessionTest, EnginesKeepTheOrderOfTheFile) {
   SessionConfig session =
       sessionOf(std::string(R"({"engines": {"zeta": )") + kStudent +
                 R"(, "alpha": )" + kTeacher + R"(, "mid": )" + kTeacher + "}}");
@@ -57,7 +57,7 @@ TEST(SessionConfigTest, EnginesKeepTheOrderOfTheFile) {
   EXPECT_EQ(session.find("nope"), nullptr);
 }
 
-TEST(SessionConfigTest, PathValuedEnginesResolveAgainstTheConfigFolder) {
+TEST(ConfigSessionTest, PathValuedEnginesResolveAgainstTheConfigFolder) {
   TempDir dir;
   std::string studentFile = dir.write("configs/student.json", kStudent);
   dir.write("configs/sub/teacher.json", kTeacher);
@@ -73,7 +73,7 @@ TEST(SessionConfigTest, PathValuedEnginesResolveAgainstTheConfigFolder) {
   EXPECT_EQ(session.engines[2].sourceFile, "");
 }
 
-TEST(SessionConfigTest, ErrorInAnEngineFileNamesTheFileAndTheEngine) {
+TEST(ConfigSessionTest, ErrorInAnEngineFileNamesTheFileAndTheEngine) {
   TempDir dir;
   std::string teacher = dir.write(
       "teacher.json",
@@ -88,7 +88,7 @@ TEST(SessionConfigTest, ErrorInAnEngineFileNamesTheFileAndTheEngine) {
   expectMessageHas(error, {"engine \"teacher\""});
 }
 
-TEST(SessionConfigTest, MissingOrMalformedEngineFileIsAnError) {
+TEST(ConfigSessionTest, MissingOrMalformedEngineFileIsAnError) {
   TempDir dir;
   std::string main = dir.write(
       "ds.json", R"({"engines": {"a": "absent.json", "b": "bad.json"}})");
@@ -105,7 +105,7 @@ TEST(SessionConfigTest, MissingOrMalformedEngineFileIsAnError) {
   expectMessageHas(malformed, {"malformed JSON", "line 1"});
 }
 
-TEST(SessionConfigTest, InlineEngineErrorsAreNestedUnderTheEngine) {
+TEST(ConfigSessionTest, InlineEngineErrorsAreNestedUnderTheEngine) {
   TempDir dir;
   std::string main = dir.write("ds.json", R"({"engines": {"student":
       {"train_micro_batch_size_per_gpu": 2,
@@ -120,7 +120,7 @@ TEST(SessionConfigTest, InlineEngineErrorsAreNestedUnderTheEngine) {
   EXPECT_EQ(dotted.keyPath(), "engines[\"enc.layers\"].bogus");
 }
 
-TEST(SessionConfigTest, GasDisagreementNamesBothEnginesAndValues) {
+TEST(ConfigSessionTest, GasDisagreementNamesBothEnginesAndValues) {
   ConfigError error = sessionError(R"({"engines": {
       "student": {"train_micro_batch_size_per_gpu": 2,
                   "gradient_accumulation_steps": 4},
@@ -131,7 +131,7 @@ TEST(SessionConfigTest, GasDisagreementNamesBothEnginesAndValues) {
                            "\"student\" has 4"});
 }
 
-TEST(SessionConfigTest, MicroBatchDisagreementIsAnError) {
+TEST(ConfigSessionTest, MicroBatchDisagreementIsAnError) {
   ConfigError error = sessionError(R"({"engines": {
       "a": {"train_micro_batch_size_per_gpu": 2},
       "b": {"train_micro_batch_size_per_gpu": 4}}})");
@@ -139,7 +139,7 @@ TEST(SessionConfigTest, MicroBatchDisagreementIsAnError) {
   expectMessageHas(error, {"\"b\"", "\"a\"", "4", "2"});
 }
 
-TEST(SessionConfigTest, OverlappingEngineKeysAreAnError) {
+TEST(ConfigSessionTest, OverlappingEngineKeysAreAnError) {
   std::string engine = R"({"train_micro_batch_size_per_gpu": 1})";
   ConfigError error = sessionError(R"({"engines": {"a": )" + engine +
                                    R"(, "a.b": )" + engine + "}}");
@@ -150,14 +150,14 @@ TEST(SessionConfigTest, OverlappingEngineKeysAreAnError) {
                             engine + R"(, "": )" + engine + "}}"));
 }
 
-TEST(SessionConfigTest, DuplicateEngineKeysInAFileAreAnError) {
+TEST(ConfigSessionTest, DuplicateEngineKeysInAFileAreAnError) {
   ConfigError error = configErrorOf(
       [] { parseJsonText(R"({"engines": {"a": {}, "a": {}}})", "ds.json"); });
   EXPECT_EQ(error.keyPath(), "engines.a");
   expectMessageHas(error, {"duplicate key"});
 }
 
-TEST(SessionConfigTest, MalformedEnginesSectionIsAnError) {
+TEST(ConfigSessionTest, MalformedEnginesSectionIsAnError) {
   ConfigError extra = sessionError(
       R"({"engines": {"a": {"train_micro_batch_size_per_gpu": 1}},
           "train_batch_size": 8})");
@@ -172,7 +172,7 @@ TEST(SessionConfigTest, MalformedEnginesSectionIsAnError) {
             "engines.a b");
 }
 
-TEST(SessionConfigTest, TryLoadReportsTheErrorWithoutThrowing) {
+TEST(ConfigSessionTest, TryLoadReportsTheErrorWithoutThrowing) {
   TempDir dir;
   std::string file = (dir.path() / "absent.json").string();
   std::string error;

@@ -18,7 +18,7 @@ std::string withZeroKey(const std::string &key, const std::string &value) {
 
 } // namespace
 
-TEST(UnsupportedTest, TopLevelFeaturesSayNotSupported) {
+TEST(ConfigUnsupportedTest, TopLevelFeaturesSayNotSupported) {
   const std::pair<const char *, const char *> features[] = {
       {"activation_checkpointing", R"({"partition_activations": true})"},
       {"flops_profiler", R"({"enabled": true})"},
@@ -42,7 +42,7 @@ TEST(UnsupportedTest, TopLevelFeaturesSayNotSupported) {
   }
 }
 
-TEST(UnsupportedTest, ZeroFeaturesSayNotSupported) {
+TEST(ConfigUnsupportedTest, ZeroFeaturesSayNotSupported) {
   const std::pair<const char *, const char *> features[] = {
       {"offload_optimizer", R"({"device": "cpu", "pin_memory": true})"},
       {"offload_param", R"({"device": "nvme"})"},
@@ -57,7 +57,7 @@ TEST(UnsupportedTest, ZeroFeaturesSayNotSupported) {
   }
 }
 
-TEST(UnsupportedTest, SwitchedOffFeaturesAreAccepted) {
+TEST(ConfigUnsupportedTest, SwitchedOffFeaturesAreAccepted) {
   // As Accelerate and the HF Trainer write them.
   EXPECT_NO_THROW(parse(withKey("tensorboard", R"({"enabled": false})")));
   EXPECT_NO_THROW(parse(withKey("wandb", "null")));
@@ -68,7 +68,7 @@ TEST(UnsupportedTest, SwitchedOffFeaturesAreAccepted) {
   EXPECT_NO_THROW(parse(withKey("zero_allow_untested_optimizer", "false")));
 }
 
-TEST(UnsupportedTest, FlagsOfSupportedSectionsSayNotSupported) {
+TEST(ConfigUnsupportedTest, FlagsOfSupportedSectionsSayNotSupported) {
   ConfigError autoCast =
       parseError(withKey("fp16", R"({"enabled": true, "auto_cast": true})"));
   EXPECT_EQ(autoCast.keyPath(), "fp16.auto_cast");
@@ -79,7 +79,7 @@ TEST(UnsupportedTest, FlagsOfSupportedSectionsSayNotSupported) {
   expectMessageHas(bf16, {"not supported"});
 }
 
-TEST(UnsupportedTest, UnknownKeyIsNotConfusedWithUnsupported) {
+TEST(ConfigUnsupportedTest, UnknownKeyIsNotConfusedWithUnsupported) {
   ConfigError error = parseError(withKey("not_a_deepspeed_key", "1"));
   expectMessageHas(error, {"unknown key"});
   EXPECT_EQ(std::string(error.what()).find("not supported"), std::string::npos);

@@ -24,7 +24,7 @@ ConfigError zeroError(const std::string &zero,
 
 } // namespace
 
-TEST(ZeroTest, DeepSpeedDefaults) {
+TEST(ConfigZeroTest, DeepSpeedDefaults) {
   ZeroConfig zero = zeroOf("{}");
   EXPECT_EQ(zero.stage, 0);
   EXPECT_TRUE(zero.contiguousGradients);
@@ -44,14 +44,14 @@ TEST(ZeroTest, DeepSpeedDefaults) {
   EXPECT_TRUE(zero.leafModule.nameSuffixes.empty());
 }
 
-TEST(ZeroTest, OverlapCommDefaultsToTrueForStage3Only) {
+TEST(ConfigZeroTest, OverlapCommDefaultsToTrueForStage3Only) {
   EXPECT_FALSE(zeroOf(R"({"stage": 2})").overlapComm);
   EXPECT_TRUE(zeroOf(R"({"stage": 3})").overlapComm);
   EXPECT_FALSE(zeroOf(R"({"stage": 3, "overlap_comm": false})").overlapComm);
   EXPECT_TRUE(zeroOf(R"({"stage": 1, "overlap_comm": true})").overlapComm);
 }
 
-TEST(ZeroTest, SizesAcceptIntegralFloats) {
+TEST(ConfigZeroTest, SizesAcceptIntegralFloats) {
   ZeroConfig zero = zeroOf(R"({"stage": 3, "reduce_bucket_size": 2e8,
       "allgather_bucket_size": 3e8, "stage3_prefetch_bucket_size": 5e7,
       "stage3_param_persistence_threshold": 0, "stage3_max_live_parameters": 1e9,
@@ -66,7 +66,7 @@ TEST(ZeroTest, SizesAcceptIntegralFloats) {
   EXPECT_TRUE(zero.stage3Gather16BitWeightsOnModelSave);
 }
 
-TEST(ZeroTest, NonIntegralOrNegativeSizeIsAnErrorNamingTheKey) {
+TEST(ConfigZeroTest, NonIntegralOrNegativeSizeIsAnErrorNamingTheKey) {
   ConfigError fraction = zeroError(R"({"stage3_prefetch_bucket_size": 1.5e0})");
   EXPECT_EQ(fraction.keyPath(),
             "zero_optimization.stage3_prefetch_bucket_size");
@@ -75,14 +75,14 @@ TEST(ZeroTest, NonIntegralOrNegativeSizeIsAnErrorNamingTheKey) {
             "zero_optimization.reduce_bucket_size");
 }
 
-TEST(ZeroTest, StageOutsideZeroToThreeIsAnError) {
+TEST(ConfigZeroTest, StageOutsideZeroToThreeIsAnError) {
   ConfigError five = zeroError(R"({"stage": 5})");
   EXPECT_EQ(five.keyPath(), "zero_optimization.stage");
   expectMessageHas(five, {"[0, 3]", "got 5"});
   EXPECT_EQ(zeroError(R"({"stage": -1})").keyPath(), "zero_optimization.stage");
 }
 
-TEST(ZeroTest, AutoSizesResolveFromTheHiddenSize) {
+TEST(ConfigZeroTest, AutoSizesResolveFromTheHiddenSize) {
   ZeroConfig zero = zeroOf(R"({"stage": 3, "reduce_bucket_size": "auto",
       "stage3_prefetch_bucket_size": "auto",
       "stage3_param_persistence_threshold": "auto"})",
@@ -92,20 +92,20 @@ TEST(ZeroTest, AutoSizesResolveFromTheHiddenSize) {
   EXPECT_EQ(zero.stage3ParamPersistenceThreshold, 10240);
 }
 
-TEST(ZeroTest, AutoSizeWithoutHiddenSizeIsAnError) {
+TEST(ConfigZeroTest, AutoSizeWithoutHiddenSizeIsAnError) {
   ConfigError error = zeroError(R"({"reduce_bucket_size": "auto"})");
   EXPECT_EQ(error.keyPath(), "zero_optimization.reduce_bucket_size");
   expectMessageHas(error, {"hidden size"});
 }
 
-TEST(ZeroTest, AutoOnOtherZeroKeysIsAnError) {
+TEST(ConfigZeroTest, AutoOnOtherZeroKeysIsAnError) {
   ConfigError error = zeroError(R"({"stage3_max_live_parameters": "auto"})",
                                 makeContext(1, {}, 1024));
   EXPECT_EQ(error.keyPath(), "zero_optimization.stage3_max_live_parameters");
   expectMessageHas(error, {"\"auto\" cannot be resolved"});
 }
 
-TEST(ZeroTest, LeafModuleSpecs) {
+TEST(ConfigZeroTest, LeafModuleSpecs) {
   ZeroConfig zero = zeroOf(R"({"stage": 3, "leaf_module": {
       "classes": ["my_pkg.MoEBlock", "Experts", "Experts"],
       "names": "transformer.layers.0.experts",
@@ -124,7 +124,7 @@ TEST(ZeroTest, LeafModuleSpecs) {
   EXPECT_EQ(namesOnly.leafModule.classes, defaultLeafModuleClasses());
 }
 
-TEST(ZeroTest, LeafModuleErrorsNameTheKey) {
+TEST(ConfigZeroTest, LeafModuleErrorsNameTheKey) {
   EXPECT_EQ(zeroError(R"({"leaf_module": {"class": ["X"]}})").keyPath(),
             "zero_optimization.leaf_module.class");
   EXPECT_EQ(zeroError(R"({"leaf_module": {"names": ["ok", ""]}})").keyPath(),
@@ -133,7 +133,7 @@ TEST(ZeroTest, LeafModuleErrorsNameTheKey) {
             "zero_optimization.leaf_module.classes");
 }
 
-TEST(ZeroTest, DeprecatedGatherFp16NameIsAnAlias) {
+TEST(ConfigZeroTest, DeprecatedGatherFp16NameIsAnAlias) {
   EXPECT_TRUE(zeroOf(R"({"stage3_gather_fp16_weights_on_model_save": true})")
                   .stage3Gather16BitWeightsOnModelSave);
   EXPECT_EQ(zeroError(R"({"stage3_gather_fp16_weights_on_model_save": true,

@@ -50,7 +50,7 @@ private:
 
 } // namespace
 
-TEST(LocalCommunicator, OneRankCollectivesAreIdentitiesAndCopies) {
+TEST(RuntimeLocalCommunicatorTest, OneRankCollectivesAreIdentitiesAndCopies) {
   std::shared_ptr<Communicator> comm = createLocalCommunicator();
   EXPECT_EQ(comm->rank(), 0);
   EXPECT_EQ(comm->size(), 1);
@@ -80,7 +80,7 @@ TEST(LocalCommunicator, OneRankCollectivesAreIdentitiesAndCopies) {
   EXPECT_TRUE(CommHandle().isCompleted());
 }
 
-TEST(Communicator, BadArgumentsAreRefusedBeforeAnythingStarts) {
+TEST(RuntimeCommunicatorTest, BadArgumentsAreRefusedBeforeAnythingStarts) {
   std::shared_ptr<Communicator> comm = createLocalCommunicator();
   EXPECT_THROW_WITH(comm->allReduce(at::zeros({3, 4}).t(), ReduceOp::Sum),
                     CommError,
@@ -122,7 +122,7 @@ TEST(Communicator, BadArgumentsAreRefusedBeforeAnythingStarts) {
                     "broadcast: root 1 is not a rank (0..0)");
 }
 
-TEST(Communicator, TimeoutComesFromTheEnvironment) {
+TEST(RuntimeCommunicatorTest, TimeoutComesFromTheEnvironment) {
   {
     ScopedEnv env("DS_COMM_TIMEOUT_SECONDS", nullptr);
     CommOptions options = CommOptions::fromEnvironment();
@@ -145,13 +145,13 @@ TEST(Communicator, TimeoutComesFromTheEnvironment) {
   }
 }
 
-TEST(Communicator, MpiBackendIsBuilt) {
+TEST(RuntimeCommunicatorTest, MpiBackendIsBuilt) {
   // The build machines have Open MPI; a build without it would run one
   // rank only, which the multi-rank tests would not notice.
   EXPECT_TRUE(mpiCommunicatorAvailable());
 }
 
-TEST(ThreadCommunicator, CollectivesOverThreeRanks) {
+TEST(RuntimeThreadCommunicatorTest, CollectivesOverThreeRanks) {
   test::ThreadGroup group(3);
   std::vector<at::Tensor> reduced(3), scattered(3), gathered(3), sent(3);
   group.run([&](int64_t rank) {

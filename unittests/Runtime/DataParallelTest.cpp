@@ -17,9 +17,9 @@
 #include "ds/Plan/PlanFormat.h"
 #include "ds/Runtime/Communicator.h"
 #include "ds/Runtime/Engine.h"
-#include "ds/Runtime/RuntimeError.h"
-#include "ds/Runtime/Safetensors.h"
 #include "ds/Runtime/StateStore.h"
+#include "ds/TensorIO/RuntimeError.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <torch/torch.h>
 
@@ -76,7 +76,7 @@ struct Batch {
 
 } // namespace
 
-TEST(DataParallel, TwoRanksMatchAutogradOverBothRanksRows) {
+TEST(RuntimeDataParallelTest, TwoRanksMatchAutogradOverBothRanksRows) {
   TempDir dir;
   Weights w = writeWeights(dir.file("w.safetensors"), 42);
   // Rank 1 starts from other weights: the broadcast at load replaces them.
@@ -168,7 +168,7 @@ TEST(DataParallel, TwoRanksMatchAutogradOverBothRanksRows) {
   EXPECT_EQ(group.log(), expected);
 }
 
-TEST(DataParallel, PlanWorldSizeMustMatchTheRanks) {
+TEST(RuntimeDataParallelTest, PlanWorldSizeMustMatchTheRanks) {
   TempDir dir;
   writeWeights(dir.file("w.safetensors"), 1);
   plan::ordered_json json = test::planJson("linear_mse_train.json");
@@ -182,7 +182,7 @@ TEST(DataParallel, PlanWorldSizeMustMatchTheRanks) {
         "launched");
 }
 
-TEST(DataParallel, ShardedStagesNeedTheRanks) {
+TEST(RuntimeDataParallelTest, ShardedStagesNeedTheRanks) {
   // Stage 0 can emulate one rank of several without a communicator (its
   // all-reduce is then over one rank); stages 1-2 shard over the plan's
   // world size and cannot.

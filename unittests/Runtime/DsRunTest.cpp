@@ -5,8 +5,8 @@
 #include "ds/Plan/PlanFormat.h"
 #include "ds/Plan/Report.h"
 #include "ds/Runtime/Engine.h"
-#include "ds/Runtime/Safetensors.h"
 #include "ds/Runtime/StateStore.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/torch.h>
@@ -89,7 +89,7 @@ std::vector<ordered_json> jsonLines(const std::string &text) {
 
 } // namespace
 
-TEST(DsRun, EvalReportsMeanLossesPerStep) {
+TEST(RuntimeDsRunTest, EvalReportsMeanLossesPerStep) {
   TempDir dir;
   std::string plan = writeTwoLossPlan(dir);
   at::Tensor x = torch::randn({5, 2, 3});
@@ -119,7 +119,7 @@ TEST(DsRun, EvalReportsMeanLossesPerStep) {
     EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
 }
 
-TEST(DsRun, DefaultStepsAndWeightsOverride) {
+TEST(RuntimeDsRunTest, DefaultStepsAndWeightsOverride) {
   TempDir dir;
   at::Tensor w = torch::randn({16, 8});
   at::Tensor b = torch::randn({16});
@@ -140,7 +140,7 @@ TEST(DsRun, DefaultStepsAndWeightsOverride) {
   }
 }
 
-TEST(DsRun, ErrorsAreOneLineAndExitCodeOne) {
+TEST(RuntimeDsRunTest, ErrorsAreOneLineAndExitCodeOne) {
   TempDir dir;
   std::string plan = writeTwoLossPlan(dir);
   saveDict(dir.file("data.pt"), "x", torch::randn({4, 2, 3}));
@@ -193,14 +193,14 @@ TEST(DsRun, ErrorsAreOneLineAndExitCodeOne) {
   }
 }
 
-TEST(DsRun, Help) {
+TEST(RuntimeDsRunTest, Help) {
   TempDir dir;
   RunResult run = runDsRun(dir, {"--help"});
   EXPECT_EQ(run.exitCode, 0);
   EXPECT_EQ(run.out.rfind("usage: ds-run PLAN --data DATA", 0), 0u);
 }
 
-TEST(DsRun, TrainsAndReportsEveryStep) {
+TEST(RuntimeDsRunTest, TrainsAndReportsEveryStep) {
   TempDir dir;
   torch::manual_seed(1);
   runtime::NamedTensors weights = {{"fc.weight", torch::randn({3, 4})},
@@ -267,7 +267,7 @@ TEST(DsRun, TrainsAndReportsEveryStep) {
   EXPECT_EQ(shortData.out, "");
 }
 
-TEST(DsRun, TrainLinesForTupleLossesAndFrozenModels) {
+TEST(RuntimeDsRunTest, TrainLinesForTupleLossesAndFrozenModels) {
   // The two-loss plan with a train program and no parameters: its one
   // engine has no optimizer (frozen), so there is no LR and no gradient.
   TempDir dir;
@@ -295,7 +295,7 @@ TEST(DsRun, TrainLinesForTupleLossesAndFrozenModels) {
   }
 }
 
-TEST(DsRun, ReportMeasuresWhatEachZeroStagePredicts) {
+TEST(RuntimeDsRunTest, ReportMeasuresWhatEachZeroStagePredicts) {
   // One rank; mpi-ds-run-zero-2 and -4 do the same on several.
   TempDir dir;
   torch::manual_seed(1);
@@ -336,7 +336,7 @@ TEST(DsRun, ReportMeasuresWhatEachZeroStagePredicts) {
   }
 }
 
-TEST(DsRun, StageThreeReportsOverlapAndSavesWholeParameters) {
+TEST(RuntimeDsRunTest, StageThreeReportsOverlapAndSavesWholeParameters) {
   // One rank at ZeRO stage 3 (mpi-ds-run-zero-2 and -4: several): the
   // report carries the collectives' timing, --save-params the whole
   // parameters (gathered), equal to a stage 0 run's.

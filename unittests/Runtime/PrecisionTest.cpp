@@ -26,9 +26,9 @@
 #include "ds/Runtime/Engine.h"
 #include "ds/Runtime/LossScaler.h"
 #include "ds/Runtime/Optimizer.h"
-#include "ds/Runtime/RuntimeError.h"
-#include "ds/Runtime/Safetensors.h"
 #include "ds/Runtime/StateStore.h"
+#include "ds/TensorIO/RuntimeError.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <torch/torch.h>
 
@@ -360,7 +360,7 @@ ordered_json dynamicScaler(double scale, int64_t window, int64_t hysteresis) {
 
 } // namespace
 
-TEST(Precision, Bf16TrainsAnFp32MasterAtEveryStage) {
+TEST(RuntimePrecisionTest, Bf16TrainsAnFp32MasterAtEveryStage) {
   TempDir dir;
   std::string weights = writeWeights(dir);
   constexpr int64_t STEPS = 3;
@@ -446,7 +446,7 @@ TEST(Precision, Bf16TrainsAnFp32MasterAtEveryStage) {
   }
 }
 
-TEST(Precision, BucketDtypeRoundsTheReduction) {
+TEST(RuntimePrecisionTest, BucketDtypeRoundsTheReduction) {
   // bf16 parameters, float32 gradient buffers, every bucket reduced in
   // bf16: each rank's gradient is rounded to bf16, summed in bf16 (rank
   // order), divided by W in bf16, and cast back to float32.
@@ -518,7 +518,7 @@ TEST(Precision, BucketDtypeRoundsTheReduction) {
   }
 }
 
-TEST(Precision, Fp16LossScalingSkipsOverflowingSteps) {
+TEST(RuntimePrecisionTest, Fp16LossScalingSkipsOverflowingSteps) {
   // The scale starts far too high: the fp16 gradients overflow, the step is
   // skipped (nothing updated, gradients zeroed, the LR schedule held), and
   // the dynamic scale comes down as DeepSpeed's scaler says, then doubles
@@ -613,7 +613,7 @@ TEST(Precision, Fp16LossScalingSkipsOverflowingSteps) {
   }
 }
 
-TEST(Precision, Fp16UnscalesBeforeClippingAndReporting) {
+TEST(RuntimePrecisionTest, Fp16UnscalesBeforeClippingAndReporting) {
   // Without overflow, a static scale of 1024 and one of 1 give the same
   // (unscaled) gradient norm and nearly the same parameters: fp16 rounding
   // of g * 2^k is 2^k times the rounding of g away from the subnormals.
@@ -665,7 +665,7 @@ TEST(Precision, Fp16UnscalesBeforeClippingAndReporting) {
         << kParams[k];
 }
 
-TEST(Precision, Fp16OverflowOnOneRankSkipsEveryRank) {
+TEST(RuntimePrecisionTest, Fp16OverflowOnOneRankSkipsEveryRank) {
   // extra.scale's gradient is the column sums of input z. On step 0 rank
   // 1's z overflows fp16 in extra.scale[0], which lies in rank 1's block
   // at stage 2: only rank 1 sees an inf, and the MAX all-reduce of the
@@ -708,7 +708,7 @@ TEST(Precision, Fp16OverflowOnOneRankSkipsEveryRank) {
   EXPECT_EQ(skips[1], (std::vector<bool>{true, false}));
 }
 
-TEST(Precision, WeightsLoadIntoTheLowDtype) {
+TEST(RuntimePrecisionTest, WeightsLoadIntoTheLowDtype) {
   TempDir dir;
   std::string weights = writeWeights(dir);
   Precision fp16;
@@ -755,7 +755,7 @@ at::Tensor wholeMaster(const plan::Plan &plan,
   return flat;
 }
 
-TEST(Precision, CheckpointsResumeBitwise) {
+TEST(RuntimePrecisionTest, CheckpointsResumeBitwise) {
   // N steps, save, M steps; a fresh engine that loads the checkpoint runs
   // the same M steps bitwise: parameters, fp32 master, optimizer state, LR,
   // loss scale (fp16: a dynamic scale that overflows and recovers, saved
@@ -864,7 +864,7 @@ TEST(Precision, CheckpointsResumeBitwise) {
   }
 }
 
-TEST(Precision, Fp16CheckpointsKeepTheScalerKind) {
+TEST(RuntimePrecisionTest, Fp16CheckpointsKeepTheScalerKind) {
   // A checkpoint of a dynamic-scale fp16 engine does not load into a plan
   // whose scale is static, nor into an fp32 plan (its scale is not 1).
   TempDir dir;
@@ -885,7 +885,7 @@ TEST(Precision, Fp16CheckpointsKeepTheScalerKind) {
   });
 }
 
-TEST(Precision, Fp16AutocastGradScalerIsNotCheckpointed) {
+TEST(RuntimePrecisionTest, Fp16AutocastGradScalerIsNotCheckpointed) {
   // DeepSpeed keeps fp16 autocast's torch.amp.GradScaler out of its
   // checkpoints (the ZeRO optimizers' state_dict holds their own static
   // scaler of 1, engine.py saves no GradScaler state): a resumed run starts
@@ -942,7 +942,7 @@ TEST(Precision, Fp16AutocastGradScalerIsNotCheckpointed) {
   }
 }
 
-TEST(Precision, AutocastGathersInTheBucketDtype) {
+TEST(RuntimePrecisionTest, AutocastGathersInTheBucketDtype) {
   // An autocast engine keeps float32 parameters (no master); at stage 3 a
   // sharded bucket whose dtype is the autocast dtype (bf16, or fp16 under
   // fp16 autocast) is gathered in that dtype, so the forward reads rounded
@@ -1004,7 +1004,7 @@ TEST(Precision, AutocastGathersInTheBucketDtype) {
   }
 }
 
-TEST(Precision, DsRunLinesCarryTheLossScaleAndSkips) {
+TEST(RuntimePrecisionTest, DsRunLinesCarryTheLossScaleAndSkips) {
   // ds-run's loss lines: "loss_scale" and "skipped" from the step report,
   // "grad_norm" the last applied update's on a skipped step.
   TempDir dir;

@@ -19,10 +19,10 @@
 #include "ds/Plan/PlanFormat.h"
 #include "ds/Runtime/Engine.h"
 #include "ds/Runtime/Optimizer.h"
-#include "ds/Runtime/RuntimeError.h"
-#include "ds/Runtime/Safetensors.h"
 #include "ds/Runtime/Seed.h"
 #include "ds/Runtime/StateStore.h"
+#include "ds/TensorIO/RuntimeError.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <torch/torch.h>
 
@@ -185,7 +185,7 @@ std::unique_ptr<torch::optim::Optimizer> adamw(const Reference &r, double lr,
 
 } // namespace
 
-TEST(Train, AdamWMatchesAutogradAndTorchOptim) {
+TEST(RuntimeTrainTest, AdamWMatchesAutogradAndTorchOptim) {
   TempDir dir;
   Weights w = writeWeights(dir);
   Engine engine = load(trainPlan(), dir);
@@ -205,7 +205,7 @@ TEST(Train, AdamWMatchesAutogradAndTorchOptim) {
   EXPECT_FALSE(param(engine, "extra.scale").equal(w.extra));
 }
 
-TEST(Train, GradientAccumulationStepsOnTheBoundaryOnly) {
+TEST(RuntimeTrainTest, GradientAccumulationStepsOnTheBoundaryOnly) {
   TempDir dir;
   Weights w = writeWeights(dir);
   ordered_json json = trainPlan();
@@ -252,7 +252,7 @@ TEST(Train, GradientAccumulationStepsOnTheBoundaryOnly) {
   trainAndCompare(fresh, reference, batches, 3, {0.01, 0.01, 0.01});
 }
 
-TEST(Train, ClippingReportsThePreClipNorm) {
+TEST(RuntimeTrainTest, ClippingReportsThePreClipNorm) {
   TempDir dir;
   Weights w = writeWeights(dir);
   for (double clip : {0.05, 0.0}) {
@@ -282,7 +282,7 @@ TEST(Train, ClippingReportsThePreClipNorm) {
   trainAndCompare(engine, reference, makeBatches(2), 2, {0.01, 0.01});
 }
 
-TEST(Train, TheOptimizerComesFromThePlanNotTheConfig) {
+TEST(RuntimeTrainTest, TheOptimizerComesFromThePlanNotTheConfig) {
   TempDir dir;
   Weights w = writeWeights(dir);
   ordered_json json = trainPlan();
@@ -298,7 +298,7 @@ TEST(Train, TheOptimizerComesFromThePlanNotTheConfig) {
   trainAndCompare(engine, reference, makeBatches(2), 2, {0.01, 0.01});
 }
 
-TEST(Train, SgdLeavesAParameterWithoutGradientAlone) {
+TEST(RuntimeTrainTest, SgdLeavesAParameterWithoutGradientAlone) {
   TempDir dir;
   Weights w = writeWeights(dir);
   ordered_json json = trainPlan();
@@ -313,7 +313,7 @@ TEST(Train, SgdLeavesAParameterWithoutGradientAlone) {
   EXPECT_TRUE(param(engine, "extra.scale").equal(w.extra));
 }
 
-TEST(Train, FrozenEngineIsNeverUpdated) {
+TEST(RuntimeTrainTest, FrozenEngineIsNeverUpdated) {
   TempDir dir;
   Weights w = writeWeights(dir);
   ordered_json json = trainPlan();
@@ -357,7 +357,7 @@ TEST(Train, FrozenEngineIsNeverUpdated) {
                     "buffer: the engine is frozen");
 }
 
-TEST(Train, SchedulerGivesEachUpdateItsLearningRate) {
+TEST(RuntimeTrainTest, SchedulerGivesEachUpdateItsLearningRate) {
   TempDir dir;
   Weights w = writeWeights(dir);
   ordered_json json = trainPlan();
@@ -396,7 +396,7 @@ TEST(Train, SchedulerGivesEachUpdateItsLearningRate) {
             config::schedulerLrForUpdate(scheduler, 0.5, 5));
 }
 
-TEST(Train, CallsMustComeInOrder) {
+TEST(RuntimeTrainTest, CallsMustComeInOrder) {
   TempDir dir;
   writeWeights(dir);
   Engine engine = load(trainPlan(), dir);
@@ -441,7 +441,7 @@ TEST(Train, CallsMustComeInOrder) {
                     "train.json: forward: the plan has no train program");
 }
 
-TEST(Train, MeasuredPeakMatchesThePrediction) {
+TEST(RuntimeTrainTest, MeasuredPeakMatchesThePrediction) {
   TempDir dir;
   writeWeights(dir);
   Engine engine = load(trainPlan(), dir);
@@ -460,7 +460,7 @@ TEST(Train, MeasuredPeakMatchesThePrediction) {
   EXPECT_EQ(memory.optimizerBytes, 2 * (12 + 3 + 2) * 4);
 }
 
-TEST(Train, MicroStepSeedsFixRandomDraws) {
+TEST(RuntimeTrainTest, MicroStepSeedsFixRandomDraws) {
   // forward: sum(rand_like(x)); an empty backward.
   test::ProgramBuilder b;
   ValueId x = b.tensor(DType::Float32, {2, 3});
@@ -510,7 +510,7 @@ TEST(Train, MicroStepSeedsFixRandomDraws) {
   EXPECT_EQ(runtime::splitMix64(0), 0xE220A8397B1DCDAFULL);
 }
 
-TEST(Train, EngineConfigErrorsNameTheEngine) {
+TEST(RuntimeTrainTest, EngineConfigErrorsNameTheEngine) {
   TempDir dir;
   writeWeights(dir);
   ordered_json json = trainPlan();

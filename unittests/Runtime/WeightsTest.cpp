@@ -4,9 +4,9 @@
 
 #include "ds/Plan/PlanFormat.h"
 #include "ds/Runtime/Engine.h"
-#include "ds/Runtime/RuntimeError.h"
-#include "ds/Runtime/Safetensors.h"
 #include "ds/Runtime/StateStore.h"
+#include "ds/TensorIO/RuntimeError.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <torch/script.h>
 #include <torch/torch.h>
@@ -53,7 +53,7 @@ void saveArchive(const std::string &path, at::Tensor weight,
 
 } // namespace
 
-TEST(Safetensors, RoundTripsEveryDType) {
+TEST(RuntimeSafetensorsTest, RoundTripsEveryDType) {
   TempDir dir;
   runtime::NamedTensors tensors = {
       {"f32", torch::randn({2, 3})},
@@ -81,7 +81,7 @@ TEST(Safetensors, RoundTripsEveryDType) {
   EXPECT_EQ(headerLength % 8, 0u);
 }
 
-TEST(Safetensors, ReportsBrokenFiles) {
+TEST(RuntimeSafetensorsTest, ReportsBrokenFiles) {
   TempDir dir;
   runtime::writeSafetensors(dir.file("t.safetensors"),
                             {{"w", torch::ones({4, 4})}});
@@ -101,7 +101,7 @@ TEST(Safetensors, ReportsBrokenFiles) {
                     RuntimeError, "exceeds the file size (64 bytes)");
 }
 
-TEST(StateStore, LoadsATorchScriptArchive) {
+TEST(RuntimeStateStoreTest, LoadsATorchScriptArchive) {
   TempDir dir;
   at::Tensor weight = torch::randn({2, 3});
   at::Tensor running = torch::tensor({7, 8});
@@ -114,7 +114,7 @@ TEST(StateStore, LoadsATorchScriptArchive) {
   EXPECT_EQ(store.bytes(), 6 * 4 + 2 * 8);
 }
 
-TEST(StateStore, MismatchesAreListed) {
+TEST(RuntimeStateStoreTest, MismatchesAreListed) {
   TempDir dir;
   saveArchive(dir.file("model.pt"), torch::randn({3, 2}),
               torch::tensor({1.f, 2.f}));
@@ -142,7 +142,7 @@ TEST(StateStore, MismatchesAreListed) {
                     "text.pt: not a TorchScript archive");
 }
 
-TEST(StateStore, KindsMustAgree) {
+TEST(RuntimeStateStoreTest, KindsMustAgree) {
   TempDir dir;
   torch::jit::Module root("Net"), fc("Linear");
   fc.register_buffer("weight", torch::zeros({2, 3}));
@@ -156,7 +156,7 @@ TEST(StateStore, KindsMustAgree) {
                     "parameter");
 }
 
-TEST(StateStore, EngineLoadsPlanWeightsRelativeToThePlan) {
+TEST(RuntimeStateStoreTest, EngineLoadsPlanWeightsRelativeToThePlan) {
   TempDir dir;
   plan::ordered_json json = test::planJson("linear_relu_sum.json");
   json["weights"] = {{"kind", "torchscript"}, {"path", "model.pt"}};

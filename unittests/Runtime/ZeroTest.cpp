@@ -26,9 +26,9 @@
 #include "ds/Runtime/Communicator.h"
 #include "ds/Runtime/Engine.h"
 #include "ds/Runtime/Optimizer.h"
-#include "ds/Runtime/Safetensors.h"
 #include "ds/Runtime/StateStore.h"
 #include "ds/Runtime/TimedCommunicator.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <torch/torch.h>
 
@@ -285,7 +285,7 @@ size_t count(const std::vector<std::string> &log, const std::string &prefix) {
 
 } // namespace
 
-TEST(Zero, EveryStageAndWorldSizeMatchesOneRankOverTheWholeBatch) {
+TEST(RuntimeZeroTest, EveryStageAndWorldSizeMatchesOneRankOverTheWholeBatch) {
   TempDir dir;
   std::string weights = writeWeights(dir);
   for (int64_t W : {1, 2, 4}) {
@@ -312,7 +312,7 @@ TEST(Zero, EveryStageAndWorldSizeMatchesOneRankOverTheWholeBatch) {
   }
 }
 
-TEST(Zero, OtherOptimizersAndSchedulesOnShards) {
+TEST(RuntimeZeroTest, OtherOptimizersAndSchedulesOnShards) {
   TempDir dir;
   std::string weights = writeWeights(dir);
   constexpr int64_t W = 2;
@@ -363,7 +363,7 @@ TEST(Zero, OtherOptimizersAndSchedulesOnShards) {
   }
 }
 
-TEST(Zero, ShardedStagesReduceScatterAndAllGather) {
+TEST(RuntimeZeroTest, ShardedStagesReduceScatterAndAllGather) {
   TempDir dir;
   std::string weights = writeWeights(dir);
   constexpr int64_t W = 2;
@@ -393,7 +393,7 @@ TEST(Zero, ShardedStagesReduceScatterAndAllGather) {
   }
 }
 
-TEST(Zero, MeasuredMemoryAndTrafficAreThePrediction) {
+TEST(RuntimeZeroTest, MeasuredMemoryAndTrafficAreThePrediction) {
   TempDir dir;
   std::string weights = writeWeights(dir);
   for (int64_t W : {1, 2, 4}) {
@@ -461,7 +461,7 @@ TEST(Zero, MeasuredMemoryAndTrafficAreThePrediction) {
   }
 }
 
-TEST(Zero, ParametersLiveInOneFlatBufferWithZeroPadding) {
+TEST(RuntimeZeroTest, ParametersLiveInOneFlatBufferWithZeroPadding) {
   TempDir dir;
   std::string weights = writeWeights(dir);
   constexpr int64_t W = 2;
@@ -521,7 +521,7 @@ TEST(Zero, ParametersLiveInOneFlatBufferWithZeroPadding) {
   }
 }
 
-TEST(Zero, GradientBuffersLiveAsTheStageSays) {
+TEST(RuntimeZeroTest, GradientBuffersLiveAsTheStageSays) {
   TempDir dir;
   std::string weights = writeWeights(dir);
   constexpr int64_t W = 2;
@@ -576,7 +576,7 @@ std::pair<int64_t, int64_t> shardedAndPersistent(const plan::Plan &plan) {
 
 } // namespace
 
-TEST(Zero, StageThreeMatchesOneRankOverTheWholeBatch) {
+TEST(RuntimeZeroTest, StageThreeMatchesOneRankOverTheWholeBatch) {
   TempDir dir;
   std::string weights = writeWeights(dir);
   for (int64_t W : {1, 2, 4}) {
@@ -637,7 +637,7 @@ TEST(Zero, StageThreeMatchesOneRankOverTheWholeBatch) {
                 sgd);
 }
 
-TEST(Zero, StageThreeMeasuredMemoryAndTrafficAreThePrediction) {
+TEST(RuntimeZeroTest, StageThreeMeasuredMemoryAndTrafficAreThePrediction) {
   TempDir dir;
   std::string weights = writeWeights(dir);
   for (int64_t W : {1, 2, 4}) {
@@ -728,7 +728,7 @@ TEST(Zero, StageThreeMeasuredMemoryAndTrafficAreThePrediction) {
   }
 }
 
-TEST(Zero, StageThreeRanksHoldOnlyTheirBlocks) {
+TEST(RuntimeZeroTest, StageThreeRanksHoldOnlyTheirBlocks) {
   TempDir dir;
   std::string weights = writeWeights(dir);
   runtime::NamedTensors loaded = runtime::readSafetensors(weights);
@@ -804,7 +804,7 @@ TEST(Zero, StageThreeRanksHoldOnlyTheirBlocks) {
   EXPECT_EQ(log[3], "allGather 7");
 }
 
-TEST(Zero, CollectivesProgressWhileTheCallerComputes) {
+TEST(RuntimeZeroTest, CollectivesProgressWhileTheCallerComputes) {
   // Rank 0 starts an all-gather and computes; rank 1 starts it later.
   // The collective completes while rank 0 computes (the asynchronous
   // ThreadCommunicator completes it when the last rank arrives, as MPI's
@@ -843,7 +843,7 @@ TEST(Zero, CollectivesProgressWhileTheCallerComputes) {
   EXPECT_EQ(timings[0].total().count, 1);
 }
 
-TEST(Zero, StageThreeEvaluationPlanGathersToo) {
+TEST(RuntimeZeroTest, StageThreeEvaluationPlanGathersToo) {
   // A plan without programs.train whose engine is partitioned at stage 3:
   // the ranks still hold only their blocks, and the eval program gathers.
   TempDir dir;

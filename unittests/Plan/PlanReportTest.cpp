@@ -1,4 +1,4 @@
-//===- ReportTest.cpp - Predicted memory and traffic reports --------------===//
+//===- PlanReportTest.cpp - Predicted memory and traffic reports ----------===//
 
 #include "TestUtil.h"
 
@@ -88,7 +88,7 @@ Plan handWrittenPlan(int64_t worldSize, int64_t stage = 0) {
 
 } // namespace
 
-TEST(Report, PredictsStateGradientsOptimizerAndPeak) {
+TEST(PlanReportTest, PredictsStateGradientsOptimizerAndPeak) {
   Report report = predictReport(handWrittenPlan(1));
   EXPECT_EQ(report.kind, "predicted");
   ASSERT_EQ(report.ranks.size(), 1u);
@@ -107,7 +107,7 @@ TEST(Report, PredictsStateGradientsOptimizerAndPeak) {
   EXPECT_EQ(report.loadBroadcastElements, 0);
 }
 
-TEST(Report, StageZeroAllReducesTwiceTheTrainableElements) {
+TEST(PlanReportTest, StageZeroAllReducesTwiceTheTrainableElements) {
   Report report = predictReport(handWrittenPlan(4));
   ASSERT_EQ(report.ranks.size(), 4u);
   // Buckets are multiples of W = 4: adam 110 -> 112, sgdm 20, sgd 7 -> 8
@@ -127,7 +127,7 @@ TEST(Report, StageZeroAllReducesTwiceTheTrainableElements) {
   EXPECT_EQ(report.loadBroadcastElements, 172 + 3);
 }
 
-TEST(Report, EvalOnlyPlanHasNoGradientsOrOptimizerState) {
+TEST(PlanReportTest, EvalOnlyPlanHasNoGradientsOrOptimizerState) {
   Plan plan = handWrittenPlan(2);
   plan.programs.erase("train");
   plan.programs.erase("step");
@@ -138,7 +138,7 @@ TEST(Report, EvalOnlyPlanHasNoGradientsOrOptimizerState) {
   EXPECT_EQ(report.ranks[0].peakBytes, 68 + 172 * 4 + 12);
 }
 
-TEST(Report, JsonRoundTripHasTheIssueShape) {
+TEST(PlanReportTest, JsonRoundTripHasTheIssueShape) {
   Report report = predictReport(handWrittenPlan(1));
   report.worldSize = 2;
   report.ranks.push_back(report.ranks[0]);
@@ -204,7 +204,7 @@ Plan zeroPlan(int64_t worldSize, int64_t stage, int64_t gas = 1) {
 
 } // namespace
 
-TEST(Report, ZeroStagesMatchThePapersFormulas) {
+TEST(PlanReportTest, ZeroStagesMatchThePapersFormulas) {
   constexpr int64_t Psi = 1024, W = 4;
   struct Expected {
     int64_t stage;
@@ -285,7 +285,7 @@ TEST(Report, ZeroStagesMatchThePapersFormulas) {
   }
 }
 
-TEST(Report, StageTwoReduceScattersEveryMicroStep) {
+TEST(PlanReportTest, StageTwoReduceScattersEveryMicroStep) {
   constexpr int64_t Psi = 1024, W = 4, GAS = 3;
   // Stage 2 reduce-scatters in every micro-step's backward: (g + 1) Psi.
   const RankReport two = predictReport(zeroPlan(W, 2, GAS)).ranks[0];
@@ -304,7 +304,7 @@ TEST(Report, StageTwoReduceScattersEveryMicroStep) {
   EXPECT_EQ(three.comm.total(), 3 * GAS * Psi + 2);
 }
 
-TEST(Report, StageThreePersistentBucketsStayWhole) {
+TEST(PlanReportTest, StageThreePersistentBucketsStayWhole) {
   constexpr int64_t W = 4;
   // w (1024) sharded, b (16) persistent: 4 x (1024 / 4 + 16) bytes of
   // parameters; gradients and optimizer state are shards of both.

@@ -78,7 +78,7 @@ ordered_json &precision(ordered_json &json) {
 
 } // namespace
 
-TEST(PlanPrecision, Fp16EngineRoundTrips) {
+TEST(PlanPrecisionTest, Fp16EngineRoundTrips) {
   ordered_json json = fp16Plan();
   json["engines"][0]["partition"]["buckets"][1]["dtype"] = "bfloat16";
   Plan plan = parsePlan(json, "precision.json");
@@ -104,7 +104,7 @@ TEST(PlanPrecision, Fp16EngineRoundTrips) {
   EXPECT_EQ(plain.engines[0].bucketDtype(0, DType::Float32), DType::Float32);
 }
 
-TEST(PlanPrecision, PrecisionFieldsAreChecked) {
+TEST(PlanPrecisionTest, PrecisionFieldsAreChecked) {
   const std::string at = "engines[0].precision";
   ordered_json json = fp16Plan();
   precision(json)["mode"] = "fp8";
@@ -146,7 +146,7 @@ TEST(PlanPrecision, PrecisionFieldsAreChecked) {
                       "communicates in a float dtype, found int32");
 }
 
-TEST(PlanPrecision, NativeModesStoreEveryFloatStateInTheLowDtype) {
+TEST(PlanPrecisionTest, NativeModesStoreEveryFloatStateInTheLowDtype) {
   ordered_json json = fp16Plan();
   for (ordered_json &state : json["state"])
     state["dtype"] = "float32";
@@ -192,7 +192,7 @@ ordered_json autocastFp16Plan() {
 
 } // namespace
 
-TEST(PlanPrecision, Fp16AutocastScalesWithAGradScaler) {
+TEST(PlanPrecisionTest, Fp16AutocastScalesWithAGradScaler) {
   const std::string at = "engines[0].precision";
   ordered_json json = autocastFp16Plan();
   Plan plan = parsePlan(json, "autocast_fp16.json");
@@ -237,7 +237,7 @@ TEST(PlanPrecision, Fp16AutocastScalesWithAGradScaler) {
                            "engines scale their loss");
 }
 
-TEST(PlanPrecision, LossScaleOps) {
+TEST(PlanPrecisionTest, LossScaleOps) {
   ordered_json json = fp16Plan();
   int64_t start = json["programs"]["train"]["backward_start"];
   // Before backward_start it belongs to the forward.

@@ -26,7 +26,7 @@ ordered_json &evalBody(ordered_json &json) {
 
 } // namespace
 
-TEST(PlanFormat, ReadsTheCheckedInPlan) {
+TEST(PlanFormatTest, ReadsTheCheckedInPlan) {
   Plan plan = readPlan(test::sourceFile("plans/linear_relu_sum.json"));
   EXPECT_EQ(plan.microBatchPerRank, 4);
   ASSERT_EQ(plan.state.size(), 2u);
@@ -40,7 +40,7 @@ TEST(PlanFormat, ReadsTheCheckedInPlan) {
   EXPECT_EQ(eval->body[3].free, (std::vector<ValueId>{0, 1, 2}));
 }
 
-TEST(PlanFormat, FileErrorsNameTheFile) {
+TEST(PlanFormatTest, FileErrorsNameTheFile) {
   TempDir dir;
   EXPECT_THROW_WITH(readPlan(dir.file("missing.json")), PlanError,
                     "missing.json: cannot open plan file");
@@ -54,7 +54,7 @@ TEST(PlanFormat, FileErrorsNameTheFile) {
                     "truncated.json: not valid JSON: parse error at line");
 }
 
-TEST(PlanFormat, FormatAndVersion) {
+TEST(PlanFormatTest, FormatAndVersion) {
   ordered_json json = base();
   json["format"] = "onnx";
   expectInvalid(json, "test.json: format: expected \"ds-plan\"");
@@ -82,7 +82,7 @@ TEST(PlanFormat, FormatAndVersion) {
   expectInvalid(json, "(top level): missing required field \"version\"");
 }
 
-TEST(PlanFormat, MissingAndMistypedFields) {
+TEST(PlanFormatTest, MissingAndMistypedFields) {
   ordered_json json = base();
   json["state"][1].erase("dtype");
   expectInvalid(json, "state[1]: missing required field \"dtype\"");
@@ -106,7 +106,7 @@ TEST(PlanFormat, MissingAndMistypedFields) {
   expectInvalid(json, "programs: missing required program \"eval\"");
 }
 
-TEST(PlanFormat, ValuesDefinedOnceBeforeUse) {
+TEST(PlanFormatTest, ValuesDefinedOnceBeforeUse) {
   ordered_json json = base();
   // relu reads %4, which it defines itself.
   evalBody(json)[4]["args"][0] = 4;
@@ -135,7 +135,7 @@ TEST(PlanFormat, ValuesDefinedOnceBeforeUse) {
   expectInvalid(json, "programs.eval.values[2]: id is 7, expected 2");
 }
 
-TEST(PlanFormat, TypesAndReferences) {
+TEST(PlanFormatTest, TypesAndReferences) {
   ordered_json json = base();
   evalBody(json)[1]["name"] = "fc.weights";
   expectInvalid(json, "programs.eval.body[1] (state): name: the plan has no "
@@ -163,7 +163,7 @@ TEST(PlanFormat, TypesAndReferences) {
                       "value(s), but \"outputs\" lists 2");
 }
 
-TEST(PlanFormat, IfBranchesAreChecked) {
+TEST(PlanFormatTest, IfBranchesAreChecked) {
   test::ProgramBuilder b;
   ValueId x = b.tensor(DType::Float32, {4});
   ValueId cond = b.scalar(ValueType::Bool);
@@ -207,7 +207,7 @@ TEST(PlanFormat, IfBranchesAreChecked) {
                     "cond: the condition must be bool, but %1 (int) is not");
 }
 
-TEST(PlanFormat, RoundTripKeepsEverything) {
+TEST(PlanFormatTest, RoundTripKeepsEverything) {
   test::ProgramBuilder b;
   ValueId x = b.tensor(DType::Float32, {2, 3});
   ValueId mask = b.tensor(DType::Bool, {2, 3});
@@ -243,7 +243,7 @@ TEST(PlanFormat, RoundTripKeepsEverything) {
   EXPECT_EQ(back.weights->path, "model.pt");
 }
 
-TEST(PlanFormat, ConstantsMatchTheirValueType) {
+TEST(PlanFormatTest, ConstantsMatchTheirValueType) {
   ordered_json json = base();
   auto &values = json["programs"]["eval"]["values"];
   values.push_back({{"id", 6}, {"type", "float"}});
@@ -275,7 +275,7 @@ TEST(PlanFormat, ConstantsMatchTheirValueType) {
                            "\"inf\" or \"-inf\"), found string \"abc\"");
 }
 
-TEST(PlanFormat, WritePlanIsAtomicAndValidates) {
+TEST(PlanFormatTest, WritePlanIsAtomicAndValidates) {
   TempDir dir;
   Plan plan = readPlan(test::sourceFile("plans/linear_relu_sum.json"));
   std::string path = dir.file("out.json");
@@ -315,7 +315,7 @@ ordered_json &trainBody(ordered_json &json) {
 
 } // namespace
 
-TEST(PlanFormat, ReadsTheTrainPlan) {
+TEST(PlanFormatTest, ReadsTheTrainPlan) {
   Plan plan = readPlan(test::sourceFile("plans/linear_mse_train.json"));
   const Program *train = plan.findProgram("train");
   ASSERT_NE(train, nullptr);
@@ -340,7 +340,7 @@ TEST(PlanFormat, ReadsTheTrainPlan) {
   EXPECT_EQ(Op::grad("fc.bias", 14).kind, OpKind::Grad);
 }
 
-TEST(PlanFormat, BadGradOps) {
+TEST(PlanFormatTest, BadGradOps) {
   ordered_json json = trainBase();
   trainBody(json)[12]["name"] = "fc.weights";
   expectInvalid(json, "programs.train.body[12] (grad): name: the plan has no "
@@ -388,7 +388,7 @@ TEST(PlanFormat, BadGradOps) {
                       "programs.train");
 }
 
-TEST(PlanFormat, BackwardStart) {
+TEST(PlanFormatTest, BackwardStart) {
   ordered_json json = trainBase();
   json["programs"]["train"].erase("backward_start");
   expectInvalid(json, "programs.train: missing required field "

@@ -26,7 +26,7 @@ ordered_json &engine(ordered_json &json) { return json["engines"][0]; }
 
 } // namespace
 
-TEST(PlanEngine, ReadsEverySetting) {
+TEST(PlanEngineTest, ReadsEverySetting) {
   Plan plan = parsePlan(trainPlan(), "v3.json");
   const EngineDesc &model = plan.engines[0];
   EXPECT_TRUE(model.trainable);
@@ -54,7 +54,7 @@ TEST(PlanEngine, ReadsEverySetting) {
   EXPECT_EQ(toJson(plan)["engines"], json["engines"]);
 }
 
-TEST(PlanEngine, OptionalSettingsHaveDefaults) {
+TEST(PlanEngineTest, OptionalSettingsHaveDefaults) {
   ordered_json json = trainPlan();
   engine(json).erase("seed");
   engine(json).erase("gather_16bit_weights_on_model_save");
@@ -65,7 +65,7 @@ TEST(PlanEngine, OptionalSettingsHaveDefaults) {
   EXPECT_TRUE(plan.engines[0].dsConfig.empty());
 }
 
-TEST(PlanEngine, RequiredSettingsAndTheirTypes) {
+TEST(PlanEngineTest, RequiredSettingsAndTheirTypes) {
   for (const char *key : {"trainable", "zero_stage", "batch"}) {
     ordered_json json = trainPlan();
     engine(json).erase(key);
@@ -96,7 +96,7 @@ TEST(PlanEngine, RequiredSettingsAndTheirTypes) {
   expectInvalid(json, "engines[0].ds_config: expected an object");
 }
 
-TEST(PlanEngine, SettingsAreConsistent) {
+TEST(PlanEngineTest, SettingsAreConsistent) {
   ordered_json json = trainPlan();
   engine(json)["zero_stage"] = 4;
   engine(json).erase("partition");
@@ -117,7 +117,7 @@ TEST(PlanEngine, SettingsAreConsistent) {
                       "but the plan's gradient_accumulation_steps is 1");
 }
 
-TEST(PlanEngine, TrainableDecidesOptimizerAndPartition) {
+TEST(PlanEngineTest, TrainableDecidesOptimizerAndPartition) {
   // The config is provenance: an optimizer section there changes nothing.
   ordered_json json = trainPlan();
   engine(json)["trainable"] = false;
@@ -128,7 +128,7 @@ TEST(PlanEngine, TrainableDecidesOptimizerAndPartition) {
   EXPECT_NO_THROW(parsePlan(json, "v3.json"));
 }
 
-TEST(PlanEngine, UnknownEnumValuesAreLoadErrors) {
+TEST(PlanEngineTest, UnknownEnumValuesAreLoadErrors) {
   struct Case {
     std::vector<const char *> path;
     const char *value;
@@ -184,7 +184,7 @@ TEST(PlanEngine, UnknownEnumValuesAreLoadErrors) {
   }
 }
 
-TEST(PlanEngine, EnumNamesRoundTrip) {
+TEST(PlanEngineTest, EnumNamesRoundTrip) {
   for (OptimizerType type :
        {OptimizerType::AdamW, OptimizerType::Adam, OptimizerType::SGD})
     EXPECT_EQ(parseOptimizerType(optimizerTypeName(type)), type);

@@ -1,4 +1,4 @@
-//===- MemoryPredictionTest.cpp - Peak live bytes from a plan -------------===//
+//===- PlanMemoryPredictionTest.cpp - Peak live bytes from a plan ---------===//
 
 #include "TestUtil.h"
 
@@ -7,7 +7,7 @@
 
 using namespace ds::plan;
 
-TEST(MemoryPrediction, ChainWithFrees) {
+TEST(PlanMemoryPredictionTest, ChainWithFrees) {
   ds::test::ProgramBuilder b;
   ValueId x = b.tensor(DType::Float32, {8, 8}); // 256 bytes
   ValueId y = b.tensor(DType::Float32, {8, 8}); // 256
@@ -21,7 +21,7 @@ TEST(MemoryPrediction, ChainWithFrees) {
   EXPECT_EQ(predictPeakBytes(b.program), 1024);
 }
 
-TEST(MemoryPrediction, StateIsNotCountedAndDynamicCountsZero) {
+TEST(PlanMemoryPredictionTest, StateIsNotCountedAndDynamicCountsZero) {
   ds::test::ProgramBuilder b;
   ValueId w = b.tensor(DType::Float32, {100});
   ValueId n = b.tensor(DType::Int64, {-1, 1});
@@ -33,7 +33,7 @@ TEST(MemoryPrediction, StateIsNotCountedAndDynamicCountsZero) {
   EXPECT_EQ(predictPeakBytes(b.program), 400);
 }
 
-TEST(MemoryPrediction, IfCountsTheLargerBranch) {
+TEST(PlanMemoryPredictionTest, IfCountsTheLargerBranch) {
   ds::test::ProgramBuilder b;
   ValueId c = b.scalar(ValueType::Bool);
   ValueId big = b.tensor(DType::Float32, {1000});
@@ -54,7 +54,7 @@ TEST(MemoryPrediction, IfCountsTheLargerBranch) {
   EXPECT_EQ(staticValueBytes(b.program.values[c]), std::nullopt);
 }
 
-TEST(MemoryPrediction, GradOpsProduceNothing) {
+TEST(PlanMemoryPredictionTest, GradOpsProduceNothing) {
   Plan plan = readPlan(ds::test::sourceFile("plans/linear_mse_train.json"));
   // The slots of the forward persist into the backward. The peak is at
   // mse_loss_backward, before its frees: x 64 + t 48 + y 48 + loss 4 +

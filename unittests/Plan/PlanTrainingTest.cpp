@@ -1,7 +1,8 @@
-//===- PlanV2Test.cpp - Optimizers, partitions and programs.step ----------===//
+//===- PlanTrainingTest.cpp - Optimizers, partitions and programs.step ----===//
 //
-// Plan format version 2 (docs/plan-format.md, "The accumulation boundary"):
-// reading, writing and every validation rule it adds, on the hand-written
+// The engines' optimizer and partition and programs.step (docs/plan-format.md,
+// "The accumulation boundary"): reading, writing and every validation rule of
+// them, on the hand-written
 // train plan partitioned for two ranks by test::partitionEngine (17
 // gradient elements in buckets of 6: [0, 6), [6, 12), [12, 18), one
 // element of padding).
@@ -56,7 +57,7 @@ ordered_json &trainBody(ordered_json &json) {
 
 } // namespace
 
-TEST(PlanV2, EveryPartitionedStageIsValidAndRoundTrips) {
+TEST(PlanTrainingTest, EveryPartitionedStageIsValidAndRoundTrips) {
   for (int64_t stage : {0, 1, 2}) {
     SCOPED_TRACE("stage " + std::to_string(stage));
     ordered_json json = planAt(stage);
@@ -116,7 +117,7 @@ TEST(PlanV2, EveryPartitionedStageIsValidAndRoundTrips) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
 }
 
-TEST(PlanV2, ReadingChecksTheNewFields) {
+TEST(PlanTrainingTest, ReadingChecksTheNewFields) {
   ordered_json json = planAt(1);
   engine(json)["optimizer"].erase("eps");
   expectInvalid(json, "v2.json: engines[0].optimizer: missing required field "
@@ -159,7 +160,7 @@ TEST(PlanV2, ReadingChecksTheNewFields) {
                       "constants are not part of the format");
 }
 
-TEST(PlanV2, OptimizerValues) {
+TEST(PlanTrainingTest, OptimizerValues) {
   struct Case {
     const char *key;
     ordered_json value;
@@ -214,7 +215,7 @@ TEST(PlanV2, OptimizerValues) {
   EXPECT_NO_THROW(parsePlan(json, "ok"));
 }
 
-TEST(PlanV2, TrainableEnginesCarryOptimizerAndPartition) {
+TEST(PlanTrainingTest, TrainableEnginesCarryOptimizerAndPartition) {
   ordered_json json = planAt(0);
   engine(json).erase("partition");
   expectInvalid(json, "v2.json: engines[0]: a trainable engine needs "
@@ -238,7 +239,7 @@ TEST(PlanV2, TrainableEnginesCarryOptimizerAndPartition) {
   EXPECT_NO_THROW(parsePlan(json, "eval-only"));
 }
 
-TEST(PlanV2, PartitionLayout) {
+TEST(PlanTrainingTest, PartitionLayout) {
   ordered_json json = planAt(1);
   engine(json)["partition"]["stage"] = 4;
   expectInvalid(json,
@@ -311,7 +312,7 @@ TEST(PlanV2, PartitionLayout) {
   EXPECT_NO_THROW(parsePlan(json, "gaps"));
 }
 
-TEST(PlanV2, ProgramsStepAndTokens) {
+TEST(PlanTrainingTest, ProgramsStepAndTokens) {
   ordered_json json = planAt(0);
   json["programs"].erase("step");
   expectInvalid(json, "v2.json: programs: missing required program \"step\" "
@@ -388,7 +389,7 @@ TEST(PlanV2, ProgramsStepAndTokens) {
                       "must be token, but %0 (int) is not");
 }
 
-TEST(PlanV2, CollectivesFollowTheStageAndTheProgram) {
+TEST(PlanTrainingTest, CollectivesFollowTheStageAndTheProgram) {
   ordered_json json = planAt(0);
   stepBody(json)[0]["engine"] = "student";
   expectInvalid(json, "programs.step.body[0] (all_reduce): engine: the plan "
@@ -490,7 +491,7 @@ TEST(PlanV2, CollectivesFollowTheStageAndTheProgram) {
                       "the same order");
 }
 
-TEST(PlanV2, EveryBucketOnceInOrder) {
+TEST(PlanTrainingTest, EveryBucketOnceInOrder) {
   ordered_json json = planAt(0);
   stepBody(json)[1]["bucket"] = 0;
   expectInvalid(json, "programs.step.body[1] (all_reduce): bucket 0 of engine "
@@ -632,7 +633,7 @@ std::string at(const char *program, size_t index, const char *kind) {
 
 } // namespace
 
-TEST(PlanV2, StageThreeIsValidAndRoundTrips) {
+TEST(PlanTrainingTest, StageThreeIsValidAndRoundTrips) {
   for (bool persistent : {false, true}) {
     ordered_json json = planAt3(persistent);
     Plan plan = parsePlan(json, "v3.json");
@@ -667,7 +668,7 @@ TEST(PlanV2, StageThreeIsValidAndRoundTrips) {
   expectInvalid(json, "(release): missing required field \"bucket\"");
 }
 
-TEST(PlanV2, StageThreePartition) {
+TEST(PlanTrainingTest, StageThreePartition) {
   ordered_json json = planAt(2);
   engine(json)["partition"]["buckets"][1]["persistent"] = true;
   expectInvalid(json, "engines[0].partition.buckets[1].persistent: only ZeRO "
@@ -685,7 +686,7 @@ TEST(PlanV2, StageThreePartition) {
                       "stage 3 each parameter lies inside one bucket");
 }
 
-TEST(PlanV2, StageThreeReadsLieBetweenWaitAndRelease) {
+TEST(PlanTrainingTest, StageThreeReadsLieBetweenWaitAndRelease) {
   // Before the wait of the gather.
   ordered_json json = planAt3();
   ordered_json &body = trainBody(json);
@@ -766,7 +767,7 @@ TEST(PlanV2, StageThreeReadsLieBetweenWaitAndRelease) {
                     "sharded), which is not gathered here (released by ");
 }
 
-TEST(PlanV2, StageThreeGatherWaitReleaseAlternate) {
+TEST(PlanTrainingTest, StageThreeGatherWaitReleaseAlternate) {
   // Gathered twice without a release.
   ordered_json json = planAt3();
   ordered_json &program = json["programs"]["train"];
@@ -840,7 +841,7 @@ TEST(PlanV2, StageThreeGatherWaitReleaseAlternate) {
                     "before");
 }
 
-TEST(PlanV2, StageThreeOpsFollowTheProgramAndTheBucket) {
+TEST(PlanTrainingTest, StageThreeOpsFollowTheProgramAndTheBucket) {
   // A sharded bucket is not gathered in programs.step.
   ordered_json json = planAt3();
   ordered_json &step = json["programs"]["step"];
@@ -972,7 +973,7 @@ TEST(PlanV2, StageThreeOpsFollowTheProgramAndTheBucket) {
                     " reduce-scattered already");
 }
 
-TEST(PlanV2, BackwardPrologueAndEpilogue) {
+TEST(PlanTrainingTest, BackwardPrologueAndEpilogue) {
   // Stage 2: body[12] the weight's grad, body[13..14] reduce_scatter b0, b1,
   // body[18] the bias's grad, body[19] reduce_scatter b2, body[20..22] waits.
   auto withMarkers = [](int64_t prologueAt, int64_t epilogueAt,
@@ -1017,7 +1018,7 @@ TEST(PlanV2, BackwardPrologueAndEpilogue) {
   expectInvalid(json, "the plan has no engine named \"nobody\"");
 }
 
-TEST(PlanV2, FrozenEnginesArePartitionedOnlyAtStage3) {
+TEST(PlanTrainingTest, FrozenEnginesArePartitionedOnlyAtStage3) {
   ordered_json json = planAt(0);
   engine(json)["trainable"] = false;
   engine(json).erase("optimizer");
