@@ -1,27 +1,25 @@
 //===- ds-opt.cpp - the ds optimizer driver -------------------------------===//
 //
-// mlir-opt for the ds dialect: reads `.mlir` and runs any registered pass. Given
-// a TorchScript archive instead, it imports it first by running `ds-import`
-// (next to this binary) in a child process, so that LibTorch, whose start-up
-// costs most of a second, stays off the path of tools that only run passes.
+// mlir-opt for the ds dialect: reads `.mlir` and runs any registered pass or
+// pipeline (`ds-compile-pipeline`). Given a TorchScript archive instead, it
+// imports it first (lib/Import), as `ds-import` would write it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/IR/DSDialect.h"
+#include "ds/Dialect/DS/Transforms/CompilePipeline.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
+#include "ds/Import/Import.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Dialect.h"
-#include "mlir/InitAllPasses.h"
+#include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
@@ -41,8 +39,13 @@ static cl::opt<unsigned>
 static cl::list<std::string>
     unbatched("unbatched", cl::desc("Forward argument that is not batched"),
               cl::value_desc("NAME"), cl::cat(importCategory));
-static cl::opt<bool> evalMode(
-    "eval", cl::desc("Import as after module.eval() (training flags false)"),
+static cl::opt<bool>
+    evalMode("eval",
+             cl::desc("Import as after module.eval() (training flags false)"),
+             cl::init(false), cl::cat(importCategory));
+static cl::opt<bool> trainAndEval(
+    "train-and-eval",
+    cl::desc("Import @forward and @forward_eval (as ds-compile does)"),
     cl::init(false), cl::cat(importCategory));
 
 /// Whether `path` is a TorchScript archive (a zip file) rather than MLIR text.
@@ -53,52 +56,37 @@ static bool isTorchScriptArchive(StringRef path) {
   return buffer && (*buffer)->getBuffer() == StringRef("PK\x03\x04", 4);
 }
 
-/// Runs ds-import on `model` and returns its output (MLIR with locations).
+/// Imports `model` and returns it as text with locations, the input
+/// MlirOptMain then parses. Diagnostics are printed as ds-import prints them.
 static FailureOr<std::unique_ptr<llvm::MemoryBuffer>>
-importTorchScript(StringRef argv0, StringRef model) {
-  std::string self = llvm::sys::fs::getMainExecutable(
-      argv0.str().c_str(), reinterpret_cast<void *>(&isTorchScriptArchive));
-  SmallString<256> importer(llvm::sys::path::parent_path(self));
-  llvm::sys::path::append(importer, "ds-import");
-
-  SmallString<128> outPath;
-  if (llvm::sys::fs::createTemporaryFile("ds-import", "mlir", outPath)) {
-    llvm::WithColor::error() << "cannot create a temporary file\n";
+importTorchScript(StringRef model) {
+  MLIRContext context;
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  ds::ImportOptions options;
+  options.modelPath = model.str();
+  options.exampleInputsPath = exampleInputs;
+  options.worldSize = worldSize;
+  options.unbatched = unbatched;
+  options.importTrain = !evalMode || trainAndEval;
+  options.importEval = evalMode || trainAndEval;
+  OwningOpRef<ModuleOp> module = ds::importTorchScript(&context, options);
+  if (!module)
     return failure();
-  }
-  llvm::FileRemover removeOut(outPath);
-
-  SmallVector<std::string> args = {importer.str().str(), model.str(), "-o",
-                                   outPath.str().str(),
-                                   "--world-size=" + std::to_string(worldSize)};
-  if (!exampleInputs.empty())
-    args.push_back("--example-inputs=" + exampleInputs);
-  for (const std::string &name : unbatched)
-    args.push_back("--unbatched=" + name);
-  if (evalMode)
-    args.push_back("--eval");
-  SmallVector<StringRef> argRefs(args.begin(), args.end());
-  std::string errMsg;
-  int rc = llvm::sys::ExecuteAndWait(importer, argRefs, std::nullopt, {}, 0, 0,
-                                     &errMsg);
-  if (rc != 0) {
-    if (!errMsg.empty())
-      llvm::WithColor::error() << "cannot run " << importer << ": " << errMsg
-                               << "\n";
-    return failure(); // ds-import printed its own diagnostic
-  }
-  auto buffer = llvm::MemoryBuffer::getFile(outPath);
-  if (!buffer) {
-    llvm::WithColor::error() << "cannot read the import of " << model << "\n";
-    return failure();
-  }
-  return std::move(*buffer);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  OpPrintingFlags flags;
+  flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+  module->print(os, flags);
+  os << "\n";
+  return llvm::MemoryBuffer::getMemBufferCopy(text, model);
 }
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   mlir::registerTransformsPasses();
   mlir::ds::registerDSPasses();
+  mlir::ds::registerCompilePipeline();
 
   DialectRegistry registry;
   registry.insert<ds::DSDialect, func::FuncDialect>();
@@ -109,7 +97,7 @@ int main(int argc, char **argv) {
 
   std::unique_ptr<llvm::MemoryBuffer> input;
   if (inputFilename != "-" && isTorchScriptArchive(inputFilename)) {
-    auto imported = importTorchScript(argv[0], inputFilename);
+    auto imported = importTorchScript(inputFilename);
     if (failed(imported))
       return EXIT_FAILURE;
     input = std::move(*imported);

@@ -36,7 +36,7 @@
 // CHECK-NEXT: %[[YY:.*]] = ds.aten "aten::cat"(%[[L2]], {{.*}} -> tensor<4x4xf32>
 // CHECK-NEXT: %[[L:.*]] = ds.aten "aten::mse_loss"(%[[SUM]], %[[YY]], {{.*}} -> tensor<f32>
 // CHECK-NEXT: return %[[L]] : tensor<f32>
-ds.engine @model {module = "", config = "{\"torch_autocast\": {\"enabled\": true}, \"optimizer\": {\"type\": \"AdamW\"}}"}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = autocast, autocast_dtype = bf16>>}
 ds.param @fc.weight : tensor<4x4xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @fc.bias : tensor<4xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 
@@ -74,7 +74,7 @@ func.func @forward(%x: tensor<2x4xf32>, %y: tensor<2x4xf32>) -> tensor<f32> {
 // CHECK:      ds.aten "aten::conv2d"({{.*}} : (tensor<1x1x4x4xbf16>, tensor<2x1x3x3xbf16>, !ds.none, {{.*}}) -> tensor<1x2x2x2xbf16>
 // CHECK:      %[[CE:.*]] = ds.aten "aten::to.dtype"(%{{.*}}) {{.*}} : (tensor<1x8xbf16>, {{.*}}) -> tensor<1x8xf32>
 // CHECK-NEXT: ds.aten "aten::cross_entropy_loss"(%[[CE]], {{.*}} -> tensor<f32>
-ds.engine @model {module = "", config = "{\"torch_autocast\": {\"enabled\": true, \"dtype\": \"bfloat16\"}, \"optimizer\": {\"type\": \"AdamW\"}}"}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = autocast, autocast_dtype = bf16>>}
 ds.param @conv.weight : tensor<2x1x3x3xf32> {engine = @model, module = "conv", module_class = "torch.nn.modules.conv.Conv2d", requires_grad}
 
 func.func @forward(%d: tensor<4x4xf64>, %a: tensor<4x4xf32>, %img: tensor<1x1x4x4xf32>, %t: tensor<1xi64>) -> (tensor<4x4xf64>, tensor<f32>) {
@@ -120,7 +120,7 @@ func.func @forward(%d: tensor<4x4xf64>, %a: tensor<4x4xf32>, %img: tensor<1x1x4x
 // The cast of the linear's result to f32 is made once (for the layer_norm)
 // and reused by the nll_loss_nd.
 // CHECK-NEXT: ds.aten "aten::nll_loss_nd"(%[[H32]], {{.*}} -> tensor<f32>
-ds.engine @model {module = "", config = "{\"torch_autocast\": {\"enabled\": true, \"dtype\": \"float16\"}, \"optimizer\": {\"type\": \"AdamW\"}}"}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = autocast, autocast_dtype = f16, loss_scaler = <kind = grad_scaler, scale_window = 2000, hysteresis = 1, min_scale = 0.0>>>}
 ds.param @fc.weight : tensor<4x4xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @ln.weight : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
 ds.param @ln.bias : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}

@@ -64,7 +64,7 @@
 // NOKERNEL-GRAD-NEXT: ds.aten "aten::to.dtype"(%[[G]], {{.*}} : (tensor<2x4xf32>, {{.*}}) -> tensor<2x4xbf16>
 // NOKERNEL-GRAD:      ds.grad @fc.bias, %{{.*}} : tensor<4xbf16>
 // NOKERNEL-GRAD-NEXT: ds.grad @fc.weight, %{{.*}} : tensor<4x8xbf16>
-ds.engine @model {module = "", config = "{\"bf16\": {\"enabled\": true}, \"optimizer\": {\"type\": \"AdamW\"}}"}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = bf16>>}
 ds.param @fc.weight : tensor<4x8xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @fc.bias : tensor<4xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.buffer @scale : tensor<4xf32> {engine = @model, module = "", module_class = "Net"}
@@ -94,7 +94,7 @@ func.func @forward(%x: tensor<2x8xf32>, %y: tensor<2x4xf32>) -> tensor<f32> {
 // REMARK: remark: bf16: 1 parameter and 1 buffer stored in bf16; 2 ops in bf16, 0 ops computed in f32 and rounded to bf16{{$}}
 // NOKERNEL-REMARK: remark: bf16: 1 parameter and 1 buffer stored in bf16; 2 ops in bf16, 0 ops computed in f32 and rounded to bf16{{$}}
 // CHECK: ds.engine @student {{{.*}}precision = "bf16"}
-// CHECK-NEXT: ds.engine @teacher {module = "teacher"}
+// CHECK-NEXT: ds.engine @teacher {deepspeed = #ds.engine_config<>, module = "teacher"}
 // CHECK-NEXT: ds.param @student.fc.weight : tensor<4x4xbf16>
 // CHECK-NEXT: ds.buffer @student.avg : tensor<4xbf16>
 // CHECK-NEXT: ds.param @teacher.fc.weight : tensor<4x4xf32>
@@ -111,8 +111,8 @@ func.func @forward(%x: tensor<2x8xf32>, %y: tensor<2x4xf32>) -> tensor<f32> {
 // CHECK-NEXT: %[[D:.*]] = ds.aten "aten::sub.Tensor"(%[[S32]], %[[T]], {{.*}}) {{.*}} -> tensor<2x4xf32>
 // CHECK-NEXT: %[[L:.*]] = ds.aten "aten::mean"(%[[D]], {{.*}} -> tensor<f32>
 // CHECK-NEXT: return %[[L]] : tensor<f32>
-ds.engine @student {module = "student", config = "{\"bf16\": {\"enabled\": true}, \"optimizer\": {\"type\": \"AdamW\"}}"}
-ds.engine @teacher {module = "teacher", config = "{}"}
+ds.engine @student {module = "student", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = bf16>>}
+ds.engine @teacher {module = "teacher", deepspeed = #ds.engine_config<>}
 ds.param @student.fc.weight : tensor<4x4xf32> {engine = @student, module = "student.fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.buffer @student.avg : tensor<4xf32> {engine = @student, module = "student", module_class = "Student"}
 ds.param @teacher.fc.weight : tensor<4x4xf32> {engine = @teacher, module = "teacher.fc", module_class = "torch.nn.modules.linear.Linear"}

@@ -18,7 +18,7 @@
 // CHECK:      ds.grad @fc.bias, %{{.*}} : tensor<4xf16>
 // CHECK-NEXT: ds.grad @fc.weight, %{{.*}} : tensor<4x8xf16>
 // CHECK-NEXT: return
-ds.engine @model {module = "", config = "{\"fp16\": {\"enabled\": true}, \"optimizer\": {\"type\": \"AdamW\"}}"}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = fp16, loss_scaler = <kind = dynamic>>>}
 ds.param @fc.weight : tensor<4x8xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @fc.bias : tensor<4xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 

@@ -48,7 +48,7 @@
 // NOKERNEL-NEXT: %[[L:.*]] = ds.aten "aten::mse_loss"(%[[A]], %[[Y]], {{.*}} -> tensor<f32>
 // NOKERNEL-NEXT: %[[L16:.*]] = ds.aten "aten::to.dtype"(%[[L]], %[[F16]], {{.*}} -> tensor<f16>
 // NOKERNEL-NEXT: return %[[L16]] : tensor<f16>
-ds.engine @model {module = "", config = "{\"fp16\": {\"enabled\": true}, \"optimizer\": {\"type\": \"AdamW\"}}"}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = fp16, loss_scaler = <kind = dynamic>>>}
 ds.param @fc.weight : tensor<4x8xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @fc.bias : tensor<4xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 
@@ -72,10 +72,10 @@ func.func @forward(%x: tensor<2x8xf32>, %y: tensor<8xf32>) -> tensor<f32> {
 // data_types.grad_accum_dtype overriding the model dtype (with ZeRO, as
 // DeepSpeed requires).
 // CHECK: ds.engine @model {{{.*}}grad_accum_dtype = f32, loss_scaler = {consecutive_hysteresis = true, hysteresis = 3 : i64, min_scale = 2.500000e-01 : f64, scale = 1.280000e+02 : f64, scale_window = 50 : i64, type = "static"}, module = "", precision = "fp16"}
-ds.engine @model {module = "", config = "{\"fp16\": {\"enabled\": true, \"loss_scale\": 128, \"loss_scale_window\": 50, \"hysteresis\": 3, \"consecutive_hysteresis\": true, \"min_loss_scale\": 0.25}, \"data_types\": {\"grad_accum_dtype\": \"fp32\"}, \"zero_optimization\": {\"stage\": 1}, \"optimizer\": {\"type\": \"AdamW\"}}"}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, zero = <stage = 1>, precision = <mode = fp16, grad_accum_dtype = f32, loss_scaler = <kind = static, scale = 128.0, scale_window = 50, hysteresis = 3, consecutive_hysteresis = true, min_scale = 0.25>>>}
 
 // -----
 
 // fp16 with a dynamic scale from initial_scale_power: 2^8.
 // CHECK: loss_scaler = {{{.*}}scale = 2.560000e+02 : f64{{.*}}type = "dynamic"}
-ds.engine @model {module = "", config = "{\"fp16\": {\"enabled\": true, \"initial_scale_power\": 8}, \"optimizer\": {\"type\": \"AdamW\"}}"}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = fp16, loss_scaler = <kind = dynamic, scale = 256.0>>>}

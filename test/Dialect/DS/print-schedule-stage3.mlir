@@ -1,4 +1,4 @@
-// RUN: ds-opt %s -split-input-file -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition=world-size=2 -ds-schedule-collectives -ds-verify-collectives -ds-print-schedule -o /dev/null | FileCheck %s
+// RUN: ds-opt %s -split-input-file -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition -ds-schedule-collectives -ds-verify-collectives -ds-print-schedule -o /dev/null | FileCheck %s
 
 // -ds-print-schedule at ZeRO stage 3, after -ds-schedule-collectives: each
 // gather points at its wait (the collective is in flight in between), the
@@ -72,42 +72,44 @@
 // CHECK-NEXT:    1  optimizer_step @model (adamw, lr 0.001)
 // CHECK-NEXT:    2  all_gather @model bucket 3 (28 elements, persistent) -> wait at 3
 // CHECK-NEXT:    3  wait all_gather @model bucket 3
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 128, \"stage3_param_persistence_threshold\": 16, \"stage3_max_reuse_distance\": 0, \"stage3_prefetch_bucket_size\": 128}}"}
-ds.param @fc1.weight : tensor<16x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc1.bias : tensor<16xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.weight : tensor<8x16xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.bias : tensor<8xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc3.weight : tensor<4x8xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc3.bias : tensor<4xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
-  %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
-  %b1 = ds.get_param @fc1.bias : tensor<16xf32>
-  %h1 = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
-  %r1 = ds.aten "aten::relu"(%h1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
-  %w2 = ds.get_param @fc2.weight : tensor<8x16xf32>
-  %b2 = ds.get_param @fc2.bias : tensor<8xf32>
-  %h2 = ds.aten "aten::linear"(%r1, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-  %r2 = ds.aten "aten::relu"(%h2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  %w3 = ds.get_param @fc3.weight : tensor<4x8xf32>
-  %b3 = ds.get_param @fc3.bias : tensor<4xf32>
-  %y = ds.aten "aten::linear"(%r2, %w3, %b3) {module = "fc3", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x4xf32>
-  %n = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %n) : (tensor<4x4xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
-}
-func.func @forward_eval(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<4x4xf32> {
-  %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
-  %b1 = ds.get_param @fc1.bias : tensor<16xf32>
-  %h1 = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
-  %r1 = ds.aten "aten::relu"(%h1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
-  %w2 = ds.get_param @fc2.weight : tensor<8x16xf32>
-  %b2 = ds.get_param @fc2.bias : tensor<8xf32>
-  %h2 = ds.aten "aten::linear"(%r1, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-  %r2 = ds.aten "aten::relu"(%h2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  %w3 = ds.get_param @fc3.weight : tensor<4x8xf32>
-  %b3 = ds.get_param @fc3.bias : tensor<4xf32>
-  %y = ds.aten "aten::linear"(%r2, %w3, %b3) {module = "fc3", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x4xf32>
-  return %y : tensor<4x4xf32>
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 3, overlap_comm = true, reduce_bucket_size = 128, stage3_prefetch_bucket_size = 128, stage3_param_persistence_threshold = 16, stage3_max_reuse_distance = 0>>}
+  ds.param @fc1.weight : tensor<16x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc1.bias : tensor<16xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.weight : tensor<8x16xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.bias : tensor<8xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc3.weight : tensor<4x8xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc3.bias : tensor<4xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
+    %b1 = ds.get_param @fc1.bias : tensor<16xf32>
+    %h1 = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+    %r1 = ds.aten "aten::relu"(%h1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    %w2 = ds.get_param @fc2.weight : tensor<8x16xf32>
+    %b2 = ds.get_param @fc2.bias : tensor<8xf32>
+    %h2 = ds.aten "aten::linear"(%r1, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %r2 = ds.aten "aten::relu"(%h2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %w3 = ds.get_param @fc3.weight : tensor<4x8xf32>
+    %b3 = ds.get_param @fc3.bias : tensor<4xf32>
+    %y = ds.aten "aten::linear"(%r2, %w3, %b3) {module = "fc3", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+    %n = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %n) : (tensor<4x4xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
+  func.func @forward_eval(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<4x4xf32> {
+    %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
+    %b1 = ds.get_param @fc1.bias : tensor<16xf32>
+    %h1 = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+    %r1 = ds.aten "aten::relu"(%h1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    %w2 = ds.get_param @fc2.weight : tensor<8x16xf32>
+    %b2 = ds.get_param @fc2.bias : tensor<8xf32>
+    %h2 = ds.aten "aten::linear"(%r1, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %r2 = ds.aten "aten::relu"(%h2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %w3 = ds.get_param @fc3.weight : tensor<4x8xf32>
+    %b3 = ds.get_param @fc3.bias : tensor<4xf32>
+    %y = ds.aten "aten::linear"(%r2, %w3, %b3) {module = "fc3", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+    return %y : tensor<4x4xf32>
+  }
 }
 
 // -----
@@ -150,26 +152,28 @@ func.func @forward_eval(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<4x4xf32> 
 // CHECK-NEXT:    2  all_gather @model bucket 3 (28 elements, persistent) -> wait at 3
 // CHECK-NEXT:    3  wait all_gather @model bucket 3
 // CHECK-NOT:   schedule
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 128, \"stage3_param_persistence_threshold\": 16, \"overlap_comm\": false}}"}
-ds.param @fc1.weight : tensor<16x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc1.bias : tensor<16xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.weight : tensor<8x16xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.bias : tensor<8xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc3.weight : tensor<4x8xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc3.bias : tensor<4xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
-  %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
-  %b1 = ds.get_param @fc1.bias : tensor<16xf32>
-  %h1 = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
-  %r1 = ds.aten "aten::relu"(%h1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
-  %w2 = ds.get_param @fc2.weight : tensor<8x16xf32>
-  %b2 = ds.get_param @fc2.bias : tensor<8xf32>
-  %h2 = ds.aten "aten::linear"(%r1, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-  %r2 = ds.aten "aten::relu"(%h2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  %w3 = ds.get_param @fc3.weight : tensor<4x8xf32>
-  %b3 = ds.get_param @fc3.bias : tensor<4xf32>
-  %y = ds.aten "aten::linear"(%r2, %w3, %b3) {module = "fc3", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x4xf32>
-  %n = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %n) : (tensor<4x4xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 3, reduce_bucket_size = 128, stage3_param_persistence_threshold = 16>>}
+  ds.param @fc1.weight : tensor<16x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc1.bias : tensor<16xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.weight : tensor<8x16xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.bias : tensor<8xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc3.weight : tensor<4x8xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc3.bias : tensor<4xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
+    %b1 = ds.get_param @fc1.bias : tensor<16xf32>
+    %h1 = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+    %r1 = ds.aten "aten::relu"(%h1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    %w2 = ds.get_param @fc2.weight : tensor<8x16xf32>
+    %b2 = ds.get_param @fc2.bias : tensor<8xf32>
+    %h2 = ds.aten "aten::linear"(%r1, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %r2 = ds.aten "aten::relu"(%h2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %w3 = ds.get_param @fc3.weight : tensor<4x8xf32>
+    %b3 = ds.get_param @fc3.bias : tensor<4xf32>
+    %y = ds.aten "aten::linear"(%r2, %w3, %b3) {module = "fc3", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+    %n = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %n) : (tensor<4x4xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
 }

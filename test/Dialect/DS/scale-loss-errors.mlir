@@ -3,9 +3,9 @@
 // -ds-scale-loss and ds.loss_scale: what they reject. Each case breaks one rule.
 
 // Two fp16 engines on the one backward.
-ds.engine @a {module = "a", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"fp16\": {\"enabled\": true}}"}
+ds.engine @a {module = "a", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = fp16, loss_scaler = <kind = dynamic>>>}
 // expected-error @+1 {{engine @a trains in fp16 (fp16.enabled) and engine @b trains with a loss scale too on the one backward of @forward: the loss scale multiplies that backward's one seed, so @b's gradients would carry @a's scale (DeepSpeed scales each engine's own loss); an engine with a loss scale (fp16, fp16 autocast) must be the only trainable engine of its plan (bf16 and bf16 autocast need none)}}
-ds.engine @b {module = "b", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"fp16\": {\"enabled\": true, \"loss_scale\": 128}}"}
+ds.engine @b {module = "b", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = fp16, loss_scaler = <kind = static, scale = 128.0>>>}
 ds.param @a.w : tensor<4xf32> {engine = @a, module = "a", module_class = "A", requires_grad}
 ds.param @b.w : tensor<4xf32> {engine = @b, module = "b", module_class = "B", requires_grad}
 func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
@@ -23,8 +23,8 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
 // An fp16 engine next to a trainable fp32 engine: the fp32 engine's gradients
 // would carry the fp16 engine's loss scale.
 // expected-error @+1 {{engine @b trains in fp16 (fp16.enabled) and engine @a trains as well on the one backward of @forward: the loss scale multiplies that backward's one seed, so @a's gradients would carry @b's scale (DeepSpeed scales each engine's own loss); an engine with a loss scale (fp16, fp16 autocast) must be the only trainable engine of its plan (bf16 and bf16 autocast need none)}}
-ds.engine @a {module = "a", config = "{\"optimizer\": {\"type\": \"AdamW\"}}"}
-ds.engine @b {module = "b", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"fp16\": {\"enabled\": true}}"}
+ds.engine @a {module = "a", deepspeed = #ds.engine_config<optimizer = <kind = adamw>>}
+ds.engine @b {module = "b", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = fp16, loss_scaler = <kind = dynamic>>>}
 ds.param @a.w : tensor<4xf32> {engine = @a, module = "a", module_class = "A", requires_grad}
 ds.param @b.w : tensor<4xf32> {engine = @b, module = "b", module_class = "B", requires_grad}
 func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
@@ -42,8 +42,8 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
 // An fp16 autocast engine (torch.amp.GradScaler) next to a trainable bf16
 // autocast engine: the same rule.
 // expected-error @+1 {{engine @b trains in fp16 autocast (torch_autocast.dtype float16) and engine @a trains as well on the one backward of @forward: the loss scale multiplies that backward's one seed, so @a's gradients would carry @b's scale (DeepSpeed scales each engine's own loss); an engine with a loss scale (fp16, fp16 autocast) must be the only trainable engine of its plan (bf16 and bf16 autocast need none)}}
-ds.engine @a {module = "a", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true}}"}
-ds.engine @b {module = "b", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true, \"dtype\": \"float16\"}}"}
+ds.engine @a {module = "a", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = autocast, autocast_dtype = bf16>>}
+ds.engine @b {module = "b", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = autocast, autocast_dtype = f16, loss_scaler = <kind = grad_scaler, scale_window = 2000, hysteresis = 1, min_scale = 0.0>>>}
 ds.param @a.w : tensor<4xf32> {engine = @a, module = "a", module_class = "A", requires_grad}
 ds.param @b.w : tensor<4xf32> {engine = @b, module = "b", module_class = "B", requires_grad}
 func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
@@ -59,9 +59,9 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
 // -----
 
 // Two fp16 autocast engines.
-ds.engine @a {module = "a", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true, \"dtype\": \"fp16\"}}"}
+ds.engine @a {module = "a", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = autocast, autocast_dtype = f16, loss_scaler = <kind = grad_scaler, scale_window = 2000, hysteresis = 1, min_scale = 0.0>>>}
 // expected-error @+1 {{engine @a trains in fp16 autocast (torch_autocast.dtype float16) and engine @b trains with a loss scale too on the one backward of @forward}}
-ds.engine @b {module = "b", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true, \"dtype\": \"float16\"}}"}
+ds.engine @b {module = "b", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = autocast, autocast_dtype = f16, loss_scaler = <kind = grad_scaler, scale_window = 2000, hysteresis = 1, min_scale = 0.0>>>}
 ds.param @a.w : tensor<4xf32> {engine = @a, module = "a", module_class = "A", requires_grad}
 ds.param @b.w : tensor<4xf32> {engine = @b, module = "b", module_class = "B", requires_grad}
 func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
@@ -78,7 +78,7 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
 
 // An fp16 autocast engine without a backward.
 // expected-error @+1 {{engine @model trains in fp16 autocast, but @forward has no backward (ds.backward_begin) to scale: run -ds-autodiff first}}
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true, \"dtype\": \"float16\"}}"}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = autocast, autocast_dtype = f16, loss_scaler = <kind = grad_scaler, scale_window = 2000, hysteresis = 1, min_scale = 0.0>>>}
 ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad}
 func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
   %w = ds.get_param @w : tensor<4xf32>
@@ -91,7 +91,7 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
 
 // No marked seed: the backward was not made by -ds-autodiff right before.
 // expected-error @+1 {{engine @model trains in fp16, but the backward of @forward has no seed to scale (a ds.constant marked ds.backward_seed after ds.backward_begin): run -ds-scale-loss right after -ds-autodiff, before -canonicalize merges the seed into other constants}}
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"fp16\": {\"enabled\": true}}"}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = fp16, loss_scaler = <kind = dynamic>>>}
 ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad}
 func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
   %w = ds.get_param @w : tensor<4xf32>
@@ -107,7 +107,7 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
 
 // No backward at all.
 // expected-error @+1 {{engine @model trains in fp16, but @forward has no backward (ds.backward_begin) to scale: run -ds-autodiff first}}
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"fp16\": {\"enabled\": true}}"}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = fp16, loss_scaler = <kind = dynamic>>>}
 ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad}
 func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
   %w = ds.get_param @w : tensor<4xf32>
@@ -119,7 +119,7 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
 // -----
 
 // Already scaled.
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"fp16\": {\"enabled\": true}}"}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = fp16, loss_scaler = <kind = dynamic>>>}
 ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad}
 func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
   %w = ds.get_param @w : tensor<4xf32>

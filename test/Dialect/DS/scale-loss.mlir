@@ -1,5 +1,5 @@
 // RUN: ds-opt %s -split-input-file -ds-autodiff=grad-scale=0.5 -ds-scale-loss | FileCheck %s
-// RUN: ds-opt %s -split-input-file -ds-autodiff=grad-scale=0.5 -ds-scale-loss -canonicalize -cse -ds-lower-optimizer -ds-zero-partition=world-size=2 -ds-engine-backward -ds-schedule-collectives -ds-verify-collectives | FileCheck %s --check-prefix=PIPE
+// RUN: ds-opt %s -split-input-file -ds-autodiff=grad-scale=0.5 -ds-scale-loss -canonicalize -cse -ds-lower-optimizer -ds-zero-partition -ds-engine-backward -ds-schedule-collectives -ds-verify-collectives | FileCheck %s --check-prefix=PIPE
 
 // -ds-scale-loss: an fp16 (or fp16 autocast) engine's loss scale multiplies the backward's
 // seed (1 / GAS = 0.5 here) right after ds.backward_begin, in f32, cast
@@ -34,16 +34,18 @@
 // PIPE-NEXT:    %[[SCALED:.*]] = ds.aten "aten::to.dtype"(%[[PRODUCT]], {{.*}} -> tensor<f16>
 // PIPE:         ds.aten "aten::expand"(%[[SCALED]],
 // PIPE:         ds.backward_prologue @model
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"fp16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 2}}"}
-ds.param @fc.weight : tensor<2x4xf16> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc.bias : tensor<2xf16> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<3x4xf16> {ds.name = "x"}) -> tensor<f16> {
-  %w = ds.get_param @fc.weight : tensor<2x4xf16>
-  %b = ds.get_param @fc.bias : tensor<2xf16>
-  %y = ds.aten "aten::linear"(%x, %w, %b) {module = "fc", module_class = "torch.nn.modules.linear.Linear"} : (tensor<3x4xf16>, tensor<2x4xf16>, tensor<2xf16>) -> tensor<3x2xf16>
-  %n = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %n) : (tensor<3x2xf16>, !ds.none) -> tensor<f16>
-  return %s : tensor<f16>
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 2>, precision = <mode = fp16, loss_scaler = <kind = dynamic>>>}
+  ds.param @fc.weight : tensor<2x4xf16> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc.bias : tensor<2xf16> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<3x4xf16> {ds.name = "x"}) -> tensor<f16> {
+    %w = ds.get_param @fc.weight : tensor<2x4xf16>
+    %b = ds.get_param @fc.bias : tensor<2xf16>
+    %y = ds.aten "aten::linear"(%x, %w, %b) {module = "fc", module_class = "torch.nn.modules.linear.Linear"} : (tensor<3x4xf16>, tensor<2x4xf16>, tensor<2xf16>) -> tensor<3x2xf16>
+    %n = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %n) : (tensor<3x2xf16>, !ds.none) -> tensor<f16>
+    return %s : tensor<f16>
+  }
 }
 
 // -----
@@ -64,15 +66,17 @@ func.func @forward(%x: tensor<3x4xf16> {ds.name = "x"}) -> tensor<f16> {
 // PIPE-LABEL: func.func @forward(
 // PIPE:         ds.backward_begin
 // PIPE-NEXT:    ds.loss_scale @model : tensor<f32>
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"fp16\": {\"enabled\": true, \"loss_scale\": 128}}"}
-ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad}
-func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> (tensor<f32>, tensor<f32>) {
-  %w = ds.get_param @w : tensor<4xf32>
-  %p = ds.aten "aten::mul.Tensor"(%x, %w) {module = "", module_class = "M"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %n = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%p, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
-  %t = ds.aten "aten::mean"(%p, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
-  return %s, %t : tensor<f32>, tensor<f32>
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, precision = <mode = fp16, loss_scaler = <kind = static, scale = 128.0>>>}
+  ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad}
+  func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> (tensor<f32>, tensor<f32>) {
+    %w = ds.get_param @w : tensor<4xf32>
+    %p = ds.aten "aten::mul.Tensor"(%x, %w) {module = "", module_class = "M"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %n = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%p, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
+    %t = ds.aten "aten::mean"(%p, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
+    return %s, %t : tensor<f32>, tensor<f32>
+  }
 }
 
 // -----
@@ -96,20 +100,22 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> (tensor<f32>, tensor<f3
 // PIPE-NEXT:    %[[SCALE:.*]] = ds.loss_scale @model : tensor<f32>
 // PIPE-NEXT:    ds.aten "aten::mul.Tensor"(%{{.*}}, %[[SCALE]]) : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // PIPE:         ds.backward_prologue @model
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true, \"dtype\": \"float16\"}, \"zero_optimization\": {\"stage\": 2}}"}
-ds.param @fc.weight : tensor<2x4xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<3x4xf32> {ds.name = "x"}) -> tensor<f32> {
-  %w = ds.get_param @fc.weight : tensor<2x4xf32>
-  %c5 = ds.constant 5 : i64
-  %c6 = ds.constant 6 : i64
-  %no = ds.constant false
-  %none = ds.constant unit : !ds.none
-  %x16 = ds.aten "aten::to.dtype"(%x, %c5, %no, %no, %none) {module = "fc", module_class = "torch.nn.modules.linear.Linear"} : (tensor<3x4xf32>, i64, i1, i1, !ds.none) -> tensor<3x4xf16>
-  %w16 = ds.aten "aten::to.dtype"(%w, %c5, %no, %no, %none) {module = "fc", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xf32>, i64, i1, i1, !ds.none) -> tensor<2x4xf16>
-  %y = ds.aten "aten::linear"(%x16, %w16, %none) {module = "fc", module_class = "torch.nn.modules.linear.Linear"} : (tensor<3x4xf16>, tensor<2x4xf16>, !ds.none) -> tensor<3x2xf16>
-  %y32 = ds.aten "aten::to.dtype"(%y, %c6, %no, %no, %none) : (tensor<3x2xf16>, i64, i1, i1, !ds.none) -> tensor<3x2xf32>
-  %s = ds.aten "aten::sum"(%y32, %none) : (tensor<3x2xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 2>, precision = <mode = autocast, autocast_dtype = f16, loss_scaler = <kind = grad_scaler, scale_window = 2000, hysteresis = 1, min_scale = 0.0>>>}
+  ds.param @fc.weight : tensor<2x4xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<3x4xf32> {ds.name = "x"}) -> tensor<f32> {
+    %w = ds.get_param @fc.weight : tensor<2x4xf32>
+    %c5 = ds.constant 5 : i64
+    %c6 = ds.constant 6 : i64
+    %no = ds.constant false
+    %none = ds.constant unit : !ds.none
+    %x16 = ds.aten "aten::to.dtype"(%x, %c5, %no, %no, %none) {module = "fc", module_class = "torch.nn.modules.linear.Linear"} : (tensor<3x4xf32>, i64, i1, i1, !ds.none) -> tensor<3x4xf16>
+    %w16 = ds.aten "aten::to.dtype"(%w, %c5, %no, %no, %none) {module = "fc", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xf32>, i64, i1, i1, !ds.none) -> tensor<2x4xf16>
+    %y = ds.aten "aten::linear"(%x16, %w16, %none) {module = "fc", module_class = "torch.nn.modules.linear.Linear"} : (tensor<3x4xf16>, tensor<2x4xf16>, !ds.none) -> tensor<3x2xf16>
+    %y32 = ds.aten "aten::to.dtype"(%y, %c6, %no, %no, %none) : (tensor<3x2xf16>, i64, i1, i1, !ds.none) -> tensor<3x2xf32>
+    %s = ds.aten "aten::sum"(%y32, %none) : (tensor<3x2xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
 }
 
 // -----
@@ -122,14 +128,16 @@ func.func @forward(%x: tensor<3x4xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK-NOT:     ds.loss_scale
 // PIPE-LABEL: func.func @forward(
 // PIPE-NOT:     ds.loss_scale
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true, \"dtype\": \"bfloat16\"}}"}
-ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad}
-func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
-  %w = ds.get_param @w : tensor<4xf32>
-  %p = ds.aten "aten::mul.Tensor"(%x, %w) {module = "", module_class = "M"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %n = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%p, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, precision = <mode = autocast, autocast_dtype = bf16>>}
+  ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad}
+  func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
+    %w = ds.get_param @w : tensor<4xf32>
+    %p = ds.aten "aten::mul.Tensor"(%x, %w) {module = "", module_class = "M"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %n = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%p, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
 }
 
 // -----
@@ -141,12 +149,14 @@ func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK-NOT:     ds.loss_scale
 // PIPE-LABEL: func.func @forward(
 // PIPE-NOT:     ds.loss_scale
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"bf16\": {\"enabled\": true}}"}
-ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad}
-func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
-  %w = ds.get_param @w : tensor<4xf32>
-  %p = ds.aten "aten::mul.Tensor"(%x, %w) {module = "", module_class = "M"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %n = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%p, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, precision = <mode = bf16>>}
+  ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad}
+  func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
+    %w = ds.get_param @w : tensor<4xf32>
+    %p = ds.aten "aten::mul.Tensor"(%x, %w) {module = "", module_class = "M"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %n = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%p, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
 }

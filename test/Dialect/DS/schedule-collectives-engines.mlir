@@ -30,8 +30,8 @@
 // CHECK-NEXT:    ds.backward_epilogue @late
 // CHECK-NEXT:    return
 module attributes {ds.world_size = 2 : i64} {
-  ds.engine @early {config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 2, \"overlap_comm\": true}}", flat_numel = 8 : i64, module = "early", zero_stage = 2 : i64}
-  ds.engine @late {config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 2, \"overlap_comm\": false}}", flat_numel = 8 : i64, module = "late", zero_stage = 2 : i64}
+  ds.engine @early {deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 2, overlap_comm = true>>, flat_numel = 8 : i64, module = "early", zero_stage = 2 : i64}
+  ds.engine @late {deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 2>>, flat_numel = 8 : i64, module = "late", zero_stage = 2 : i64}
   ds.param @early.a : tensor<4xf32> {engine = @early, flat_offset = 0 : i64, module = "early", module_class = "M", requires_grad}
   ds.param @early.b : tensor<4xf32> {engine = @early, flat_offset = 4 : i64, module = "early", module_class = "M", requires_grad}
   ds.param @late.a : tensor<4xf32> {engine = @late, flat_offset = 0 : i64, module = "late", module_class = "M", requires_grad}

@@ -59,7 +59,7 @@
 // CHECK-NEXT:    ds.wait %[[R0]]
 // CHECK-NEXT:    return
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3}}", zero_stage = 3, flat_numel = 32}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 3, overlap_comm = true>>, zero_stage = 3, flat_numel = 32}
 ds.param @a : tensor<8xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.param @b : tensor<8xf32> {engine = @model, flat_offset = 8 : i64, module = "b", module_class = "L", requires_grad}
 ds.param @c : tensor<8xf32> {engine = @model, flat_offset = 16 : i64, module = "c", module_class = "L", requires_grad}
@@ -141,7 +141,7 @@ func.func @step() {
 // CHECK-NEXT:    %[[C2:.*]] = ds.all_gather @b2
 // CHECK-NEXT:    ds.wait %[[D2]]
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"stage3_prefetch_bucket_size\": 16}}", zero_stage = 3, flat_numel = 32}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 3, overlap_comm = true, stage3_prefetch_bucket_size = 16>>, zero_stage = 3, flat_numel = 32}
 ds.param @a : tensor<8xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.param @b : tensor<8xf32> {engine = @model, flat_offset = 8 : i64, module = "b", module_class = "L", requires_grad}
 ds.param @c : tensor<8xf32> {engine = @model, flat_offset = 16 : i64, module = "c", module_class = "L", requires_grad}
@@ -222,7 +222,7 @@ func.func @step() {
 // CHECK-NEXT:    %[[D:.*]] = ds.all_gather @b3
 // CHECK-NEXT:    ds.wait %[[C]]
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"stage3_max_live_parameters\": 16}}", zero_stage = 3, flat_numel = 32}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 3, overlap_comm = true, stage3_max_live_parameters = 16>>, zero_stage = 3, flat_numel = 32}
 ds.param @a : tensor<8xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.param @b : tensor<8xf32> {engine = @model, flat_offset = 8 : i64, module = "b", module_class = "L", requires_grad}
 ds.param @c : tensor<8xf32> {engine = @model, flat_offset = 16 : i64, module = "c", module_class = "L", requires_grad}
@@ -309,7 +309,7 @@ func.func @step() {
 // CHECK-NEXT:    ds.wait %[[R0]]
 // CHECK-NEXT:    return
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"overlap_comm\": false}}", zero_stage = 3, flat_numel = 32}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 3>>, zero_stage = 3, flat_numel = 32}
 ds.param @a : tensor<8xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.param @b : tensor<8xf32> {engine = @model, flat_offset = 8 : i64, module = "b", module_class = "L", requires_grad}
 ds.param @c : tensor<8xf32> {engine = @model, flat_offset = 16 : i64, module = "c", module_class = "L", requires_grad}
@@ -389,7 +389,7 @@ func.func @step() {
 // CHECK-NEXT:    ds.wait %[[R0]]
 // CHECK-NEXT:    return
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"stage3_prefetch_bucket_size\": 0}}", zero_stage = 3, flat_numel = 32}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 3, overlap_comm = true, stage3_prefetch_bucket_size = 0>>, zero_stage = 3, flat_numel = 32}
 ds.param @a : tensor<8xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.param @b : tensor<8xf32> {engine = @model, flat_offset = 8 : i64, module = "b", module_class = "L", requires_grad}
 ds.param @c : tensor<8xf32> {engine = @model, flat_offset = 16 : i64, module = "c", module_class = "L", requires_grad}
@@ -474,8 +474,8 @@ func.func @step() {
 // CHECK-NEXT:    ds.wait %[[GF]]
 // CHECK-NEXT:    return
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @slow {module = "s", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 2}}", zero_stage = 2, flat_numel = 4}
-ds.engine @fast {module = "f", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 2, \"overlap_comm\": true}}", zero_stage = 2, flat_numel = 4}
+ds.engine @slow {module = "s", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 2>>, zero_stage = 2, flat_numel = 4}
+ds.engine @fast {module = "f", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 2, overlap_comm = true>>, zero_stage = 2, flat_numel = 4}
 ds.param @s.w : tensor<4xf32> {engine = @slow, flat_offset = 0 : i64, module = "s", module_class = "L", requires_grad}
 ds.param @f.w : tensor<4xf32> {engine = @fast, flat_offset = 0 : i64, module = "f", module_class = "L", requires_grad}
 ds.bucket @slow_bucket0 engine @slow offset 0 numel 4

@@ -10,7 +10,7 @@
 // CHECK:       ds.if
 // CHECK:       ds.release @b0
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 3, flat_numel = 8}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 3, flat_numel = 8}
 ds.param @g : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "moe.gate", module_class = "Linear", requires_grad}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 4 : i64, module = "moe.experts.0", module_class = "Expert", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8 leaf "moe"
@@ -36,7 +36,7 @@ func.func @forward_eval(%x: tensor<4xf32>, %c: i1) -> tensor<4xf32> {
 // A leaf's bucket released before its last ds.if: the read inside is
 // rejected, naming the leaf.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 3, flat_numel = 8}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 3, flat_numel = 8}
 ds.param @g : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "moe.gate", module_class = "Linear", requires_grad}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 4 : i64, module = "moe.experts.0", module_class = "Expert", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8 leaf "moe"

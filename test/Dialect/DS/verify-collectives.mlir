@@ -8,7 +8,7 @@
 
 // A read with no gather before it.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 3, flat_numel = 16}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 3, flat_numel = 16}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.param @p : tensor<4xf32> {engine = @model, flat_offset = 8 : i64, module = "p", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
@@ -25,7 +25,7 @@ func.func @forward_eval(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // A read before the gather's wait: the data may not be there yet.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 3, flat_numel = 16}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 3, flat_numel = 16}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.param @p : tensor<4xf32> {engine = @model, flat_offset = 8 : i64, module = "p", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
@@ -46,7 +46,7 @@ func.func @forward_eval(%x: tensor<4xf32>) -> tensor<4xf32> {
 // A use of the parameter's value after the release (what -cse would make of
 // the backward's own ds.get_param).
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 3, flat_numel = 16}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 3, flat_numel = 16}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.param @p : tensor<4xf32> {engine = @model, flat_offset = 8 : i64, module = "p", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
@@ -69,7 +69,7 @@ func.func @forward_eval(%x: tensor<4xf32>) -> tensor<4xf32> {
 // buffer of the first gather (what -cse makes of the backward's ds.get_param
 // when it runs after -ds-zero-partition).
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 3, flat_numel = 16}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 3, flat_numel = 16}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.param @p : tensor<4xf32> {engine = @model, flat_offset = 8 : i64, module = "p", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
@@ -95,7 +95,7 @@ func.func @forward_eval(%x: tensor<4xf32>) -> tensor<4xf32> {
 // gather belongs before the ds.if (a gather inside would hang the ranks that
 // skip the branch); the branch's module is the leaf-module candidate.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 3, flat_numel = 16}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 3, flat_numel = 16}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "moe.experts.0", module_class = "Expert", requires_grad}
 ds.param @p : tensor<4xf32> {engine = @model, flat_offset = 8 : i64, module = "p", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
@@ -119,7 +119,7 @@ func.func @forward_eval(%x: tensor<4xf32>, %c: i1) -> tensor<4xf32> {
 
 // Gathered twice without a release between.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 3, flat_numel = 16}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 3, flat_numel = 16}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.param @p : tensor<4xf32> {engine = @model, flat_offset = 8 : i64, module = "p", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
@@ -139,7 +139,7 @@ func.func @forward_eval() {
 
 // Released while its gather is still in flight.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 3, flat_numel = 16}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 3, flat_numel = 16}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.param @p : tensor<4xf32> {engine = @model, flat_offset = 8 : i64, module = "p", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
@@ -157,7 +157,7 @@ func.func @forward_eval() {
 
 // Released without a gather.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 3, flat_numel = 16}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 3, flat_numel = 16}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.param @p : tensor<4xf32> {engine = @model, flat_offset = 8 : i64, module = "p", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
@@ -173,7 +173,7 @@ func.func @forward_eval() {
 
 // Still gathered when the function returns.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 3, flat_numel = 16}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 3, flat_numel = 16}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.param @p : tensor<4xf32> {engine = @model, flat_offset = 8 : i64, module = "p", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
@@ -190,7 +190,7 @@ func.func @forward_eval() {
 
 // A persistent bucket is whole on every rank: it is gathered in @step only.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 3, flat_numel = 16}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 3, flat_numel = 16}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.param @p : tensor<4xf32> {engine = @model, flat_offset = 8 : i64, module = "p", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
@@ -207,7 +207,7 @@ func.func @forward_eval() {
 
 // A sharded bucket is gathered where it is read, never in @step.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 3, flat_numel = 16}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 3, flat_numel = 16}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.param @p : tensor<4xf32> {engine = @model, flat_offset = 8 : i64, module = "p", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
@@ -225,7 +225,7 @@ func.func @step() {
 
 // The persistent bucket's gather must follow the update.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 3, flat_numel = 16}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 3, flat_numel = 16}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.param @p : tensor<4xf32> {engine = @model, flat_offset = 8 : i64, module = "p", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
@@ -243,7 +243,7 @@ func.func @step() {
 
 // ... and must be there: the ranks would keep stale parameters.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 3, flat_numel = 16}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 3, flat_numel = 16}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.param @p : tensor<4xf32> {engine = @model, flat_offset = 8 : i64, module = "p", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
@@ -259,7 +259,7 @@ func.func @step() {
 
 // Stage 1: the update reads the reduced gradients, so it waits for them.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 1, flat_numel = 8}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 1, flat_numel = 8}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
 func.func @step() {
@@ -277,7 +277,7 @@ func.func @step() {
 
 // Stage 1 reduces every bucket at the boundary, before the update.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 1, flat_numel = 8}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 1, flat_numel = 8}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
 func.func @step() {
@@ -293,7 +293,7 @@ func.func @step() {
 
 // Stage 1 does not reduce in the backward.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 1, flat_numel = 8}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 1, flat_numel = 8}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
 func.func @forward() {
@@ -309,7 +309,7 @@ func.func @forward() {
 
 // Stage 2: a gradient written after its bucket's reduce-scatter is lost.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 2, flat_numel = 8}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 2, flat_numel = 8}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
 func.func @forward(%g: tensor<4xf32>) {
@@ -326,7 +326,7 @@ func.func @forward(%g: tensor<4xf32>) {
 
 // Stage 2: every bucket is reduce-scattered in the backward.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 2, flat_numel = 8}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 2, flat_numel = 8}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
 // expected-error @below {{bucket @b0 (engine @model, ZeRO stage 2) is never reduce-scattered in @forward: its gradients would not reach the shards}}
@@ -341,7 +341,7 @@ func.func @forward(%g: tensor<4xf32>) {
 
 // ... once.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 2, flat_numel = 8}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 2, flat_numel = 8}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
 func.func @forward(%g: tensor<4xf32>) {
@@ -360,7 +360,7 @@ func.func @forward(%g: tensor<4xf32>) {
 
 // The eval function has no gradients to reduce.
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{}", zero_stage = 2, flat_numel = 8}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2>, zero_stage = 2, flat_numel = 8}
 ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a", module_class = "L", requires_grad}
 ds.bucket @b0 engine @model offset 0 numel 8
 func.func @forward_eval() {

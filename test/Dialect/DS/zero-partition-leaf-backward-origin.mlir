@@ -1,4 +1,4 @@
-// RUN: ds-opt %s -ds-zero-partition=world-size=2 -verify-diagnostics -o /dev/null
+// RUN: ds-opt %s -ds-zero-partition -verify-diagnostics -o /dev/null
 
 // A leaf's backward ds.if whose branch also holds an op without a
 // TorchScript origin (no module and no module_class, as the backward's
@@ -7,9 +7,9 @@
 // zero-partition-leaf.mlir after -ds-autodiff -canonicalize -cse
 // -ds-lower-optimizer, with that op added.
 
-module {
+module attributes {ds.world_size = 2 : i64} {
   // expected-remark @below {{ZeRO-3 leaf module 'moe' (SparseMoeBlock), matched by zero_optimization.leaf_module.classes[0] "SparseMoeBlock"}}
-  ds.engine @model {config = "{\22optimizer\22: {\22type\22: \22AdamW\22}, \22zero_optimization\22: {\22stage\22: 3, \22reduce_bucket_size\22: 4, \22stage3_param_persistence_threshold\22: 0, \22stage3_max_reuse_distance\22: 0, \22leaf_module\22: {\22classes\22: [\22SparseMoeBlock\22]}}}", module = ""}
+  ds.engine @model {deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 3, overlap_comm = true, reduce_bucket_size = 4, stage3_param_persistence_threshold = 0, stage3_max_reuse_distance = 0, leaf_module = <classes = ["SparseMoeBlock"]>>>, module = ""}
   ds.param @moe.gate.w : tensor<4xf32> {engine = @model, module = "moe.gate", module_class = "torch.nn.modules.linear.Linear", requires_grad}
   ds.param @moe.experts.0.fc1.w : tensor<4xf32> {engine = @model, module = "moe.experts.0.fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
   ds.param @moe.experts.1.fc1.w : tensor<4xf32> {engine = @model, module = "moe.experts.1.fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}

@@ -1,4 +1,4 @@
-// RUN: ds-opt %s -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition=world-size=2 -ds-verify-collectives -verify-diagnostics | FileCheck %s
+// RUN: ds-opt %s -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition -ds-verify-collectives -verify-diagnostics | FileCheck %s
 
 // A ZeRO-3 leaf module with data-dependent routing (the MoE of
 // zero-partition-stage3-routed.mlir, declared a leaf by its bare class):
@@ -65,53 +65,55 @@
 // CHECK-NEXT:    ds.release @model_bucket1
 // CHECK-NEXT:    return
 
-// expected-remark @below {{ZeRO-3 leaf module 'moe' (SparseMoeBlock), matched by zero_optimization.leaf_module.classes[0] "SparseMoeBlock": bucket @model_bucket1 holds its 3 parameters (12 elements), gathered at once and reduced once}}
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 4, \"stage3_param_persistence_threshold\": 0, \"stage3_max_reuse_distance\": 0, \"leaf_module\": {\"classes\": [\"SparseMoeBlock\"]}}}"}
-ds.param @moe.gate.w : tensor<4xf32> {engine = @model, module = "moe.gate", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @moe.experts.0.fc1.w : tensor<4xf32> {engine = @model, module = "moe.experts.0.fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @moe.experts.1.fc1.w : tensor<4xf32> {engine = @model, module = "moe.experts.1.fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @head.w : tensor<4xf32> {engine = @model, module = "head", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<4xf32> {ds.name = "x"}, %c: i1 {ds.name = "c", ds.unbatched}, %d: i1 {ds.name = "d", ds.unbatched}) -> tensor<f32> {
-  %wg = ds.get_param @moe.gate.w : tensor<4xf32>
-  %g = ds.aten "aten::mul.Tensor"(%x, %wg) {module = "moe.gate", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %h = ds.aten "aten::relu"(%g) {module = "moe", module_class = "SparseMoeBlock"} : (tensor<4xf32>) -> tensor<4xf32>
-  %y0 = ds.if %c -> (tensor<4xf32>) {
-    %w = ds.get_param @moe.experts.0.fc1.w : tensor<4xf32>
-    %e = ds.aten "aten::mul.Tensor"(%h, %w) {module = "moe.experts.0.fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-    ds.yield %e : tensor<4xf32>
-  } else {
-    ds.yield %h : tensor<4xf32>
+module attributes {ds.world_size = 2 : i64} {
+  // expected-remark @below {{ZeRO-3 leaf module 'moe' (SparseMoeBlock), matched by zero_optimization.leaf_module.classes[0] "SparseMoeBlock": bucket @model_bucket1 holds its 3 parameters (12 elements), gathered at once and reduced once}}
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 3, overlap_comm = true, reduce_bucket_size = 4, stage3_param_persistence_threshold = 0, stage3_max_reuse_distance = 0, leaf_module = <classes = ["SparseMoeBlock"]>>>}
+  ds.param @moe.gate.w : tensor<4xf32> {engine = @model, module = "moe.gate", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @moe.experts.0.fc1.w : tensor<4xf32> {engine = @model, module = "moe.experts.0.fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @moe.experts.1.fc1.w : tensor<4xf32> {engine = @model, module = "moe.experts.1.fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @head.w : tensor<4xf32> {engine = @model, module = "head", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<4xf32> {ds.name = "x"}, %c: i1 {ds.name = "c", ds.unbatched}, %d: i1 {ds.name = "d", ds.unbatched}) -> tensor<f32> {
+    %wg = ds.get_param @moe.gate.w : tensor<4xf32>
+    %g = ds.aten "aten::mul.Tensor"(%x, %wg) {module = "moe.gate", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %h = ds.aten "aten::relu"(%g) {module = "moe", module_class = "SparseMoeBlock"} : (tensor<4xf32>) -> tensor<4xf32>
+    %y0 = ds.if %c -> (tensor<4xf32>) {
+      %w = ds.get_param @moe.experts.0.fc1.w : tensor<4xf32>
+      %e = ds.aten "aten::mul.Tensor"(%h, %w) {module = "moe.experts.0.fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      ds.yield %e : tensor<4xf32>
+    } else {
+      ds.yield %h : tensor<4xf32>
+    }
+    %y1 = ds.if %d -> (tensor<4xf32>) {
+      %w = ds.get_param @moe.experts.1.fc1.w : tensor<4xf32>
+      %e = ds.aten "aten::mul.Tensor"(%y0, %w) {module = "moe.experts.1.fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      ds.yield %e : tensor<4xf32>
+    } else {
+      ds.yield %y0 : tensor<4xf32>
+    }
+    %wh = ds.get_param @head.w : tensor<4xf32>
+    %o = ds.aten "aten::mul.Tensor"(%y1, %wh) {module = "head", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %n = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%o, %n) {module = "", module_class = "Model"} : (tensor<4xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
   }
-  %y1 = ds.if %d -> (tensor<4xf32>) {
-    %w = ds.get_param @moe.experts.1.fc1.w : tensor<4xf32>
-    %e = ds.aten "aten::mul.Tensor"(%y0, %w) {module = "moe.experts.1.fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-    ds.yield %e : tensor<4xf32>
-  } else {
-    ds.yield %y0 : tensor<4xf32>
+  func.func @forward_eval(%x: tensor<4xf32> {ds.name = "x"}, %c: i1 {ds.name = "c", ds.unbatched}, %d: i1 {ds.name = "d", ds.unbatched}) -> tensor<4xf32> {
+    %wg = ds.get_param @moe.gate.w : tensor<4xf32>
+    %g = ds.aten "aten::mul.Tensor"(%x, %wg) {module = "moe.gate", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %h = ds.aten "aten::relu"(%g) {module = "moe", module_class = "SparseMoeBlock"} : (tensor<4xf32>) -> tensor<4xf32>
+    %y0 = ds.if %c -> (tensor<4xf32>) {
+      %w = ds.get_param @moe.experts.0.fc1.w : tensor<4xf32>
+      %e = ds.aten "aten::mul.Tensor"(%h, %w) {module = "moe.experts.0.fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      ds.yield %e : tensor<4xf32>
+    } else {
+      ds.yield %h : tensor<4xf32>
+    }
+    %y1 = ds.if %d -> (tensor<4xf32>) {
+      %w = ds.get_param @moe.experts.1.fc1.w : tensor<4xf32>
+      %e = ds.aten "aten::mul.Tensor"(%y0, %w) {module = "moe.experts.1.fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      ds.yield %e : tensor<4xf32>
+    } else {
+      ds.yield %y0 : tensor<4xf32>
+    }
+    return %y1 : tensor<4xf32>
   }
-  %wh = ds.get_param @head.w : tensor<4xf32>
-  %o = ds.aten "aten::mul.Tensor"(%y1, %wh) {module = "head", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %n = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%o, %n) {module = "", module_class = "Model"} : (tensor<4xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
-}
-func.func @forward_eval(%x: tensor<4xf32> {ds.name = "x"}, %c: i1 {ds.name = "c", ds.unbatched}, %d: i1 {ds.name = "d", ds.unbatched}) -> tensor<4xf32> {
-  %wg = ds.get_param @moe.gate.w : tensor<4xf32>
-  %g = ds.aten "aten::mul.Tensor"(%x, %wg) {module = "moe.gate", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %h = ds.aten "aten::relu"(%g) {module = "moe", module_class = "SparseMoeBlock"} : (tensor<4xf32>) -> tensor<4xf32>
-  %y0 = ds.if %c -> (tensor<4xf32>) {
-    %w = ds.get_param @moe.experts.0.fc1.w : tensor<4xf32>
-    %e = ds.aten "aten::mul.Tensor"(%h, %w) {module = "moe.experts.0.fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-    ds.yield %e : tensor<4xf32>
-  } else {
-    ds.yield %h : tensor<4xf32>
-  }
-  %y1 = ds.if %d -> (tensor<4xf32>) {
-    %w = ds.get_param @moe.experts.1.fc1.w : tensor<4xf32>
-    %e = ds.aten "aten::mul.Tensor"(%y0, %w) {module = "moe.experts.1.fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-    ds.yield %e : tensor<4xf32>
-  } else {
-    ds.yield %y0 : tensor<4xf32>
-  }
-  return %y1 : tensor<4xf32>
 }

@@ -1,4 +1,4 @@
-// RUN: ds-opt %s -split-input-file -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition=world-size=2 -ds-verify-collectives -verify-diagnostics | FileCheck %s
+// RUN: ds-opt %s -split-input-file -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition -ds-verify-collectives -verify-diagnostics | FileCheck %s
 
 // -ds-zero-partition: communication dtypes (docs/zero.md, "Communication
 // dtypes"). The model: fc1 (Linear), ln (a LayerNorm, written as a mul and
@@ -10,29 +10,31 @@
 // CHECK:      ds.bucket @model_bucket0 engine @model offset 0 numel 22 dtype bf16{{$}}
 // CHECK-NEXT: ds.bucket @model_bucket1 engine @model offset 22 numel 32 dtype bf16{{$}}
 // CHECK-NOT:  ds.bucket
-// expected-remark @+1 {{engine @model reduces and gathers every bucket (@model_bucket0, @model_bucket1) in bf16 (the model dtype: no communication_data_type)}}
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": 40}}"}
-ds.param @fc1.weight : tensor<4x8xbf16> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc1.bias : tensor<4xbf16> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @ln.weight : tensor<4xbf16> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @ln.bias : tensor<4xbf16> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @fc2.weight : tensor<2x4xbf16> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.bias : tensor<2xbf16> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<2x8xbf16> {ds.name = "x"}) -> tensor<bf16> {
-  %w1 = ds.get_param @fc1.weight : tensor<4x8xbf16>
-  %b1 = ds.get_param @fc1.bias : tensor<4xbf16>
-  %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xbf16>, tensor<4x8xbf16>, tensor<4xbf16>) -> tensor<2x4xbf16>
-  %g = ds.get_param @ln.weight : tensor<4xbf16>
-  %be = ds.get_param @ln.bias : tensor<4xbf16>
-  %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xbf16>, tensor<4xbf16>) -> tensor<2x4xbf16>
-  %one = ds.constant 1 : i64
-  %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xbf16>, tensor<4xbf16>, i64) -> tensor<2x4xbf16>
-  %w2 = ds.get_param @fc2.weight : tensor<2x4xbf16>
-  %b2 = ds.get_param @fc2.bias : tensor<2xbf16>
-  %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2xbf16>) -> tensor<2x2xbf16>
-  %none = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xbf16>, !ds.none) -> tensor<bf16>
-  return %s : tensor<bf16>
+module attributes {ds.world_size = 2 : i64} {
+  // expected-remark @+1 {{engine @model reduces and gathers every bucket (@model_bucket0, @model_bucket1) in bf16 (the model dtype: no communication_data_type)}}
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 2, reduce_bucket_size = 40>, precision = <mode = bf16>>}
+  ds.param @fc1.weight : tensor<4x8xbf16> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc1.bias : tensor<4xbf16> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @ln.weight : tensor<4xbf16> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @ln.bias : tensor<4xbf16> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @fc2.weight : tensor<2x4xbf16> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.bias : tensor<2xbf16> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<2x8xbf16> {ds.name = "x"}) -> tensor<bf16> {
+    %w1 = ds.get_param @fc1.weight : tensor<4x8xbf16>
+    %b1 = ds.get_param @fc1.bias : tensor<4xbf16>
+    %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xbf16>, tensor<4x8xbf16>, tensor<4xbf16>) -> tensor<2x4xbf16>
+    %g = ds.get_param @ln.weight : tensor<4xbf16>
+    %be = ds.get_param @ln.bias : tensor<4xbf16>
+    %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xbf16>, tensor<4xbf16>) -> tensor<2x4xbf16>
+    %one = ds.constant 1 : i64
+    %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xbf16>, tensor<4xbf16>, i64) -> tensor<2x4xbf16>
+    %w2 = ds.get_param @fc2.weight : tensor<2x4xbf16>
+    %b2 = ds.get_param @fc2.bias : tensor<2xbf16>
+    %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2xbf16>) -> tensor<2x2xbf16>
+    %none = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xbf16>, !ds.none) -> tensor<bf16>
+    return %s : tensor<bf16>
+  }
 }
 
 // -----
@@ -42,29 +44,31 @@ func.func @forward(%x: tensor<2x8xbf16> {ds.name = "x"}) -> tensor<bf16> {
 // CHECK:      ds.bucket @model_bucket0 engine @model offset 0 numel 22 dtype f32{{$}}
 // CHECK-NEXT: ds.bucket @model_bucket1 engine @model offset 22 numel 32 dtype f32{{$}}
 // CHECK-NOT:  ds.bucket
-// expected-remark @+1 {{engine @model reduces and gathers every bucket (@model_bucket0, @model_bucket1) in f32 (communication_data_type)}}
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"bf16\": {\"enabled\": true}, \"communication_data_type\": \"fp32\", \"zero_optimization\": {\"stage\": 1, \"reduce_bucket_size\": 40}}"}
-ds.param @fc1.weight : tensor<4x8xbf16> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc1.bias : tensor<4xbf16> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @ln.weight : tensor<4xbf16> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @ln.bias : tensor<4xbf16> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @fc2.weight : tensor<2x4xbf16> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.bias : tensor<2xbf16> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<2x8xbf16> {ds.name = "x"}) -> tensor<bf16> {
-  %w1 = ds.get_param @fc1.weight : tensor<4x8xbf16>
-  %b1 = ds.get_param @fc1.bias : tensor<4xbf16>
-  %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xbf16>, tensor<4x8xbf16>, tensor<4xbf16>) -> tensor<2x4xbf16>
-  %g = ds.get_param @ln.weight : tensor<4xbf16>
-  %be = ds.get_param @ln.bias : tensor<4xbf16>
-  %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xbf16>, tensor<4xbf16>) -> tensor<2x4xbf16>
-  %one = ds.constant 1 : i64
-  %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xbf16>, tensor<4xbf16>, i64) -> tensor<2x4xbf16>
-  %w2 = ds.get_param @fc2.weight : tensor<2x4xbf16>
-  %b2 = ds.get_param @fc2.bias : tensor<2xbf16>
-  %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2xbf16>) -> tensor<2x2xbf16>
-  %none = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xbf16>, !ds.none) -> tensor<bf16>
-  return %s : tensor<bf16>
+module attributes {ds.world_size = 2 : i64} {
+  // expected-remark @+1 {{engine @model reduces and gathers every bucket (@model_bucket0, @model_bucket1) in f32 (communication_data_type)}}
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 1, reduce_bucket_size = 40>, precision = <mode = bf16, communication_data_type = f32>>}
+  ds.param @fc1.weight : tensor<4x8xbf16> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc1.bias : tensor<4xbf16> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @ln.weight : tensor<4xbf16> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @ln.bias : tensor<4xbf16> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @fc2.weight : tensor<2x4xbf16> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.bias : tensor<2xbf16> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<2x8xbf16> {ds.name = "x"}) -> tensor<bf16> {
+    %w1 = ds.get_param @fc1.weight : tensor<4x8xbf16>
+    %b1 = ds.get_param @fc1.bias : tensor<4xbf16>
+    %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xbf16>, tensor<4x8xbf16>, tensor<4xbf16>) -> tensor<2x4xbf16>
+    %g = ds.get_param @ln.weight : tensor<4xbf16>
+    %be = ds.get_param @ln.bias : tensor<4xbf16>
+    %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xbf16>, tensor<4xbf16>) -> tensor<2x4xbf16>
+    %one = ds.constant 1 : i64
+    %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xbf16>, tensor<4xbf16>, i64) -> tensor<2x4xbf16>
+    %w2 = ds.get_param @fc2.weight : tensor<2x4xbf16>
+    %b2 = ds.get_param @fc2.bias : tensor<2xbf16>
+    %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2xbf16>) -> tensor<2x2xbf16>
+    %none = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xbf16>, !ds.none) -> tensor<bf16>
+    return %s : tensor<bf16>
+  }
 }
 
 // -----
@@ -93,29 +97,31 @@ func.func @forward(%x: tensor<2x8xbf16> {ds.name = "x"}) -> tensor<bf16> {
 // CHECK-NEXT: ds.reduce_scatter @model_bucket0
 // CHECK:      ds.grad @fc1.weight
 // CHECK-NEXT: ds.reduce_scatter @model_bucket2
-// expected-remark @+1 {{torch_autocast engine @model reduces and gathers the parameters of lower-precision-safe modules in bf16, the others in f32: @model_bucket0 (fc2.bias, fc2.weight, fc1.bias: torch.nn.Linear) in bf16; @model_bucket1 (ln.bias, ln.weight) in f32; @model_bucket2 (fc1.weight: torch.nn.Linear) in bf16}}
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": 40}}"}
-ds.param @fc1.weight : tensor<4x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc1.bias : tensor<4xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @ln.weight : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @ln.bias : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @fc2.weight : tensor<2x4xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.bias : tensor<2xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
-  %w1 = ds.get_param @fc1.weight : tensor<4x8xf32>
-  %b1 = ds.get_param @fc1.bias : tensor<4xf32>
-  %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
-  %g = ds.get_param @ln.weight : tensor<4xf32>
-  %be = ds.get_param @ln.bias : tensor<4xf32>
-  %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
-  %one = ds.constant 1 : i64
-  %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>, i64) -> tensor<2x4xf32>
-  %w2 = ds.get_param @fc2.weight : tensor<2x4xf32>
-  %b2 = ds.get_param @fc2.bias : tensor<2xf32>
-  %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x2xf32>
-  %none = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
+module attributes {ds.world_size = 2 : i64} {
+  // expected-remark @+1 {{torch_autocast engine @model reduces and gathers the parameters of lower-precision-safe modules in bf16, the others in f32: @model_bucket0 (fc2.bias, fc2.weight, fc1.bias: torch.nn.Linear) in bf16; @model_bucket1 (ln.bias, ln.weight) in f32; @model_bucket2 (fc1.weight: torch.nn.Linear) in bf16}}
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 2, reduce_bucket_size = 40>, precision = <mode = autocast, autocast_dtype = bf16>>}
+  ds.param @fc1.weight : tensor<4x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc1.bias : tensor<4xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @ln.weight : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @ln.bias : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @fc2.weight : tensor<2x4xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.bias : tensor<2xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %w1 = ds.get_param @fc1.weight : tensor<4x8xf32>
+    %b1 = ds.get_param @fc1.bias : tensor<4xf32>
+    %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %g = ds.get_param @ln.weight : tensor<4xf32>
+    %be = ds.get_param @ln.bias : tensor<4xf32>
+    %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %one = ds.constant 1 : i64
+    %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>, i64) -> tensor<2x4xf32>
+    %w2 = ds.get_param @fc2.weight : tensor<2x4xf32>
+    %b2 = ds.get_param @fc2.bias : tensor<2xf32>
+    %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+    %none = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
 }
 
 // -----
@@ -128,29 +134,31 @@ func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK-NEXT: ds.bucket @model_bucket2 engine @model offset 46 numel 8 persistent dtype f32{{$}}
 // CHECK-NOT:  ds.bucket
 // CHECK:      ds.all_gather @model_bucket0
-// expected-remark @+1 {{torch_autocast engine @model reduces and gathers the parameters of lower-precision-safe modules in bf16, the others in f32: @model_bucket0 (fc2.weight, fc1.weight: torch.nn.Linear) in bf16; @model_bucket1 (fc2.bias, fc1.bias: torch.nn.Linear) in bf16; @model_bucket2 (ln.bias, ln.weight) in f32}}
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 40, \"stage3_param_persistence_threshold\": 4}}"}
-ds.param @fc1.weight : tensor<4x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc1.bias : tensor<4xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @ln.weight : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @ln.bias : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @fc2.weight : tensor<2x4xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.bias : tensor<2xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
-  %w1 = ds.get_param @fc1.weight : tensor<4x8xf32>
-  %b1 = ds.get_param @fc1.bias : tensor<4xf32>
-  %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
-  %g = ds.get_param @ln.weight : tensor<4xf32>
-  %be = ds.get_param @ln.bias : tensor<4xf32>
-  %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
-  %one = ds.constant 1 : i64
-  %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>, i64) -> tensor<2x4xf32>
-  %w2 = ds.get_param @fc2.weight : tensor<2x4xf32>
-  %b2 = ds.get_param @fc2.bias : tensor<2xf32>
-  %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x2xf32>
-  %none = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
+module attributes {ds.world_size = 2 : i64} {
+  // expected-remark @+1 {{torch_autocast engine @model reduces and gathers the parameters of lower-precision-safe modules in bf16, the others in f32: @model_bucket0 (fc2.weight, fc1.weight: torch.nn.Linear) in bf16; @model_bucket1 (fc2.bias, fc1.bias: torch.nn.Linear) in bf16; @model_bucket2 (ln.bias, ln.weight) in f32}}
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 3, overlap_comm = true, reduce_bucket_size = 40, stage3_param_persistence_threshold = 4>, precision = <mode = autocast, autocast_dtype = bf16>>}
+  ds.param @fc1.weight : tensor<4x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc1.bias : tensor<4xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @ln.weight : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @ln.bias : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @fc2.weight : tensor<2x4xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.bias : tensor<2xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %w1 = ds.get_param @fc1.weight : tensor<4x8xf32>
+    %b1 = ds.get_param @fc1.bias : tensor<4xf32>
+    %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %g = ds.get_param @ln.weight : tensor<4xf32>
+    %be = ds.get_param @ln.bias : tensor<4xf32>
+    %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %one = ds.constant 1 : i64
+    %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>, i64) -> tensor<2x4xf32>
+    %w2 = ds.get_param @fc2.weight : tensor<2x4xf32>
+    %b2 = ds.get_param @fc2.bias : tensor<2xf32>
+    %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+    %none = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
 }
 
 // -----
@@ -162,29 +170,31 @@ func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK-NEXT: ds.bucket @model_bucket1 engine @model offset 14 numel 8 dtype bf16{{$}}
 // CHECK-NEXT: ds.bucket @model_bucket2 engine @model offset 22 numel 32 dtype f32{{$}}
 // CHECK-NOT:  ds.bucket
-// expected-remark @+1 {{torch_autocast engine @model reduces and gathers the parameters of lower-precision-safe modules in bf16, the others in f32: @model_bucket0 (fc2.bias, fc2.weight, fc1.bias) in f32; @model_bucket1 (ln.bias, ln.weight: LayerNorm) in bf16; @model_bucket2 (fc1.weight) in f32}}
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true, \"lower_precision_safe_modules\": [\"LayerNorm\"]}, \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": 40}}"}
-ds.param @fc1.weight : tensor<4x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc1.bias : tensor<4xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @ln.weight : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @ln.bias : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @fc2.weight : tensor<2x4xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.bias : tensor<2xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
-  %w1 = ds.get_param @fc1.weight : tensor<4x8xf32>
-  %b1 = ds.get_param @fc1.bias : tensor<4xf32>
-  %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
-  %g = ds.get_param @ln.weight : tensor<4xf32>
-  %be = ds.get_param @ln.bias : tensor<4xf32>
-  %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
-  %one = ds.constant 1 : i64
-  %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>, i64) -> tensor<2x4xf32>
-  %w2 = ds.get_param @fc2.weight : tensor<2x4xf32>
-  %b2 = ds.get_param @fc2.bias : tensor<2xf32>
-  %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x2xf32>
-  %none = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
+module attributes {ds.world_size = 2 : i64} {
+  // expected-remark @+1 {{torch_autocast engine @model reduces and gathers the parameters of lower-precision-safe modules in bf16, the others in f32: @model_bucket0 (fc2.bias, fc2.weight, fc1.bias) in f32; @model_bucket1 (ln.bias, ln.weight: LayerNorm) in bf16; @model_bucket2 (fc1.weight) in f32}}
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 2, reduce_bucket_size = 40>, precision = <mode = autocast, autocast_dtype = bf16, lower_precision_safe_modules = ["LayerNorm"]>>}
+  ds.param @fc1.weight : tensor<4x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc1.bias : tensor<4xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @ln.weight : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @ln.bias : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @fc2.weight : tensor<2x4xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.bias : tensor<2xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %w1 = ds.get_param @fc1.weight : tensor<4x8xf32>
+    %b1 = ds.get_param @fc1.bias : tensor<4xf32>
+    %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %g = ds.get_param @ln.weight : tensor<4xf32>
+    %be = ds.get_param @ln.bias : tensor<4xf32>
+    %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %one = ds.constant 1 : i64
+    %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>, i64) -> tensor<2x4xf32>
+    %w2 = ds.get_param @fc2.weight : tensor<2x4xf32>
+    %b2 = ds.get_param @fc2.bias : tensor<2xf32>
+    %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+    %none = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
 }
 
 // -----
@@ -196,29 +206,31 @@ func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK-NEXT: ds.bucket @model_bucket1 engine @model offset 14 numel 8 dtype bf16{{$}}
 // CHECK-NEXT: ds.bucket @model_bucket2 engine @model offset 22 numel 32 dtype f32{{$}}
 // CHECK-NOT:  ds.bucket
-// expected-remark @+1 {{@model_bucket1 (ln.bias, ln.weight: torch.nn.LayerNorm) in bf16}}
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true, \"lower_precision_safe_modules\": [\"torch.nn.LayerNorm\"]}, \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": 40}}"}
-ds.param @fc1.weight : tensor<4x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc1.bias : tensor<4xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @ln.weight : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @ln.bias : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @fc2.weight : tensor<2x4xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.bias : tensor<2xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
-  %w1 = ds.get_param @fc1.weight : tensor<4x8xf32>
-  %b1 = ds.get_param @fc1.bias : tensor<4xf32>
-  %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
-  %g = ds.get_param @ln.weight : tensor<4xf32>
-  %be = ds.get_param @ln.bias : tensor<4xf32>
-  %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
-  %one = ds.constant 1 : i64
-  %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>, i64) -> tensor<2x4xf32>
-  %w2 = ds.get_param @fc2.weight : tensor<2x4xf32>
-  %b2 = ds.get_param @fc2.bias : tensor<2xf32>
-  %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x2xf32>
-  %none = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
+module attributes {ds.world_size = 2 : i64} {
+  // expected-remark @+1 {{@model_bucket1 (ln.bias, ln.weight: torch.nn.LayerNorm) in bf16}}
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 2, reduce_bucket_size = 40>, precision = <mode = autocast, autocast_dtype = bf16, lower_precision_safe_modules = ["torch.nn.LayerNorm"]>>}
+  ds.param @fc1.weight : tensor<4x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc1.bias : tensor<4xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @ln.weight : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @ln.bias : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @fc2.weight : tensor<2x4xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.bias : tensor<2xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %w1 = ds.get_param @fc1.weight : tensor<4x8xf32>
+    %b1 = ds.get_param @fc1.bias : tensor<4xf32>
+    %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %g = ds.get_param @ln.weight : tensor<4xf32>
+    %be = ds.get_param @ln.bias : tensor<4xf32>
+    %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %one = ds.constant 1 : i64
+    %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>, i64) -> tensor<2x4xf32>
+    %w2 = ds.get_param @fc2.weight : tensor<2x4xf32>
+    %b2 = ds.get_param @fc2.bias : tensor<2xf32>
+    %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+    %none = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
 }
 
 // -----
@@ -230,29 +242,31 @@ func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK:      ds.bucket @model_bucket0 engine @model offset 0 numel 18 dtype f32{{$}}
 // CHECK-NEXT: ds.bucket @model_bucket1 engine @model offset 18 numel 36 dtype bf16{{$}}
 // CHECK-NOT:  ds.bucket
-// expected-remark @+1 {{@model_bucket0 (fc2.bias, fc2.weight, ln.bias, ln.weight) in f32; @model_bucket1 (fc1.bias, fc1.weight: torch.nn.Linear) in bf16}}
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": 40}}"}
-ds.param @fc1.weight : tensor<4x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc1.bias : tensor<4xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @ln.weight : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @ln.bias : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @fc2.weight : tensor<2x4xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.NonDynamicallyQuantizableLinear", requires_grad}
-ds.param @fc2.bias : tensor<2xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.NonDynamicallyQuantizableLinear", requires_grad}
-func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
-  %w1 = ds.get_param @fc1.weight : tensor<4x8xf32>
-  %b1 = ds.get_param @fc1.bias : tensor<4xf32>
-  %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
-  %g = ds.get_param @ln.weight : tensor<4xf32>
-  %be = ds.get_param @ln.bias : tensor<4xf32>
-  %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
-  %one = ds.constant 1 : i64
-  %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>, i64) -> tensor<2x4xf32>
-  %w2 = ds.get_param @fc2.weight : tensor<2x4xf32>
-  %b2 = ds.get_param @fc2.bias : tensor<2xf32>
-  %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.NonDynamicallyQuantizableLinear"} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x2xf32>
-  %none = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
+module attributes {ds.world_size = 2 : i64} {
+  // expected-remark @+1 {{@model_bucket0 (fc2.bias, fc2.weight, ln.bias, ln.weight) in f32; @model_bucket1 (fc1.bias, fc1.weight: torch.nn.Linear) in bf16}}
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 2, reduce_bucket_size = 40>, precision = <mode = autocast, autocast_dtype = bf16>>}
+  ds.param @fc1.weight : tensor<4x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc1.bias : tensor<4xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @ln.weight : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @ln.bias : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @fc2.weight : tensor<2x4xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.NonDynamicallyQuantizableLinear", requires_grad}
+  ds.param @fc2.bias : tensor<2xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.NonDynamicallyQuantizableLinear", requires_grad}
+  func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %w1 = ds.get_param @fc1.weight : tensor<4x8xf32>
+    %b1 = ds.get_param @fc1.bias : tensor<4xf32>
+    %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %g = ds.get_param @ln.weight : tensor<4xf32>
+    %be = ds.get_param @ln.bias : tensor<4xf32>
+    %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %one = ds.constant 1 : i64
+    %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>, i64) -> tensor<2x4xf32>
+    %w2 = ds.get_param @fc2.weight : tensor<2x4xf32>
+    %b2 = ds.get_param @fc2.bias : tensor<2xf32>
+    %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.NonDynamicallyQuantizableLinear"} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+    %none = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
 }
 
 // -----
@@ -263,30 +277,32 @@ func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK:      ds.bucket @model_bucket0 engine @model offset 0 numel 10 dtype bf16{{$}}
 // CHECK-NEXT: ds.bucket @model_bucket1 engine @model offset 10 numel 44 leaf "blk" dtype f32{{$}}
 // CHECK-NOT:  ds.bucket
-// expected-remark @+2 {{ZeRO-3 leaf module 'blk', matched by zero_optimization.leaf_module.names[0] "blk": bucket @model_bucket1 holds its 4 parameters (44 elements), gathered at once and reduced once}}
-// expected-remark @+1 {{torch_autocast engine @model reduces and gathers the parameters of lower-precision-safe modules in bf16, the others in f32: @model_bucket0 (fc2.bias, fc2.weight: torch.nn.Linear) in bf16; @model_bucket1 (blk.ln.bias, blk.ln.weight, blk.fc1.bias, blk.fc1.weight: leaf module 'blk' mixes safe and other parameters, so its one bucket stays in f32) in f32}}
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 40, \"stage3_param_persistence_threshold\": 0, \"leaf_module\": {\"names\": [\"blk\"]}}}"}
-ds.param @blk.fc1.weight : tensor<4x8xf32> {engine = @model, module = "blk.fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @blk.fc1.bias : tensor<4xf32> {engine = @model, module = "blk.fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @blk.ln.weight : tensor<4xf32> {engine = @model, module = "blk.ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @blk.ln.bias : tensor<4xf32> {engine = @model, module = "blk.ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @fc2.weight : tensor<2x4xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.bias : tensor<2xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
-  %w1 = ds.get_param @blk.fc1.weight : tensor<4x8xf32>
-  %b1 = ds.get_param @blk.fc1.bias : tensor<4xf32>
-  %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "blk.fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
-  %g = ds.get_param @blk.ln.weight : tensor<4xf32>
-  %be = ds.get_param @blk.ln.bias : tensor<4xf32>
-  %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "blk.ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
-  %one = ds.constant 1 : i64
-  %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "blk.ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>, i64) -> tensor<2x4xf32>
-  %w2 = ds.get_param @fc2.weight : tensor<2x4xf32>
-  %b2 = ds.get_param @fc2.bias : tensor<2xf32>
-  %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x2xf32>
-  %none = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
+module attributes {ds.world_size = 2 : i64} {
+  // expected-remark @+2 {{ZeRO-3 leaf module 'blk', matched by zero_optimization.leaf_module.names[0] "blk": bucket @model_bucket1 holds its 4 parameters (44 elements), gathered at once and reduced once}}
+  // expected-remark @+1 {{torch_autocast engine @model reduces and gathers the parameters of lower-precision-safe modules in bf16, the others in f32: @model_bucket0 (fc2.bias, fc2.weight: torch.nn.Linear) in bf16; @model_bucket1 (blk.ln.bias, blk.ln.weight, blk.fc1.bias, blk.fc1.weight: leaf module 'blk' mixes safe and other parameters, so its one bucket stays in f32) in f32}}
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 3, overlap_comm = true, reduce_bucket_size = 40, stage3_param_persistence_threshold = 0, leaf_module = <names = ["blk"]>>, precision = <mode = autocast, autocast_dtype = bf16>>}
+  ds.param @blk.fc1.weight : tensor<4x8xf32> {engine = @model, module = "blk.fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @blk.fc1.bias : tensor<4xf32> {engine = @model, module = "blk.fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @blk.ln.weight : tensor<4xf32> {engine = @model, module = "blk.ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @blk.ln.bias : tensor<4xf32> {engine = @model, module = "blk.ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @fc2.weight : tensor<2x4xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.bias : tensor<2xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %w1 = ds.get_param @blk.fc1.weight : tensor<4x8xf32>
+    %b1 = ds.get_param @blk.fc1.bias : tensor<4xf32>
+    %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "blk.fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %g = ds.get_param @blk.ln.weight : tensor<4xf32>
+    %be = ds.get_param @blk.ln.bias : tensor<4xf32>
+    %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "blk.ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %one = ds.constant 1 : i64
+    %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "blk.ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>, i64) -> tensor<2x4xf32>
+    %w2 = ds.get_param @fc2.weight : tensor<2x4xf32>
+    %b2 = ds.get_param @fc2.bias : tensor<2xf32>
+    %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+    %none = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
 }
 
 // -----
@@ -295,28 +311,30 @@ func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK-LABEL: {{//[ ]-----}}
 // CHECK:      ds.bucket @model_bucket0 engine @model offset 0 numel 22{{$}}
 // CHECK-NEXT: ds.bucket @model_bucket1 engine @model offset 22 numel 32{{$}}
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": 40}}"}
-ds.param @fc1.weight : tensor<4x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc1.bias : tensor<4xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @ln.weight : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @ln.bias : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
-ds.param @fc2.weight : tensor<2x4xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.bias : tensor<2xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
-  %w1 = ds.get_param @fc1.weight : tensor<4x8xf32>
-  %b1 = ds.get_param @fc1.bias : tensor<4xf32>
-  %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
-  %g = ds.get_param @ln.weight : tensor<4xf32>
-  %be = ds.get_param @ln.bias : tensor<4xf32>
-  %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
-  %one = ds.constant 1 : i64
-  %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>, i64) -> tensor<2x4xf32>
-  %w2 = ds.get_param @fc2.weight : tensor<2x4xf32>
-  %b2 = ds.get_param @fc2.bias : tensor<2xf32>
-  %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x2xf32>
-  %none = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 2, reduce_bucket_size = 40>>}
+  ds.param @fc1.weight : tensor<4x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc1.bias : tensor<4xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @ln.weight : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @ln.bias : tensor<4xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
+  ds.param @fc2.weight : tensor<2x4xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.bias : tensor<2xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<2x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %w1 = ds.get_param @fc1.weight : tensor<4x8xf32>
+    %b1 = ds.get_param @fc1.bias : tensor<4xf32>
+    %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %g = ds.get_param @ln.weight : tensor<4xf32>
+    %be = ds.get_param @ln.bias : tensor<4xf32>
+    %n = ds.aten "aten::mul.Tensor"(%h, %g) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %one = ds.constant 1 : i64
+    %m = ds.aten "aten::add.Tensor"(%n, %be, %one) {module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm"} : (tensor<2x4xf32>, tensor<4xf32>, i64) -> tensor<2x4xf32>
+    %w2 = ds.get_param @fc2.weight : tensor<2x4xf32>
+    %b2 = ds.get_param @fc2.bias : tensor<2xf32>
+    %y = ds.aten "aten::linear"(%m, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+    %none = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
 }
 
 

@@ -1,4 +1,4 @@
-// RUN: ds-opt %s -ds-lower-optimizer -ds-zero-partition=world-size=2 -ds-verify-collectives | FileCheck %s
+// RUN: ds-opt %s -ds-lower-optimizer -ds-zero-partition -ds-verify-collectives | FileCheck %s
 
 // ZeRO stage 0: nothing is sharded. The parameters are laid out in one flat
 // buffer in the order their gradients are complete (@c's last ds.grad comes
@@ -7,30 +7,32 @@
 // all-reduces every bucket, waits, then updates. The backward is unchanged.
 
 // CHECK:      module attributes {ds.world_size = 2 : i64} {
-// CHECK-NEXT:   ds.engine @model {config = {{.*}}, flat_numel = 14 : i64, module = "", zero_stage = 0 : i64}
+// CHECK-NEXT:   ds.engine @model {deepspeed = {{.*}}, flat_numel = 14 : i64, module = "", zero_stage = 0 : i64}
 // CHECK-NEXT:   ds.param @a : tensor<3xf32> {engine = @model, flat_offset = 10 : i64,
 // CHECK-NEXT:   ds.param @b : tensor<2x2xf32> {engine = @model, flat_offset = 6 : i64,
 // CHECK-NEXT:   ds.param @c : tensor<5xf32> {engine = @model, flat_offset = 0 : i64,
 // CHECK-NEXT:   ds.bucket @model_bucket0 engine @model offset 0 numel 6
 // CHECK-NEXT:   ds.bucket @model_bucket1 engine @model offset 6 numel 4
 // CHECK-NEXT:   ds.bucket @model_bucket2 engine @model offset 10 numel 4
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 0, \"reduce_bucket_size\": 6}}"}
-ds.param @a : tensor<3xf32> {engine = @model, module = "", module_class = "M", requires_grad}
-ds.param @b : tensor<2x2xf32> {engine = @model, module = "", module_class = "M", requires_grad}
-ds.param @c : tensor<5xf32> {engine = @model, module = "", module_class = "M", requires_grad}
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <reduce_bucket_size = 6>>}
+  ds.param @a : tensor<3xf32> {engine = @model, module = "", module_class = "M", requires_grad}
+  ds.param @b : tensor<2x2xf32> {engine = @model, module = "", module_class = "M", requires_grad}
+  ds.param @c : tensor<5xf32> {engine = @model, module = "", module_class = "M", requires_grad}
 
-// CHECK-LABEL: func.func @forward(
-// CHECK-NEXT:    ds.backward_begin
-// CHECK-NEXT:    ds.grad @c
-// CHECK-NEXT:    ds.grad @b
-// CHECK-NEXT:    ds.grad @a
-// CHECK-NEXT:    return
-func.func @forward(%ga: tensor<3xf32>, %gb: tensor<2x2xf32>, %gc: tensor<5xf32>) {
-  ds.backward_begin
-  ds.grad @c, %gc : tensor<5xf32>
-  ds.grad @b, %gb : tensor<2x2xf32>
-  ds.grad @a, %ga : tensor<3xf32>
-  return
+  // CHECK-LABEL: func.func @forward(
+  // CHECK-NEXT:    ds.backward_begin
+  // CHECK-NEXT:    ds.grad @c
+  // CHECK-NEXT:    ds.grad @b
+  // CHECK-NEXT:    ds.grad @a
+  // CHECK-NEXT:    return
+  func.func @forward(%ga: tensor<3xf32>, %gb: tensor<2x2xf32>, %gc: tensor<5xf32>) {
+    ds.backward_begin
+    ds.grad @c, %gc : tensor<5xf32>
+    ds.grad @b, %gb : tensor<2x2xf32>
+    ds.grad @a, %ga : tensor<3xf32>
+    return
+  }
 }
 
 // CHECK-LABEL: func.func @step()

@@ -1,4 +1,4 @@
-// RUN: ds-opt %s -split-input-file -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition=world-size=2 -ds-verify-collectives | FileCheck %s
+// RUN: ds-opt %s -split-input-file -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition -ds-verify-collectives | FileCheck %s
 
 // ZeRO stage 2: gradients are sharded too, so each bucket is reduce-scattered
 // inside the backward as soon as its last gradient is written, and the waits
@@ -11,7 +11,7 @@
 // right after fc1.bias's gradient, bucket 1 (fc1.weight, 128) after the last
 // ds.grad.
 // CHECK-LABEL: module attributes {ds.world_size = 2 : i64}
-// CHECK:         ds.engine @model {config = {{.*}}, flat_numel = 212 : i64, module = "", zero_stage = 2 : i64}
+// CHECK:         ds.engine @model {deepspeed = {{.*}}, flat_numel = 212 : i64, module = "", zero_stage = 2 : i64}
 // CHECK-NEXT:    ds.param @fc1.weight : tensor<16x8xf32> {engine = @model, flat_offset = 84 : i64,
 // CHECK-NEXT:    ds.param @fc1.bias : tensor<16xf32> {engine = @model, flat_offset = 68 : i64,
 // CHECK-NEXT:    ds.param @fc2.weight : tensor<4x16xf32> {engine = @model, flat_offset = 4 : i64,
@@ -36,22 +36,24 @@
 // CHECK-NEXT:      ds.wait %[[G0]]
 // CHECK-NEXT:      ds.wait %[[G1]]
 // CHECK-NEXT:      return
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": 100}}"}
-ds.param @fc1.weight : tensor<16x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc1.bias : tensor<16xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.weight : tensor<4x16xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.bias : tensor<4xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
-  %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
-  %b1 = ds.get_param @fc1.bias : tensor<16xf32>
-  %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
-  %r = ds.aten "aten::relu"(%h) : (tensor<4x16xf32>) -> tensor<4x16xf32>
-  %w2 = ds.get_param @fc2.weight : tensor<4x16xf32>
-  %b2 = ds.get_param @fc2.bias : tensor<4xf32>
-  %y = ds.aten "aten::linear"(%r, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4xf32>) -> tensor<4x4xf32>
-  %n = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %n) : (tensor<4x4xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 2, reduce_bucket_size = 100>>}
+  ds.param @fc1.weight : tensor<16x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc1.bias : tensor<16xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.weight : tensor<4x16xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.bias : tensor<4xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
+    %b1 = ds.get_param @fc1.bias : tensor<16xf32>
+    %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+    %r = ds.aten "aten::relu"(%h) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    %w2 = ds.get_param @fc2.weight : tensor<4x16xf32>
+    %b2 = ds.get_param @fc2.bias : tensor<4xf32>
+    %y = ds.aten "aten::linear"(%r, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+    %n = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %n) : (tensor<4x4xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
 }
 
 // -----
@@ -81,22 +83,24 @@ func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK-NEXT:      ds.wait %[[P]]
 // CHECK-NEXT:      ds.wait %[[U]]
 // CHECK-NEXT:      return
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": 4}}"}
-ds.param @expert.w : tensor<4xf32> {engine = @model, module = "expert", module_class = "E", requires_grad}
-ds.param @proj.w : tensor<4xf32> {engine = @model, module = "proj", module_class = "P", requires_grad}
-ds.param @unused.w : tensor<4xf32> {engine = @model, module = "unused", module_class = "U", requires_grad}
-func.func @forward(%x: tensor<4xf32> {ds.name = "x"}, %c: i1 {ds.name = "c", ds.unbatched}) -> tensor<f32> {
-  %wp = ds.get_param @proj.w : tensor<4xf32>
-  %one = ds.constant 1 : i64
-  %h = ds.aten "aten::mul.Tensor"(%x, %wp) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %y = ds.if %c -> (tensor<4xf32>) {
-    %we = ds.get_param @expert.w : tensor<4xf32>
-    %e = ds.aten "aten::mul.Tensor"(%h, %we) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-    ds.yield %e : tensor<4xf32>
-  } else {
-    ds.yield %h : tensor<4xf32>
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 2, reduce_bucket_size = 4>>}
+  ds.param @expert.w : tensor<4xf32> {engine = @model, module = "expert", module_class = "E", requires_grad}
+  ds.param @proj.w : tensor<4xf32> {engine = @model, module = "proj", module_class = "P", requires_grad}
+  ds.param @unused.w : tensor<4xf32> {engine = @model, module = "unused", module_class = "U", requires_grad}
+  func.func @forward(%x: tensor<4xf32> {ds.name = "x"}, %c: i1 {ds.name = "c", ds.unbatched}) -> tensor<f32> {
+    %wp = ds.get_param @proj.w : tensor<4xf32>
+    %one = ds.constant 1 : i64
+    %h = ds.aten "aten::mul.Tensor"(%x, %wp) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %y = ds.if %c -> (tensor<4xf32>) {
+      %we = ds.get_param @expert.w : tensor<4xf32>
+      %e = ds.aten "aten::mul.Tensor"(%h, %we) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      ds.yield %e : tensor<4xf32>
+    } else {
+      ds.yield %h : tensor<4xf32>
+    }
+    %n = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
   }
-  %n = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
 }

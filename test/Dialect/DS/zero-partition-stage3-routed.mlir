@@ -1,4 +1,4 @@
-// RUN: ds-opt %s -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition=world-size=2 -ds-verify-collectives -verify-diagnostics | FileCheck %s
+// RUN: ds-opt %s -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition -ds-verify-collectives -verify-diagnostics | FileCheck %s
 
 // ZeRO stage 3 with data-dependent routing (a mixture-of-experts): the
 // expert's parameters are read inside a ds.if, which some ranks take and
@@ -45,40 +45,42 @@
 // CHECK-NEXT:    ds.release @model_bucket0
 // CHECK-NEXT:    return
 
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 8, \"stage3_param_persistence_threshold\": 0, \"stage3_max_reuse_distance\": 0}}"}
-ds.param @moe.gate.w : tensor<4xf32> {engine = @model, module = "moe.gate", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @moe.experts.0.fc1.w : tensor<4xf32> {engine = @model, module = "moe.experts.0.fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @moe.experts.0.fc2.w : tensor<4xf32> {engine = @model, module = "moe.experts.0.fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<4xf32> {ds.name = "x"}, %c: i1 {ds.name = "c", ds.unbatched}) -> tensor<f32> {
-  %wg = ds.get_param @moe.gate.w : tensor<4xf32>
-  %h = ds.aten "aten::mul.Tensor"(%x, %wg) {module = "moe.gate", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  // The forward's ds.if and the backward's (-ds-autodiff recomputes the
-  // branch there, at this location) each read the expert's parameters.
-  // expected-remark @+2 {{ZeRO-3: the parameters of module 'moe.experts.0' are read inside this data-dependent ds.if in the forward of @forward; bucket @model_bucket0 is gathered before it on every rank, whether or not the branch runs (a collective inside the branch could deadlock)}}
-  // expected-remark @+1 {{ZeRO-3: the parameters of module 'moe.experts.0' are read inside this data-dependent ds.if in the backward of @forward; bucket @model_bucket0 is gathered before it on every rank, whether or not the branch runs (a collective inside the branch could deadlock)}}
-  %y = ds.if %c -> (tensor<4xf32>) {
-    %w1 = ds.get_param @moe.experts.0.fc1.w : tensor<4xf32>
-    %e1 = ds.aten "aten::mul.Tensor"(%h, %w1) {module = "moe.experts.0.fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-    %w2 = ds.get_param @moe.experts.0.fc2.w : tensor<4xf32>
-    %e2 = ds.aten "aten::mul.Tensor"(%e1, %w2) {module = "moe.experts.0.fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-    ds.yield %e2 : tensor<4xf32>
-  } else {
-    ds.yield %h : tensor<4xf32>
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 3, overlap_comm = true, reduce_bucket_size = 8, stage3_param_persistence_threshold = 0, stage3_max_reuse_distance = 0>>}
+  ds.param @moe.gate.w : tensor<4xf32> {engine = @model, module = "moe.gate", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @moe.experts.0.fc1.w : tensor<4xf32> {engine = @model, module = "moe.experts.0.fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @moe.experts.0.fc2.w : tensor<4xf32> {engine = @model, module = "moe.experts.0.fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<4xf32> {ds.name = "x"}, %c: i1 {ds.name = "c", ds.unbatched}) -> tensor<f32> {
+    %wg = ds.get_param @moe.gate.w : tensor<4xf32>
+    %h = ds.aten "aten::mul.Tensor"(%x, %wg) {module = "moe.gate", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    // The forward's ds.if and the backward's (-ds-autodiff recomputes the
+    // branch there, at this location) each read the expert's parameters.
+    // expected-remark @+2 {{ZeRO-3: the parameters of module 'moe.experts.0' are read inside this data-dependent ds.if in the forward of @forward; bucket @model_bucket0 is gathered before it on every rank, whether or not the branch runs (a collective inside the branch could deadlock)}}
+    // expected-remark @+1 {{ZeRO-3: the parameters of module 'moe.experts.0' are read inside this data-dependent ds.if in the backward of @forward; bucket @model_bucket0 is gathered before it on every rank, whether or not the branch runs (a collective inside the branch could deadlock)}}
+    %y = ds.if %c -> (tensor<4xf32>) {
+      %w1 = ds.get_param @moe.experts.0.fc1.w : tensor<4xf32>
+      %e1 = ds.aten "aten::mul.Tensor"(%h, %w1) {module = "moe.experts.0.fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      %w2 = ds.get_param @moe.experts.0.fc2.w : tensor<4xf32>
+      %e2 = ds.aten "aten::mul.Tensor"(%e1, %w2) {module = "moe.experts.0.fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      ds.yield %e2 : tensor<4xf32>
+    } else {
+      ds.yield %h : tensor<4xf32>
+    }
+    %n = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %n) {module = "", module_class = "Model"} : (tensor<4xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
   }
-  %n = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %n) {module = "", module_class = "Model"} : (tensor<4xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
-}
-func.func @forward_eval(%x: tensor<4xf32> {ds.name = "x"}, %c: i1 {ds.name = "c", ds.unbatched}) -> tensor<4xf32> {
-  %wg = ds.get_param @moe.gate.w : tensor<4xf32>
-  %h = ds.aten "aten::mul.Tensor"(%x, %wg) {module = "moe.gate", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  // expected-remark @below {{ZeRO-3: the parameters of module 'moe.experts.0.fc1' are read inside this data-dependent ds.if of @forward_eval; bucket @model_bucket0 is gathered before it on every rank}}
-  %y = ds.if %c -> (tensor<4xf32>) {
-    %w1 = ds.get_param @moe.experts.0.fc1.w : tensor<4xf32>
-    %e1 = ds.aten "aten::mul.Tensor"(%h, %w1) {module = "moe.experts.0.fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-    ds.yield %e1 : tensor<4xf32>
-  } else {
-    ds.yield %h : tensor<4xf32>
+  func.func @forward_eval(%x: tensor<4xf32> {ds.name = "x"}, %c: i1 {ds.name = "c", ds.unbatched}) -> tensor<4xf32> {
+    %wg = ds.get_param @moe.gate.w : tensor<4xf32>
+    %h = ds.aten "aten::mul.Tensor"(%x, %wg) {module = "moe.gate", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    // expected-remark @below {{ZeRO-3: the parameters of module 'moe.experts.0.fc1' are read inside this data-dependent ds.if of @forward_eval; bucket @model_bucket0 is gathered before it on every rank}}
+    %y = ds.if %c -> (tensor<4xf32>) {
+      %w1 = ds.get_param @moe.experts.0.fc1.w : tensor<4xf32>
+      %e1 = ds.aten "aten::mul.Tensor"(%h, %w1) {module = "moe.experts.0.fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      ds.yield %e1 : tensor<4xf32>
+    } else {
+      ds.yield %h : tensor<4xf32>
+    }
+    return %y : tensor<4xf32>
   }
-  return %y : tensor<4xf32>
 }

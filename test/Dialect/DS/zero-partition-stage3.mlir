@@ -1,4 +1,4 @@
-// RUN: ds-opt %s -split-input-file -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition=world-size=2 -ds-verify-collectives | FileCheck %s
+// RUN: ds-opt %s -split-input-file -ds-autodiff -canonicalize -cse -ds-lower-optimizer -ds-zero-partition -ds-verify-collectives | FileCheck %s
 
 // ZeRO stage 3: parameters are sharded too. Each sharded bucket is gathered
 // (and waited) right before the first top-level op that reads one of its
@@ -97,42 +97,44 @@
 // CHECK-NEXT:      %[[P:.*]] = ds.all_gather @model_bucket3
 // CHECK-NEXT:      ds.wait %[[P]]
 // CHECK-NEXT:      return
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 128, \"stage3_param_persistence_threshold\": 16}}"}
-ds.param @fc1.weight : tensor<16x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc1.bias : tensor<16xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.weight : tensor<8x16xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.bias : tensor<8xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc3.weight : tensor<4x8xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc3.bias : tensor<4xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
-  %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
-  %b1 = ds.get_param @fc1.bias : tensor<16xf32>
-  %h1 = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
-  %r1 = ds.aten "aten::relu"(%h1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
-  %w2 = ds.get_param @fc2.weight : tensor<8x16xf32>
-  %b2 = ds.get_param @fc2.bias : tensor<8xf32>
-  %h2 = ds.aten "aten::linear"(%r1, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-  %r2 = ds.aten "aten::relu"(%h2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  %w3 = ds.get_param @fc3.weight : tensor<4x8xf32>
-  %b3 = ds.get_param @fc3.bias : tensor<4xf32>
-  %y = ds.aten "aten::linear"(%r2, %w3, %b3) {module = "fc3", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x4xf32>
-  %n = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %n) : (tensor<4x4xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
-}
-func.func @forward_eval(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<4x4xf32> {
-  %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
-  %b1 = ds.get_param @fc1.bias : tensor<16xf32>
-  %h1 = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
-  %r1 = ds.aten "aten::relu"(%h1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
-  %w2 = ds.get_param @fc2.weight : tensor<8x16xf32>
-  %b2 = ds.get_param @fc2.bias : tensor<8xf32>
-  %h2 = ds.aten "aten::linear"(%r1, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-  %r2 = ds.aten "aten::relu"(%h2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  %w3 = ds.get_param @fc3.weight : tensor<4x8xf32>
-  %b3 = ds.get_param @fc3.bias : tensor<4xf32>
-  %y = ds.aten "aten::linear"(%r2, %w3, %b3) {module = "fc3", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x4xf32>
-  return %y : tensor<4x4xf32>
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 3, overlap_comm = true, reduce_bucket_size = 128, stage3_param_persistence_threshold = 16>>}
+  ds.param @fc1.weight : tensor<16x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc1.bias : tensor<16xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.weight : tensor<8x16xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.bias : tensor<8xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc3.weight : tensor<4x8xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc3.bias : tensor<4xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
+    %b1 = ds.get_param @fc1.bias : tensor<16xf32>
+    %h1 = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+    %r1 = ds.aten "aten::relu"(%h1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    %w2 = ds.get_param @fc2.weight : tensor<8x16xf32>
+    %b2 = ds.get_param @fc2.bias : tensor<8xf32>
+    %h2 = ds.aten "aten::linear"(%r1, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %r2 = ds.aten "aten::relu"(%h2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %w3 = ds.get_param @fc3.weight : tensor<4x8xf32>
+    %b3 = ds.get_param @fc3.bias : tensor<4xf32>
+    %y = ds.aten "aten::linear"(%r2, %w3, %b3) {module = "fc3", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+    %n = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %n) : (tensor<4x4xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
+  func.func @forward_eval(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<4x4xf32> {
+    %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
+    %b1 = ds.get_param @fc1.bias : tensor<16xf32>
+    %h1 = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+    %r1 = ds.aten "aten::relu"(%h1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    %w2 = ds.get_param @fc2.weight : tensor<8x16xf32>
+    %b2 = ds.get_param @fc2.bias : tensor<8xf32>
+    %h2 = ds.aten "aten::linear"(%r1, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %r2 = ds.aten "aten::relu"(%h2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %w3 = ds.get_param @fc3.weight : tensor<4x8xf32>
+    %b3 = ds.get_param @fc3.bias : tensor<4xf32>
+    %y = ds.aten "aten::linear"(%r2, %w3, %b3) {module = "fc3", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+    return %y : tensor<4x4xf32>
+  }
 }
 
 // -----
@@ -162,28 +164,30 @@ func.func @forward_eval(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<4x4xf32> 
 // CHECK-NEXT:      ds.release @model_bucket1
 // CHECK-NOT:       ds.all_gather
 // CHECK:           return
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 128, \"stage3_param_persistence_threshold\": 16, \"stage3_max_reuse_distance\": 0}}"}
-ds.param @fc1.weight : tensor<16x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc1.bias : tensor<16xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.weight : tensor<8x16xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.bias : tensor<8xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc3.weight : tensor<4x8xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc3.bias : tensor<4xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
-  %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
-  %b1 = ds.get_param @fc1.bias : tensor<16xf32>
-  %h1 = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
-  %r1 = ds.aten "aten::relu"(%h1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
-  %w2 = ds.get_param @fc2.weight : tensor<8x16xf32>
-  %b2 = ds.get_param @fc2.bias : tensor<8xf32>
-  %h2 = ds.aten "aten::linear"(%r1, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-  %r2 = ds.aten "aten::relu"(%h2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  %w3 = ds.get_param @fc3.weight : tensor<4x8xf32>
-  %b3 = ds.get_param @fc3.bias : tensor<4xf32>
-  %y = ds.aten "aten::linear"(%r2, %w3, %b3) {module = "fc3", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x4xf32>
-  %n = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %n) : (tensor<4x4xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 3, overlap_comm = true, reduce_bucket_size = 128, stage3_param_persistence_threshold = 16, stage3_max_reuse_distance = 0>>}
+  ds.param @fc1.weight : tensor<16x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc1.bias : tensor<16xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.weight : tensor<8x16xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.bias : tensor<8xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc3.weight : tensor<4x8xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc3.bias : tensor<4xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
+    %b1 = ds.get_param @fc1.bias : tensor<16xf32>
+    %h1 = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+    %r1 = ds.aten "aten::relu"(%h1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    %w2 = ds.get_param @fc2.weight : tensor<8x16xf32>
+    %b2 = ds.get_param @fc2.bias : tensor<8xf32>
+    %h2 = ds.aten "aten::linear"(%r1, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %r2 = ds.aten "aten::relu"(%h2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %w3 = ds.get_param @fc3.weight : tensor<4x8xf32>
+    %b3 = ds.get_param @fc3.bias : tensor<4xf32>
+    %y = ds.aten "aten::linear"(%r2, %w3, %b3) {module = "fc3", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+    %n = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %n) : (tensor<4x4xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
 }
 
 // -----
@@ -206,28 +210,30 @@ func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK:           %[[B1:.*]] = ds.all_gather @model_bucket1
 // CHECK-NEXT:      ds.wait %[[B1]]
 // CHECK-NEXT:      ds.get_param @fc2.weight
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 128, \"stage3_param_persistence_threshold\": 16, \"stage3_max_reuse_distance\": 32}}"}
-ds.param @fc1.weight : tensor<16x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc1.bias : tensor<16xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.weight : tensor<8x16xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.bias : tensor<8xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc3.weight : tensor<4x8xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc3.bias : tensor<4xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
-  %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
-  %b1 = ds.get_param @fc1.bias : tensor<16xf32>
-  %h1 = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
-  %r1 = ds.aten "aten::relu"(%h1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
-  %w2 = ds.get_param @fc2.weight : tensor<8x16xf32>
-  %b2 = ds.get_param @fc2.bias : tensor<8xf32>
-  %h2 = ds.aten "aten::linear"(%r1, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-  %r2 = ds.aten "aten::relu"(%h2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  %w3 = ds.get_param @fc3.weight : tensor<4x8xf32>
-  %b3 = ds.get_param @fc3.bias : tensor<4xf32>
-  %y = ds.aten "aten::linear"(%r2, %w3, %b3) {module = "fc3", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x4xf32>
-  %n = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %n) : (tensor<4x4xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 3, overlap_comm = true, reduce_bucket_size = 128, stage3_param_persistence_threshold = 16, stage3_max_reuse_distance = 32>>}
+  ds.param @fc1.weight : tensor<16x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc1.bias : tensor<16xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.weight : tensor<8x16xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.bias : tensor<8xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc3.weight : tensor<4x8xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc3.bias : tensor<4xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
+    %b1 = ds.get_param @fc1.bias : tensor<16xf32>
+    %h1 = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+    %r1 = ds.aten "aten::relu"(%h1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    %w2 = ds.get_param @fc2.weight : tensor<8x16xf32>
+    %b2 = ds.get_param @fc2.bias : tensor<8xf32>
+    %h2 = ds.aten "aten::linear"(%r1, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %r2 = ds.aten "aten::relu"(%h2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %w3 = ds.get_param @fc3.weight : tensor<4x8xf32>
+    %b3 = ds.get_param @fc3.bias : tensor<4xf32>
+    %y = ds.aten "aten::linear"(%r2, %w3, %b3) {module = "fc3", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+    %n = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %n) : (tensor<4x4xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
 }
 
 // -----
@@ -250,28 +256,30 @@ func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK-NEXT:      ds.all_gather @model_bucket1
 // CHECK-NEXT:      ds.all_gather @model_bucket2
 // CHECK-NEXT:      ds.all_gather @model_bucket3
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 128}}"}
-ds.param @fc1.weight : tensor<16x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc1.bias : tensor<16xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.weight : tensor<8x16xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc2.bias : tensor<8xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc3.weight : tensor<4x8xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-ds.param @fc3.bias : tensor<4xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
-  %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
-  %b1 = ds.get_param @fc1.bias : tensor<16xf32>
-  %h1 = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
-  %r1 = ds.aten "aten::relu"(%h1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
-  %w2 = ds.get_param @fc2.weight : tensor<8x16xf32>
-  %b2 = ds.get_param @fc2.bias : tensor<8xf32>
-  %h2 = ds.aten "aten::linear"(%r1, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-  %r2 = ds.aten "aten::relu"(%h2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  %w3 = ds.get_param @fc3.weight : tensor<4x8xf32>
-  %b3 = ds.get_param @fc3.bias : tensor<4xf32>
-  %y = ds.aten "aten::linear"(%r2, %w3, %b3) {module = "fc3", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x4xf32>
-  %n = ds.constant unit : !ds.none
-  %s = ds.aten "aten::sum"(%y, %n) : (tensor<4x4xf32>, !ds.none) -> tensor<f32>
-  return %s : tensor<f32>
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 3, overlap_comm = true, reduce_bucket_size = 128>>}
+  ds.param @fc1.weight : tensor<16x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc1.bias : tensor<16xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.weight : tensor<8x16xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc2.bias : tensor<8xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc3.weight : tensor<4x8xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @fc3.bias : tensor<4xf32> {engine = @model, module = "fc3", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %w1 = ds.get_param @fc1.weight : tensor<16x8xf32>
+    %b1 = ds.get_param @fc1.bias : tensor<16xf32>
+    %h1 = ds.aten "aten::linear"(%x, %w1, %b1) {module = "fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+    %r1 = ds.aten "aten::relu"(%h1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    %w2 = ds.get_param @fc2.weight : tensor<8x16xf32>
+    %b2 = ds.get_param @fc2.bias : tensor<8xf32>
+    %h2 = ds.aten "aten::linear"(%r1, %w2, %b2) {module = "fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %r2 = ds.aten "aten::relu"(%h2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %w3 = ds.get_param @fc3.weight : tensor<4x8xf32>
+    %b3 = ds.get_param @fc3.bias : tensor<4xf32>
+    %y = ds.aten "aten::linear"(%r2, %w3, %b3) {module = "fc3", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+    %n = ds.constant unit : !ds.none
+    %s = ds.aten "aten::sum"(%y, %n) : (tensor<4x4xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
 }
 
 // -----
@@ -282,7 +290,7 @@ func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
 // trainable parameter lies upstream of the teacher), so it is not gathered
 // again, and it is never reduced.
 // CHECK-LABEL: module attributes {ds.world_size = 2 : i64}
-// CHECK:         ds.engine @teacher {config = {{.*}}, flat_numel = 4 : i64, frozen, module = "teacher", zero_stage = 3 : i64}
+// CHECK:         ds.engine @teacher {deepspeed = {{.*}}, flat_numel = 4 : i64, frozen, module = "teacher", zero_stage = 3 : i64}
 // CHECK:         ds.bucket @student_bucket0 engine @student offset 0 numel 4
 // CHECK-NEXT:    ds.bucket @teacher_bucket0 engine @teacher offset 0 numel 4
 // CHECK-NOT:     ds.bucket
@@ -298,18 +306,20 @@ func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK:           ds.backward_begin
 // CHECK-NOT:       @teacher
 // CHECK:           return
-ds.engine @student {module = "student", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0}}"}
-ds.engine @teacher {module = "teacher", config = "{\"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0}}", frozen}
-ds.param @student.w : tensor<4xf32> {engine = @student, module = "student", module_class = "S", requires_grad}
-ds.param @teacher.w : tensor<4xf32> {engine = @teacher, module = "teacher", module_class = "T", requires_grad}
-func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
-  %tw = ds.get_param @teacher.w : tensor<4xf32>
-  %t = ds.aten "aten::mul.Tensor"(%x, %tw) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %sw = ds.get_param @student.w : tensor<4xf32>
-  %one = ds.constant 1 : i64
-  %s = ds.aten "aten::mul.Tensor"(%x, %sw) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %d = ds.aten "aten::sub.Tensor"(%s, %t, %one) : (tensor<4xf32>, tensor<4xf32>, i64) -> tensor<4xf32>
-  %n = ds.constant unit : !ds.none
-  %l = ds.aten "aten::sum"(%d, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
-  return %l : tensor<f32>
+module attributes {ds.world_size = 2 : i64} {
+  ds.engine @student {module = "student", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 3, overlap_comm = true, stage3_param_persistence_threshold = 0>>}
+  ds.engine @teacher {module = "teacher", deepspeed = #ds.engine_config<train_batch_size = 2, zero = <stage = 3, overlap_comm = true, stage3_param_persistence_threshold = 0>>, frozen}
+  ds.param @student.w : tensor<4xf32> {engine = @student, module = "student", module_class = "S", requires_grad}
+  ds.param @teacher.w : tensor<4xf32> {engine = @teacher, module = "teacher", module_class = "T", requires_grad}
+  func.func @forward(%x: tensor<4xf32> {ds.name = "x"}) -> tensor<f32> {
+    %tw = ds.get_param @teacher.w : tensor<4xf32>
+    %t = ds.aten "aten::mul.Tensor"(%x, %tw) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %sw = ds.get_param @student.w : tensor<4xf32>
+    %one = ds.constant 1 : i64
+    %s = ds.aten "aten::mul.Tensor"(%x, %sw) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %d = ds.aten "aten::sub.Tensor"(%s, %t, %one) : (tensor<4xf32>, tensor<4xf32>, i64) -> tensor<4xf32>
+    %n = ds.constant unit : !ds.none
+    %l = ds.aten "aten::sum"(%d, %n) : (tensor<4xf32>, !ds.none) -> tensor<f32>
+    return %l : tensor<f32>
+  }
 }

@@ -1,6 +1,7 @@
 //===- DSDialect.cpp - the ds dialect -------------------------------------===//
 
 #include "ds/Dialect/DS/IR/DSDialect.h"
+#include "ds/Dialect/DS/IR/DSAttrs.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/IR/DSTypes.h"
 
@@ -15,6 +16,7 @@ void DSDialect::initialize() {
 #include "ds/Dialect/DS/IR/DSOps.cpp.inc"
       >();
   registerTypes();
+  registerAttributes();
 }
 
 Operation *DSDialect::materializeConstant(OpBuilder &builder, Attribute value,

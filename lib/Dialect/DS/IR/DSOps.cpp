@@ -150,12 +150,15 @@ static bool isTrainingFloat(Type type) {
 /// autocast_dtype f16): hysteresis 1, no consecutive hysteresis, no floor.
 static LogicalResult verifyLossScaler(EngineOp op, DictionaryAttr scaler) {
   auto fail = [&](StringRef key, StringRef expected) {
-    return op.emitOpError() << "loss_scaler." << key << " must be "
-                            << expected << ", got " << scaler.get(key);
+    return op.emitOpError() << "loss_scaler." << key << " must be " << expected
+                            << ", got " << scaler.get(key);
   };
-  static constexpr StringLiteral keys[] = {
-      "type",       "scale",           "scale_window",
-      "hysteresis", "consecutive_hysteresis", "min_scale"};
+  static constexpr StringLiteral keys[] = {"type",
+                                           "scale",
+                                           "scale_window",
+                                           "hysteresis",
+                                           "consecutive_hysteresis",
+                                           "min_scale"};
   for (NamedAttribute entry : scaler)
     if (!llvm::is_contained(keys, entry.getName().getValue()))
       return op.emitOpError()
@@ -258,6 +261,15 @@ LogicalResult EngineOp::verify() {
              << cast<StringAttr>(scaler->get("type")).getValue() << "\"";
   }
   return success();
+}
+
+FailureOr<EngineConfigAttr> EngineOp::requireConfig(StringRef pass) {
+  if (EngineConfigAttr config = getDeepspeedAttr())
+    return config;
+  return emitError() << "engine @" << getSymName()
+                     << " has no DeepSpeed config ('deepspeed'), which " << pass
+                     << " reads (-ds-assign-engines attaches it from the "
+                        "config)";
 }
 
 LogicalResult EngineOp::verifySymbolUses(SymbolTableCollection &) {
@@ -559,8 +571,7 @@ LogicalResult LossScaleOp::verifySymbolUses(SymbolTableCollection &table) {
   if (failed(engine))
     return failure();
   if (engine->getFrozen())
-    return emitOpError() << "reads the loss scale of engine "
-                         << getEngineAttr()
+    return emitOpError() << "reads the loss scale of engine " << getEngineAttr()
                          << ", which is frozen: it has no gradients, so no "
                             "loss scale (only trainable fp16 and fp16 "
                             "autocast engines scale their loss)";

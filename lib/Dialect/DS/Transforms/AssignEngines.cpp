@@ -1,18 +1,14 @@
-//===- AssignEngines.cpp - group state into engines -----------------------===//
-//
-// Declares the engines of a (possibly multi-engine) config and tags every
-// parameter and buffer with the engine that owns it. An engine owns the state
-// under its submodule prefix; the root engine (empty prefix) owns what no other
-// engine takes. Everything later (autodiff, partitioning, the plan) reads
-// ownership from the `engine` attribute only.
-//
-//===----------------------------------------------------------------------===//
+//===- AssignEngines.cpp - the config's engines, state grouped into them --===//
 
+#include "ds/Config/Config.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
 #include "ds/Dialect/DS/Transforms/ShardedParams.h"
+#include "ds/Dialect/DS/Utils/EngineConfigAttr.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/StringSet.h"
+
+#include <filesystem>
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_DSASSIGNENGINES
@@ -21,6 +17,7 @@ namespace mlir::ds {
 
 using namespace mlir;
 using namespace mlir::ds;
+namespace config = ::ds::config;
 
 namespace {
 
@@ -29,8 +26,10 @@ struct EngineSpec {
   std::string prefix;
   bool frozen = false;
   bool ownsState = false;
+  /// From a config: the engine's config, typed and as given.
+  EngineConfigAttr typed;
+  std::string source;
 };
-
 
 /// Whether two module prefixes overlap (one is the other or a submodule of it).
 static bool overlaps(StringRef a, StringRef b) {
@@ -39,109 +38,219 @@ static bool overlaps(StringRef a, StringRef b) {
   return a == b || isUnderModule(a, b) || isUnderModule(b, a);
 }
 
+/// The global micro-batch of the data: rows of the first batched argument of
+/// `@forward_eval` (else `@forward`) times the world size; unset when that
+/// argument's batch is unknown or every argument is unbatched.
+static std::optional<int64_t> dataMicroBatch(ModuleOp module,
+                                             int64_t worldSize) {
+  for (StringRef name : {"forward_eval", "forward"}) {
+    auto func = module.lookupSymbol<func::FuncOp>(name);
+    if (!func)
+      continue;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      if (func.getArgAttr(i, "ds.unbatched"))
+        continue;
+      auto type = dyn_cast<RankedTensorType>(func.getArgument(i).getType());
+      if (!type || type.getRank() == 0 || type.isDynamicDim(0))
+        return std::nullopt;
+      return type.getDimSize(0) * worldSize;
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 struct AssignEnginesPass
-    : public ds::impl::DSAssignEnginesBase<AssignEnginesPass> {
+    : public mlir::ds::impl::DSAssignEnginesBase<AssignEnginesPass> {
   using DSAssignEnginesBase::DSAssignEnginesBase;
 
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    SmallVector<EngineSpec> specs;
-    if (failed(parseSpecs(module, specs)))
-      return signalPassFailure();
+  void runOnOperation() override;
 
-    OpBuilder builder(module.getBodyRegion());
-    builder.setInsertionPointToStart(module.getBody());
-    for (EngineSpec &spec : specs) {
-      if (SymbolTable::lookupSymbolIn(module, spec.name)) {
-        module.emitError() << "engine name '" << spec.name
-                           << "' is already a symbol of this module";
-        return signalPassFailure();
-      }
-      auto engine = EngineOp::create(builder, module.getLoc(), spec.name,
-                                     spec.prefix, "{}", spec.frozen);
-      (void)engine;
-    }
-
-    bool failedAny = false;
-    module.walk([&](Operation *op) {
-      if (!isa<ParamOp, BufferOp>(op))
-        return;
-      StringRef name = SymbolTable::getSymbolName(op).getValue();
-      EngineSpec *owner = nullptr;
-      // A named submodule wins over the root engine.
-      for (EngineSpec &spec : specs)
-        if (isUnderModule(name, spec.prefix) && (!owner || owner->prefix.empty()))
-          owner = &spec;
-      if (!owner) {
-        op->emitError() << "state '" << name
-                        << "' lies outside every engine's submodule; add an "
-                           "engine keyed \"\" to own the rest of the model";
-        failedAny = true;
-        return;
-      }
-      owner->ownsState = true;
-      op->setAttr("engine",
-                  FlatSymbolRefAttr::get(op->getContext(), owner->name));
-    });
-    // The submodules that do own state, to name them in the error.
-    llvm::SmallVector<StringRef> submodules;
-    module.walk([&](Operation *op) {
-      if (!isa<ParamOp, BufferOp>(op))
-        return;
-      StringRef name = SymbolTable::getSymbolName(op).getValue();
-      if (name.contains('.') &&
-          !llvm::is_contained(submodules, name.split('.').first))
-        submodules.push_back(name.split('.').first);
-    });
-    for (EngineSpec &spec : specs)
-      if (!spec.ownsState && !spec.prefix.empty()) {
-        InFlightDiagnostic diag =
-            module.emitError()
-            << "engine '" << spec.name << "': submodule '" << spec.prefix
-            << "' has no parameters or buffers in this model (an engine's "
-               "key in the config's \"engines\" is the path of a submodule "
-               "that owns state; the model's top-level submodules with "
-               "state: ";
-        for (auto [i, submodule] : llvm::enumerate(submodules))
-          diag << (i ? ", " : "") << submodule;
-        diag << (submodules.empty() ? "none)" : ")");
-        failedAny = true;
-      }
-    if (failedAny)
-      signalPassFailure();
-  }
-
-  LogicalResult parseSpecs(ModuleOp module,
-                           SmallVectorImpl<EngineSpec> &specs) {
-    if (engines.empty()) {
-      specs.push_back({"model", "", false, false});
-    }
-    for (const std::string &entry : engines) {
-      auto [name, prefix] = StringRef(entry).split('=');
-      if (name.empty() || !StringRef(entry).contains('='))
-        return module.emitError()
-               << "engine spec '" << entry << "' is not NAME=PREFIX";
-      for (const EngineSpec &other : specs) {
-        if (other.name == name)
-          return module.emitError() << "engine '" << name << "' is given twice";
-        if (overlaps(other.prefix, prefix))
-          return module.emitError()
-                 << "engines '" << other.name << "' (submodule '"
-                 << other.prefix << "') and '" << name << "' (submodule '"
-                 << prefix << "') overlap";
-      }
-      specs.push_back({name.str(), prefix.str(), false, false});
-    }
-    for (const std::string &name : frozen) {
-      auto it = llvm::find_if(
-          specs, [&](const EngineSpec &s) { return s.name == name; });
-      if (it == specs.end())
-        return module.emitError()
-               << "frozen engine '" << name << "' is not among the engines";
-      it->frozen = true;
-    }
-    return success();
-  }
+private:
+  FailureOr<int64_t> resolveWorldSize(ModuleOp module);
+  LogicalResult specsFromConfig(ModuleOp module,
+                                SmallVectorImpl<EngineSpec> &specs);
+  LogicalResult specsFromOptions(ModuleOp module,
+                                 SmallVectorImpl<EngineSpec> &specs);
 };
 
 } // namespace
+
+FailureOr<int64_t> AssignEnginesPass::resolveWorldSize(ModuleOp module) {
+  auto attr = module->getAttrOfType<IntegerAttr>("ds.world_size");
+  int64_t requested = worldSize;
+  if (requested < 0)
+    return module.emitError() << "world-size must be >= 1, got " << requested;
+  if (requested > 0 && attr && attr.getInt() != requested)
+    return module.emitError()
+           << "world-size=" << requested
+           << " disagrees with the module's ds.world_size = " << attr.getInt()
+           << " (the size the model was imported for)";
+  int64_t world = requested > 0 ? requested : attr ? attr.getInt() : 1;
+  if (world < 1)
+    return module.emitError() << "ds.world_size must be >= 1, got " << world;
+  if (requested > 0)
+    module->setAttr("ds.world_size",
+                    Builder(module.getContext()).getI64IntegerAttr(world));
+  return world;
+}
+
+LogicalResult
+AssignEnginesPass::specsFromConfig(ModuleOp module,
+                                   SmallVectorImpl<EngineSpec> &specs) {
+  MLIRContext *context = module.getContext();
+  if (!engines.empty() || !frozen.empty())
+    return module.emitError() << "ds-assign-engines takes the engines from "
+                                 "the config; do not give `engines` or "
+                                 "`frozen` with it";
+  FailureOr<int64_t> world = resolveWorldSize(module);
+  if (failed(world))
+    return failure();
+  config::ParseContext parseContext;
+  parseContext.worldSize = *world;
+  parseContext.dataMicroBatch = dataMicroBatch(module, *world);
+  config::SessionConfig session;
+  try {
+    if (!configPath.empty()) {
+      session = config::loadSessionConfig(configPath, parseContext);
+    } else {
+      config::ordered_json json = config::parseJsonText(configJson, configName);
+      std::string baseDir = configBaseDir.empty()
+                                ? std::filesystem::current_path().string()
+                                : configBaseDir;
+      try {
+        session = config::parseSessionConfig(json, parseContext, baseDir);
+      } catch (const config::ConfigError &error) {
+        throw error.withFile(configName);
+      }
+    }
+  } catch (const config::ConfigError &error) {
+    // The message names the file; a location of just the file lets drivers
+    // print it once.
+    Location loc =
+        error.file().empty()
+            ? Location(UnknownLoc::get(context))
+            : Location(FileLineColLoc::get(context, error.file(), 0, 0));
+    return emitError(loc) << error.what();
+  }
+
+  for (const config::EngineEntry &entry : session.engines) {
+    std::string name = session.multiEngine
+                           ? (entry.key.empty() ? "root" : entry.key)
+                           : "model";
+    std::replace(name.begin(), name.end(), '.', '_');
+    EngineSpec spec{name, entry.key, entry.config.frozen()};
+    spec.typed = buildEngineConfigAttr(context, entry.config);
+    spec.source = entry.config.source.dump();
+    specs.push_back(std::move(spec));
+  }
+  return success();
+}
+
+LogicalResult
+AssignEnginesPass::specsFromOptions(ModuleOp module,
+                                    SmallVectorImpl<EngineSpec> &specs) {
+  if (engines.empty())
+    specs.push_back({"model", ""});
+  for (const std::string &entry : engines) {
+    auto [name, prefix] = StringRef(entry).split('=');
+    if (name.empty() || !StringRef(entry).contains('='))
+      return module.emitError()
+             << "engine spec '" << entry << "' is not NAME=PREFIX";
+    specs.push_back({name.str(), prefix.str()});
+  }
+  for (const std::string &name : frozen) {
+    auto it = llvm::find_if(
+        specs, [&](const EngineSpec &s) { return s.name == name; });
+    if (it == specs.end())
+      return module.emitError()
+             << "frozen engine '" << name << "' is not among the engines";
+    it->frozen = true;
+  }
+  return success();
+}
+
+void AssignEnginesPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  SmallVector<EngineSpec> specs;
+  bool fromConfig = !configPath.empty() || !configJson.empty();
+  if (failed(fromConfig ? specsFromConfig(module, specs)
+                        : specsFromOptions(module, specs)))
+    return signalPassFailure();
+  for (auto [i, spec] : llvm::enumerate(specs))
+    for (const EngineSpec &other : ArrayRef(specs).take_front(i)) {
+      if (other.name == spec.name) {
+        module.emitError() << "engine '" << spec.name << "' is given twice";
+        return signalPassFailure();
+      }
+      if (overlaps(other.prefix, spec.prefix)) {
+        module.emitError() << "engines '" << other.name << "' (submodule '"
+                           << other.prefix << "') and '" << spec.name
+                           << "' (submodule '" << spec.prefix << "') overlap";
+        return signalPassFailure();
+      }
+    }
+
+  OpBuilder builder(module.getBodyRegion());
+  builder.setInsertionPointToStart(module.getBody());
+  for (EngineSpec &spec : specs) {
+    if (SymbolTable::lookupSymbolIn(module, spec.name)) {
+      module.emitError() << "engine name '" << spec.name
+                         << "' is already a symbol of this module";
+      return signalPassFailure();
+    }
+    auto engine =
+        EngineOp::create(builder, module.getLoc(), spec.name, spec.prefix,
+                         spec.typed ? spec.source : "{}", spec.frozen);
+    if (spec.typed)
+      engine.setDeepspeedAttr(spec.typed);
+  }
+
+  bool failedAny = false;
+  module.walk([&](Operation *op) {
+    if (!isa<ParamOp, BufferOp>(op))
+      return;
+    StringRef name = SymbolTable::getSymbolName(op).getValue();
+    EngineSpec *owner = nullptr;
+    // A named submodule wins over the root engine.
+    for (EngineSpec &spec : specs)
+      if (isUnderModule(name, spec.prefix) && (!owner || owner->prefix.empty()))
+        owner = &spec;
+    if (!owner) {
+      op->emitError() << "state '" << name
+                      << "' lies outside every engine's submodule; add an "
+                         "engine keyed \"\" to own the rest of the model";
+      failedAny = true;
+      return;
+    }
+    owner->ownsState = true;
+    op->setAttr("engine",
+                FlatSymbolRefAttr::get(op->getContext(), owner->name));
+  });
+  // The submodules that do own state, to name them in the error.
+  SmallVector<StringRef> submodules;
+  module.walk([&](Operation *op) {
+    if (!isa<ParamOp, BufferOp>(op))
+      return;
+    StringRef name = SymbolTable::getSymbolName(op).getValue();
+    if (name.contains('.') &&
+        !llvm::is_contained(submodules, name.split('.').first))
+      submodules.push_back(name.split('.').first);
+  });
+  for (EngineSpec &spec : specs)
+    if (!spec.ownsState && !spec.prefix.empty()) {
+      InFlightDiagnostic diag =
+          module.emitError()
+          << "engine '" << spec.name << "': submodule '" << spec.prefix
+          << "' has no parameters or buffers in this model (an engine's "
+             "key in the config's \"engines\" is the path of a submodule "
+             "that owns state; the model's top-level submodules with "
+             "state: ";
+      for (auto [i, submodule] : llvm::enumerate(submodules))
+        diag << (i ? ", " : "") << submodule;
+      diag << (submodules.empty() ? "none)" : ")");
+      failedAny = true;
+    }
+  if (failedAny)
+    signalPassFailure();
+}

@@ -42,12 +42,12 @@
 
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/DTypeInference.h"
-#include "ds/Dialect/DS/Transforms/EngineConfig.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
 #include "ds/Dialect/DS/Transforms/ShardedParams.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Support/DebugStringHelper.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
@@ -61,7 +61,6 @@ namespace mlir::ds {
 
 using namespace mlir;
 using namespace mlir::ds;
-namespace config = ::ds::config;
 
 namespace {
 
@@ -142,25 +141,6 @@ struct EnginePrecision {
   OpCounts lower, fp32, promoted, other;
 };
 
-std::string typeName(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << t;
-  return s;
-}
-
-Type dtypeType(MLIRContext *context, config::DType dtype) {
-  switch (dtype) {
-  case config::DType::Float16:
-    return Float16Type::get(context);
-  case config::DType::BFloat16:
-    return BFloat16Type::get(context);
-  case config::DType::Float32:
-    break;
-  }
-  return Float32Type::get(context);
-}
-
 struct AssignPrecisionPass
     : public mlir::ds::impl::DSAssignPrecisionBase<AssignPrecisionPass> {
   using DSAssignPrecisionBase::DSAssignPrecisionBase;
@@ -185,15 +165,12 @@ struct AssignPrecisionPass
     });
     if (differentiated.wasInterrupted())
       return signalPassFailure();
-    FailureOr<int64_t> world = resolveWorldSize(module, worldSize);
-    if (failed(world))
-      return signalPassFailure();
     for (EngineOp engine : module.getOps<EngineOp>()) {
-      FailureOr<config::EngineConfig> parsed =
-          parseEngineConfig(engine, *world);
-      if (failed(parsed))
+      FailureOr<EngineConfigAttr> config =
+          engine.requireConfig("-ds-assign-precision");
+      if (failed(config))
         return signalPassFailure();
-      engines.push_back(decide(engine, *parsed));
+      engines.push_back(decide(engine, config->getPrecisionOrDefault()));
     }
     retypeState(module);
     for (auto func : module.getOps<func::FuncOp>())
@@ -202,8 +179,8 @@ struct AssignPrecisionPass
       remark(e);
   }
 
-  /// Reads the config and records the decision on the engine.
-  EnginePrecision decide(EngineOp engine, const config::EngineConfig &cfg) {
+  /// Records the engine's precision decision on it.
+  EnginePrecision decide(EngineOp engine, PrecisionAttr precision) {
     MLIRContext *context = engine.getContext();
     Builder b(context);
     EnginePrecision e;
@@ -211,39 +188,39 @@ struct AssignPrecisionPass
     for (StringRef name :
          {"precision", "grad_accum_dtype", "autocast_dtype", "loss_scaler"})
       engine->removeAttr(name);
-    if (cfg.fp16.enabled)
-      e.mode = Mode::FP16;
-    else if (cfg.bf16.enabled)
-      e.mode = Mode::BF16;
-    else if (cfg.torchAutocast.enabled)
-      e.mode = Mode::Autocast;
-    if (e.mode == Mode::FP32)
+    switch (precision.getMode()) {
+    case PrecisionMode::FP32:
       return e;
-    e.lowType = e.mode == Mode::Autocast
-                    ? dtypeType(context, cfg.torchAutocast.dtype)
-                    : dtypeType(context, cfg.modelDtype());
-    engine.setPrecision(e.mode == Mode::FP16   ? "fp16"
-                        : e.mode == Mode::BF16 ? "bf16"
-                                               : "autocast");
-    engine.setGradAccumDtype(dtypeType(context, cfg.gradAccumDtype));
+    case PrecisionMode::FP16:
+      e.mode = Mode::FP16;
+      break;
+    case PrecisionMode::BF16:
+      e.mode = Mode::BF16;
+      break;
+    case PrecisionMode::Autocast:
+      e.mode = Mode::Autocast;
+      break;
+    }
+    e.lowType = e.mode == Mode::Autocast ? precision.getAutocastDtype()
+                                         : precision.getModelDtype();
+    engine.setPrecision(stringifyPrecisionMode(precision.getMode()));
+    engine.setGradAccumDtype(precision.getResolvedGradAccumDtype());
     if (e.mode == Mode::Autocast)
       engine.setAutocastDtype(e.lowType);
     // fp16: DeepSpeed's loss scaler; fp16 autocast: the torch.amp.GradScaler
     // DeepSpeed creates for it.
-    if (std::optional<config::LossScalerConfig> scaler = cfg.lossScaler()) {
-      using Kind = config::LossScalerConfig::Kind;
-      StringRef type = scaler->kind == Kind::Static    ? "static"
-                       : scaler->kind == Kind::Dynamic ? "dynamic"
-                                                       : "grad_scaler";
+    if (LossScalerAttr scaler = precision.getLossScaler()) {
       NamedAttribute entries[] = {
-          b.getNamedAttr("type", b.getStringAttr(type)),
-          b.getNamedAttr("scale", b.getF64FloatAttr(scaler->initialScale)),
-          b.getNamedAttr("scale_window", b.getI64IntegerAttr(scaler->window)),
+          b.getNamedAttr("type", b.getStringAttr(stringifyLossScalerKind(
+                                     scaler.getKind()))),
+          b.getNamedAttr("scale", b.getF64FloatAttr(scaler.getScale())),
+          b.getNamedAttr("scale_window",
+                         b.getI64IntegerAttr(scaler.getScaleWindow())),
           b.getNamedAttr("hysteresis",
-                         b.getI64IntegerAttr(scaler->hysteresis)),
+                         b.getI64IntegerAttr(scaler.getHysteresis())),
           b.getNamedAttr("consecutive_hysteresis",
-                         b.getBoolAttr(scaler->consecutiveHysteresis)),
-          b.getNamedAttr("min_scale", b.getF64FloatAttr(scaler->minScale))};
+                         b.getBoolAttr(scaler.getConsecutiveHysteresis())),
+          b.getNamedAttr("min_scale", b.getF64FloatAttr(scaler.getMinScale()))};
       engine.setLossScalerAttr(b.getDictionaryAttr(entries));
     }
     return e;
@@ -312,8 +289,8 @@ struct AssignPrecisionPass
       if (c.getParentBlock()->findAncestorOpInBlock(*user))
         return c;
     OpBuilder builder(user);
-    Value c = createDtypeCast(builder, user->getLoc(), v, elem, module,
-                              moduleClass);
+    Value c =
+        createDtypeCast(builder, user->getLoc(), v, elem, module, moduleClass);
     made.push_back(c);
     ++numCasts;
     return c;
@@ -326,8 +303,7 @@ struct AssignPrecisionPass
   /// element of a ds.list_construct operand, through `chainOf(value)`. The
   /// casts of list elements go before the list; a list another op reads
   /// too is copied first, so that only `op` sees the casts.
-  template <typename Fn>
-  void castFloatOperands(AtenOp op, Fn chainOf) {
+  template <typename Fn> void castFloatOperands(AtenOp op, Fn chainOf) {
     auto apply = [&](Value v, Operation *at) {
       for (Type t : chainOf(v))
         v = castTo(v, t, at, op.getModule(), op.getModuleClass());
@@ -378,15 +354,15 @@ struct AssignPrecisionPass
       return cast<RankedTensorType>(v.getType()).getRank() > 0;
     });
     bool mixed = llvm::any_of(floats, [&](Value v) {
-      bool decides = !anyDimensioned ||
-                     cast<RankedTensorType>(v.getType()).getRank() > 0;
+      bool decides =
+          !anyDimensioned || cast<RankedTensorType>(v.getType()).getRank() > 0;
       return decides && elementOf(v) != target;
     });
     if (!mixed)
       return false;
     castFloatOperands(op, [&](Value v) {
-      bool decides = !anyDimensioned ||
-                     cast<RankedTensorType>(v.getType()).getRank() > 0;
+      bool decides =
+          !anyDimensioned || cast<RankedTensorType>(v.getType()).getRank() > 0;
       return decides && elementOf(v) != target ? CastChain{target}
                                                : CastChain{};
     });
@@ -411,8 +387,8 @@ struct AssignPrecisionPass
                 r.setType(withElementType(r.getType(), elem));
       } else if (auto set = dyn_cast<SetBufferOp>(op)) {
         // A buffer keeps its (engine's) dtype whatever computed the update.
-        auto buffer =
-            SymbolTable::lookupNearestSymbolFrom<BufferOp>(op, set.getNameAttr());
+        auto buffer = SymbolTable::lookupNearestSymbolFrom<BufferOp>(
+            op, set.getNameAttr());
         if (!buffer)
           continue;
         Type want = cast<RankedTensorType>(buffer.getType()).getElementType();
@@ -525,7 +501,7 @@ struct AssignPrecisionPass
     if (e.mode == Mode::FP32)
       return;
     InFlightDiagnostic diag = e.engine.emitRemark();
-    std::string low = typeName(e.lowType);
+    std::string low = debugString(e.lowType);
     if (e.mode == Mode::Autocast) {
       diag << "autocast (" << low << "): parameters stay f32; "
            << count(total(e.lower), "op") << " cast to " << low;

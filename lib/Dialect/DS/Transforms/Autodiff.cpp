@@ -194,14 +194,9 @@ LogicalResult Differentiator::backpropIf(IfOp op) {
   SmallVector<Value> resultGrads;
   for (Value r : op.getResults())
     resultGrads.push_back(grads.lookup(r));
-  bool paramsInside = false;
-  op->walk([&](GetParamOp get) {
-    paramsInside |= trainable.contains(get.getName());
-  });
   bool anyGrad = llvm::any_of(resultGrads, [](Value g) { return bool(g); });
   if (!anyGrad)
     return success(); // nothing the losses need flows out of the branch
-  (void)paramsInside;
 
   // The branches are recomputed for the backward: a random draw inside
   // would not repeat the forward's.
@@ -342,6 +337,10 @@ struct AutodiffPass : public ds::impl::DSAutodiffBase<AutodiffPass> {
           !(param.getEngine() && frozenEngines.contains(*param.getEngine())))
         trainable.insert(param.getSymName());
 
+    FailureOr<double> scale = seedScale(module);
+    if (failed(scale))
+      return signalPassFailure();
+
     Block &body = func.getBody().front();
     Operation *ret = body.getTerminator();
     OpBuilder builder(ret);
@@ -358,8 +357,8 @@ struct AutodiffPass : public ds::impl::DSAutodiffBase<AutodiffPass> {
         return signalPassFailure();
       }
       auto elem = cast<FloatType>(type.getElementType());
-      auto seed = DenseElementsAttr::get(
-          type, builder.getFloatAttr(elem, static_cast<double>(gradScale)));
+      auto seed =
+          DenseElementsAttr::get(type, builder.getFloatAttr(elem, *scale));
       auto seedOp = ConstantOp::create(builder, ret->getLoc(), type, seed);
       // -ds-scale-loss finds the seeds by this mark (fp16 loss scaling).
       seedOp->setAttr("ds.backward_seed", builder.getUnitAttr());
@@ -367,6 +366,36 @@ struct AutodiffPass : public ds::impl::DSAutodiffBase<AutodiffPass> {
     }
     if (failed(diff.backprop(body)))
       return signalPassFailure();
+  }
+
+  /// `grad-scale`, else 1 / the gradient_accumulation_steps the engines'
+  /// configs agree on (DeepSpeed divides every gradient by it), else 1.
+  FailureOr<double> seedScale(ModuleOp module) {
+    if (gradScale != 0.0)
+      return static_cast<double>(gradScale);
+    EngineOp first;
+    for (EngineOp engine : module.getOps<EngineOp>()) {
+      EngineConfigAttr config = engine.getDeepspeedAttr();
+      if (!config)
+        continue;
+      if (!first) {
+        first = engine;
+        continue;
+      }
+      int64_t steps = config.getGradientAccumulationSteps();
+      int64_t firstSteps =
+          first.getDeepspeedAttr().getGradientAccumulationSteps();
+      if (steps != firstSteps)
+        return engine.emitError()
+               << "engine @" << engine.getSymName()
+               << " has gradient_accumulation_steps " << steps
+               << " but engine @" << first.getSymName() << " has " << firstSteps
+               << "; the one backward's seed divides by one";
+    }
+    if (!first)
+      return 1.0;
+    return 1.0 / static_cast<double>(
+                     first.getDeepspeedAttr().getGradientAccumulationSteps());
   }
 };
 

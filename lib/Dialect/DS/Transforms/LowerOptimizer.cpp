@@ -14,7 +14,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/IR/DSOps.h"
-#include "ds/Dialect/DS/Transforms/EngineConfig.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -26,37 +25,27 @@ namespace mlir::ds {
 
 using namespace mlir;
 using namespace mlir::ds;
-namespace config = ::ds::config;
 
 namespace {
 
-/// "adamw" when weight decay is decoupled (AdamW, and Adam in adam_w_mode),
-/// "adam" for L2 decay (torch.optim.Adam), "sgd".
-StringRef optimizerTypeName(const config::OptimizerConfig &optimizer) {
-  if (optimizer.type == config::OptimizerType::SGD)
-    return "sgd";
-  return optimizer.decoupledWeightDecay() ? "adamw" : "adam";
-}
-
-DictionaryAttr schedulerAttr(Builder &b, const config::SchedulerConfig &s,
-                             double lr) {
+DictionaryAttr schedulerAttr(Builder &b, SchedulerAttr s, double lr) {
   NamedAttrList entries;
-  entries.append("type", b.getStringAttr(config::schedulerTypeName(s.type)));
-  entries.append("warmup_min_lr", b.getF64FloatAttr(s.warmupMinLr));
+  entries.append("type", b.getStringAttr(stringifySchedulerKind(s.getKind())));
+  entries.append("warmup_min_lr", b.getF64FloatAttr(s.getWarmupMinLr()));
   // WarmupLR without warmup_max_lr warms up to the optimizer's lr; the
   // cosine schedule scales the lr and has no maximum.
-  if (s.type != config::SchedulerType::WarmupCosineLR)
+  if (s.getKind() != SchedulerKind::WarmupCosineLR)
     entries.append("warmup_max_lr",
-                   b.getF64FloatAttr(s.warmupMaxLr.value_or(lr)));
-  entries.append("warmup_num_steps", b.getI64IntegerAttr(s.warmupNumSteps));
+                   b.getF64FloatAttr(s.getWarmupMaxLr().value_or(lr)));
+  entries.append("warmup_num_steps",
+                 b.getI64IntegerAttr(s.getWarmupNumSteps()));
   entries.append("warmup_type",
-                 b.getStringAttr(s.warmupType == config::WarmupType::Log
-                                     ? "log"
-                                     : "linear"));
-  if (s.totalNumSteps)
-    entries.append("total_num_steps", b.getI64IntegerAttr(*s.totalNumSteps));
-  entries.append("warmup_min_ratio", b.getF64FloatAttr(s.warmupMinRatio));
-  entries.append("cos_min_ratio", b.getF64FloatAttr(s.cosMinRatio));
+                 b.getStringAttr(stringifyWarmupType(s.getWarmupType())));
+  if (s.getTotalNumSteps())
+    entries.append("total_num_steps",
+                   b.getI64IntegerAttr(*s.getTotalNumSteps()));
+  entries.append("warmup_min_ratio", b.getF64FloatAttr(s.getWarmupMinRatio()));
+  entries.append("cos_min_ratio", b.getF64FloatAttr(s.getCosMinRatio()));
   return entries.getDictionary(b.getContext());
 }
 
@@ -66,10 +55,6 @@ struct LowerOptimizerPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<int64_t> world = resolveWorldSize(module, worldSize);
-    if (failed(world))
-      return signalPassFailure();
-
     SmallVector<EngineOp> trainable;
     for (EngineOp engine : module.getOps<EngineOp>())
       if (!engine.getFrozen())
@@ -91,7 +76,7 @@ struct LowerOptimizerPass
     builder.setInsertionPointToStart(body);
     bool failedAny = false;
     for (EngineOp engine : trainable)
-      failedAny |= failed(lowerEngine(builder, engine, *world));
+      failedAny |= failed(lowerEngine(builder, engine));
     func::ReturnOp::create(builder, loc);
     if (failedAny) {
       step.erase();
@@ -99,41 +84,41 @@ struct LowerOptimizerPass
     }
   }
 
-  LogicalResult lowerEngine(OpBuilder &b, EngineOp engine, int64_t world) {
-    FailureOr<config::EngineConfig> parsed = parseEngineConfig(engine, world);
-    if (failed(parsed))
+  LogicalResult lowerEngine(OpBuilder &b, EngineOp engine) {
+    FailureOr<EngineConfigAttr> config =
+        engine.requireConfig("-ds-lower-optimizer");
+    if (failed(config))
       return failure();
-    if (!parsed->optimizer)
+    OptimizerAttr opt = config->getOptimizer();
+    if (!opt)
       return engine.emitError()
              << "config of engine @" << engine.getSymName()
              << ": optimizer: missing; an engine without an \"optimizer\" "
                 "section is frozen (mark it `frozen`, or give an optimizer)";
-    const config::OptimizerConfig &opt = *parsed->optimizer;
-    StringRef type = optimizerTypeName(opt);
-    if (type != "sgd" && !(opt.eps > 0.0))
+    StringRef type = stringifyOptimizerKind(opt.getKind());
+    if (opt.getKind() != OptimizerKind::SGD && !(opt.getEps() > 0.0))
       return engine.emitError()
              << "config of engine @" << engine.getSymName()
              << ": optimizer.params.eps: must be > 0 for Adam (it divides by "
                 "sqrt(v) + eps), got "
-             << opt.eps;
+             << double(opt.getEps());
 
     OperationState state(engine.getLoc(), OptimizerStepOp::getOperationName());
     state.addAttribute("engine",
                        FlatSymbolRefAttr::get(engine.getSymNameAttr()));
     state.addAttribute("type", b.getStringAttr(type));
-    state.addAttribute("lr", b.getF64FloatAttr(opt.lr));
-    state.addAttribute("betas",
-                       b.getDenseF64ArrayAttr({opt.betas[0], opt.betas[1]}));
-    state.addAttribute("eps", b.getF64FloatAttr(opt.eps));
-    state.addAttribute("weight_decay", b.getF64FloatAttr(opt.weightDecay));
-    state.addAttribute("momentum", b.getF64FloatAttr(opt.momentum));
-    state.addAttribute("dampening", b.getF64FloatAttr(opt.dampening));
-    state.addAttribute("nesterov", b.getBoolAttr(opt.nesterov));
+    state.addAttribute("lr", b.getF64FloatAttr(opt.getLr()));
+    state.addAttribute(
+        "betas", b.getDenseF64ArrayAttr({opt.getBeta1(), opt.getBeta2()}));
+    state.addAttribute("eps", b.getF64FloatAttr(opt.getEps()));
+    state.addAttribute("weight_decay", b.getF64FloatAttr(opt.getWeightDecay()));
+    state.addAttribute("momentum", b.getF64FloatAttr(opt.getMomentum()));
+    state.addAttribute("dampening", b.getF64FloatAttr(opt.getDampening()));
+    state.addAttribute("nesterov", b.getBoolAttr(opt.getNesterov()));
     state.addAttribute("gradient_clipping",
-                       b.getF64FloatAttr(parsed->gradientClipping));
-    if (parsed->scheduler)
-      state.addAttribute("scheduler",
-                         schedulerAttr(b, *parsed->scheduler, opt.lr));
+                       b.getF64FloatAttr(config->getGradientClipping()));
+    if (SchedulerAttr scheduler = config->getScheduler())
+      state.addAttribute("scheduler", schedulerAttr(b, scheduler, opt.getLr()));
     b.create(state);
     return success();
   }

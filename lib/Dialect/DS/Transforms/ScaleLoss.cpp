@@ -30,7 +30,6 @@
 
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/DTypeInference.h"
-#include "ds/Dialect/DS/Transforms/EngineConfig.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -47,7 +46,6 @@ namespace {
 
 /// The attribute -ds-autodiff puts on each seed of the backward.
 constexpr StringLiteral kSeedMarker = "ds.backward_seed";
-
 
 struct ScaleLossPass : public mlir::ds::impl::DSScaleLossBase<ScaleLossPass> {
   using DSScaleLossBase::DSScaleLossBase;
@@ -92,9 +90,6 @@ Value ScaleLossPass::scaleSeed(OpBuilder &builder, ConstantOp seed,
 
 void ScaleLossPass::runOnOperation() {
   ModuleOp module = getOperation();
-  FailureOr<int64_t> world = resolveWorldSize(module, worldSize);
-  if (failed(world))
-    return signalPassFailure();
 
   // The trainable engines, and which of them scale their loss (fp16, fp16
   // autocast).
@@ -103,14 +98,16 @@ void ScaleLossPass::runOnOperation() {
   for (EngineOp engine : module.getOps<EngineOp>()) {
     if (engine.getFrozen())
       continue;
-    FailureOr<::ds::config::EngineConfig> config =
-        parseEngineConfig(engine, *world);
+    FailureOr<EngineConfigAttr> config = engine.requireConfig("-ds-scale-loss");
     if (failed(config))
       return signalPassFailure();
     trainable.push_back(engine);
-    if (config->lossScaler()) {
+    PrecisionAttr precision = config->getPrecisionOrDefault();
+    if (precision.getLossScaler()) {
       scaledEngines.push_back(engine);
-      modes[engine] = config->fp16.enabled ? "in fp16" : "in fp16 autocast";
+      modes[engine] = precision.getMode() == PrecisionMode::FP16
+                          ? "in fp16"
+                          : "in fp16 autocast";
     }
   }
   if (scaledEngines.empty())

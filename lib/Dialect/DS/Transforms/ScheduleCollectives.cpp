@@ -28,7 +28,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/IR/DSOps.h"
-#include "ds/Dialect/DS/Transforms/EngineConfig.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
 #include "ds/Dialect/DS/Transforms/ShardedParams.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -188,19 +187,17 @@ void ScheduleCollectivesPass::prefetch(func::FuncOp func,
 
 void ScheduleCollectivesPass::runOnOperation() {
   ModuleOp module = getOperation();
-  FailureOr<int64_t> world = resolveWorldSize(module, worldSize);
-  if (failed(world))
-    return signalPassFailure();
   for (EngineOp engine : module.getOps<EngineOp>()) {
     if (!engine.isPartitioned())
       continue;
-    FailureOr<::ds::config::EngineConfig> config =
-        parseEngineConfig(engine, *world);
+    FailureOr<EngineConfigAttr> config =
+        engine.requireConfig("-ds-schedule-collectives");
     if (failed(config))
       return signalPassFailure();
-    policies[engine.getSymName()] = {config->zero.overlapComm,
-                                     config->zero.stage3PrefetchBucketSize,
-                                     config->zero.stage3MaxLiveParameters};
+    ZeroAttr zero = config->getZeroOrDefault();
+    policies[engine.getSymName()] = {zero.getOverlapComm(),
+                                     zero.getStage3PrefetchBucketSize(),
+                                     zero.getStage3MaxLiveParameters()};
   }
   if (policies.empty())
     return;

@@ -64,12 +64,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/IR/DSOps.h"
-#include "ds/Dialect/DS/Transforms/EngineConfig.h"
 #include "ds/Dialect/DS/Transforms/LeafModules.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
 #include "ds/Dialect/DS/Transforms/ShardedParams.h"
+#include "ds/Dialect/DS/Utils/EngineConfigAttr.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Support/DebugStringHelper.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace mlir::ds {
@@ -132,8 +133,7 @@ struct CommPolicy {
     case Kind::Native:
       return lowDtype;
     case Kind::Autocast:
-      return safeEntry(param) ? lowDtype
-                              : Float32Type::get(param.getContext());
+      return safeEntry(param) ? lowDtype : Float32Type::get(param.getContext());
     }
     return Type();
   }
@@ -268,32 +268,23 @@ private:
 
 } // namespace
 
-/// The MLIR element type of a config dtype.
-static Type typeOf(::ds::config::DType dtype, MLIRContext *ctx) {
-  switch (dtype) {
-  case ::ds::config::DType::Float16:
-    return Float16Type::get(ctx);
-  case ::ds::config::DType::BFloat16:
-    return BFloat16Type::get(ctx);
-  case ::ds::config::DType::Float32:
-    break;
-  }
-  return Float32Type::get(ctx);
-}
-
-/// How `config`'s precision makes the engine's buckets communicate.
-static CommPolicy commPolicyOf(const ::ds::config::EngineConfig &config,
-                               MLIRContext *ctx) {
+/// How `precision` makes the engine's buckets communicate.
+static CommPolicy commPolicyOf(PrecisionAttr precision) {
   CommPolicy policy;
-  if (config.fp16.enabled || config.bf16.enabled) {
+  switch (precision.getMode()) {
+  case PrecisionMode::FP32:
+    break;
+  case PrecisionMode::BF16:
+  case PrecisionMode::FP16:
     policy.kind = CommPolicy::Kind::Native;
-    policy.lowDtype = typeOf(config.communicationDataType, ctx);
-    policy.given = config.source.is_object() &&
-                   config.source.contains("communication_data_type");
-  } else if (config.torchAutocast.enabled) {
+    policy.lowDtype = precision.getResolvedCommunicationDtype();
+    policy.given = bool(precision.getCommunicationDataType());
+    break;
+  case PrecisionMode::Autocast:
     policy.kind = CommPolicy::Kind::Autocast;
-    policy.lowDtype = typeOf(config.torchAutocast.dtype, ctx);
-    policy.safeModules = config.torchAutocast.lowerPrecisionSafeModules;
+    policy.lowDtype = precision.getAutocastDtype();
+    policy.safeModules = lowerPrecisionSafeModules(precision);
+    break;
   }
   return policy;
 }
@@ -317,13 +308,14 @@ LogicalResult
 ZeroPartitionPass::layOut(EngineLayout &layout, int64_t world,
                           const llvm::StringMap<GradPosition> &grads) {
   EngineOp engine = layout.engine;
-  FailureOr<::ds::config::EngineConfig> config =
-      parseEngineConfig(engine, world);
+  FailureOr<EngineConfigAttr> config =
+      engine.requireConfig("-ds-zero-partition");
   if (failed(config))
     return failure();
-  layout.stage = config->zero.stage;
-  layout.maxReuseDistance = config->zero.stage3MaxReuseDistance;
-  layout.comm = commPolicyOf(*config, engine.getContext());
+  ZeroAttr zero = config->getZeroOrDefault();
+  layout.stage = zero.getStage();
+  layout.maxReuseDistance = zero.getStage3MaxReuseDistance();
+  layout.comm = commPolicyOf(config->getPrecisionOrDefault());
   if (engine.isPartitioned())
     return engine.emitError()
            << "engine @" << engine.getSymName() << " is already partitioned";
@@ -359,11 +351,11 @@ ZeroPartitionPass::layOut(EngineLayout &layout, int64_t world,
            std::make_pair(ib->second.topLevel, ib->second.sequence);
   });
 
-  int64_t capacity = config->zero.reduceBucketSize;
+  int64_t capacity = zero.getReduceBucketSize();
   const char *capacityKey = "zero_optimization.reduce_bucket_size";
   if (layout.stage > 0 &&
-      config->zero.allgatherBucketSize < config->zero.reduceBucketSize) {
-    capacity = config->zero.allgatherBucketSize;
+      zero.getAllgatherBucketSize() < zero.getReduceBucketSize()) {
+    capacity = zero.getAllgatherBucketSize();
     capacityKey = "zero_optimization.allgather_bucket_size";
   }
   if (capacity < 1 && !params.empty())
@@ -379,7 +371,7 @@ ZeroPartitionPass::layOut(EngineLayout &layout, int64_t world,
     // (DeepSpeed keeps a parameter whole when its numel is <= the
     // threshold); each group in layout order.
     FailureOr<SmallVector<LeafModule>> leaves =
-        findLeafModules(engine, config->zero.leafModule);
+        findLeafModules(engine, leafModuleConfig(zero.getLeafModule()));
     if (failed(leaves))
       return failure();
     layout.leaves = std::move(*leaves);
@@ -392,7 +384,7 @@ ZeroPartitionPass::layOut(EngineLayout &layout, int64_t world,
       if (leaf != layout.leaves.end())
         inLeaf[leaf - layout.leaves.begin()].push_back(param);
       else
-        (numelOf(param) <= config->zero.stage3ParamPersistenceThreshold
+        (numelOf(param) <= zero.getStage3ParamPersistenceThreshold()
              ? persistent
              : sharded)
             .push_back(param);
@@ -453,14 +445,6 @@ void ZeroPartitionPass::declare(OpBuilder &builder, EngineLayout &layout) {
   remarkCommDtypes(layout);
 }
 
-/// "bf16" (a diagnostic would quote the type).
-static std::string typeText(Type type) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << type;
-  return text;
-}
-
 /// "fc1.weight, fc1.bias" for `params`.
 static std::string paramList(ArrayRef<ParamOp> params) {
   std::string text;
@@ -485,7 +469,7 @@ void ZeroPartitionPass::remarkCommDtypes(EngineLayout &layout) {
                                 << what << " every bucket (";
     for (auto [i, op] : llvm::enumerate(layout.bucketOps))
       remark << (i ? ", @" : "@") << op.getSymName();
-    remark << ") in " << typeText(comm.lowDtype) << " ("
+    remark << ") in " << debugString(comm.lowDtype) << " ("
            << (comm.given ? "communication_data_type"
                           : "the model dtype: no communication_data_type")
            << ")";
@@ -498,7 +482,7 @@ void ZeroPartitionPass::remarkCommDtypes(EngineLayout &layout) {
                               << engine.getSymName() << " " << what
                               << " the parameters of lower-precision-safe "
                                  "modules in "
-                              << typeText(comm.lowDtype)
+                              << debugString(comm.lowDtype)
                               << ", the others in f32: ";
   for (auto [i, bucket] : llvm::enumerate(layout.buckets)) {
     remark << (i ? "; @" : "@") << layout.bucketOps[i].getSymName() << " ("
@@ -518,7 +502,7 @@ void ZeroPartitionPass::remarkCommDtypes(EngineLayout &layout) {
              << "' mixes safe and other parameters, so its one bucket stays "
                 "in f32";
     }
-    remark << ") in " << typeText(bucket.dtype);
+    remark << ") in " << debugString(bucket.dtype);
   }
 }
 
@@ -907,9 +891,12 @@ void ZeroPartitionPass::placeGathers(func::FuncOp func, bool training,
 
 void ZeroPartitionPass::runOnOperation() {
   ModuleOp module = getOperation();
-  FailureOr<int64_t> world = resolveWorldSize(module, worldSize);
-  if (failed(world))
+  auto worldAttr = module->getAttrOfType<IntegerAttr>("ds.world_size");
+  int64_t world = worldAttr ? worldAttr.getInt() : 1;
+  if (world < 1) {
+    module.emitError() << "ds.world_size must be >= 1, got " << world;
     return signalPassFailure();
+  }
 
   // Trainable engines, and frozen ones at stage 3 (sharded parameters).
   SmallVector<EngineLayout, 0> engines;
@@ -918,11 +905,11 @@ void ZeroPartitionPass::runOnOperation() {
       engines.push_back({engine});
       continue;
     }
-    FailureOr<::ds::config::EngineConfig> config =
-        parseEngineConfig(engine, *world);
+    FailureOr<EngineConfigAttr> config =
+        engine.requireConfig("-ds-zero-partition");
     if (failed(config))
       return signalPassFailure();
-    if (config->zero.stage == 3)
+    if (config->getZeroOrDefault().getStage() == 3)
       engines.push_back({engine, /*frozen=*/true});
   }
   if (engines.empty())
@@ -958,7 +945,7 @@ void ZeroPartitionPass::runOnOperation() {
   llvm::StringMap<GradPosition> grads = gradPositions(train);
   bool failedAny = false;
   for (EngineLayout &layout : engines)
-    failedAny |= failed(layOut(layout, *world, grads));
+    failedAny |= failed(layOut(layout, world, grads));
   if (failedAny)
     return signalPassFailure();
 
@@ -971,7 +958,7 @@ void ZeroPartitionPass::runOnOperation() {
     builder.setInsertionPointToEnd(module.getBody());
   for (EngineLayout &layout : engines)
     declare(builder, layout);
-  module->setAttr("ds.world_size", builder.getI64IntegerAttr(*world));
+  module->setAttr("ds.world_size", builder.getI64IntegerAttr(world));
 
   if (failed(placeBackward(train, engines, grads)) ||
       failed(placeStep(step, engines)))

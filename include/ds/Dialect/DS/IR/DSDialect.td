@@ -30,9 +30,11 @@ def DS_Dialect : Dialect {
     (`torch.nn.modules.linear.Linear`).
   }];
   let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 1;
   let extraClassDeclaration = [{
     void registerTypes();
+    void registerAttributes();
   }];
 }
 

@@ -3,6 +3,7 @@
 #ifndef DS_DIALECT_DS_IR_DSOPS_H
 #define DS_DIALECT_DS_IR_DSOPS_H
 
+#include "ds/Dialect/DS/IR/DSAttrs.h"
 #include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Dialect/DS/IR/DSTypes.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"

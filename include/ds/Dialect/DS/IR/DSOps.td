@@ -4,6 +4,7 @@
 #define DS_DIALECT_DS_IR_DSOPS_TD
 
 include "ds/Dialect/DS/IR/DSDialect.td"
+include "ds/Dialect/DS/IR/DSAttrs.td"
 include "ds/Dialect/DS/IR/DSTypes.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
@@ -110,7 +111,8 @@ def DS_EngineOp : DS_Op<"engine", [Symbol, HasParent<"::mlir::ModuleOp">,
                        OptionalAttr<StrAttr>:$precision,
                        OptionalAttr<TypeAttr>:$grad_accum_dtype,
                        OptionalAttr<TypeAttr>:$autocast_dtype,
-                       OptionalAttr<DictionaryAttr>:$loss_scaler);
+                       OptionalAttr<DictionaryAttr>:$loss_scaler,
+                       OptionalAttr<DS_EngineConfigAttr>:$deepspeed);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
   let builders = [
@@ -119,12 +121,16 @@ def DS_EngineOp : DS_Op<"engine", [Symbol, HasParent<"::mlir::ModuleOp">,
       build($_builder, $_state, sym_name, module, config, frozen,
             /*zero_stage=*/nullptr, /*flat_numel=*/nullptr,
             /*precision=*/nullptr, /*grad_accum_dtype=*/nullptr,
-            /*autocast_dtype=*/nullptr, /*loss_scaler=*/nullptr);
+            /*autocast_dtype=*/nullptr, /*loss_scaler=*/nullptr,
+            /*deepspeed=*/nullptr);
     }]>
   ];
   let extraClassDeclaration = [{
     /// Whether -ds-zero-partition has laid this engine out.
     bool isPartitioned() { return getZeroStage().has_value(); }
+    /// The typed config (`deepspeed`) that `pass` needs; without one, emits
+    /// an error naming the engine and fails.
+    ::mlir::FailureOr<EngineConfigAttr> requireConfig(::llvm::StringRef pass);
   }];
 }
 

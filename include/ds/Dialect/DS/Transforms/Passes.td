@@ -6,22 +6,53 @@
 include "mlir/Pass/PassBase.td"
 
 def DSAssignEngines : Pass<"ds-assign-engines", "::mlir::ModuleOp"> {
-  let summary = "Group parameters and buffers into engines";
+  let summary = "Declare the engines of a DeepSpeed config and group state into them";
   let description = [{
-    Declares one `ds.engine` per entry of `engines` (`NAME=PREFIX`, in order)
-    and sets the `engine` attribute of every `ds.param` and `ds.buffer` whose
-    qualified name lies under PREFIX (`PREFIX.` is a name prefix; the empty
-    prefix, the root, takes what no other engine takes). Without `engines`,
-    one engine `@model` owns everything.
+    Declares one `ds.engine` per engine and sets the `engine` attribute of
+    every `ds.param` and `ds.buffer` whose qualified name lies under the
+    engine's module PREFIX (`PREFIX.` is a name prefix; the empty prefix, the
+    root, takes what no other engine takes).
+
+    With `config` (a JSON file) or `config-json` (its text), the engines are
+    those of the DeepSpeed config (docs/config.md): one `@model` for a plain
+    config, one per key of its `"engines"` (dots become underscores in the
+    name, `@root` for the key `""`). This is where the config enters the IR,
+    parsed once: each engine gets its config as typed attributes
+    (`deepspeed = #ds.engine_config<...>`, every default resolved, which is
+    what later passes read) and as given (`config`, JSON text kept for the
+    plan's provenance), and is `frozen` when it has no optimizer. The config
+    is checked for the module's world size (`ds.world_size`, 1 when unset)
+    and, when the module has `@forward_eval` (or `@forward`), against the
+    global micro-batch of its first batched argument; a bad config is an
+    error naming the file and the key.
+
+    Without a config, `engines` (`NAME=PREFIX`, in order) and `frozen` name
+    the engines, which get no config; without either, one engine `@model`
+    owns everything.
 
     Rejects: two engines whose prefixes overlap, a prefix that owns no state,
-    and state that no engine owns.
+    state that no engine owns, and `engines` together with a config.
   }];
   let options = [
+    Option<"configPath", "config", "std::string", "",
+           "DeepSpeed config (JSON file); relative engine config files "
+           "resolve against its folder">,
+    Option<"configJson", "config-json", "std::string", "",
+           "The DeepSpeed config as JSON text, for drivers that hold the text "
+           "(the Python package)">,
+    Option<"configName", "config-name", "std::string", "\"<config>\"",
+           "The name errors give config-json">,
+    Option<"configBaseDir", "config-base-dir", "std::string", "",
+           "Where relative engine config files of config-json resolve (the "
+           "current directory when empty)">,
+    Option<"worldSize", "world-size", "int64_t", "0",
+           "Data-parallel ranks the config is checked for (0: the module's "
+           "ds.world_size, else 1); set as the module's ds.world_size, which "
+           "it must match when the module has one">,
     ListOption<"engines", "engines", "std::string",
-               "Engines as NAME=PREFIX, in config order">,
+               "Without a config: engines as NAME=PREFIX, in order">,
     ListOption<"frozen", "frozen", "std::string",
-               "Names of engines without an optimizer">
+               "Without a config: names of engines without an optimizer">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
@@ -29,8 +60,9 @@ def DSAssignEngines : Pass<"ds-assign-engines", "::mlir::ModuleOp"> {
 def DSAssignPrecision : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
   let summary = "Run every op in the dtype of its engine's fp16 / bf16 / torch_autocast config";
   let description = [{
-    Reads the mixed-precision sections of every engine's `config` (`bf16`,
-    `fp16`, `torch_autocast`, `data_types.grad_accum_dtype`) and rewrites
+    Reads the precision of every engine's typed config (`deepspeed`: the
+    `bf16`, `fp16`, `torch_autocast` and `data_types.grad_accum_dtype`
+    sections as `#ds.precision`) and rewrites
     every function of the module (`@forward`, `@forward_eval`, ...) so that
     each op runs in the dtype DeepSpeed with LibTorch 2.15 runs it in on
     CPU. Every conversion is an ordinary `ds.aten "aten::to.dtype"`, so the
@@ -85,15 +117,11 @@ def DSAssignPrecision : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
         0 ops computed in f32 and rounded to f16
     ```
 
-    A config the config library rejects (bf16 or fp16 together with
-    torch_autocast) is an error on the engine naming the key. Runs after the
-    configs are attached to the engines and before `-ds-autodiff`; running
-    it after is an error.
+    An engine without a typed config is an error naming it. Runs after
+    `-ds-assign-engines` attached the configs and before `-ds-autodiff`;
+    running it after is an error.
   }];
   let options = [
-    Option<"worldSize", "world-size", "int64_t", "0",
-           "Data-parallel ranks the configs are read for (0: the module's "
-           "ds.world_size, else 1)">,
     ListOption<"noKernelOps", "no-kernel-ops", "std::string",
                "Operators (base names or qualified overloads) computed in f32 "
                "by native bf16 / fp16 engines as if LibTorch had no CPU kernel "
@@ -129,8 +157,9 @@ def DSAutodiff : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
   let options = [
     Option<"funcName", "func", "std::string", "\"forward\"",
            "Function to differentiate">,
-    Option<"gradScale", "grad-scale", "double", "1.0",
-           "Seed of the backward (1 / gradient_accumulation_steps)">
+    Option<"gradScale", "grad-scale", "double", "0.0",
+           "Seed of the backward (0: 1 / the engines' "
+           "gradient_accumulation_steps, 1 when no engine has a config)">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
@@ -138,11 +167,11 @@ def DSAutodiff : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
 def DSLowerOptimizer : Pass<"ds-lower-optimizer", "::mlir::ModuleOp"> {
   let summary = "Lower each engine's optimizer, schedule and clipping to IR";
   let description = [{
-    Reads the DeepSpeed config (`config`) of every `ds.engine` that is not
+    Reads the typed config (`deepspeed`) of every `ds.engine` that is not
     frozen and creates `func.func @step()`, the work of the gradient
     accumulation boundary: one `ds.optimizer_step` per trainable engine, in
-    engine order, with every hyperparameter resolved as the runtime resolved
-    it from the config: `"type": "Adam"` becomes `"adamw"` unless
+    engine order, with every hyperparameter as `-ds-assign-engines` resolved
+    it from the DeepSpeed config: `"type": "Adam"` became `"adamw"` unless
     `"adam_w_mode": false` makes it `"adam"`, `"AdamW"` is `"adamw"`, `"SGD"`
     is `"sgd"`; DeepSpeed's defaults fill what the config leaves out
     (`weight_decay` 0, or 0.01 for `torch_adam` AdamW; `gradient_clipping`
@@ -158,17 +187,12 @@ def DSLowerOptimizer : Pass<"ds-lower-optimizer", "::mlir::ModuleOp"> {
     }
     ```
 
-    Rejects, with an error on the engine naming the config key: a config the
-    config library rejects, a trainable engine whose config has no
+    Rejects, with an error on the engine naming the config key: an engine
+    without a typed config, a trainable engine whose config has no
     `optimizer` (it should be frozen), and Adam's `eps` 0. A module that
     already has a `@step` is an error. Run `-ds-zero-partition` afterwards to
     place the collectives around the updates.
   }];
-  let options = [
-    Option<"worldSize", "world-size", "int64_t", "0",
-           "Data-parallel ranks the configs are checked against (0: the "
-           "module's ds.world_size, else 1)">
-  ];
   let dependentDialects = ["::mlir::ds::DSDialect",
                            "::mlir::func::FuncDialect"];
 }
@@ -177,8 +201,8 @@ def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
   let summary = "Lay engines out in flat buffers, cut buckets, place ZeRO's collectives";
   let description = [{
     For every trainable engine (and every frozen stage 3 engine, see
-    below), reads its ZeRO stage from the config
-    (`zero_optimization.stage`, 0 to 3) and:
+    below), reads its ZeRO stage from its typed config (`#ds.zero`, the
+    `zero_optimization` section: `stage` 0 to 3) and:
 
     1. lays its trainable parameters (`requires_grad`, engine not frozen) out
        in one flat buffer, in the order their gradients are complete in the
@@ -266,9 +290,6 @@ def DSZeroPartition : Pass<"ds-zero-partition", "::mlir::ModuleOp"> {
     stage's IR.
   }];
   let options = [
-    Option<"worldSize", "world-size", "int64_t", "0",
-           "Data-parallel ranks (0: the module's ds.world_size, else 1); "
-           "recorded as the module's ds.world_size">,
     Option<"funcName", "func", "std::string", "\"forward\"",
            "The training function whose backward stages 2 and 3 reduce in">,
     Option<"evalFuncName", "eval-func", "std::string", "\"forward_eval\"",
@@ -329,10 +350,7 @@ def DSScaleLoss : Pass<"ds-scale-loss", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"forward\"",
-           "The training function whose backward is seeded">,
-    Option<"worldSize", "world-size", "int64_t", "0",
-           "Data-parallel ranks the configs are checked against (0: the "
-           "module's ds.world_size, else 1)">
+           "The training function whose backward is seeded">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect",
                            "::mlir::func::FuncDialect"];
@@ -387,7 +405,7 @@ def DSScheduleCollectives : Pass<"ds-schedule-collectives", "::mlir::ModuleOp"> 
   let summary = "Place the waits (and prefetch the gathers) as overlap_comm asks";
   let description = [{
     Moves the collectives that `-ds-zero-partition` placed, per engine, as
-    its `zero_optimization.overlap_comm` asks (DeepSpeed's default: true at
+    its `zero_optimization.overlap_comm` (in its typed config) asks (DeepSpeed's default: true at
     stage 3, false otherwise), in the training function `func`, the eval
     function `eval-func` and `@step`:
 
@@ -415,9 +433,6 @@ def DSScheduleCollectives : Pass<"ds-schedule-collectives", "::mlir::ModuleOp"> 
     shows the result.
   }];
   let options = [
-    Option<"worldSize", "world-size", "int64_t", "0",
-           "Data-parallel ranks the configs are read for (0: the module's "
-           "ds.world_size, else 1)">,
     Option<"funcName", "func", "std::string", "\"forward\"",
            "The training function">,
     Option<"evalFuncName", "eval-func", "std::string", "\"forward_eval\"",
@@ -474,6 +489,21 @@ def DSVerifyCollectives : Pass<"ds-verify-collectives", "::mlir::ModuleOp"> {
            "The eval function">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
+def DSIfTraining : Pass<"ds-if-training", "::mlir::ModuleOp"> {
+  let summary = "Run a pipeline when some engine trains";
+  let description = [{
+    Runs `pipeline` (a `builtin.module(...)` pipeline) on the module when
+    some `ds.engine` is not `frozen`, and does nothing otherwise: the
+    compile pipeline (`ds-compile-pipeline`) derives the backward, the
+    update and the collectives only for a model that has something to train.
+  }];
+  let options = [
+    Option<"pipelineText", "pipeline", "std::string", "",
+           "The passes to run when an engine trains, as a textual "
+           "builtin.module(...) pipeline">
+  ];
 }
 
 def DSPrintSchedule : Pass<"ds-print-schedule", "::mlir::ModuleOp"> {
