@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
     llvm::raw_fd_ostream out(dumpIR, ec);
     if (ec)
       return fail("cannot write " + dumpIR + ": " + ec.message());
-    out << *result->findIR("final");
+    out << *result->findIR("final") << "\n";
   }
   try {
     ds::plan::writePlan(result->plan, outputPath);
