@@ -12,6 +12,29 @@
 
 namespace ds::plan::detail {
 
+ProgramValidator::ProgramValidator(const Plan &plan, const Program &program,
+                                   const std::string &origin,
+                                   const std::string &name)
+    : plan_(plan), program_(program), origin_(origin),
+      path_("programs." + name), isTrain_(name == "train"),
+      isEval_(name == "eval"), isStep_(name == "step") {
+  // Stage 3: which sharded bucket holds each parameter (checkPartition
+  // made sure that a parameter lies inside one bucket).
+  for (const EngineDesc &engine : plan_.engines) {
+    if (!engine.partition || engine.partition->stage != 3)
+      continue;
+    const PartitionDesc &partition = *engine.partition;
+    for (const FlatParamDesc &param : partition.params) {
+      int64_t bucket = partition.bucketAt(param.offset);
+      if (bucket >= 0 && partition.shardsParameters(size_t(bucket)))
+        shardedParam_[param.name] = {engine.name, bucket};
+    }
+    for (size_t b = 0; b < partition.buckets.size(); ++b)
+      if (partition.shardsParameters(b))
+        gathers_[{engine.name, int64_t(b)}] = Gather();
+  }
+}
+
 void ProgramValidator::run() {
   checkValues();
   checkBackwardStart();
