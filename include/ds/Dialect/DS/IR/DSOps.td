@@ -27,12 +27,19 @@ def DS_EngineOp : DS_Op<"engine", [Symbol, HasParent<"::mlir::ModuleOp">,
   let summary = "one DeepSpeed engine: a submodule trained with its own config";
   let description = [{
     Declares an engine: the submodule of the TorchScript root it owns
-    (`module`, `""` for the root) and its DeepSpeed config as JSON text.
-    Parameters and buffers name their engine with an `engine` attribute. An
-    engine marked `frozen` has no optimizer: its parameters get no gradients.
+    (`module`, `""` for the root) and its DeepSpeed config, typed
+    (`deepspeed`, `#ds.engine_config`: what the passes read, every default
+    resolved) and as given (`config`, JSON text the plan keeps as provenance;
+    no pass reads it). `-ds-assign-engines` attaches both from the config
+    file; an engine without `deepspeed` is an error in the passes that need
+    it. Parameters and buffers name their engine with an `engine` attribute.
+    An engine marked `frozen` has no optimizer: its parameters get no
+    gradients.
 
     ```mlir
-    ds.engine @student {module = "student", config = "{\"zero_optimization\": {\"stage\": 2}}"}
+    ds.engine @student {module = "student",
+        config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 2}}",
+        deepspeed = #ds.engine_config<optimizer = <kind = adamw>, zero = <stage = 2>>}
     ```
 
     Once `-ds-zero-partition` has laid the engine out, it also carries its
