@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ds/TensorIO/DataFile.h"
 #include "ImportInternal.h"
-#include "ds/Runtime/DataFile.h"
 
 using namespace mlir::ds::import;
 

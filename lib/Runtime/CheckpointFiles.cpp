@@ -2,10 +2,10 @@
 
 #include "CheckpointFiles.h"
 
-#include "TorchSave.h"
+#include "ds/TensorIO/TorchSave.h"
 
 #include "ds/Plan/AtomicFile.h"
-#include "ds/Runtime/RuntimeError.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <cerrno>
 #include <csignal>

@@ -14,8 +14,8 @@
 #include "Trainer.h"
 
 #include "ds/Runtime/Optimizer.h"
-#include "ds/Runtime/RuntimeError.h"
 #include "ds/Runtime/StateStore.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>

@@ -2,7 +2,7 @@
 
 #include "CheckpointShards.h"
 
-#include "ds/Runtime/RuntimeError.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/ATen.h>
 

@@ -6,8 +6,8 @@
 
 #include "ds/Plan/PlanFormat.h"
 #include "ds/Runtime/Communicator.h"
-#include "ds/Runtime/RuntimeError.h"
 #include "ds/Runtime/StateStore.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/core/grad_mode.h>
 

@@ -17,8 +17,8 @@
 #include "Trainer.h"
 
 #include "ds/Runtime/Communicator.h"
-#include "ds/Runtime/RuntimeError.h"
 #include "ds/Runtime/StateStore.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/ATen.h>
 

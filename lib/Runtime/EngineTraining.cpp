@@ -12,9 +12,9 @@
 
 #include "Trainer.h"
 
-#include "ds/Runtime/RuntimeError.h"
 #include "ds/Runtime/Seed.h"
 #include "ds/Runtime/StateStore.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>

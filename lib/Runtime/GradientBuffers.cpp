@@ -2,8 +2,8 @@
 
 #include "ds/Runtime/GradientBuffers.h"
 
-#include "ds/Runtime/DTypes.h"
-#include "ds/Runtime/RuntimeError.h"
+#include "ds/TensorIO/DTypes.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/ATen.h>
 

@@ -2,7 +2,7 @@
 
 #include "ds/Runtime/LossScaler.h"
 
-#include "ds/Runtime/RuntimeError.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <algorithm>
 #include <cmath>

@@ -3,11 +3,11 @@
 #include "ds/Runtime/Checkpoint.h"
 
 #include "CheckpointFiles.h"
-#include "TorchSave.h"
+#include "ds/TensorIO/TorchSave.h"
 
 #include "ds/Plan/AtomicFile.h"
 #include "ds/Plan/Plan.h"
-#include "ds/Runtime/RuntimeError.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/core/Dict.h>
 

@@ -4,8 +4,8 @@
 
 #include "WeightsArchive.h"
 
-#include "ds/Runtime/DTypes.h"
-#include "ds/Runtime/RuntimeError.h"
+#include "ds/TensorIO/DTypes.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>

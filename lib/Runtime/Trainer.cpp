@@ -5,9 +5,9 @@
 #include "ds/Runtime/TimedCommunicator.h"
 
 #include "ds/Plan/PlanError.h"
-#include "ds/Runtime/DTypes.h"
-#include "ds/Runtime/RuntimeError.h"
 #include "ds/Runtime/StateStore.h"
+#include "ds/TensorIO/DTypes.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>

@@ -26,7 +26,7 @@
 #include "ds/Runtime/GradientBuffers.h"
 #include "ds/Runtime/LossScaler.h"
 #include "ds/Runtime/Optimizer.h"
-#include "ds/Runtime/Safetensors.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <chrono>
 #include <map>

@@ -3,7 +3,7 @@
 #include <set>
 #include "WeightsArchive.h"
 
-#include "ds/Runtime/RuntimeError.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <torch/script.h>
 

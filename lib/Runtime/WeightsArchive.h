@@ -9,7 +9,7 @@
 #ifndef DS_LIB_RUNTIME_WEIGHTSARCHIVE_H
 #define DS_LIB_RUNTIME_WEIGHTSARCHIVE_H
 
-#include "ds/Runtime/Safetensors.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <string>
 

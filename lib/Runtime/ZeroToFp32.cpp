@@ -13,7 +13,7 @@
 #include "CheckpointFiles.h"
 #include "CheckpointShards.h"
 
-#include "ds/Runtime/RuntimeError.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/ATen.h>
 

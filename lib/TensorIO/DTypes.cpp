@@ -1,6 +1,6 @@
 //===- DTypes.cpp - Plan dtypes <-> ATen scalar types ---------------------===//
 
-#include "ds/Runtime/DTypes.h"
+#include "ds/TensorIO/DTypes.h"
 
 namespace ds::runtime {
 

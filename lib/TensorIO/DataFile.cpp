@@ -1,12 +1,12 @@
 //===- DataFile.cpp - Training data for ds-run ----------------------------===//
 
-#include "ds/Runtime/DataFile.h"
+#include "ds/TensorIO/DataFile.h"
 
-#include "TorchSave.h"
+#include "ds/TensorIO/TorchSave.h"
 
-#include "ds/Runtime/DTypes.h"
-#include "ds/Runtime/RuntimeError.h"
-#include "ds/Runtime/Safetensors.h"
+#include "ds/TensorIO/DTypes.h"
+#include "ds/TensorIO/RuntimeError.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <ATen/ATen.h>
 

@@ -1,6 +1,6 @@
 //===- RuntimeError.cpp - Errors while loading data or running a plan -----===//
 
-#include "ds/Runtime/RuntimeError.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <utility>
 

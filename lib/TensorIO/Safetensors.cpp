@@ -1,10 +1,10 @@
 //===- Safetensors.cpp - The .safetensors tensor file format --------------===//
 
-#include "ds/Runtime/Safetensors.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include "ds/Plan/AtomicFile.h"
-#include "ds/Runtime/DTypes.h"
-#include "ds/Runtime/RuntimeError.h"
+#include "ds/TensorIO/DTypes.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
 //===- TorchSave.cpp - The file format of Python's torch.save -------------===//
 
-#include "TorchSave.h"
+#include "ds/TensorIO/TorchSave.h"
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/export.h>

@@ -10,10 +10,10 @@
 #include "PyPlan.h"
 #include "Tensors.h"
 
-#include "ds/Runtime/DataFile.h"
 #include "ds/Runtime/Engine.h"
-#include "ds/Runtime/Safetensors.h"
 #include "ds/Runtime/StateStore.h"
+#include "ds/TensorIO/DataFile.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <pybind11/stl.h>
 

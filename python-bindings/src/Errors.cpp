@@ -4,7 +4,7 @@
 
 #include "ds/Config/Config.h"
 #include "ds/Plan/PlanError.h"
-#include "ds/Runtime/RuntimeError.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <c10/util/Exception.h>
 

@@ -12,8 +12,8 @@
 #include "Progress.h"
 #include "RunSetup.h"
 
-#include "ds/Runtime/Safetensors.h"
 #include "ds/Runtime/StateStore.h"
+#include "ds/TensorIO/Safetensors.h"
 
 namespace ds::run {
 

@@ -9,8 +9,8 @@
 #include "LossLog.h"
 
 #include "ds/Plan/AtomicFile.h"
-#include "ds/Runtime/DTypes.h"
-#include "ds/Runtime/RuntimeError.h"
+#include "ds/TensorIO/DTypes.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <cmath>
 #include <iostream>

@@ -7,7 +7,7 @@
 
 #include "RunSetup.h"
 
-#include "ds/Runtime/RuntimeError.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 namespace ds::run {
 

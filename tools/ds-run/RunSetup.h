@@ -6,8 +6,8 @@
 #include "Options.h"
 #include "World.h"
 
-#include "ds/Runtime/DataFile.h"
 #include "ds/Runtime/Engine.h"
+#include "ds/TensorIO/DataFile.h"
 
 #include <cstdint>
 

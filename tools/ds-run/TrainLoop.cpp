@@ -15,9 +15,9 @@
 
 #include "ds/Plan/Report.h"
 #include "ds/Runtime/Communicator.h"
-#include "ds/Runtime/RuntimeError.h"
-#include "ds/Runtime/Safetensors.h"
 #include "ds/Runtime/StateStore.h"
+#include "ds/TensorIO/RuntimeError.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <ATen/ATen.h>
 

@@ -2,9 +2,9 @@
 
 #include "TestUtil.h"
 
-#include "ds/Runtime/DataFile.h"
-#include "ds/Runtime/RuntimeError.h"
-#include "ds/Runtime/Safetensors.h"
+#include "ds/TensorIO/DataFile.h"
+#include "ds/TensorIO/RuntimeError.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/torch.h>

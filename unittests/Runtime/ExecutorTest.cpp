@@ -5,9 +5,9 @@
 #include "ds/Plan/MemoryPrediction.h"
 #include "ds/Plan/PlanFormat.h"
 #include "ds/Runtime/Engine.h"
-#include "ds/Runtime/RuntimeError.h"
-#include "ds/Runtime/Safetensors.h"
 #include "ds/Runtime/StateStore.h"
+#include "ds/TensorIO/RuntimeError.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <torch/torch.h>
 

@@ -9,7 +9,7 @@
 #include "TestUtil.h"
 
 #include "ds/Runtime/LossScaler.h"
-#include "ds/Runtime/RuntimeError.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <cmath>
 #include <string>

@@ -46,9 +46,9 @@
 #include "ds/Plan/Report.h"
 #include "ds/Runtime/Communicator.h"
 #include "ds/Runtime/Engine.h"
-#include "ds/Runtime/Safetensors.h"
 #include "ds/Runtime/StateStore.h"
 #include "ds/Runtime/TimedCommunicator.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <torch/torch.h>
 

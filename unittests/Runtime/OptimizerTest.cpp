@@ -12,9 +12,9 @@
 
 #include "TestUtil.h"
 
-#include "ds/Runtime/DataFile.h"
 #include "ds/Runtime/GradientBuffers.h"
 #include "ds/Runtime/Optimizer.h"
+#include "ds/TensorIO/DataFile.h"
 
 #include <torch/torch.h>
 

@@ -12,7 +12,7 @@
 #ifndef DS_RUNTIME_CHECKPOINT_H
 #define DS_RUNTIME_CHECKPOINT_H
 
-#include "ds/Runtime/Safetensors.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <cstdint>
 #include <string>

@@ -23,7 +23,7 @@
 #define DS_RUNTIME_COMMUNICATOR_H
 
 #include "ds/Plan/Report.h"
-#include "ds/Runtime/RuntimeError.h"
+#include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/core/Tensor.h>
 

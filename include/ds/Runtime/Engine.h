@@ -18,7 +18,7 @@
 #include "ds/Plan/Report.h"
 #include "ds/Runtime/Checkpoint.h"
 #include "ds/Runtime/Executor.h"
-#include "ds/Runtime/Safetensors.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <ATen/core/Tensor.h>
 

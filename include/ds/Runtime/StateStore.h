@@ -12,7 +12,7 @@
 #define DS_RUNTIME_STATESTORE_H
 
 #include "ds/Plan/Plan.h"
-#include "ds/Runtime/Safetensors.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <ATen/core/Tensor.h>
 

@@ -1,7 +1,7 @@
 //===- DTypes.h - Plan dtypes <-> ATen scalar types -------------*- C++ -*-===//
 
-#ifndef DS_RUNTIME_DTYPES_H
-#define DS_RUNTIME_DTYPES_H
+#ifndef DS_TENSORIO_DTYPES_H
+#define DS_TENSORIO_DTYPES_H
 
 #include "ds/Plan/Plan.h"
 
@@ -25,4 +25,4 @@ std::string describeTensor(plan::DType dtype,
 
 } // namespace ds::runtime
 
-#endif // DS_RUNTIME_DTYPES_H
+#endif // DS_TENSORIO_DTYPES_H

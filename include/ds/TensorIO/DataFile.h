@@ -8,11 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DS_RUNTIME_DATAFILE_H
-#define DS_RUNTIME_DATAFILE_H
+#ifndef DS_TENSORIO_DATAFILE_H
+#define DS_TENSORIO_DATAFILE_H
 
 #include "ds/Plan/Plan.h"
-#include "ds/Runtime/Safetensors.h"
+#include "ds/TensorIO/Safetensors.h"
 
 #include <ATen/core/Tensor.h>
 
@@ -65,4 +65,4 @@ private:
 
 } // namespace ds::runtime
 
-#endif // DS_RUNTIME_DATAFILE_H
+#endif // DS_TENSORIO_DATAFILE_H

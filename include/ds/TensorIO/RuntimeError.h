@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DS_RUNTIME_RUNTIMEERROR_H
-#define DS_RUNTIME_RUNTIMEERROR_H
+#ifndef DS_TENSORIO_RUNTIMEERROR_H
+#define DS_TENSORIO_RUNTIMEERROR_H
 
 #include <stdexcept>
 #include <string>
@@ -50,4 +50,4 @@ private:
 
 } // namespace ds::runtime
 
-#endif // DS_RUNTIME_RUNTIMEERROR_H
+#endif // DS_TENSORIO_RUNTIMEERROR_H

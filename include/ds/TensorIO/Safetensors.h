@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DS_RUNTIME_SAFETENSORS_H
-#define DS_RUNTIME_SAFETENSORS_H
+#ifndef DS_TENSORIO_SAFETENSORS_H
+#define DS_TENSORIO_SAFETENSORS_H
 
 #include <ATen/core/Tensor.h>
 
@@ -32,4 +32,4 @@ void writeSafetensors(const std::string &path, const NamedTensors &tensors);
 
 } // namespace ds::runtime
 
-#endif // DS_RUNTIME_SAFETENSORS_H
+#endif // DS_TENSORIO_SAFETENSORS_H

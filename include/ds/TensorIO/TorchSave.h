@@ -4,12 +4,12 @@
 // PyTorch 1.6). Files written here load with Python's torch.load under its
 // default weights_only=True: dicts and lists are pickled without the
 // TorchScript type tags (torch.jit._pickle.restore_type_tag) that
-// torch::pickle_save adds and weights_only refuses. Private to lib/Runtime.
+// torch::pickle_save adds and weights_only refuses.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DS_LIB_RUNTIME_TORCHSAVE_H
-#define DS_LIB_RUNTIME_TORCHSAVE_H
+#ifndef DS_TENSORIO_TORCHSAVE_H
+#define DS_TENSORIO_TORCHSAVE_H
 
 #include <ATen/core/ivalue.h>
 
@@ -30,4 +30,4 @@ std::vector<char> writeTorchSave(const c10::IValue &value);
 
 } // namespace ds::runtime::detail
 
-#endif // DS_LIB_RUNTIME_TORCHSAVE_H
+#endif // DS_TENSORIO_TORCHSAVE_H

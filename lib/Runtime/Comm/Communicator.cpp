@@ -2,7 +2,7 @@
 
 #include "CommChecks.h"
 
-#include "ds/Runtime/DTypes.h"
+#include "ds/TensorIO/DTypes.h"
 
 #include <cerrno>
 #include <cmath>
