@@ -8,7 +8,10 @@
 // itself; values a branch defines die with the branch. Collectives define a
 // token value that their `wait` uses (and frees).
 //
-// Engines carry what -ds-lower-optimizer and -ds-zero-partition decided: the
+// Engines carry their settings from the typed config (`deepspeed`: seed,
+// batch sizes, ZeRO stage, 16-bit save policy), the config as given
+// (`config`) as provenance, and what -ds-lower-optimizer and
+// -ds-zero-partition decided: the
 // resolved optimizer (from the engine's ds.optimizer_step) and the partition
 // (stage, flat layout, buckets numbered by offset, stage 3's persistent
 // ones marked). Stage 3 gathers and releases its sharded buckets in the
@@ -22,7 +25,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "ds/Plan/EmitPlan.h"
-#include "ds/Config/Config.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -575,62 +577,25 @@ static FailureOr<plan::OptimizerDesc> optimizerOf(OptimizerStepOp op) {
   return desc;
 }
 
-/// The global micro-batch of the data: rows of @forward_eval's first
-/// batched argument times the world size; unset when there is none or its
-/// rows are dynamic.
-static std::optional<int64_t> dataMicroBatch(ModuleOp module,
-                                             int64_t worldSize) {
-  auto eval = module.lookupSymbol<func::FuncOp>("forward_eval");
-  if (!eval)
-    return std::nullopt;
-  for (unsigned i = 0; i < eval.getNumArguments(); ++i) {
-    if (eval.getArgAttr(i, "ds.unbatched"))
-      continue;
-    auto type = dyn_cast<RankedTensorType>(eval.getArgument(i).getType());
-    if (!type || type.getRank() == 0 || type.isDynamicDim(0))
-      return std::nullopt;
-    return type.getDimSize(0) * worldSize;
-  }
-  return std::nullopt;
-}
-
-/// The engine settings the IR does not carry as attributes yet, read from
-/// the engine's DeepSpeed config: the seed, the stage 3 16-bit save policy,
-/// the resolved batch sizes, and the ZeRO stage of an engine that
-/// -ds-zero-partition did not lay out. The one place the plan reads the
-/// config: when ds.engine carries these as typed attributes, read them here
-/// instead. Also keeps the config as the engine's provenance (ds_config).
-static LogicalResult settingsFromConfig(EngineOp engine, int64_t worldSize,
-                                        std::optional<int64_t> dataBatch,
-                                        plan::EngineDesc &desc) {
-  namespace config = ::ds::config;
-  config::ParseContext context;
-  context.worldSize = worldSize;
-  context.dataMicroBatch = dataBatch;
-  config::EngineConfig parsed;
-  try {
-    desc.dsConfig =
-        config::parseJsonText(engine.getConfig().str(),
-                              "config of engine @" + engine.getSymName().str());
-    config::ordered_json json = desc.dsConfig;
-    // As the passes read it: without batch sizes, the data's micro-batch.
-    if (json.is_object() && !json.contains("train_batch_size") &&
-        !json.contains("train_micro_batch_size_per_gpu"))
-      json["train_micro_batch_size_per_gpu"] =
-          dataBatch && *dataBatch % worldSize == 0 ? *dataBatch / worldSize : 1;
-    parsed = config::parseEngineConfig(json, context);
-  } catch (const config::ConfigError &error) {
-    InFlightDiagnostic diag = engine.emitOpError() << "config: ";
-    if (!error.keyPath().empty())
-      diag << error.keyPath() << ": ";
-    return diag << error.detail();
-  }
-  desc.seed = parsed.seed;
+/// The engine's settings from its typed config (`deepspeed`): the seed, the
+/// stage 3 16-bit save policy, the resolved batch sizes and the configured
+/// ZeRO stage; and its config as given (`config`), kept as provenance.
+static LogicalResult engineSettings(EngineOp engine, plan::EngineDesc &desc) {
+  FailureOr<EngineConfigAttr> config = engine.requireConfig("plan emission");
+  if (failed(config))
+    return failure();
+  desc.seed = config->getSeed();
+  ZeroAttr zero = config->getZeroOrDefault();
+  desc.zeroStage = zero.getStage();
   desc.gather16BitWeightsOnModelSave =
-      parsed.zero.stage3Gather16BitWeightsOnModelSave;
-  desc.batch = {parsed.trainBatchSize, parsed.trainMicroBatchSizePerGpu,
-                parsed.gradientAccumulationSteps};
-  desc.zeroStage = parsed.zero.stage;
+      zero.getStage3Gather_16bitWeightsOnModelSave();
+  desc.batch = {config->getTrainBatchSize(),
+                config->getTrainMicroBatchSizePerGpu(),
+                config->getGradientAccumulationSteps()};
+  desc.dsConfig = plan::ordered_json::parse(engine.getConfig().str(), nullptr,
+                                            /*allow_exceptions=*/false);
+  if (desc.dsConfig.is_discarded() || !desc.dsConfig.is_object())
+    return engine.emitOpError() << "config is not a JSON object";
   return success();
 }
 
@@ -669,8 +634,6 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
     }
   }
 
-  const std::optional<int64_t> dataBatch =
-      dataMicroBatch(module, result.worldSize);
   for (Operation &op : module.getBody()->getOperations()) {
     if (auto engine = dyn_cast<EngineOp>(op)) {
       plan::EngineDesc desc;
@@ -678,7 +641,7 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
       desc.name = engine.getSymName().str();
       desc.module = engine.getModule().str();
       desc.trainable = !engine.getFrozen();
-      if (failed(settingsFromConfig(engine, result.worldSize, dataBatch, desc)))
+      if (failed(engineSettings(engine, desc)))
         return failure();
       if (std::optional<int64_t> stage = engine.getZeroStage())
         desc.zeroStage = *stage;

@@ -42,8 +42,8 @@
 // CHECK-NEXT:  "results": [],
 // CHECK-NEXT:  "backward_start": 5
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @student {module = "student", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 2, flat_numel = 4}
-ds.engine @teacher {module = "teacher", config = "{\"zero_optimization\": {\"stage\": 3}}", frozen, zero_stage = 3, flat_numel = 8}
+ds.engine @student {module = "student", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 2, flat_numel = 4, deepspeed = #ds.engine_config<train_batch_size = 8, train_micro_batch_size_per_gpu = 4, optimizer = <kind = adamw>, zero = <stage = 2>>}
+ds.engine @teacher {module = "teacher", config = "{\"zero_optimization\": {\"stage\": 3}}", frozen, zero_stage = 3, flat_numel = 8, deepspeed = #ds.engine_config<train_batch_size = 8, train_micro_batch_size_per_gpu = 4, zero = <stage = 3>>}
 ds.param @"student.w" : tensor<4xf32> {module = "student", module_class = "M", requires_grad, engine = @student, flat_offset = 0}
 ds.param @"teacher.w" : tensor<4xf32> {module = "teacher", module_class = "M", requires_grad, engine = @teacher, flat_offset = 0}
 ds.param @"teacher.b" : tensor<4xf32> {module = "teacher", module_class = "M", engine = @teacher, flat_offset = 4}

@@ -5,7 +5,7 @@
 
 // expected-error @below {{a training plan needs @step, the accumulation boundary's work (run -ds-lower-optimizer and -ds-zero-partition)}}
 module {
-  ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}"}
+  ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", deepspeed = #ds.engine_config<optimizer = <kind = adamw>>}
   func.func @forward_eval() {
     return
   }
@@ -18,7 +18,7 @@ module {
 // -----
 
 // expected-error @below {{'ds.engine' op is trainable, but not partitioned (run -ds-zero-partition)}}
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}"}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", deepspeed = #ds.engine_config<optimizer = <kind = adamw>>}
 func.func @forward_eval() {
   return
 }
@@ -34,7 +34,7 @@ func.func @step() {
 // -----
 
 // expected-error @below {{'ds.engine' op is trainable, but @step has no ds.optimizer_step for it (run -ds-lower-optimizer)}}
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 0, flat_numel = 0}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", deepspeed = #ds.engine_config<optimizer = <kind = adamw>>, zero_stage = 0, flat_numel = 0}
 func.func @forward_eval() {
   return
 }
@@ -48,7 +48,7 @@ func.func @step() {
 
 // -----
 
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 0, flat_numel = 4}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", deepspeed = #ds.engine_config<optimizer = <kind = adamw>>, zero_stage = 0, flat_numel = 4}
 ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad, flat_offset = 0}
 ds.bucket @model_bucket0 engine @model offset 0 numel 4
 func.func @forward_eval() {
@@ -69,7 +69,7 @@ func.func @step() {
 
 // -----
 
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 2, flat_numel = 4}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", deepspeed = #ds.engine_config<optimizer = <kind = adamw>>, zero_stage = 2, flat_numel = 4}
 ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad, flat_offset = 0}
 ds.bucket @model_bucket0 engine @model offset 0 numel 4
 func.func @forward_eval() {
@@ -90,7 +90,7 @@ func.func @step() {
 
 // -----
 
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 0, flat_numel = 0}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", deepspeed = #ds.engine_config<optimizer = <kind = adamw>>, zero_stage = 0, flat_numel = 0}
 func.func @forward_eval() {
   return
 }
@@ -107,7 +107,7 @@ func.func @step() {
 
 // -----
 
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 1, flat_numel = 4}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", deepspeed = #ds.engine_config<optimizer = <kind = adamw>>, zero_stage = 1, flat_numel = 4}
 ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad, flat_offset = 0}
 ds.bucket @model_bucket0 engine @model offset 0 numel 4
 func.func @forward_eval() {
@@ -120,7 +120,7 @@ func.func @forward_eval() {
 // -----
 
 // Stage 3: a sharded bucket is gathered where it is read, never in @step.
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 3, flat_numel = 8}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", deepspeed = #ds.engine_config<optimizer = <kind = adamw>>, zero_stage = 3, flat_numel = 8}
 ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad, flat_offset = 0}
 ds.param @b : tensor<1xf32> {engine = @model, module = "", module_class = "M", requires_grad, flat_offset = 4}
 ds.bucket @model_bucket0 engine @model offset 0 numel 4
@@ -143,7 +143,7 @@ func.func @step() {
 // -----
 
 // ... and a persistent one only in @step.
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 3, flat_numel = 8}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", deepspeed = #ds.engine_config<optimizer = <kind = adamw>>, zero_stage = 3, flat_numel = 8}
 ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad, flat_offset = 0}
 ds.param @b : tensor<1xf32> {engine = @model, module = "", module_class = "M", requires_grad, flat_offset = 4}
 ds.bucket @model_bucket0 engine @model offset 0 numel 4
@@ -158,7 +158,7 @@ func.func @forward_eval() {
 // -----
 
 // A release has no place in @step.
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", zero_stage = 3, flat_numel = 4}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}}", deepspeed = #ds.engine_config<optimizer = <kind = adamw>>, zero_stage = 3, flat_numel = 4}
 ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "M", requires_grad, flat_offset = 0}
 ds.bucket @model_bucket0 engine @model offset 0 numel 4
 func.func @forward_eval() {
@@ -178,7 +178,7 @@ func.func @step() {
 // -----
 
 // A backward marker outside the training function's backward.
-ds.engine @model {module = "", config = "{}"}
+ds.engine @model {module = "", config = "{}", deepspeed = #ds.engine_config<>}
 func.func @forward_eval() {
   // expected-error @below {{'ds.backward_prologue' op belongs to the top level of the training function's backward}}
   ds.backward_prologue @model
@@ -187,9 +187,9 @@ func.func @forward_eval() {
 
 // -----
 
-// The settings the plan reads from the engine's config must resolve.
-// expected-error @below {{'ds.engine' op config: train_batch_size: inconsistent batch sizes: train_batch_size (3) != train_micro_batch_size_per_gpu (2) * gradient_accumulation_steps (1) * world size (1)}}
-ds.engine @model {module = "", config = "{\"train_batch_size\": 3, \"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 1}"}
+// The plan's engine settings come from the typed config.
+// expected-error @below {{engine @model has no DeepSpeed config ('deepspeed'), which plan emission reads (-ds-assign-engines attaches it from the config)}}
+ds.engine @model {module = "", config = "{}"}
 func.func @forward_eval() {
   return
 }

@@ -2,7 +2,7 @@
 
 // A linear + relu + sum forward: state, inputs, one op per line, and each
 // value freed by the op that uses it last.
-ds.engine @model {module = "", config = "{\22train_batch_size\22: 2}"}
+ds.engine @model {module = "", config = "{\22train_batch_size\22: 2}", deepspeed = #ds.engine_config<train_batch_size = 2, train_micro_batch_size_per_gpu = 2>}
 ds.param @fc.weight : tensor<4x3xf32> {module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad, engine = @model}
 ds.buffer @bn.running_mean : tensor<4xf32> {module = "bn", module_class = "torch.nn.modules.batchnorm.BatchNorm1d", engine = @model}
 func.func @forward_eval(%x: tensor<2x3xf32> {ds.name = "x"}, %t: tensor<3x3xf32> {ds.name = "table", ds.unbatched}) -> tensor<f32> {

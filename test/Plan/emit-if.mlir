@@ -2,7 +2,7 @@
 
 // A data-dependent branch: an outer value used inside is freed by the `if`
 // itself; values defined in a branch are freed in it unless yielded.
-ds.engine @model {module = ""}
+ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, train_micro_batch_size_per_gpu = 2>}
 ds.param @w : tensor<4x4xf32> {module = "e", module_class = "E", requires_grad, engine = @model}
 func.func @forward_eval(%in: tensor<2x4xf32> {ds.name = "x"}, %c: tensor<i1> {ds.name = "c", ds.unbatched}) -> tensor<f32> {
   %b = ds.aten "aten::Bool.Tensor"(%c) : (tensor<i1>) -> i1

@@ -7,7 +7,7 @@
 // hand-written engine does not have, so the validator's message is what
 // shows the op that was emitted.
 // CHECK: error: the emitted plan is invalid: <ds-translate>: programs.train.body[{{[0-9]+}}] (loss_scale): engine: engine "model" has no precision.loss_scaler (only fp16 and fp16 autocast engines scale their loss)
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"fp16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 2}}"}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"fp16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 2}}", deepspeed = #ds.engine_config<train_batch_size = 3, train_micro_batch_size_per_gpu = 3, optimizer = <kind = adamw>, zero = <stage = 2>, precision = <mode = fp16, loss_scaler = <kind = dynamic>>>}
 ds.param @fc.weight : tensor<2x4xf16> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @fc.bias : tensor<2xf16> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 func.func @forward(%x: tensor<3x4xf16> {ds.name = "x"}) -> tensor<f16> {

@@ -11,7 +11,7 @@
 // CHECK-NEXT:   "buckets": [{"offset": 0, "numel": 10, "dtype": "bfloat16"}, {"offset": 10, "numel": 4, "dtype": "float32"}]
 // CHECK-NEXT:  }
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 2}}"}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"torch_autocast\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 2}}", deepspeed = #ds.engine_config<train_batch_size = 6, train_micro_batch_size_per_gpu = 3, optimizer = <kind = adamw>, zero = <stage = 2>, precision = <mode = autocast, autocast_dtype = bf16>>}
 ds.param @ln.weight : tensor<2xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
 ds.param @ln.bias : tensor<2xf32> {engine = @model, module = "ln", module_class = "torch.nn.modules.normalization.LayerNorm", requires_grad}
 ds.param @fc.weight : tensor<2x4xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}

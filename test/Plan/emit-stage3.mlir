@@ -76,7 +76,7 @@
 // CHECK-NEXT:   "results": [24],
 // CHECK-NEXT:   "backward_start": 31
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 128, \"stage3_param_persistence_threshold\": 16, \"stage3_max_reuse_distance\": 0, \"stage3_prefetch_bucket_size\": 128, \"stage3_gather_16bit_weights_on_model_save\": true}}"}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 128, \"stage3_param_persistence_threshold\": 16, \"stage3_max_reuse_distance\": 0, \"stage3_prefetch_bucket_size\": 128, \"stage3_gather_16bit_weights_on_model_save\": true}}", deepspeed = #ds.engine_config<train_batch_size = 8, train_micro_batch_size_per_gpu = 4, optimizer = <kind = adamw>, zero = <stage = 3, overlap_comm = true, reduce_bucket_size = 128, stage3_prefetch_bucket_size = 128, stage3_param_persistence_threshold = 16, stage3_max_reuse_distance = 0, stage3_gather_16bit_weights_on_model_save = true>>}
 ds.param @fc1.weight : tensor<16x8xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @fc1.bias : tensor<16xf32> {engine = @model, module = "fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @fc2.weight : tensor<8x16xf32> {engine = @model, module = "fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}

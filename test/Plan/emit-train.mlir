@@ -5,7 +5,7 @@
 // config resolves to (seed, batch sizes: GAS 4 as the plan's), its resolved
 // optimizer and its partition (stage 0: one bucket), and programs.step
 // all-reduces that bucket, waits and updates.
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"gradient_accumulation_steps\": 4, \"seed\": 7}"}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"AdamW\"}, \"gradient_accumulation_steps\": 4, \"seed\": 7}", deepspeed = #ds.engine_config<train_batch_size = 16, train_micro_batch_size_per_gpu = 4, gradient_accumulation_steps = 4, seed = 7, optimizer = <kind = adamw>>}
 ds.param @w : tensor<2x3xf32> {module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad, engine = @model}
 func.func @forward(%x: tensor<4x3xf32> {ds.name = "x"}) -> tensor<f32> {
   %w = ds.get_param @w : tensor<2x3xf32>

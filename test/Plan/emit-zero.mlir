@@ -55,8 +55,8 @@
 // CHECK-NEXT:  "results": [14],
 // CHECK-NEXT:  "backward_start": 15
 module attributes {ds.world_size = 2 : i64} {
-ds.engine @student {module = "student", config = "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.002}}, \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 10}}, \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": 6}}"}
-ds.engine @teacher {module = "teacher", config = "{\"zero_optimization\": {\"stage\": 2}}", frozen}
+ds.engine @student {module = "student", config = "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.002}}, \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 10}}, \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": 6}}", deepspeed = #ds.engine_config<train_batch_size = 8, train_micro_batch_size_per_gpu = 4, optimizer = <kind = adamw, lr = 0.002>, scheduler = <kind = WarmupLR, warmup_num_steps = 10>, zero = <stage = 2, reduce_bucket_size = 6>>}
+ds.engine @teacher {module = "teacher", config = "{\"zero_optimization\": {\"stage\": 2}}", frozen, deepspeed = #ds.engine_config<train_batch_size = 8, train_micro_batch_size_per_gpu = 4, zero = <stage = 2>>}
 ds.param @student.w : tensor<2x3xf32> {engine = @student, module = "student", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @student.b : tensor<2xf32> {engine = @student, module = "student", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @teacher.w : tensor<3x3xf32> {engine = @teacher, module = "teacher", module_class = "torch.nn.modules.linear.Linear"}
@@ -104,7 +104,7 @@ func.func @forward_eval(%x: tensor<4x3xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK-NOT:    "reduce_scatter"
 // CHECK:        "backward_start"
 module attributes {ds.world_size = 4 : i64} {
-ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.1}}, \"zero_optimization\": {\"stage\": 1}}"}
+ds.engine @model {module = "", config = "{\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.1}}, \"zero_optimization\": {\"stage\": 1}}", deepspeed = #ds.engine_config<train_batch_size = 8, train_micro_batch_size_per_gpu = 2, optimizer = <kind = sgd, lr = 0.1>, zero = <stage = 1>>}
 ds.param @w : tensor<3xf32> {engine = @model, module = "", module_class = "M", requires_grad}
 func.func @forward(%x: tensor<2x3xf32> {ds.name = "x"}) -> tensor<f32> {
   %w = ds.get_param @w : tensor<3xf32>
