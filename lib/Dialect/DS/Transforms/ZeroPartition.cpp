@@ -63,6 +63,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ds/Dialect/DS/Analysis/ZeroLayout.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/LeafModules.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
@@ -162,87 +163,6 @@ int64_t numelOf(ParamOp param) {
   return cast<RankedTensorType>(param.getType()).getNumElements();
 }
 
-/// Packs parameters, in order, into buckets of at most `capacity` parameter
-/// elements (a larger parameter gets a bucket of its own; a leaf module's
-/// parameters all go into one) and pads each bucket to a multiple of
-/// `worldSize`. Each communication dtype fills its own open bucket (one
-/// bucket never mixes dtypes); a bucket takes its place in the flat buffer,
-/// after those already in `layout`, when it closes: when the next parameter
-/// of its dtype would overflow it, or at the end, in the order the open
-/// buckets were started. With one dtype this is plain packing in order.
-class BucketPlanner {
-public:
-  BucketPlanner(int64_t capacity, int64_t worldSize)
-      : capacity(capacity), worldSize(worldSize) {}
-
-  void plan(ArrayRef<ParamOp> params, EngineLayout &layout,
-            bool persistent = false, const LeafModule *leaf = nullptr) {
-    if (params.empty())
-      return;
-    if (leaf) {
-      // The whole subtree is one bucket: the autocast dtype only when every
-      // parameter in it may communicate in it.
-      BucketLayout bucket;
-      bucket.leaf = leaf;
-      bucket.params.assign(params.begin(), params.end());
-      bucket.dtype = layout.comm.dtypeOf(params.front());
-      for (ParamOp param : params)
-        if (layout.comm.dtypeOf(param) != bucket.dtype) {
-          bucket.dtype = Float32Type::get(param.getContext());
-          bucket.mixedLeaf = true;
-        }
-      close(std::move(bucket), layout);
-      return;
-    }
-    struct Open {
-      BucketLayout bucket;
-      int64_t used = 0;
-    };
-    SmallVector<Open> open;
-    for (ParamOp param : params) {
-      Type dtype = layout.comm.dtypeOf(param);
-      auto it = llvm::find_if(
-          open, [&](const Open &o) { return o.bucket.dtype == dtype; });
-      int64_t numel = numelOf(param);
-      if (it != open.end() && it->used > 0 && it->used + numel > capacity) {
-        close(std::move(it->bucket), layout);
-        open.erase(it);
-        it = open.end();
-      }
-      if (it == open.end()) {
-        open.emplace_back();
-        it = std::prev(open.end());
-        it->bucket.persistent = persistent;
-        it->bucket.dtype = dtype;
-      }
-      it->bucket.params.push_back(param);
-      it->used += numel;
-    }
-    for (Open &o : open)
-      close(std::move(o.bucket), layout);
-  }
-
-  int64_t padding = 0;
-
-private:
-  /// Places `bucket` at the end of the flat buffer, padded.
-  void close(BucketLayout bucket, EngineLayout &layout) {
-    bucket.offset = layout.numel;
-    int64_t used = 0;
-    for (ParamOp param : bucket.params) {
-      layout.params.push_back({param, bucket.offset + used});
-      used += numelOf(param);
-    }
-    bucket.numel = (used + worldSize - 1) / worldSize * worldSize;
-    padding += bucket.numel - used;
-    layout.numel = bucket.offset + bucket.numel;
-    layout.buckets.push_back(std::move(bucket));
-  }
-
-  int64_t capacity;
-  int64_t worldSize;
-};
-
 struct ZeroPartitionPass
     : public mlir::ds::impl::DSZeroPartitionBase<ZeroPartitionPass> {
   using DSZeroPartitionBase::DSZeroPartitionBase;
@@ -340,63 +260,62 @@ ZeroPartitionPass::layOut(EngineLayout &layout, int64_t world,
              << (layout.frozen ? "" : "trainable ")
              << "parameters; one flat buffer holds one dtype";
   }
-  llvm::stable_sort(params, [&](ParamOp a, ParamOp b) {
-    auto ia = grads.find(a.getSymName()), ib = grads.find(b.getSymName());
-    bool ha = ia != grads.end(), hb = ib != grads.end();
-    if (ha != hb)
-      return ha; // Parameters without a gradient go last.
-    if (!ha)
-      return false;
-    return std::make_pair(ia->second.topLevel, ia->second.sequence) <
-           std::make_pair(ib->second.topLevel, ib->second.sequence);
-  });
-
-  int64_t capacity = zero.getReduceBucketSize();
-  const char *capacityKey = "zero_optimization.reduce_bucket_size";
-  if (layout.stage > 0 &&
-      zero.getAllgatherBucketSize() < zero.getReduceBucketSize()) {
-    capacity = zero.getAllgatherBucketSize();
-    capacityKey = "zero_optimization.allgather_bucket_size";
-  }
+  // The policy (ZeroLayout.h) on sizes and dtypes; the leaf modules first,
+  // so that each parameter knows its leaf.
+  auto [capacity, capacityKey] = bucketCapacity(
+      layout.stage, zero.getReduceBucketSize(), zero.getAllgatherBucketSize());
   if (capacity < 1 && !params.empty())
     return engine.emitError()
            << "config of engine @" << engine.getSymName() << ": " << capacityKey
            << ": a bucket must hold at least 1 element, "
               "got "
            << capacity;
-  BucketPlanner planner(capacity, world);
   if (layout.stage == 3) {
-    // Sharded buckets first, then one bucket per leaf module (all its
-    // parameters, sharded whatever their size), then the persistent ones
-    // (DeepSpeed keeps a parameter whole when its numel is <= the
-    // threshold); each group in layout order.
     FailureOr<SmallVector<LeafModule>> leaves =
         findLeafModules(engine, leafModuleConfig(zero.getLeafModule()));
     if (failed(leaves))
       return failure();
     layout.leaves = std::move(*leaves);
-    SmallVector<ParamOp> sharded, persistent;
-    SmallVector<SmallVector<ParamOp>> inLeaf(layout.leaves.size());
-    for (ParamOp param : params) {
-      auto leaf = llvm::find_if(layout.leaves, [&](const LeafModule &l) {
-        return l.contains(param.getModule());
-      });
-      if (leaf != layout.leaves.end())
-        inLeaf[leaf - layout.leaves.begin()].push_back(param);
-      else
-        (numelOf(param) <= zero.getStage3ParamPersistenceThreshold()
-             ? persistent
-             : sharded)
-            .push_back(param);
-    }
-    planner.plan(sharded, layout);
-    for (auto [leaf, leafParams] : llvm::zip(layout.leaves, inLeaf))
-      planner.plan(leafParams, layout, /*persistent=*/false, &leaf);
-    planner.plan(persistent, layout, /*persistent=*/true);
-  } else {
-    planner.plan(params, layout);
   }
-  paddingElements += planner.padding;
+  SmallVector<LayoutParam> items;
+  for (ParamOp param : params) {
+    LayoutParam item;
+    item.numel = numelOf(param);
+    item.dtype = layout.comm.dtypeOf(param);
+    auto leaf = llvm::find_if(layout.leaves, [&](const LeafModule &l) {
+      return l.contains(param.getModule());
+    });
+    if (leaf != layout.leaves.end())
+      item.leaf = leaf - layout.leaves.begin();
+    if (auto it = grads.find(param.getSymName()); it != grads.end())
+      item.gradPosition = {it->second.topLevel, it->second.sequence};
+    items.push_back(item);
+  }
+  ZeroLayoutPolicy policy;
+  policy.stage = layout.stage;
+  policy.worldSize = world;
+  policy.capacity = capacity;
+  policy.persistenceThreshold = zero.getStage3ParamPersistenceThreshold();
+  policy.numLeaves = layout.leaves.size();
+  policy.wideDtype = Float32Type::get(engine.getContext());
+  ZeroLayout result = layOutParams(items, layoutOrder(items), policy);
+  for (auto [index, offset] : result.offsets)
+    layout.params.push_back({params[index], offset});
+  for (LayoutBucket &planned : result.buckets) {
+    BucketLayout bucket;
+    bucket.offset = planned.offset;
+    bucket.numel = planned.numel;
+    for (unsigned index : planned.params)
+      bucket.params.push_back(params[index]);
+    bucket.persistent = planned.persistent;
+    if (planned.leaf >= 0)
+      bucket.leaf = &layout.leaves[planned.leaf];
+    bucket.dtype = planned.dtype;
+    bucket.mixedLeaf = planned.mixedLeaf;
+    layout.buckets.push_back(std::move(bucket));
+  }
+  layout.numel = result.numel;
+  paddingElements += result.padding;
   numBuckets += layout.buckets.size();
   return success();
 }
