@@ -39,7 +39,7 @@ void saveDict(const std::string &path,
 
 } // namespace
 
-TEST(DataFile, SlicesRanksAndMicroSteps) {
+TEST(TensorIODataFileTest, SlicesRanksAndMicroSteps) {
   TempDir dir;
   at::Tensor x = torch::arange(5 * 4 * 3, torch::kFloat).reshape({5, 4, 3});
   at::Tensor table = torch::arange(5 * 5).reshape({5, 5});
@@ -60,7 +60,7 @@ TEST(DataFile, SlicesRanksAndMicroSteps) {
                     "2)");
 }
 
-TEST(DataFile, SafetensorsData) {
+TEST(TensorIODataFileTest, SafetensorsData) {
   TempDir dir;
   at::Tensor x = torch::randn({3, 2, 3});
   runtime::writeSafetensors(
@@ -70,7 +70,7 @@ TEST(DataFile, SafetensorsData) {
   EXPECT_TRUE(data.sliceMicroStep(2, 0, 1)[0].equal(x[2]));
 }
 
-TEST(DataFile, PythonTorchSaveFiles) {
+TEST(TensorIODataFileTest, PythonTorchSaveFiles) {
   // Written by Python's torch.save (data/make_fixtures.py); a one-key dict is
   // pickled with SETITEM, two keys with SETITEMS.
   plan::Plan plan;
@@ -86,7 +86,7 @@ TEST(DataFile, PythonTorchSaveFiles) {
   EXPECT_TRUE(two.sliceMicroStep(0, 0, 1)[1].equal(torch::arange(4)));
 }
 
-TEST(DataFile, ErrorsNameTheFileAndKey) {
+TEST(TensorIODataFileTest, ErrorsNameTheFileAndKey) {
   TempDir dir;
   std::string path = dir.file("d.pt");
   at::Tensor x = torch::zeros({4, 2, 3});

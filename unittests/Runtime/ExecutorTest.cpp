@@ -30,7 +30,7 @@ InputDesc floatInput(const std::string &name, std::vector<int64_t> shape) {
 
 } // namespace
 
-TEST(Executor, LinearReluSumWithSafetensorsState) {
+TEST(RuntimeExecutorTest, LinearReluSumWithSafetensorsState) {
   TempDir dir;
   torch::manual_seed(0);
   at::Tensor w = torch::randn({16, 8});
@@ -54,7 +54,7 @@ TEST(Executor, LinearReluSumWithSafetensorsState) {
   EXPECT_EQ(memory.stateBytes, (16 * 8 + 16) * 4);
 }
 
-TEST(Executor, IfRunsTheBranchTheConditionPicks) {
+TEST(RuntimeExecutorTest, IfRunsTheBranchTheConditionPicks) {
   ProgramBuilder b;
   ValueId x = b.tensor(DType::Float32, {2, 3});
   ValueId total = b.tensor(DType::Float32, {});
@@ -90,7 +90,7 @@ TEST(Executor, IfRunsTheBranchTheConditionPicks) {
   EXPECT_TRUE(engine.forwardEval({neg})[0].equal(pos));
 }
 
-TEST(Executor, ListOpsSplitUnpackAndCat) {
+TEST(RuntimeExecutorTest, ListOpsSplitUnpackAndCat) {
   ProgramBuilder b;
   ValueId x = b.tensor(DType::Float32, {4, 3});
   ValueId two = b.scalar(ValueType::Int);
@@ -123,7 +123,7 @@ TEST(Executor, ListOpsSplitUnpackAndCat) {
   EXPECT_TRUE(out[1].equal(x0.slice(0, 0, 2) + x0.slice(0, 2)));
 }
 
-TEST(Executor, DynamicShapesFromNonzero) {
+TEST(RuntimeExecutorTest, DynamicShapesFromNonzero) {
   ProgramBuilder b;
   ValueId x = b.tensor(DType::Float32, {8});
   ValueId zero = b.scalar(ValueType::Float);
@@ -158,7 +158,7 @@ TEST(Executor, DynamicShapesFromNonzero) {
   EXPECT_EQ(engine.memory().currentBytes, 0);
 }
 
-TEST(Executor, InterpreterOperatorsFromTheTorchScriptRegistry) {
+TEST(RuntimeExecutorTest, InterpreterOperatorsFromTheTorchScriptRegistry) {
   ProgramBuilder b;
   ValueId x = b.tensor(DType::Float32, {4, 6});
   ValueId sizes = b.list(ValueType::Int);
@@ -203,7 +203,7 @@ TEST(Executor, InterpreterOperatorsFromTheTorchScriptRegistry) {
   EXPECT_EQ(out[3].toInt(), 24);
 }
 
-TEST(Executor, TensorAndNonFiniteConstants) {
+TEST(RuntimeExecutorTest, TensorAndNonFiniteConstants) {
   ProgramBuilder b;
   ValueId x = b.tensor(DType::Float32, {2, 3});
   ValueId mask = b.tensor(DType::Bool, {2, 3});
@@ -236,7 +236,7 @@ TEST(Executor, TensorAndNonFiniteConstants) {
   EXPECT_TRUE(engine.forwardEval({x0})[0].equal(expected));
 }
 
-TEST(Executor, SetStateCopiesIntoTheBuffer) {
+TEST(RuntimeExecutorTest, SetStateCopiesIntoTheBuffer) {
   TempDir dir;
   ProgramBuilder b;
   ValueId x = b.tensor(DType::Float32, {3});
@@ -269,7 +269,7 @@ TEST(Executor, SetStateCopiesIntoTheBuffer) {
   EXPECT_TRUE(engine.state().tensor(0).equal(x0 * 2));
 }
 
-TEST(Executor, KernelErrorsNameTheOp) {
+TEST(RuntimeExecutorTest, KernelErrorsNameTheOp) {
   TempDir dir;
   ProgramBuilder b;
   ValueId x = b.tensor(DType::Float32, {4, -1});
@@ -316,7 +316,7 @@ TEST(Executor, KernelErrorsNameTheOp) {
   EXPECT_EQ(engine.memory().currentBytes, 0);
 }
 
-TEST(Executor, ResultsAndInputsAreChecked) {
+TEST(RuntimeExecutorTest, ResultsAndInputsAreChecked) {
   ProgramBuilder b;
   ValueId x = b.tensor(DType::Float32, {4});
   ValueId y = b.tensor(DType::Float64, {4});
@@ -336,7 +336,7 @@ TEST(Executor, ResultsAndInputsAreChecked) {
                     "expected 1 input(s) (x), got 0");
 }
 
-TEST(Executor, UnknownOperatorsAreLoadErrors) {
+TEST(RuntimeExecutorTest, UnknownOperatorsAreLoadErrors) {
   ProgramBuilder b;
   ValueId x = b.tensor(DType::Float32, {4});
   ValueId y = b.tensor(DType::Float32, {4});
@@ -375,7 +375,7 @@ TEST(Executor, UnknownOperatorsAreLoadErrors) {
                     "of type Tensor");
 }
 
-TEST(Executor, MeasuredPeakEqualsPrediction) {
+TEST(RuntimeExecutorTest, MeasuredPeakEqualsPrediction) {
   // x -> a = relu(x) -> b = a * a -> c = a + b -> d = sigmoid(c) -> sum(d),
   // each value freed at its last use: peak is x+a, a+b+c = 3 tensors.
   ProgramBuilder b;
@@ -404,7 +404,7 @@ TEST(Executor, MeasuredPeakEqualsPrediction) {
   EXPECT_EQ(engine.memory().currentBytes, 0);
 }
 
-TEST(Executor, MeasuredPeakWithBranches) {
+TEST(RuntimeExecutorTest, MeasuredPeakWithBranches) {
   // The then branch holds two extra tensors, the else branch none.
   ProgramBuilder b;
   ValueId x = b.tensor(DType::Float32, {32});
@@ -440,7 +440,7 @@ TEST(Executor, MeasuredPeakWithBranches) {
   EXPECT_EQ(engine.memory().peakBytes, predicted);
 }
 
-TEST(Executor, MaskedOffBackwardOutputsMayBeUndefined) {
+TEST(RuntimeExecutorTest, MaskedOffBackwardOutputsMayBeUndefined) {
   // convolution_backward with output_mask [true, true, false] (a conv
   // without bias) returns an undefined third tensor; it is unused.
   ProgramBuilder b;
@@ -486,7 +486,7 @@ TEST(Executor, MaskedOffBackwardOutputsMayBeUndefined) {
   EXPECT_EQ(out[0].item<float>(), 0.0f); // The input is zero.
 }
 
-TEST(Executor, ReadingAnUngatheredParameterNamesItAndItsBucket) {
+TEST(RuntimeExecutorTest, ReadingAnUngatheredParameterNamesItAndItsBucket) {
   // ZeRO stage 3: a sharded parameter exists whole only while its bucket
   // is gathered. A valid plan never reads it otherwise (the reader checks);
   // the executor still says which parameter and bucket, with the op.

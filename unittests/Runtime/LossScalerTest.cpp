@@ -49,7 +49,7 @@ Trace run(LossScaler &scaler, const std::string &pattern) {
 
 } // namespace
 
-TEST(LossScaler, DynamicWithHysteresis) {
+TEST(RuntimeLossScalerTest, DynamicWithHysteresis) {
   LossScaler scaler(dynamicFp16(4, 2, 2, false));
   EXPECT_EQ(scaler.scale(), 16.0);
   Trace trace = run(scaler, "OONNNONN");
@@ -63,7 +63,7 @@ TEST(LossScaler, DynamicWithHysteresis) {
   EXPECT_EQ(scaler.state().lastOverflow, 5);
 }
 
-TEST(LossScaler, ConsecutiveHysteresisRefillsAfterEveryCleanStep) {
+TEST(RuntimeLossScalerTest, ConsecutiveHysteresisRefillsAfterEveryCleanStep) {
   LossScaler scaler(dynamicFp16(4, 2, 2, true));
   Trace trace = run(scaler, "OONNNONN");
   EXPECT_EQ(trace.scales,
@@ -71,7 +71,7 @@ TEST(LossScaler, ConsecutiveHysteresisRefillsAfterEveryCleanStep) {
   EXPECT_EQ(trace.hysteresis, (std::vector<int64_t>{1, 1, 2, 2, 2, 1, 2, 2}));
 }
 
-TEST(LossScaler, WindowDoublesAfterEveryWindowOfCleanSteps) {
+TEST(RuntimeLossScalerTest, WindowDoublesAfterEveryWindowOfCleanSteps) {
   LossScaler scaler(dynamicFp16(3, 3, 1, false));
   Trace trace = run(scaler, "ONNNNNNN");
   // Halved at once (hysteresis 1); doubled at the 4th and 7th clean step:
@@ -80,7 +80,7 @@ TEST(LossScaler, WindowDoublesAfterEveryWindowOfCleanSteps) {
   EXPECT_EQ(trace.scales, (std::vector<double>{4, 4, 4, 4, 8, 8, 8, 16}));
 }
 
-TEST(LossScaler, OverflowAtTheMinimumIsAnError) {
+TEST(RuntimeLossScalerTest, OverflowAtTheMinimumIsAnError) {
   config::Fp16Config config = dynamicFp16(1, 1000, 1, false);
   config.minLossScale = 1.0;
   LossScaler scaler(config);
@@ -90,7 +90,7 @@ TEST(LossScaler, OverflowAtTheMinimumIsAnError) {
                     "with the loss scale already at min_loss_scale");
 }
 
-TEST(LossScaler, StaticScaleSkipsButNeverChanges) {
+TEST(RuntimeLossScalerTest, StaticScaleSkipsButNeverChanges) {
   config::Fp16Config config;
   config.enabled = true;
   config.lossScale = 128.0;
@@ -101,14 +101,14 @@ TEST(LossScaler, StaticScaleSkipsButNeverChanges) {
   EXPECT_EQ(trace.applied, (std::vector<bool>{false, true, false}));
 }
 
-TEST(LossScaler, WithoutFp16TheScaleIsOne) {
+TEST(RuntimeLossScalerTest, WithoutFp16TheScaleIsOne) {
   LossScaler scaler{config::Fp16Config()};
   EXPECT_EQ(scaler.scale(), 1.0);
   EXPECT_TRUE(scaler.update(false));
   EXPECT_EQ(scaler.scale(), 1.0);
 }
 
-TEST(LossScaler, StateRoundTrips) {
+TEST(RuntimeLossScalerTest, StateRoundTrips) {
   LossScaler scaler(dynamicFp16(4, 2, 2, false));
   run(scaler, "OON");
   LossScaler restored(dynamicFp16(4, 2, 2, false));
@@ -132,7 +132,7 @@ config::LossScalerConfig gradScaler(double scale, int64_t window) {
 // from 16: every overflow halves (no hysteresis), the 3rd consecutive clean
 // step doubles, counting from the start, the last overflow or the last
 // doubling (DeepSpeed's own rule would double only at the 4th).
-TEST(LossScaler, GradScalerHalvesOnEveryOverflowAndGrowsEveryWindow) {
+TEST(RuntimeLossScalerTest, GradScalerHalvesOnEveryOverflowAndGrowsEveryWindow) {
   LossScaler scaler(gradScaler(16, 3));
   EXPECT_TRUE(scaler.dynamic());
   EXPECT_TRUE(scaler.gradScaler());
@@ -145,7 +145,7 @@ TEST(LossScaler, GradScalerHalvesOnEveryOverflowAndGrowsEveryWindow) {
                                true, true, false, false}));
 }
 
-TEST(LossScaler, GradScalerHasNoFloorAndStopsGrowingAtFloatMax) {
+TEST(RuntimeLossScalerTest, GradScalerHasNoFloorAndStopsGrowingAtFloatMax) {
   // Overflows halve below 1 without an error (GradScaler has no minimum).
   LossScaler low(gradScaler(1, 2000));
   Trace trace = run(low, "OOO");
@@ -158,7 +158,7 @@ TEST(LossScaler, GradScalerHasNoFloorAndStopsGrowingAtFloatMax) {
 }
 
 // The defaults DeepSpeed's GradScaler(device=...) takes, via the config.
-TEST(LossScaler, GradScalerDefaults) {
+TEST(RuntimeLossScalerTest, GradScalerDefaults) {
   LossScaler scaler(config::gradScalerDefaults());
   EXPECT_EQ(scaler.scale(), 65536.0);
   std::string pattern(1999, 'N');

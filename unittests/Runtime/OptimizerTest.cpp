@@ -105,7 +105,7 @@ OptimizerConfig adamConfig(OptimizerType type, bool adamWMode, double wd) {
 
 } // namespace
 
-TEST(Optimizer, AdamWAgreesWithLibTorchAdamW) {
+TEST(RuntimeOptimizerTest, AdamWAgreesWithLibTorchAdamW) {
   for (OptimizerType type : {OptimizerType::AdamW, OptimizerType::Adam}) {
     OptimizerConfig config = adamConfig(type, /*adamWMode=*/true, 0.05);
     auto [ours, theirs] =
@@ -122,7 +122,7 @@ TEST(Optimizer, AdamWAgreesWithLibTorchAdamW) {
   }
 }
 
-TEST(Optimizer, AdamWithL2DecayAgreesWithLibTorchAdam) {
+TEST(RuntimeOptimizerTest, AdamWithL2DecayAgreesWithLibTorchAdam) {
   OptimizerConfig config =
       adamConfig(OptimizerType::Adam, /*adamWMode=*/false, 0.05);
   auto [ours, theirs] = runBoth(
@@ -138,7 +138,7 @@ TEST(Optimizer, AdamWithL2DecayAgreesWithLibTorchAdam) {
   expectEqualToRounding(ours, theirs);
 }
 
-TEST(Optimizer, SgdVariantsMatchTorchOptimSgd) {
+TEST(RuntimeOptimizerTest, SgdVariantsMatchTorchOptimSgd) {
   struct Variant {
     double momentum, dampening, weightDecay;
     bool nesterov;
@@ -171,7 +171,7 @@ TEST(Optimizer, SgdVariantsMatchTorchOptimSgd) {
   }
 }
 
-TEST(Optimizer, StateLivesInFlatBuffers) {
+TEST(RuntimeOptimizerTest, StateLivesInFlatBuffers) {
   FlatLayout layout = layoutOf(kShapes);
   EXPECT_EQ(layout.numel, 15 + 5 + 8);
   EXPECT_EQ(layout.offsets, (std::vector<int64_t>{0, 15, 20}));
@@ -186,7 +186,7 @@ TEST(Optimizer, StateLivesInFlatBuffers) {
   EXPECT_EQ(Optimizer(sgd, layout).momentumBuffer().numel(), 28);
 }
 
-TEST(Optimizer, ClippingMatchesClipGradNorm) {
+TEST(RuntimeOptimizerTest, ClippingMatchesClipGradNorm) {
   torch::manual_seed(3);
   for (double maxNorm : {0.5, 1e3}) {
     std::vector<at::Tensor> ours, theirs;
@@ -218,7 +218,7 @@ TEST(Optimizer, ClippingMatchesClipGradNorm) {
 /// The same updates as Python's torch.optim 2.15 computed them (the file is
 /// written by data/make_fixtures.py): initial parameters p0_i, gradients
 /// g<step>_i, and per case the parameters after each step.
-TEST(Optimizer, MatchesPythonTorchOptimFixture) {
+TEST(RuntimeOptimizerTest, MatchesPythonTorchOptimFixture) {
   runtime::NamedTensors file =
       runtime::readTensorFile(test::sourceFile("data/optim_expected.pt"));
   std::map<std::string, at::Tensor> t(file.begin(), file.end());

@@ -53,7 +53,7 @@ void saveArchive(const std::string &path, at::Tensor weight,
 
 } // namespace
 
-TEST(RuntimeSafetensorsTest, RoundTripsEveryDType) {
+TEST(TensorIOSafetensorsTest, RoundTripsEveryDType) {
   TempDir dir;
   runtime::NamedTensors tensors = {
       {"f32", torch::randn({2, 3})},
@@ -81,7 +81,7 @@ TEST(RuntimeSafetensorsTest, RoundTripsEveryDType) {
   EXPECT_EQ(headerLength % 8, 0u);
 }
 
-TEST(RuntimeSafetensorsTest, ReportsBrokenFiles) {
+TEST(TensorIOSafetensorsTest, ReportsBrokenFiles) {
   TempDir dir;
   runtime::writeSafetensors(dir.file("t.safetensors"),
                             {{"w", torch::ones({4, 4})}});
