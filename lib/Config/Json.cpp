@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ds/Config/Config.h"
+#include "ds/Config/JsonPath.h"
 
 #include <filesystem>
 #include <fstream>
@@ -67,15 +68,9 @@ private:
 
   std::string currentPath() const {
     std::string path;
-    for (const Frame &frame : frames_) {
-      if (frame.isArray) {
-        path += "[" + std::to_string(frame.index) + "]";
-      } else {
-        if (!path.empty())
-          path += ".";
-        path += frame.key;
-      }
-    }
+    for (const Frame &frame : frames_)
+      path = frame.isArray ? json::joinIndex(path, frame.index)
+                           : json::joinKey(path, frame.key);
     return path;
   }
 

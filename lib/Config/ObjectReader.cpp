@@ -7,17 +7,10 @@
 
 namespace ds::config::detail {
 
-std::string joinKeyPath(const std::string &path, const std::string &key) {
-  return path.empty() ? key : path + "." + key;
-}
-
 std::string describeValue(const ordered_json &value) {
-  std::string text = value.dump();
-  if (text.size() > 40)
-    text = text.substr(0, 37) + "...";
   if (value.is_object() || value.is_array())
     return value.type_name();
-  return std::string(value.type_name()) + " " + text;
+  return std::string(value.type_name()) + " " + json::shortened(value.dump());
 }
 
 bool isAutoValue(const ordered_json &value) {
@@ -94,7 +87,7 @@ ObjectReader::ObjectReader(const ordered_json &value, std::string path)
 }
 
 std::string ObjectReader::keyPath(const std::string &key) const {
-  return joinKeyPath(path_, key);
+  return json::joinKey(path_, key);
 }
 
 bool ObjectReader::has(const std::string &key) const {
@@ -161,7 +154,7 @@ ObjectReader::stringList(const std::string &key, bool acceptSingleString) {
     throwTypeError(*value, path, "a list of strings");
   std::vector<std::string> result;
   for (size_t i = 0; i < value->size(); ++i) {
-    std::string elementPath = path + "[" + std::to_string(i) + "]";
+    std::string elementPath = json::joinIndex(path, i);
     std::string element = toString((*value)[i], elementPath);
     if (element.empty())
       throw ConfigError(elementPath, "expected a non-empty string");

@@ -4,7 +4,9 @@
 // Every section parser reads its JSON object through an ObjectReader so that
 // each error names the key by its full dotted path, type errors say what was
 // expected, "auto" is rejected unless the caller resolves it, and keys nobody
-// read are reported as unknown. Private to lib/Config.
+// read are reported as unknown. Paths and shortened values are spelled as
+// the plan's reader spells them (ds/Config/JsonPath.h). Private to
+// lib/Config.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +14,7 @@
 #define DS_LIB_CONFIG_OBJECTREADER_H
 
 #include "ds/Config/Config.h"
+#include "ds/Config/JsonPath.h"
 
 #include <optional>
 #include <set>
@@ -19,9 +22,6 @@
 #include <vector>
 
 namespace ds::config::detail {
-
-/// "a.b" + "c" -> "a.b.c"; "" + "c" -> "c".
-std::string joinKeyPath(const std::string &path, const std::string &key);
 
 /// A short description of a JSON value for error messages:
 /// `string "abc"`, `number 2.5`, `object`.

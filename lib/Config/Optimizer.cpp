@@ -67,7 +67,7 @@ std::array<double, 2> parseBetas(const ordered_json &value,
                                 describeValue(value));
   std::array<double, 2> betas{};
   for (size_t i = 0; i < 2; ++i) {
-    std::string elementPath = path + "[" + std::to_string(i) + "]";
+    std::string elementPath = json::joinIndex(path, i);
     betas[i] = toNumber(value[i], elementPath);
     if (!(betas[i] >= 0.0 && betas[i] < 1.0))
       throw ConfigError(elementPath, "must be in [0, 1), got " +

@@ -2,6 +2,7 @@
 
 #include "JsonCursor.h"
 
+#include "ds/Config/JsonPath.h"
 #include "ds/Plan/PlanError.h"
 
 #include <utility>
@@ -18,12 +19,9 @@ std::string describeJson(const ordered_json &value) {
   case ordered_json::value_t::number_unsigned:
   case ordered_json::value_t::number_float:
     return "number " + value.dump();
-  case ordered_json::value_t::string: {
-    std::string text = value.get<std::string>();
-    if (text.size() > 40)
-      text = text.substr(0, 37) + "...";
-    return "string " + ordered_json(text).dump();
-  }
+  case ordered_json::value_t::string:
+    return "string " +
+           ordered_json(json::shortened(value.get<std::string>())).dump();
   case ordered_json::value_t::array:
     return "array";
   case ordered_json::value_t::object:
@@ -62,8 +60,7 @@ JsonCursor JsonCursor::field(const char *key) const {
   auto it = value_->find(key);
   if (it == value_->end())
     fail(std::string("missing required field \"") + key + "\"");
-  std::string path = path_.empty() ? std::string(key) : path_ + "." + key;
-  return JsonCursor(*it, std::move(path), *origin_, label_);
+  return JsonCursor(*it, json::joinKey(path_, key), *origin_, label_);
 }
 
 std::optional<JsonCursor> JsonCursor::optionalField(const char *key) const {
@@ -79,8 +76,8 @@ size_t JsonCursor::size() const {
 
 JsonCursor JsonCursor::element(size_t index) const {
   requireArray();
-  return JsonCursor((*value_)[index], path_ + "[" + std::to_string(index) + "]",
-                    *origin_, label_);
+  return JsonCursor((*value_)[index], json::joinIndex(path_, index), *origin_,
+                    label_);
 }
 
 void JsonCursor::requireObject() const {

@@ -3,7 +3,9 @@
 // A JSON value together with its path in the document ("programs.eval.
 // body[12].args[1]") and an optional label naming the enclosing op
 // ("aten::linear"), so that every type error says exactly where it is and
-// what was expected versus found. Private to lib/Plan.
+// what was expected versus found. Paths and shortened values are spelled as
+// the config's reader spells them (ds/Config/JsonPath.h). Private to
+// lib/Plan.
 //
 //===----------------------------------------------------------------------===//
 

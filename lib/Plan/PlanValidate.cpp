@@ -56,15 +56,15 @@ void PlanValidator::uniqueName(const std::string &name,
 void PlanValidator::checkEngines() {
   std::set<std::string> names;
   for (size_t i = 0; i < plan_.engines.size(); ++i)
-    uniqueName(plan_.engines[i].name, indexed("engines", i) + ".name", "engine",
-               names);
+    uniqueName(plan_.engines[i].name, joinIndex("engines", i) + ".name",
+               "engine", names);
 }
 
 void PlanValidator::checkState() {
   std::set<std::string> names;
   for (size_t i = 0; i < plan_.state.size(); ++i) {
     const StateDesc &state = plan_.state[i];
-    std::string where = indexed("state", i);
+    std::string where = joinIndex("state", i);
     uniqueName(state.name, where + ".name", "state", names);
     if (!staticNumel(state.shape))
       fail(where + ".shape",
@@ -86,7 +86,7 @@ void PlanValidator::checkInputs() {
   std::set<std::string> names;
   for (size_t i = 0; i < plan_.inputs.size(); ++i) {
     const InputDesc &input = plan_.inputs[i];
-    std::string where = indexed("inputs", i);
+    std::string where = joinIndex("inputs", i);
     uniqueName(input.name, where + ".name", "input", names);
     for (int64_t dim : input.shape)
       if (dim < kDynamicDim)
@@ -110,8 +110,8 @@ void PlanValidator::checkInputs() {
 void PlanValidator::checkOutputs() {
   std::set<std::string> names;
   for (size_t i = 0; i < plan_.outputs.size(); ++i)
-    uniqueName(plan_.outputs[i].name, indexed("outputs", i) + ".name", "output",
-               names);
+    uniqueName(plan_.outputs[i].name, joinIndex("outputs", i) + ".name",
+               "output", names);
 }
 
 void PlanValidator::checkPrograms() {

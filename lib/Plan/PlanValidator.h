@@ -13,6 +13,7 @@
 #ifndef DS_LIB_PLAN_PLANVALIDATOR_H
 #define DS_LIB_PLAN_PLANVALIDATOR_H
 
+#include "ds/Config/JsonPath.h"
 #include "ds/Plan/PlanFormat.h"
 
 #include <map>
@@ -32,9 +33,7 @@ inline bool shapesCompatible(const std::vector<int64_t> &a,
   return true;
 }
 
-inline std::string indexed(const std::string &field, size_t index) {
-  return field + "[" + std::to_string(index) + "]";
-}
+using json::joinIndex;
 
 inline std::string valueName(ValueId id) { return "%" + std::to_string(id); }
 

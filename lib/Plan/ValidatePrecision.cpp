@@ -65,7 +65,7 @@ void PlanValidator::checkPrecision(const EngineDesc &engine,
     const StateDesc &state = plan_.state[i];
     if (state.engine == engine.name && isFloat(state.dtype) &&
         state.dtype != expected)
-      fail(indexed("state", i) + ".dtype",
+      fail(joinIndex("state", i) + ".dtype",
            quoted(state.name) + " of " + mode + " engine " +
                quoted(engine.name) + " must be " + dtypeName(expected) +
                ", found " + dtypeName(state.dtype));

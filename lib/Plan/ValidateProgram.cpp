@@ -49,7 +49,7 @@ void ProgramValidator::run() {
                                  std::to_string(program_.results.size()) +
                                  " result(s)");
   for (size_t i = 0; i < program_.results.size(); ++i) {
-    std::string where = path_ + indexed(".results", i);
+    std::string where = path_ + joinIndex(".results", i);
     use(program_.results[i], where, "");
     checkComputedByForward(program_.results[i], where);
   }
@@ -98,7 +98,7 @@ void ProgramValidator::checkComputedByForward(ValueId id,
 void ProgramValidator::checkValues() const {
   for (size_t i = 0; i < program_.values.size(); ++i) {
     const ValueDesc &value = program_.values[i];
-    std::string where = path_ + indexed(".values", i);
+    std::string where = path_ + joinIndex(".values", i);
     if (value.id != ValueId(i))
       fail(where, "id is " + std::to_string(value.id) + ", expected " +
                       std::to_string(i) +
@@ -231,10 +231,10 @@ void ProgramValidator::walkBlock(const std::vector<Op> &ops,
       inBackward_ = true;
     }
     const Op &op = ops[i];
-    std::string where = indexed(path, i) + " (" + op.label() + ")";
-    checkOp(op, indexed(path, i), where, definedHere);
+    std::string where = joinIndex(path, i) + " (" + op.label() + ")";
+    checkOp(op, joinIndex(path, i), where, definedHere);
     for (size_t k = 0; k < op.free.size(); ++k)
-      release(op.free[k], where, indexed("free", k));
+      release(op.free[k], where, joinIndex("free", k));
   }
 }
 
@@ -268,7 +268,7 @@ void ProgramValidator::checkOp(const Op &op, const std::string &path,
              op.results.size() == 1 && op.kind != OpKind::Call &&
                      op.kind != OpKind::Unpack && op.kind != OpKind::If
                  ? std::string("result")
-                 : indexed("results", k),
+                 : joinIndex("results", k),
              definedHere, isCollective(op.kind));
   };
   checkKindAllowed(op, where);
@@ -314,14 +314,14 @@ void ProgramValidator::checkOp(const Op &op, const std::string &path,
   case OpKind::List: {
     expectResults(1);
     for (size_t k = 0; k < op.args.size(); ++k)
-      use(op.args[k], where, indexed("args", k));
+      use(op.args[k], where, joinIndex("args", k));
     defineResults();
     ValueId result = op.results[0];
     expectType(result, ValueType::List, where, "result", "the result");
     ValueType elem = *desc(result).elem;
     for (size_t k = 0; k < op.args.size(); ++k)
       if (!fitsElement(desc(op.args[k]).type, elem))
-        fail(where, indexed("args", k) + ": " + describe(op.args[k]) +
+        fail(where, joinIndex("args", k) + ": " + describe(op.args[k]) +
                         " does not fit the element type of " +
                         describe(result));
     return;
@@ -333,7 +333,7 @@ void ProgramValidator::checkOp(const Op &op, const std::string &path,
     ValueType elem = *desc(op.arg).elem;
     for (size_t k = 0; k < op.results.size(); ++k)
       if (!fitsElement(desc(op.results[k]).type, elem))
-        fail(where, indexed("results", k) + ": " + describe(op.results[k]) +
+        fail(where, joinIndex("results", k) + ": " + describe(op.results[k]) +
                         " cannot hold an element of " + describe(op.arg));
     return;
   }
@@ -344,7 +344,7 @@ void ProgramValidator::checkOp(const Op &op, const std::string &path,
                       "\"namespace::name\" or \"namespace::name.overload\", "
                       "e.g. \"aten::add.Tensor\")");
     for (size_t k = 0; k < op.args.size(); ++k)
-      use(op.args[k], where, indexed("args", k));
+      use(op.args[k], where, joinIndex("args", k));
     defineResults();
     return;
   case OpKind::Grad: {
@@ -441,10 +441,10 @@ void ProgramValidator::checkBranch(const Branch &branch, const Op &op,
                     " value(s), but the if op has " +
                     std::to_string(op.results.size()) + " result(s)");
   for (size_t k = 0; k < branch.yields.size(); ++k) {
-    std::string field = std::string(side) + indexed(".yield", k);
+    std::string field = std::string(side) + joinIndex(".yield", k);
     ValueId yielded = branch.yields[k];
     use(yielded, where, field);
-    checkId(op.results[k], where, indexed("results", k));
+    checkId(op.results[k], where, joinIndex("results", k));
     const ValueDesc &from = desc(yielded);
     const ValueDesc &to = desc(op.results[k]);
     bool dtypeClash = from.dtype && to.dtype && *from.dtype != *to.dtype;

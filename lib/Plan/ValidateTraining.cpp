@@ -18,7 +18,7 @@ void PlanValidator::checkTraining() const {
   const bool training = plan_.findProgram("train") != nullptr;
   for (size_t i = 0; i < plan_.engines.size(); ++i) {
     const EngineDesc &engine = plan_.engines[i];
-    std::string where = indexed("engines", i);
+    std::string where = joinIndex("engines", i);
     if (training) {
       if (engine.trainable && (!engine.optimizer || !engine.partition))
         fail(where,
@@ -155,7 +155,7 @@ void PlanValidator::checkPartition(const EngineDesc &engine,
   std::optional<DType> dtype;
   for (size_t k = 0; k < partition.params.size(); ++k) {
     const FlatParamDesc &param = partition.params[k];
-    std::string at = where + indexed(".params", k);
+    std::string at = where + joinIndex(".params", k);
     const StateDesc *state = plan_.findState(param.name);
     if (!state)
       fail(at + ".name", "the plan has no state named " + quoted(param.name));
@@ -173,7 +173,7 @@ void PlanValidator::checkPartition(const EngineDesc &engine,
                     : " (it belongs to engine " + quoted(state->engine) + ")"));
     if (auto it = seen.find(param.name); it != seen.end())
       fail(at + ".name", quoted(param.name) + " is placed twice (first by " +
-                             where + indexed(".params", it->second) + ")");
+                             where + joinIndex(".params", it->second) + ")");
     seen[param.name] = k;
     if (dtype && *dtype != state->dtype)
       fail(at + ".name", quoted(param.name) + " is " + dtypeName(state->dtype) +
@@ -197,7 +197,7 @@ void PlanValidator::checkPartition(const EngineDesc &engine,
     if (placed[k].begin < placed[k - 1].end) {
       const FlatParamDesc &a = partition.params[placed[k - 1].index];
       const FlatParamDesc &b = partition.params[placed[k].index];
-      fail(where + indexed(".params", placed[k].index),
+      fail(where + joinIndex(".params", placed[k].index),
            quoted(b.name) + " [" + std::to_string(placed[k].begin) + ", " +
                std::to_string(placed[k].end) + ") overlaps " + quoted(a.name) +
                " [" + std::to_string(placed[k - 1].begin) + ", " +
@@ -214,7 +214,7 @@ void PlanValidator::checkPartition(const EngineDesc &engine,
   int64_t next = 0;
   for (size_t b = 0; b < partition.buckets.size(); ++b) {
     const BucketDesc &bucket = partition.buckets[b];
-    std::string at = where + indexed(".buckets", b);
+    std::string at = where + joinIndex(".buckets", b);
     if (bucket.offset != next)
       fail(at + ".offset",
            "expected " + std::to_string(next) +
@@ -256,10 +256,10 @@ void PlanValidator::checkPartition(const EngineDesc &engine,
     int64_t b = partition.bucketAt(param.offset);
     const BucketDesc &bucket = partition.buckets[size_t(b)];
     if (param.offset + numel > bucket.offset + bucket.numel)
-      fail(where + indexed(".params", k) + ".offset",
+      fail(where + joinIndex(".params", k) + ".offset",
            quoted(param.name) + " [" + std::to_string(param.offset) + ", " +
                std::to_string(param.offset + numel) + ") does not lie inside " +
-               indexed("buckets", size_t(b)) + " [" +
+               joinIndex("buckets", size_t(b)) + " [" +
                std::to_string(bucket.offset) + ", " +
                std::to_string(bucket.offset + bucket.numel) +
                ") (at ZeRO stage 3 each parameter lies inside one bucket: a "
