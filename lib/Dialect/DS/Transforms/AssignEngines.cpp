@@ -3,7 +3,7 @@
 #include "ds/Config/Config.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
-#include "ds/Dialect/DS/Transforms/ShardedParams.h"
+#include "ds/Dialect/DS/Analysis/ShardedParams.h"
 #include "ds/Dialect/DS/Utils/EngineConfigAttr.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

@@ -1,49 +1,9 @@
 //===- AssignPrecision.cpp - fp16 / bf16 / torch_autocast as IR -----------===//
-//
-// Reads every engine's mixed-precision config (`bf16`, `fp16`,
-// `torch_autocast`) and rewrites the functions so that every op runs in the
-// dtype DeepSpeed with LibTorch 2.15 would run it in on CPU, with every
-// conversion a visible `ds.aten "aten::to.dtype"`:
-//
-// - native bf16 / fp16: the engine's float parameters and buffers are
-//   stored in bf16 / f16 (DeepSpeed calls module.bfloat16() / half() on the
-//   whole module), and every op of the engine first casts a float tensor
-//   operand of another dtype to the engine's dtype (this is how the inputs,
-//   and activations from an fp32 engine, enter: DeepSpeed users cast their
-//   inputs themselves). The op then runs in the engine's dtype with
-//   LibTorch's BFloat16 / Half CPU kernel. An op without a CPU kernel in
-//   that dtype (F16_NO_KERNEL / BF16_NO_KERNEL of PrecisionTables.def, empty
-//   for LibTorch 2.15, or the `no-kernel-ops` option) has its operands cast
-//   to f32, runs in f32, and each float result is cast back (rounded) to the
-//   engine's dtype;
-// - torch_autocast (bf16 or fp16): parameters stay f32; the ops of the
-//   engine follow torch.autocast's CPU tables of LibTorch 2.15
-//   (lower-precision list: cast to the autocast dtype; fp32 list: cast to
-//   f32; promote list: cast to the widest), and every other op runs in its
-//   inputs' dtype.
-//
-// Everywhere (in every engine, and in ops no engine owns), an op whose
-// dimensioned float operands have different dtypes gets the narrower ones
-// cast up to the promoted dtype first: exactly what LibTorch's type
-// promotion does inside the op, made explicit so that the backward
-// -ds-autodiff derives is typed (the gradient of aten::to.dtype casts
-// back). A program without precision config has no mixed dtypes, so
-// nothing changes. Result types are re-inferred (DTypeInference.h) in
-// program order, with `ds.if` results and the functions' result types.
-//
-// An op belongs to the engine whose `module` is the longest prefix of the
-// op's `module` (ops of the root, `module = ""`, to the root engine), as
-// state belongs to engines in -ds-assign-engines. The engine gets the
-// `precision`, `grad_accum_dtype`, `autocast_dtype` and `loss_scaler`
-// attributes and a remark that sums up what happened. Runs after the
-// engines' configs are attached and before -ds-autodiff.
-//
-//===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/DTypeInference.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
-#include "ds/Dialect/DS/Transforms/ShardedParams.h"
+#include "ds/Dialect/DS/Analysis/ShardedParams.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

@@ -1,20 +1,4 @@
 //===- Autodiff.cpp - forward -> joint forward + backward -----------------===//
-//
-// Reverse-mode differentiation of a forward function of the ds dialect. The
-// pass first marks which values vary with a trainable parameter, then walks the
-// forward ops in reverse, asking each op's gradient rule (GradientRules.h) for
-// the gradients of its operands and adding them up per value. The backward is
-// appended after a `ds.backward_begin` marker, before the return; forward
-// values it needs are simply used (the plan frees each value after its last
-// use, so only what the backward reads stays alive). Every trainable
-// parameter read (`ds.get_param`) gets a `ds.grad`.
-//
-// A `ds.if` is differentiated by a `ds.if` on the same condition: each branch
-// recomputes the forward branch (pure ops; buffer writes are not repeated)
-// and differentiates it, yielding the gradients of the outer values the
-// branch used.
-//
-//===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/IR/AtenRegistry.h"
 #include "ds/Dialect/DS/IR/DSOps.h"

@@ -1,29 +1,4 @@
 //===- EngineBackward.cpp - each engine's share of the joint backward -----===//
-//
-// Several engines share one loss and one backward (the seeds' multi-engine
-// case). DeepSpeed runs each engine's _backward_prologue and
-// _backward_epilogue from autograd hooks, or makes the user call the
-// epilogue by hand; here they are ops in the IR, placed once, where the
-// engine's gradients begin and end:
-//
-//   ds.backward_prologue @E   right before the first top-level op of the
-//                             backward that holds a ds.grad of E (a ds.grad
-//                             inside a ds.if counts at the ds.if);
-//   ds.backward_epilogue @E   right after the last one, and after E's
-//                             ds.reduce_scatters that follow it.
-//
-// The epilogue ends the engine's reductions (docs/plan-format.md): a
-// reduce_scatter of E that -ds-zero-partition left at the end of the
-// backward (a bucket no gradient writes) moves up to just before the
-// epilogue, and so does every wait of E's reductions that lies after it.
-// -ds-schedule-collectives then decides how early the waits go. Frozen
-// engines, and engines without gradients, get no markers.
-//
-// Assumes -ds-autodiff (ds.backward_begin, ds.grad) and, when it ran,
-// -ds-zero-partition (the reduce_scatters); runs before
-// -ds-schedule-collectives.
-//
-//===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"

@@ -1,17 +1,4 @@
 //===- LowerOptimizer.cpp - engine configs -> ds.optimizer_step -----------===//
-//
-// Makes the update at the gradient accumulation boundary explicit: a new
-// `func.func @step()` holds one `ds.optimizer_step` per trainable engine, in
-// engine order, whose attributes are the engine's optimizer, gradient
-// clipping and LR schedule with every default resolved. After this pass
-// nothing downstream (partitioning, the plan, the runtime) needs to read
-// those sections of the config.
-//
-// Assumes engines are declared (-ds-assign-engines) and carry their config;
-// frozen engines are skipped. The resolution mirrors what the runtime did
-// from the config (lib/Config: Optimizer.cpp, Scheduler.cpp, EngineConfig.cpp).
-//
-//===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"

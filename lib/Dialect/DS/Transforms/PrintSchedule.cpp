@@ -1,19 +1,4 @@
 //===- PrintSchedule.cpp - per-rank order of compute and collectives ------===//
-//
-// Prints what every rank does, in order, in the training function, in the
-// eval function (when it has collectives: ZeRO stage 3) and in @step: runs
-// of compute ops compressed to one line each, and every collective, wait,
-// release, engine backward marker, loss scale and optimizer update on its own
-// line; a collective's size names its dtype when its bucket has one
-// ("544 bf16 elements"). This is
-// the schedule -ds-zero-partition made and -ds-schedule-collectives moved;
-// being the same on every rank is what keeps collectives from deadlocking, and
-// it holds when no collective is inside a ds.if (the printer checks, the
-// verifier guarantees it). Stage 3 lines also give the elements of sharded
-// buckets gathered ("live") after each gather and release, and a last line
-// the peak. The IR is left unchanged.
-//
-//===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"

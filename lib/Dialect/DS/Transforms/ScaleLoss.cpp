@@ -1,32 +1,4 @@
 //===- ScaleLoss.cpp - the fp16 loss scale on the backward's seed ---------===//
-//
-// DeepSpeed's fp16 engines multiply the loss by the loss scale before
-// backward, so that small gradients survive in fp16, and divide the
-// gradients by it at the step (where an inf/NaN skips the step and lowers a
-// dynamic scale); its fp16 torch_autocast engines do the same with a
-// torch.amp.GradScaler. Here the backward has one seed per loss, the
-// `ds.constant` that -ds-autodiff places after `ds.backward_begin` (marked
-// `ds.backward_seed`; it holds 1 / gradient_accumulation_steps), and every
-// gradient flows from it, so scaling the seed scales every gradient once.
-//
-// For the trainable engine with a loss scaler (config fp16.enabled, or
-// torch_autocast with dtype float16: EngineConfig::lossScaler), the pass places
-// `ds.loss_scale @engine : tensor<f32>` right after `ds.backward_begin` and
-// replaces each seed by seed * scale, computed in f32 and cast back to the
-// seed's dtype (the loss's): an f16 seed of 2^16 / GAS is exact, a scale f16
-// cannot hold becomes inf, which is what DeepSpeed computes too (the step
-// is then skipped). The runtime owns the scale (docs/plan-format.md, "Mixed
-// precision"); the IR only says where it enters.
-//
-// A scaled engine next to another trainable engine shares the one compiled
-// backward: the one seed would carry its scale into the other's gradients,
-// whereas DeepSpeed scales each engine's own loss. That is an error naming
-// both engines (future work).
-//
-// Assumes -ds-autodiff ran right before (the seeds still carry their
-// marker: -canonicalize may merge a seed into an equal constant).
-//
-//===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/DTypeInference.h"

@@ -1,35 +1,8 @@
 //===- ScheduleCollectives.cpp - waits and prefetch as overlap_comm asks --===//
-//
-// -ds-zero-partition puts every collective where its data is ready (or, for
-// a stage 3 gather, right before its bucket is read) and waits where nothing
-// is lost: reductions at the end of the backward, gathers right after they
-// start. This pass decides, per engine, how much of that communication
-// overlaps compute, from the engine's zero_optimization.overlap_comm:
-//
-//   off  every collective is waited right after it starts.
-//   on   reduce-scatters in the backward are waited right before their
-//        engine's ds.backward_epilogue (-ds-engine-backward), or at the end
-//        of the function when the backward has no markers, so an engine
-//        whose gradients are complete early finishes its reductions while
-//        the backward of the engines after it runs; each stage 3 all-gather
-//        (of a trainable or a frozen engine alike) is prefetched: moved up past
-//        compute and other collectives, as far as the bounds allow
-//        (stage3_prefetch_bucket_size: elements of the engine's gathers
-//        started but not yet waited; stage3_max_live_parameters: elements
-//        of its gathered sharded buckets), and waited where it was, right
-//        before the bucket's first read.
-//
-// A gather never passes another gather (they start in the order they are
-// needed), its bucket's previous release, or ds.backward_begin (the
-// runtime's forward() and backward() are separate calls). The gathers are
-// moved one at a time, in program order, so the result is deterministic.
-// Every move is the same on every rank: the schedule stays identical.
-//
-//===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
-#include "ds/Dialect/DS/Transforms/ShardedParams.h"
+#include "ds/Dialect/DS/Analysis/ShardedParams.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace mlir::ds {

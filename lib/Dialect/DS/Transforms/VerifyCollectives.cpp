@@ -1,37 +1,8 @@
 //===- VerifyCollectives.cpp - the collective order is the same everywhere ===//
-//
-// Every rank of a data-parallel job runs the same plan, but on different
-// data: a collective that only some ranks reach (inside a data-dependent
-// ds.if) hangs the job, and a parameter read outside the window where its
-// ZeRO-3 bucket is gathered reads memory that is not there. This pass proves
-// neither happens, on the IR the passes before it produced, by walking the
-// training function, the eval function and @step in program order:
-//
-//   - no collective, wait, release or update inside a ds.if;
-//   - every token waited exactly once, later, in the same block;
-//   - stage 3: per sharded bucket, all_gather / wait / release alternate,
-//     every read of its parameters lies between a waited gather and the
-//     release, and nothing is still gathered when the function returns;
-//     persistent buckets are gathered in @step only, sharded ones never;
-//   - stages 2-3: no gradient is written into a bucket after its
-//     reduce-scatter, and each bucket is reduce-scattered once;
-//   - @step: each update after its engine's reductions were waited, the
-//     engine's gathers after its update;
-//   - backward markers (-ds-engine-backward), as the plan validator checks
-//     them: only at the top level of the training function's backward; none
-//     at all, or one ds.backward_prologue and one ds.backward_epilogue per
-//     trainable engine with gradients, the prologue before its first
-//     gradient, the epilogue after its last gradient and after the waits of
-//     its reduce-scatters, no reduce-scatter of the engine after it.
-//
-// The IR is not changed. Errors name the bucket, its engine and stage, the
-// parameter and its module.
-//
-//===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
-#include "ds/Dialect/DS/Transforms/ShardedParams.h"
+#include "ds/Dialect/DS/Analysis/ShardedParams.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/MapVector.h"
 

@@ -1,73 +1,10 @@
 //===- ZeroPartition.cpp - flat buffers, buckets and ZeRO collectives -----===//
-//
-// Lays every trainable engine's parameters out in one flat buffer, cuts it
-// into buckets and places the collectives of the engine's ZeRO stage
-// (docs/zero.md, docs/plan-format.md "The accumulation boundary"):
-//
-//   stage 0  @step: all_reduce every bucket; wait; optimizer_step
-//   stage 1  @step: reduce_scatter every bucket; wait; optimizer_step;
-//                   all_gather every bucket; wait
-//   stage 2  train: reduce_scatter each bucket after its last ds.grad; waits
-//                   at the end of the backward
-//            @step: optimizer_step; all_gather every bucket; wait
-//   stage 3  as stage 2, but only the persistent buckets (parameters of at
-//            most stage3_param_persistence_threshold elements) are gathered
-//            in @step; every other bucket is sharded: in the training and
-//            eval functions it is all_gather'ed (and waited) before the first
-//            top-level op that reads one of its parameters and released
-//            after the last one, in the forward and again in the backward,
-//            unless stage3_max_reuse_distance keeps it gathered across the
-//            turn. The backward reads parameters again through ds.get_param
-//            of its own (the pass makes them), so the forward's values die
-//            with the forward.
-//
-// Stage 3 leaf modules (zero_optimization.leaf_module, LeafModules.h,
-// docs/leaf-modules.md): all parameters of an outermost leaf's subtree form
-// one sharded bucket of their own, marked `leaf`, whatever the bucket size
-// and the persistence threshold; the rules above then gather it before the
-// leaf's first read (before its ds.ifs), release it after its last and
-// reduce it once. A user-given entry that matches no module is an error.
-//
-// Communication dtypes (docs/zero.md, "Communication dtypes"): every bucket
-// of a native bf16 / fp16 engine carries `dtype` = communication_data_type
-// (by default the model dtype). Under torch_autocast, the parameters owned
-// directly by a module whose class matches lower_precision_safe_modules
-// (exactly, as leaf classes match) communicate in the autocast dtype and the
-// others in f32; buckets are cut per dtype, so one bucket never mixes them:
-// each dtype fills its own open bucket in layout order (DeepSpeed keeps one
-// reduction bucket per communication dtype), and a bucket takes its place
-// in the flat buffer when it closes. A leaf module's bucket holds its whole
-// subtree: it communicates in the autocast dtype only when every parameter
-// in it is safe, else in f32. fp32 engines get no dtype. A remark on each
-// engine with dtypes says which bucket moves which dtype and why.
-//
-// A frozen engine (no optimizer) has no gradients: at stages 0-2 there is
-// nothing to lay out. At stage 3 its parameters are sharded all the same:
-// every parameter of the engine (requires_grad or not) goes into the flat
-// buffer, cut into buckets by the same rules, and its sharded buckets are
-// gathered and released in the forward, the eval function and, where
-// activation gradients flow through the engine, the backward; it has no
-// reduce_scatter, no update and nothing in @step (its persistent buckets are
-// whole from the start).
-//
-// The layout follows the backward: parameters whose gradients are complete
-// first come first, so bucket 0 can be reduced while the backward still
-// runs. A parameter is never split between buckets. Waits land where no
-// overlap is lost (reductions at the end of the backward) or right after the
-// collective (gathers); -ds-schedule-collectives then moves them as the
-// engine's overlap_comm asks.
-//
-// Assumes -ds-assign-engines (engines with their configs), -ds-autodiff
-// (ds.grad in the training function; stages 2 and 3 need them) and
-// -ds-lower-optimizer (one ds.optimizer_step per trainable engine in @step).
-//
-//===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/Analysis/ZeroLayout.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
-#include "ds/Dialect/DS/Transforms/LeafModules.h"
+#include "ds/Dialect/DS/Analysis/LeafModules.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
-#include "ds/Dialect/DS/Transforms/ShardedParams.h"
+#include "ds/Dialect/DS/Analysis/ShardedParams.h"
 #include "ds/Dialect/DS/Utils/EngineConfigAttr.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

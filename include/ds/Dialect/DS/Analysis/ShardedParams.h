@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DS_DIALECT_DS_TRANSFORMS_SHARDEDPARAMS_H
-#define DS_DIALECT_DS_TRANSFORMS_SHARDEDPARAMS_H
+#ifndef DS_DIALECT_DS_ANALYSIS_SHARDEDPARAMS_H
+#define DS_DIALECT_DS_ANALYSIS_SHARDEDPARAMS_H
 
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "llvm/ADT/DenseSet.h"
@@ -80,4 +80,4 @@ bool isUnderModule(StringRef name, StringRef prefix);
 
 } // namespace mlir::ds
 
-#endif // DS_DIALECT_DS_TRANSFORMS_SHARDEDPARAMS_H
+#endif // DS_DIALECT_DS_ANALYSIS_SHARDEDPARAMS_H

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DS_DIALECT_DS_TRANSFORMS_LEAFMODULES_H
-#define DS_DIALECT_DS_TRANSFORMS_LEAFMODULES_H
+#ifndef DS_DIALECT_DS_ANALYSIS_LEAFMODULES_H
+#define DS_DIALECT_DS_ANALYSIS_LEAFMODULES_H
 
 #include "ds/Config/Config.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
@@ -56,4 +56,4 @@ findLeafModules(EngineOp engine, const ::ds::config::LeafModuleConfig &config);
 
 } // namespace mlir::ds
 
-#endif // DS_DIALECT_DS_TRANSFORMS_LEAFMODULES_H
+#endif // DS_DIALECT_DS_ANALYSIS_LEAFMODULES_H

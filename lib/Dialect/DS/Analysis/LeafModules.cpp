@@ -1,7 +1,7 @@
 //===- LeafModules.cpp - ZeRO-3 leaf modules of an engine -----------------===//
 
-#include "ds/Dialect/DS/Transforms/LeafModules.h"
-#include "ds/Dialect/DS/Transforms/ShardedParams.h"
+#include "ds/Dialect/DS/Analysis/LeafModules.h"
+#include "ds/Dialect/DS/Analysis/ShardedParams.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringExtras.h"

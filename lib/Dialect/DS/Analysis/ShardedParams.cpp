@@ -1,6 +1,6 @@
 //===- ShardedParams.cpp - ZeRO-3 parameters and their buckets ------------===//
 
-#include "ds/Dialect/DS/Transforms/ShardedParams.h"
+#include "ds/Dialect/DS/Analysis/ShardedParams.h"
 
 #include "llvm/ADT/StringExtras.h"
 
