@@ -13,7 +13,7 @@
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/CompilePipeline.h"
 #include "ds/Import/Import.h"
-#include "ds/Plan/EmitPlan.h"
+#include "ds/Target/Plan/EmitPlan.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/Pass.h"
@@ -115,14 +115,7 @@ std::optional<CompileResult> run(MLIRContext &context,
   if (options.keepIR || options.keepFinalIR)
     result.irAfterPass.emplace_back("final", printIR(*module));
 
-  // The engines agree on the accumulation steps (the config library checks).
   mlir::ds::EmitPlanOptions emitOptions;
-  for (auto engine : module->getOps<mlir::ds::EngineOp>())
-    if (auto config = engine.getDeepspeedAttr()) {
-      emitOptions.gradientAccumulationSteps =
-          config.getGradientAccumulationSteps();
-      break;
-    }
   emitOptions.producer = options.producer;
   auto plan = mlir::ds::emitPlan(*module, emitOptions);
   if (failed(plan))

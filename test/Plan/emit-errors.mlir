@@ -193,3 +193,13 @@ ds.engine @model {module = "", config = "{}"}
 func.func @forward_eval() {
   return
 }
+
+// -----
+
+// The engines of a plan share one accumulation window.
+ds.engine @student {module = "student", config = "{}", deepspeed = #ds.engine_config<train_batch_size = 2, gradient_accumulation_steps = 2>}
+// expected-error @below {{'ds.engine' op has gradient_accumulation_steps = 4, but engine @student has 2 (the engines of a plan step together)}}
+ds.engine @teacher {module = "teacher", config = "{}", deepspeed = #ds.engine_config<train_batch_size = 4, gradient_accumulation_steps = 4>}
+func.func @forward_eval() {
+  return
+}

@@ -1,4 +1,4 @@
-// RUN: ds-opt %s -ds-autodiff='grad-scale=0.25' -ds-lower-optimizer -ds-zero-partition | ds-translate --ds-mlir-to-plan --gradient-accumulation-steps=4 | FileCheck %s
+// RUN: ds-opt %s -ds-autodiff='grad-scale=0.25' -ds-lower-optimizer -ds-zero-partition | ds-translate --ds-mlir-to-plan | FileCheck %s
 
 // The training program: forward, backward_start at the first backward op,
 // and a grad op per parameter read. The engine carries the settings its

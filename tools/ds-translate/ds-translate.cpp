@@ -1,31 +1,24 @@
 //===- ds-translate.cpp - ds IR -> plan text ------------------------------===//
 //
 // mlir-translate for the ds dialect: `--ds-mlir-to-plan` lowers a module
-// (state,
-// `@forward_eval`, and `@forward` once autodiff has run) to the plan and prints
-// it, so plan emission is testable on small hand-written graphs with FileCheck.
+// (state, `@forward_eval`, and `@forward` once autodiff has run) to the plan
+// and prints it, so plan emission is testable on small hand-written graphs
+// with FileCheck.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/IR/DSDialect.h"
-#include "ds/Plan/EmitPlan.h"
 #include "ds/Plan/PlanFormat.h"
+#include "ds/Target/Plan/EmitPlan.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
-#include "llvm/Support/CommandLine.h"
 
 using namespace mlir;
 
-static llvm::cl::opt<int64_t>
-    gasOption("gradient-accumulation-steps",
-              llvm::cl::desc("gradient_accumulation_steps of the plan"),
-              llvm::cl::init(1));
-
 static LogicalResult emitPlanText(ModuleOp module, llvm::raw_ostream &os) {
   mlir::ds::EmitPlanOptions options;
-  options.gradientAccumulationSteps = gasOption;
   options.producer = "ds-translate";
   auto plan = mlir::ds::emitPlan(module, options);
   if (failed(plan))

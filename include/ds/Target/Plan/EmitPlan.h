@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DS_PLAN_EMITPLAN_H
-#define DS_PLAN_EMITPLAN_H
+#ifndef DS_TARGET_PLAN_EMITPLAN_H
+#define DS_TARGET_PLAN_EMITPLAN_H
 
 #include "ds/Plan/Plan.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -18,17 +18,17 @@
 namespace mlir::ds {
 
 struct EmitPlanOptions {
-  int64_t gradientAccumulationSteps = 1;
   std::string producer = "ds-compile";
 };
 
 /// Builds the plan of `module`. Emits a diagnostic on the offending op and
 /// returns failure for IR the plan cannot carry: a training step without
 /// `@step`, a trainable engine without its ds.optimizer_step or partition,
-/// a collective or update in a program it does not belong to.
+/// a collective or update in a program it does not belong to, engines
+/// whose typed configs disagree on gradient_accumulation_steps.
 FailureOr<::ds::plan::Plan> emitPlan(ModuleOp module,
                                      const EmitPlanOptions &options);
 
 } // namespace mlir::ds
 
-#endif // DS_PLAN_EMITPLAN_H
+#endif // DS_TARGET_PLAN_EMITPLAN_H

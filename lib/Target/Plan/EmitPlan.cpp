@@ -24,7 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ds/Plan/EmitPlan.h"
+#include "ds/Target/Plan/EmitPlan.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -603,7 +603,6 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
                                          const EmitPlanOptions &options) {
   plan::Plan result;
   result.producer = options.producer;
-  result.gradientAccumulationSteps = options.gradientAccumulationSteps;
   if (auto source = module->getAttrOfType<StringAttr>("ds.source"))
     result.weights = plan::WeightsDesc{"torchscript", source.getValue().str()};
   if (auto ws = module->getAttrOfType<IntegerAttr>("ds.world_size"))
@@ -643,6 +642,17 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
       desc.trainable = !engine.getFrozen();
       if (failed(engineSettings(engine, desc)))
         return failure();
+      // A plan has one accumulation window: every engine steps together.
+      if (result.engines.empty())
+        result.gradientAccumulationSteps = desc.batch.gradientAccumulationSteps;
+      else if (desc.batch.gradientAccumulationSteps !=
+               result.gradientAccumulationSteps)
+        return engine.emitOpError()
+               << "has gradient_accumulation_steps = "
+               << desc.batch.gradientAccumulationSteps << ", but engine @"
+               << result.engines.front().name << " has "
+               << result.gradientAccumulationSteps
+               << " (the engines of a plan step together)";
       if (std::optional<int64_t> stage = engine.getZeroStage())
         desc.zeroStage = *stage;
       if (hasBackward && !engine.getFrozen()) {
