@@ -1,10 +1,11 @@
 //===- Compile.h - TorchScript model + DeepSpeed config -> plan -*- C++ -*-===//
 //
 // The whole compile pipeline behind one call: import the model (training and
-// eval forwards), read the DeepSpeed config, run the passes
-// (-ds-assign-engines, then -ds-autodiff, canonicalize and cse when an engine
-// trains) and emit the plan. ds-compile and the Python package (dsopt) are
-// thin drivers over it, so both compile exactly the same way.
+// eval forwards), run ds-compile-pipeline (CompilePipeline.h: the config
+// enters the IR in -ds-assign-engines, then the passes) and emit the plan.
+// ds-compile and the Python package (dsopt) are thin drivers over it, so both
+// compile exactly the same way, and `ds-opt --pass-pipeline=...` reproduces
+// its IR.
 //
 // Failures come back as text, never as an abort or an escaping exception: a
 // Python interpreter that hosts the compiler must survive a bad model.
@@ -54,9 +55,10 @@ struct CompileResult {
   /// is absolute so the plan can move.
   ds::plan::Plan plan;
   /// With keepIR: (stage, IR text) in pipeline order. Stages: "import",
-  /// then each pass that ran ("ds-assign-engines", and for a trainable
-  /// model "ds-autodiff", "canonicalize", "cse"), then "final": the IR the
-  /// plan is emitted from (engine configs attached).
+  /// then each pass that ran, named by its argument ("ds-assign-engines",
+  /// "ds-assign-precision", and for a trainable model "ds-autodiff", ...,
+  /// "ds-verify-collectives"), then "final": the IR the plan is emitted
+  /// from.
   std::vector<std::pair<std::string, std::string>> irAfterPass;
   /// Warnings the import and passes emitted, one formatted line each.
   std::vector<std::string> warnings;
