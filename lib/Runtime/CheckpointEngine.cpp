@@ -52,7 +52,21 @@ std::vector<at::Tensor> parameterViews(const EngineContext &context,
 
 bool EngineContext::trains() const {
   return trainer && desc().optimizer && desc().partition &&
-         trainer->optimizer(engine);
+         trainer->engine(engine).trains();
+}
+
+ZeroEngineState &EngineContext::zeroState() const {
+  return trainer->engine(engine);
+}
+
+UpdateProgress &EngineContext::progress() const {
+  return *zeroState().progress();
+}
+
+const LossScaler *EngineContext::lossScaler() const {
+  const UpdateProgress *progress =
+      trainer ? trainer->engine(engine).progress() : nullptr;
+  return progress ? progress->lossScaler() : nullptr;
 }
 
 int64_t EngineContext::stage() const {

@@ -35,6 +35,8 @@ class StateStore;
 namespace ds::runtime::detail {
 
 class Trainer;
+class UpdateProgress;
+class ZeroEngineState;
 
 /// The run's counters that every engine's model states carry.
 struct RunCounters {
@@ -56,6 +58,13 @@ struct EngineContext {
   const plan::EngineDesc &desc() const { return plan.engines[engine]; }
   /// Whether the engine has an optimizer (and a trainer to run it).
   bool trains() const;
+  /// The engine's buffers in the trainer (`trainer` set).
+  ZeroEngineState &zeroState() const;
+  /// A trainable engine's applied updates, skipped steps, last gradient
+  /// norm and loss scaler (trains()).
+  UpdateProgress &progress() const;
+  /// The engine's loss scaler (fp16, fp16 autocast); nullptr without one.
+  const LossScaler *lossScaler() const;
   /// ZeRO stage; 0 for frozen engines without a partition.
   int64_t stage() const;
   /// The engine's state entries, in plan order.

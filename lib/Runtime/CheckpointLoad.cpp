@@ -134,7 +134,7 @@ const char *baseStateKey(int64_t stage) {
 /// parameter; stages 1-3: one flat shard).
 void readOptimizer(const EngineContext &context, const DictView &base,
                    LoadedEngine &loaded) {
-  Optimizer &optimizer = *context.trainer->mutableOptimizer(context.engine);
+  Optimizer &optimizer = *context.zeroState().optimizer();
   auto buffers = optimizerBuffers(optimizer);
   auto entryAt = [&](int64_t id) { return stateEntry(base, id); };
   bool first = true;
@@ -174,8 +174,7 @@ void checkScaler(const EngineContext &context, const DictView &dict,
                  LoadedEngine &loaded) {
   DictView scaler = dict.dict("loss_scaler");
   c10::IValue dynamic = dict.get("dynamic_loss_scale");
-  const LossScaler *own =
-      context.trainer ? context.trainer->lossScaler(context.engine) : nullptr;
+  const LossScaler *own = context.lossScaler();
   if (own && own->gradScaler())
     own = nullptr;
   if (own) {
@@ -251,8 +250,7 @@ void readFrozenPartition(const EngineContext &context,
                  unshard(readAllFrozenPartitions(folder, savedWorld,
                                                  layout.shardNumel),
                          layout)));
-  const std::vector<at::Tensor> &blocks =
-      context.trainer->parameterBlocks(context.engine);
+  const std::vector<at::Tensor> &blocks = context.zeroState().parameterBlocks();
   for (size_t b = 0; b < blocks.size(); ++b)
     loaded.copies.emplace_back(
         blocks[b],
@@ -288,14 +286,13 @@ void readResharded(const EngineContext &context, const std::string &folder,
   };
   std::vector<at::Tensor> parameters =
       myBlocks(relaid(unshard(partitions, layout)));
-  const std::vector<at::Tensor> &blocks =
-      context.trainer->fp32Blocks(context.engine);
+  const std::vector<at::Tensor> &blocks = context.zeroState().fp32Blocks();
   for (size_t b = 0; b < blocks.size(); ++b)
     loaded.copies.emplace_back(
         blocks[b],
         matching(parameters[b], blocks[b], folder + ": fp32 partitions"));
 
-  Optimizer &optimizer = *context.trainer->mutableOptimizer(context.engine);
+  Optimizer &optimizer = *context.zeroState().optimizer();
   for (auto &[key, buffer] : optimizerBuffers(optimizer)) {
     std::vector<at::Tensor> shards;
     for (const DictView &state : states) {
@@ -422,7 +419,7 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
     DictView optimizer = model.dict("optimizer");
     checkScaler(context, optimizer, loaded);
     readOptimizer(context, optimizer.dict("optimizer_state_dict"), loaded);
-    const at::Tensor &master = context.trainer->master(context.engine);
+    const at::Tensor &master = context.zeroState().master();
     if (master.defined())
       loaded.copies.emplace_back(
           master, matching(optimizer.tensor("ds_fp32_master"), master,
@@ -435,8 +432,7 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
     DictView inner = readOptimStates(optimPath, stage);
     checkScaler(context, inner, loaded);
     readOptimizer(context, inner.dict(baseStateKey(stage)), loaded);
-    const std::vector<at::Tensor> &blocks =
-        context.trainer->fp32Blocks(context.engine);
+    const std::vector<at::Tensor> &blocks = context.zeroState().fp32Blocks();
     int64_t numel = 0;
     for (const at::Tensor &block : blocks)
       numel += block.numel();
@@ -470,15 +466,16 @@ void applyEngineCheckpoint(const EngineContext &context,
     destination.copy_(value);
   if (!context.trains())
     return;
-  context.trainer->mutableOptimizer(context.engine)
-      ->setSteps(loaded.optimizerSteps);
-  context.trainer->setAppliedUpdates(context.engine, loaded.appliedUpdates);
-  context.trainer->setSkippedSteps(context.engine, loaded.skippedSteps);
-  context.trainer->setLastGradNorm(context.engine, loaded.lastGradNorm);
+  ZeroEngineState &engine = context.zeroState();
+  engine.optimizer()->setSteps(loaded.optimizerSteps);
+  UpdateProgress &progress = context.progress();
+  progress.setAppliedUpdates(loaded.appliedUpdates);
+  progress.setSkippedSteps(loaded.skippedSteps);
+  progress.setLastGradNorm(loaded.lastGradNorm);
   if (loaded.scaler)
-    context.trainer->mutableLossScaler(context.engine)->restore(*loaded.scaler);
+    progress.lossScaler()->restore(*loaded.scaler);
   // Native bf16 / fp16: the parameters are the loaded master rounded.
-  context.trainer->parametersFromMaster(context.engine);
+  engine.parametersFromMaster();
 }
 
 } // namespace ds::runtime::detail

@@ -30,8 +30,7 @@ constexpr const char *kVersion = "ds 0.1 (DeepSpeed 0.19 checkpoint layout)";
 /// This rank's fp32 partition: its block of every bucket, in bucket order
 /// (native bf16 / fp16 engines: of the float32 master).
 at::Tensor fp32Partition(const EngineContext &context) {
-  const std::vector<at::Tensor> &blocks =
-      context.trainer->fp32Blocks(context.engine);
+  const std::vector<at::Tensor> &blocks = context.zeroState().fp32Blocks();
   if (blocks.empty())
     return at::empty({0}, at::TensorOptions().dtype(at::kFloat));
   return at::cat(blocks);
@@ -40,7 +39,7 @@ at::Tensor fp32Partition(const EngineContext &context) {
 c10::IValue paramGroup(const EngineContext &context, c10::IValue params) {
   const plan::OptimizerDesc &desc = *context.desc().optimizer;
   c10::impl::GenericDict group = newDict();
-  group.insert("lr", *context.trainer->nextLr(context.engine));
+  group.insert("lr", context.progress().nextLr());
   if (desc.type == plan::OptimizerType::SGD) {
     group.insert("momentum", desc.momentum);
     group.insert("dampening", desc.dampening);
@@ -61,7 +60,7 @@ c10::IValue paramGroup(const EngineContext &context, c10::IValue params) {
 /// torch.optim's state_dict(): {"state": {i: {...}}, "param_groups": [..]};
 /// stage 0 per parameter, stages 1-3 one flat shard.
 c10::IValue baseOptimizerState(const EngineContext &context) {
-  Optimizer &optimizer = *context.trainer->mutableOptimizer(context.engine);
+  Optimizer &optimizer = *context.zeroState().optimizer();
   auto buffers = optimizerBuffers(optimizer);
   at::Tensor step = at::scalar_tensor(double(optimizer.steps()), at::kFloat);
   c10::impl::GenericDict state(c10::IntType::get(), c10::AnyType::get());
@@ -100,8 +99,7 @@ c10::IValue baseOptimizerState(const EngineContext &context) {
 /// state_dict holds their own static scaler of 1, the engine's checkpoint
 /// no GradScaler state): a resumed run starts again from 2^16.
 const LossScaler *savedScaler(const EngineContext &context) {
-  const LossScaler *scaler =
-      context.trainer ? context.trainer->lossScaler(context.engine) : nullptr;
+  const LossScaler *scaler = context.lossScaler();
   return scaler && !scaler->gradScaler() ? scaler : nullptr;
 }
 
@@ -220,7 +218,7 @@ c10::IValue buildModelStates(const EngineContext &context,
     fp16Optimizer.insert("optimizer_state_dict", baseOptimizerState(context));
     // Native bf16 / fp16: the float32 master of the whole flat layout
     // (DeepSpeed keeps it in its bf16 / fp16 optimizer's fp32 groups).
-    const at::Tensor &master = context.trainer->master(context.engine);
+    const at::Tensor &master = context.zeroState().master();
     if (master.defined())
       fp16Optimizer.insert("ds_fp32_master", master.clone());
     optimizer = fp16Optimizer;
@@ -234,7 +232,7 @@ c10::IValue buildModelStates(const EngineContext &context,
   // optimizer shards carry for a trainable one).
   if (!context.trains() && desc.partition && context.trainer) {
     const std::vector<at::Tensor> &blocks =
-        context.trainer->parameterBlocks(context.engine);
+        context.zeroState().parameterBlocks();
     dict.insert("ds_frozen_partition",
                 blocks.empty() ? at::empty({0}) : at::cat(blocks));
   }
@@ -242,7 +240,7 @@ c10::IValue buildModelStates(const EngineContext &context,
   if (context.trains() && desc.optimizer->scheduler) {
     c10::impl::GenericDict state = newDict();
     state.insert("last_batch_iteration",
-                 context.trainer->appliedUpdates(context.engine) - 1);
+                 context.progress().appliedUpdates() - 1);
     scheduler = state;
   }
   dict.insert("lr_scheduler", scheduler);
@@ -252,8 +250,8 @@ c10::IValue buildModelStates(const EngineContext &context,
   dict.insert("random_ltd", c10::IValue());
   dict.insert("sparse_tensor_module_names", newList());
   dict.insert("skipped_steps", context.trains()
-                                  ? context.trainer->skippedSteps(context.engine)
-                                  : int64_t(0));
+                                   ? context.progress().skippedSteps()
+                                   : int64_t(0));
   dict.insert("global_steps", counters.globalSteps);
   dict.insert("global_samples",
               counters.globalSteps * context.plan.microBatchPerRank *
@@ -273,8 +271,7 @@ c10::IValue buildModelStates(const EngineContext &context,
   // The last applied update's gradient norm: what an fp16 step skipped
   // after resuming reports, as the uninterrupted run would.
   if (context.trains())
-    dict.insert("ds_last_grad_norm",
-                context.trainer->lastGradNorm(context.engine));
+    dict.insert("ds_last_grad_norm", context.progress().lastGradNorm());
   dict.insert("ds_seed", int64_t(counters.seed));
   return dict;
 }

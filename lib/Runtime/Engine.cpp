@@ -212,9 +212,9 @@ MemoryStats Engine::fillStateBytes(MemoryStats stats) const {
     stats.parameterBytes += trainer_->flatParameterBytes();
     stats.gradientBytes = trainer_->heldGradientBytes();
     stats.optimizerBytes = trainer_->optimizerBytes();
-    stats.transientBytes = trainer_->transientBytes();
-    stats.transientPeakBytes = trainer_->transientPeakBytes();
-    stats.jointPeakBytes = trainer_->jointPeakBytes();
+    stats.transientBytes = trainer_->ledger().transientBytes();
+    stats.transientPeakBytes = trainer_->ledger().transientPeakBytes();
+    stats.jointPeakBytes = trainer_->ledger().jointPeakBytes();
   }
   stats.stateBytes = stats.parameterBytes + stats.bufferBytes;
   return stats;

@@ -187,7 +187,7 @@ const Optimizer *Engine::optimizer(const std::string &engine) const {
     return nullptr;
   for (size_t e = 0; e < plan_->engines.size(); ++e)
     if (plan_->engines[e].name == engine)
-      return trainer_->optimizer(e);
+      return trainer_->engine(e).optimizer();
   return nullptr;
 }
 
@@ -205,7 +205,7 @@ at::Tensor Engine::masterParameters(const std::string &engine) const {
     return at::Tensor();
   for (size_t e = 0; e < plan_->engines.size(); ++e)
     if (plan_->engines[e].name == engine)
-      return trainer_->master(e);
+      return trainer_->engine(e).master();
   return at::Tensor();
 }
 

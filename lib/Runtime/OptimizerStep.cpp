@@ -1,0 +1,119 @@
+//===- OptimizerStep.cpp - An engine's update on the boundary -------------===//
+//
+// Trainer::optimizerStep: fp16 unscaling and the overflow check, global-norm
+// clipping and the optimizer's update of an engine's parameters (stage 0) or
+// of this rank's shard (stages 1-3), on the float32 master of a native bf16 /
+// fp16 engine (docs/runtime.md, "Mixed precision").
+//
+//===----------------------------------------------------------------------===//
+
+#include "Trainer.h"
+
+#include "ds/Runtime/StateStore.h"
+#include "ds/Runtime/TimedCommunicator.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+namespace ds::runtime::detail {
+
+bool Trainer::unscaleAndCheckOverflow(size_t e, const at::Tensor &grads) {
+  const LossScaler &scaler = *engines_[e].progress()->lossScaler();
+  at::NoGradGuard noGrad;
+  bool overflow = false;
+  if (grads.defined() && grads.numel() > 0) {
+    // Division by a power of two is exact; a static scale rounds as
+    // DeepSpeed's 1/scale multiplication would not, but no test depends on
+    // non-power-of-two static scales.
+    grads.div_(scaler.scale());
+    overflow = !at::isfinite(grads).all().item<bool>();
+  }
+  // Every rank, every stage: DeepSpeed's check covers every shard.
+  if (communicator_->size() > 1) {
+    at::Tensor flag = at::full({1}, overflow ? 1.0 : 0.0,
+                               at::TensorOptions().dtype(at::kFloat));
+    const plan::CommVolume before = communicator_->volume();
+    timed_->allReduce(flag, ReduceOp::Max).wait();
+    chargeVolume(e, before);
+    overflow = flag.item<float>() != 0.0f;
+  }
+  return overflow;
+}
+
+void Trainer::optimizerStep(size_t e) {
+  ZeroEngineState &engine = engines_[e];
+  if (!engine.trains() || !state_)
+    internalError("optimizer_step of engine \"" + engine.name() + "\"");
+  for (const auto &[token, pending] : pending_)
+    if (pending.engine == e && pending.kind != plan::OpKind::AllGather)
+      internalError("optimizer_step of engine \"" + engine.name() +
+                    "\" while a reduction of it is in flight");
+  at::NoGradGuard noGrad;
+  UpdateProgress &progress = *engine.progress();
+  LossScaler *scaler = progress.lossScaler();
+  const double lr = progress.nextLr();
+  const double clipping = engine.gradientClipping();
+  // Mixed precision: the update runs on the float32 master, with the
+  // gradients cast to float32 (a copy unless they are float32 already).
+  const bool mixed = engine.master().defined();
+  const at::ScalarType masterDtype =
+      mixed ? engine.master().scalar_type() : engine.dtype();
+  const double scale = progress.scale();
+  double gradNorm = 0.0;
+  bool overflow = false;
+  if (engine.stage() == 0) {
+    std::vector<at::Tensor> grads = gradients_->views(e);
+    if (mixed) {
+      at::Tensor flat = gradients_->flat(e).to(masterDtype);
+      if (scaler)
+        overflow = unscaleAndCheckOverflow(e, flat);
+      grads = gradients_->layout(e).views(flat);
+    } else if (scaler) {
+      // fp16 autocast: float32 parameters, no master; the GradScaler
+      // unscales the gradients in place (unscale_ before clipping).
+      overflow = unscaleAndCheckOverflow(e, gradients_->flat(e));
+    }
+    if (!overflow) {
+      gradNorm = clipGradientsByGlobalNorm(grads, clipping);
+      std::vector<at::Tensor> params;
+      if (mixed) {
+        params = engine.masterBlocks();
+      } else {
+        for (int64_t index : gradients_->layout(e).stateIndices)
+          params.push_back(state_->tensor(index));
+      }
+      engine.optimizer()->step(params, grads, lr);
+      engine.parametersFromMaster();
+    }
+    gradients_->zero(e);
+  } else {
+    engine.ensureShardGradient(ledger_); // Stage 1 without buckets: empty.
+    at::Tensor shard =
+        mixed ? engine.shardGradient().to(masterDtype) : engine.shardGradient();
+    if (scaler)
+      overflow = unscaleAndCheckOverflow(e, shard);
+    if (!overflow) {
+      const plan::CommVolume before = communicator_->volume();
+      gradNorm = clipShardByGlobalNorm(shard, clipping, timed_.get());
+      chargeVolume(e, before);
+      std::vector<at::Tensor> grads;
+      for (size_t b = 0; b < engine.parameterBlocks().size(); ++b)
+        grads.push_back(shard.narrow(0, engine.shardOffset(int64_t(b)),
+                                     engine.blockNumel(int64_t(b))));
+      engine.optimizer()->step(
+          mixed ? engine.masterBlocks() : engine.parameterBlocks(), grads, lr);
+      // Stages 1-2 and stage 3's persistent buckets then all-gather the
+      // rounded blocks in the parameters' dtype, exactly.
+      engine.parametersFromMaster();
+    }
+    engine.finishShardGradient(ledger_);
+  }
+  if (scaler)
+    scaler->update(overflow); // Throws at min_loss_scale.
+  if (overflow)
+    progress.recordSkipped(lr, scale);
+  else
+    progress.recordApplied(lr, gradNorm, scale);
+}
+
+} // namespace ds::runtime::detail
