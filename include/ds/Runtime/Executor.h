@@ -83,7 +83,7 @@ public:
   /// 0-dim tensor.
   virtual at::Tensor lossScale(size_t engine) = 0;
   /// The bytes of the executor's live values changed to `bytes`.
-  virtual void liveBytesChanged(int64_t bytes) { (void)bytes; }
+  virtual void liveBytesChanged(int64_t /*bytes*/) {}
 };
 
 struct ExecutorOptions {
