@@ -1,5 +1,4 @@
-//===- ObjectReader.h - Typed, path-aware access to JSON objects -*- C++
-//-*-===//
+//===- ObjectReader.h - Typed, path-aware JSON objects ----------*- C++ -*-===//
 //
 // Every section parser reads its JSON object through an ObjectReader so that
 // each error names the key by its full dotted path, type errors say what was

@@ -328,8 +328,7 @@ void checkFormatAndVersion(const JsonCursor &root) {
         "plan version " + std::to_string(version) +
         " is not supported (this runtime reads version " +
         std::to_string(kPlanFormatVersion) +
-        "): the plan was written by an older ds-compile; recompile it (version "
-        "3 makes each engine's training settings typed plan fields)");
+        "): the plan was written by an older ds-compile; recompile it");
 }
 
 WeightsDesc parseWeights(const JsonCursor &cursor) {

@@ -1,5 +1,4 @@
-//===- UpdateProgress.h - Where a trainable engine's updates are -*- C++
-//-*-===//
+//===- UpdateProgress.h - An engine's update progress -----------*- C++ -*-===//
 //
 // What a trainable engine's next updates depend on besides its parameters
 // and optimizer state: the updates applied (the LR schedule's position), the

@@ -50,7 +50,7 @@ its forward only). On W data-parallel ranks, launch it with Open MPI:
                         must match, another world size is re-sharded
                         (docs/checkpoint.md)
   --seed S              the seed of dropout masks and every random draw
-                        (an integer >= 0); overrides the config's "seed";
+                        (an integer >= 0); overrides the plan's "seed";
                         default 0
   --unbatched NAME      forward argument NAME is not batched: shaped [S, ...]
                         in the data file, every rank gets it whole

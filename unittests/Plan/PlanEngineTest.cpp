@@ -1,4 +1,4 @@
-//===- PlanEngineTest.cpp - The engines' typed settings (plan version 3) --===//
+//===- PlanEngineTest.cpp - The engines' typed settings -------------------===//
 //
 // docs/plan-format.md, "ENGINE": trainable, zero_stage, seed, batch, the
 // 16-bit save policy and ds_config (provenance), and the enumerations

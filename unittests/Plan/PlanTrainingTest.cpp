@@ -20,7 +20,7 @@ namespace {
 
 /// parsePlan on `json` must fail with a message containing `text`.
 void expectInvalid(const ordered_json &json, const std::string &text) {
-  EXPECT_THROW_WITH(parsePlan(json, "v2.json"), PlanError, text);
+  EXPECT_THROW_WITH(parsePlan(json, "training.json"), PlanError, text);
 }
 
 /// The train plan at `stage` on two ranks. programs.step:
@@ -61,7 +61,7 @@ TEST(PlanTrainingTest, EveryPartitionedStageIsValidAndRoundTrips) {
   for (int64_t stage : {0, 1, 2}) {
     SCOPED_TRACE("stage " + std::to_string(stage));
     ordered_json json = planAt(stage);
-    Plan plan = parsePlan(json, "v2.json");
+    Plan plan = parsePlan(json, "training.json");
     const EngineDesc &model = plan.engines[0];
     ASSERT_TRUE(model.optimizer && model.partition);
     EXPECT_EQ(model.partition->stage, stage);
@@ -73,7 +73,7 @@ TEST(PlanTrainingTest, EveryPartitionedStageIsValidAndRoundTrips) {
     EXPECT_EQ(toJson(parsePlan(ordered_json::parse(json.dump()), "rt")), json);
   }
   // Every field of the optimizer and the scheduler survives.
-  Plan plan = parsePlan(planAt(2), "v2.json");
+  Plan plan = parsePlan(planAt(2), "training.json");
   OptimizerDesc &optimizer = *plan.engines[0].optimizer;
   optimizer.type = OptimizerType::SGD;
   optimizer.lr = 0.25;
@@ -120,7 +120,7 @@ TEST(PlanTrainingTest, EveryPartitionedStageIsValidAndRoundTrips) {
 TEST(PlanTrainingTest, ReadingChecksTheNewFields) {
   ordered_json json = planAt(1);
   engine(json)["optimizer"].erase("eps");
-  expectInvalid(json, "v2.json: engines[0].optimizer: missing required field "
+  expectInvalid(json, "training.json: engines[0].optimizer: missing required field "
                       "\"eps\"");
   json = planAt(1);
   engine(json)["optimizer"]["betas"] = {0.9};
@@ -218,7 +218,7 @@ TEST(PlanTrainingTest, OptimizerValues) {
 TEST(PlanTrainingTest, TrainableEnginesCarryOptimizerAndPartition) {
   ordered_json json = planAt(0);
   engine(json).erase("partition");
-  expectInvalid(json, "v2.json: engines[0]: a trainable engine needs "
+  expectInvalid(json, "training.json: engines[0]: a trainable engine needs "
                       "\"optimizer\" and \"partition\" (missing "
                       "\"partition\")");
   json = planAt(0);
@@ -315,7 +315,7 @@ TEST(PlanTrainingTest, PartitionLayout) {
 TEST(PlanTrainingTest, ProgramsStepAndTokens) {
   ordered_json json = planAt(0);
   json["programs"].erase("step");
-  expectInvalid(json, "v2.json: programs: missing required program \"step\" "
+  expectInvalid(json, "training.json: programs: missing required program \"step\" "
                       "(the accumulation boundary's collectives and "
                       "optimizer_step; required with \"train\")");
   json = planAt(0);
@@ -676,7 +676,7 @@ TEST(PlanTrainingTest, StageThreePartition) {
                       "parameters whole); this engine is at stage 2");
   json = planAt(2);
   engine(json)["partition"]["buckets"][1]["persistent"] = false;
-  EXPECT_NO_THROW(parsePlan(json, "v2.json"));
+  EXPECT_NO_THROW(parsePlan(json, "training.json"));
   // A gathered bucket holds its parameters whole: none may straddle two.
   json = planAt3();
   engine(json)["partition"]["buckets"] = {{{"offset", 0}, {"numel", 6}},
@@ -814,7 +814,7 @@ TEST(PlanTrainingTest, StageThreeGatherWaitReleaseAlternate) {
   // Never released.
   json = planAt3();
   evalBody(json).erase(find(evalBody(json), "release", 0, "bucket", 1));
-  expectInvalid(json, "v2.json: programs.eval: bucket 1 of engine \"model\" "
+  expectInvalid(json, "training.json: programs.eval: bucket 1 of engine \"model\" "
                       "(ZeRO stage 3, sharded) is still gathered when the "
                       "program ends (gathered by " +
                           at("eval", 1, "all_gather") +
@@ -894,7 +894,7 @@ TEST(PlanTrainingTest, StageThreeOpsFollowTheProgramAndTheBucket) {
   int64_t gathered = stepBody(json)[gather]["result"];
   stepBody(json).erase(find(stepBody(json), "wait", 0, "arg", gathered));
   stepBody(json).erase(gather);
-  expectInvalid(json, "v2.json: programs.step: bucket 1 of engine \"model\" "
+  expectInvalid(json, "training.json: programs.step: bucket 1 of engine \"model\" "
                       "is never all_gather'ed (stage 3 gathers the updated "
                       "shards of its persistent buckets after "
                       "optimizer_step)");
@@ -956,7 +956,7 @@ TEST(PlanTrainingTest, StageThreeOpsFollowTheProgramAndTheBucket) {
   int64_t scattered = trainBody(json)[scatter]["result"];
   trainBody(json).erase(find(trainBody(json), "wait", 0, "arg", scattered));
   trainBody(json).erase(scatter);
-  expectInvalid(json, "v2.json: programs.train: bucket 1 of engine \"model\" "
+  expectInvalid(json, "training.json: programs.train: bucket 1 of engine \"model\" "
                       "(ZeRO stage 3) is never reduce_scatter'ed in "
                       "programs.train");
   json = planAt3();
@@ -991,7 +991,7 @@ TEST(PlanTrainingTest, BackwardPrologueAndEpilogue) {
     return json;
   };
   int64_t start = planAt(2)["programs"]["train"]["backward_start"];
-  Plan plan = parsePlan(withMarkers(start, 23), "v2.json");
+  Plan plan = parsePlan(withMarkers(start, 23), "training.json");
   ordered_json round = toJson(plan);
   EXPECT_EQ(round["programs"]["train"]["body"][start]["kind"],
             "backward_prologue");

@@ -1,5 +1,4 @@
-//===- RuntimeError.h - Errors while loading data or running a plan -*- C++
-//-*-//
+//===- RuntimeError.h - Errors loading data or running ----------*- C++ -*-===//
 //
 // Problems the runtime finds outside the plan's own structure: weights or
 // data files that do not match the plan, and failures while executing an op

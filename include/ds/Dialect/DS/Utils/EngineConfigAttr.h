@@ -1,5 +1,4 @@
-//===- EngineConfigAttr.h - DeepSpeed config -> typed attributes -*- C++
-//-*-===//
+//===- EngineConfigAttr.h - DeepSpeed config as attributes ------*- C++ -*-===//
 //
 // Builds an engine's #ds.engine_config from the config library's parse, and
 // gives the passes the DeepSpeed defaults that the attributes leave out.
