@@ -27,7 +27,7 @@ ordered_json &evalBody(ordered_json &json) {
 } // namespace
 
 TEST(PlanFormatTest, ReadsTheCheckedInPlan) {
-  Plan plan = readPlan(test::sourceFile("plans/linear_relu_sum.json"));
+  Plan plan = readPlan(test::fixture("plans/linear_relu_sum.json"));
   EXPECT_EQ(plan.microBatchPerRank, 4);
   ASSERT_EQ(plan.state.size(), 2u);
   EXPECT_EQ(plan.state[0].name, "fc.weight");
@@ -48,7 +48,7 @@ TEST(PlanFormatTest, FileErrorsNameTheFile) {
   EXPECT_THROW_WITH(readPlan(dir.file("empty.json")), PlanError,
                     "empty.json: the plan file is empty");
   std::string text =
-      test::readText(test::sourceFile("plans/linear_relu_sum.json"));
+      test::readText(test::fixture("plans/linear_relu_sum.json"));
   test::writeText(dir.file("truncated.json"), text.substr(0, text.size() / 2));
   EXPECT_THROW_WITH(readPlan(dir.file("truncated.json")), PlanError,
                     "truncated.json: not valid JSON: parse error at line");
@@ -277,7 +277,7 @@ TEST(PlanFormatTest, ConstantsMatchTheirValueType) {
 
 TEST(PlanFormatTest, WritePlanIsAtomicAndValidates) {
   TempDir dir;
-  Plan plan = readPlan(test::sourceFile("plans/linear_relu_sum.json"));
+  Plan plan = readPlan(test::fixture("plans/linear_relu_sum.json"));
   std::string path = dir.file("out.json");
   writePlan(plan, path);
   EXPECT_EQ(test::listDir(dir.path()), std::vector<std::string>{"out.json"});
@@ -316,7 +316,7 @@ ordered_json &trainBody(ordered_json &json) {
 } // namespace
 
 TEST(PlanFormatTest, ReadsTheTrainPlan) {
-  Plan plan = readPlan(test::sourceFile("plans/linear_mse_train.json"));
+  Plan plan = readPlan(test::fixture("plans/linear_mse_train.json"));
   const Program *train = plan.findProgram("train");
   ASSERT_NE(train, nullptr);
   EXPECT_EQ(train->backwardStart, 6);

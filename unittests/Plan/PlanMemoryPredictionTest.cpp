@@ -55,7 +55,7 @@ TEST(PlanMemoryPredictionTest, IfCountsTheLargerBranch) {
 }
 
 TEST(PlanMemoryPredictionTest, GradOpsProduceNothing) {
-  Plan plan = readPlan(ds::test::sourceFile("plans/linear_mse_train.json"));
+  Plan plan = readPlan(ds::test::fixture("plans/linear_mse_train.json"));
   // The slots of the forward persist into the backward. The peak is at
   // mse_loss_backward, before its frees: x 64 + t 48 + y 48 + loss 4 +
   // seed 4 + dy 48 = 216 bytes (grad ops add nothing; state counts 0).

@@ -127,7 +127,7 @@ TEST(RuntimeDsRunTest, DefaultStepsAndWeightsOverride) {
                             {{"fc.weight", w}, {"fc.bias", b}});
   at::Tensor x = torch::randn({3, 4, 8});
   saveDict(dir.file("data.pt"), "in0", x);
-  RunResult run = runDsRun(dir, {test::sourceFile("plans/linear_relu_sum.json"),
+  RunResult run = runDsRun(dir, {test::fixture("plans/linear_relu_sum.json"),
                                  "--data", dir.file("data.pt"), "--eval",
                                  "--weights", dir.file("w.safetensors")});
   ASSERT_EQ(run.exitCode, 0) << run.err;
@@ -210,7 +210,7 @@ TEST(RuntimeDsRunTest, TrainsAndReportsEveryStep) {
   at::Tensor x = torch::randn({6, 4, 4});
   at::Tensor t = torch::randn({6, 4, 3});
   runtime::writeSafetensors(dir.file("data.safetensors"), {{"x", x}, {"t", t}});
-  std::string plan = test::sourceFile("plans/linear_mse_train.json");
+  std::string plan = test::fixture("plans/linear_mse_train.json");
   RunResult run =
       runDsRun(dir, {plan, "--data", dir.file("data.safetensors"), "--steps",
                      "3", "--weights", dir.file("w.safetensors"), "--losses",

@@ -40,7 +40,7 @@ TEST(RuntimeExecutorTest, LinearReluSumWithSafetensorsState) {
   runtime::LoadOptions options;
   options.weightsPath = dir.file("w.safetensors");
   Engine engine =
-      Engine::load(test::sourceFile("plans/linear_relu_sum.json"), options);
+      Engine::load(test::fixture("plans/linear_relu_sum.json"), options);
   for (int i = 0; i < 3; ++i) {
     at::Tensor x = torch::randn({4, 8});
     std::vector<at::Tensor> out = engine.forwardEval({x});

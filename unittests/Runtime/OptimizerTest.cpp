@@ -1,7 +1,7 @@
 //===- OptimizerTest.cpp - Optimizers and clipping against torch ----------===//
 //
 // The runtime's Optimizer must compute what torch.optim computes (the oracle
-// is Python's torch.optim 2.15): data/optim_expected.pt, written by it
+// is Python's torch.optim 2.15): unittests/fixtures/data/optim_expected.pt, written by it
 // (data/make_fixtures.py), is matched bit for bit. LibTorch's C++
 // torch::optim is a second reference: its SGD runs Python's op sequence (the
 // buffer starts as a clone of the first gradient) and must agree bitwise; its
@@ -220,7 +220,7 @@ TEST(RuntimeOptimizerTest, ClippingMatchesClipGradNorm) {
 /// g<step>_i, and per case the parameters after each step.
 TEST(RuntimeOptimizerTest, MatchesPythonTorchOptimFixture) {
   runtime::NamedTensors file =
-      runtime::readTensorFile(test::sourceFile("data/optim_expected.pt"));
+      runtime::readTensorFile(test::fixture("data/optim_expected.pt"));
   std::map<std::string, at::Tensor> t(file.begin(), file.end());
   const int numParams = 3, numSteps = 3;
   std::vector<std::vector<int64_t>> shapes;

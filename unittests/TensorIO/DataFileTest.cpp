@@ -76,13 +76,13 @@ TEST(TensorIODataFileTest, PythonTorchSaveFiles) {
   plan::Plan plan;
   plan.microBatchPerRank = 4;
   plan.inputs.push_back({"x", plan::DType::Float32, {4, 3}, true});
-  DataFile one = DataFile::load(test::sourceFile("data/one_key.pt"), plan);
+  DataFile one = DataFile::load(test::fixture("data/one_key.pt"), plan);
   EXPECT_EQ(one.numMicroSteps(), 2);
   EXPECT_TRUE(one.sliceMicroStep(1, 0, 1)[0].equal(
       torch::arange(24, torch::kFloat).reshape({2, 4, 3})[1]));
 
   plan.inputs.push_back({"y", plan::DType::Int64, {4}, true});
-  DataFile two = DataFile::load(test::sourceFile("data/two_keys.pt"), plan);
+  DataFile two = DataFile::load(test::fixture("data/two_keys.pt"), plan);
   EXPECT_TRUE(two.sliceMicroStep(0, 0, 1)[1].equal(torch::arange(4)));
 }
 

@@ -1,7 +1,14 @@
-//===- TestUtil.h - Helpers for the runtime unit tests ----------*- C++ -*-===//
+//===- TestUtil.h - Helpers for the plan and runtime unit tests -*- C++ -*-===//
+//
+// Shared by the gtest suites of the plan library, the tensor files and the
+// runtime: temporary directories, the checked-in fixtures (unittests/
+// fixtures: plans/ hand-written plans, data/ torch.save files) and builders
+// of hand-written plans. Needs only DSPlanFormat, not LibTorch.
+//
+//===----------------------------------------------------------------------===//
 
-#ifndef DS_UNITTESTS_RUNTIME_TESTUTIL_H
-#define DS_UNITTESTS_RUNTIME_TESTUTIL_H
+#ifndef DS_UNITTESTS_TESTUTIL_TESTUTIL_H
+#define DS_UNITTESTS_TESTUTIL_TESTUTIL_H
 
 #include "ds/Plan/Plan.h"
 
@@ -28,8 +35,8 @@ private:
   std::string path_;
 };
 
-/// unittests/Runtime/<relative> in the source tree.
-std::string sourceFile(const std::string &relative);
+/// unittests/fixtures/<relative> in the source tree.
+std::string fixture(const std::string &relative);
 std::string readText(const std::string &path);
 void writeText(const std::string &path, const std::string &text);
 /// Names of the entries of `dir` (no "." or "..").
@@ -126,4 +133,4 @@ plan::ordered_json optimizerJson(const plan::ordered_json &changes = {});
     }                                                                          \
   } while (0)
 
-#endif // DS_UNITTESTS_RUNTIME_TESTUTIL_H
+#endif // DS_UNITTESTS_TESTUTIL_TESTUTIL_H

@@ -1,4 +1,4 @@
-//===- TestUtil.cpp - Helpers for the runtime unit tests ------------------===//
+//===- TestUtil.cpp - Helpers for the plan and runtime unit tests ---------===//
 
 #include "TestUtil.h"
 
@@ -19,7 +19,7 @@ namespace ds::test {
 TempDir::TempDir() {
   const char *base = std::getenv("TMPDIR");
   std::string pattern =
-      std::string(base && *base ? base : "/tmp") + "/ds-runtime-test-XXXXXX";
+      std::string(base && *base ? base : "/tmp") + "/ds-unit-test-XXXXXX";
   if (!::mkdtemp(pattern.data()))
     throw std::runtime_error("mkdtemp failed for " + pattern);
   path_ = pattern;
@@ -30,8 +30,8 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ignored);
 }
 
-std::string sourceFile(const std::string &relative) {
-  return std::string(DS_TEST_SOURCE_DIR) + "/" + relative;
+std::string fixture(const std::string &relative) {
+  return std::string(DS_TEST_FIXTURES_DIR) + "/" + relative;
 }
 
 std::string readText(const std::string &path) {
@@ -58,7 +58,7 @@ std::vector<std::string> listDir(const std::string &dir) {
 }
 
 plan::ordered_json planJson(const std::string &name) {
-  return plan::ordered_json::parse(readText(sourceFile("plans/" + name)));
+  return plan::ordered_json::parse(readText(fixture("plans/" + name)));
 }
 
 plan::ValueId ProgramBuilder::tensor(plan::DType dtype,
