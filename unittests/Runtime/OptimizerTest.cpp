@@ -1,12 +1,13 @@
 //===- OptimizerTest.cpp - Optimizers and clipping against torch ----------===//
 //
 // The runtime's Optimizer must compute what torch.optim computes (the oracle
-// is Python's torch.optim 2.15): unittests/fixtures/data/optim_expected.pt, written by it
-// (data/make_fixtures.py), is matched bit for bit. LibTorch's C++
-// torch::optim is a second reference: its SGD runs Python's op sequence (the
-// buffer starts as a clone of the first gradient) and must agree bitwise; its
-// Adam/AdamW still update the first moment with mul_().add_() where Python's
-// uses lerp_() since 2.0, so they agree to rounding (relative 1e-6) only.
+// is Python's torch.optim 2.15): unittests/fixtures/data/optim_expected.pt,
+// written by it (make_fixtures.py next to it), is matched bit for bit.
+// LibTorch's C++ torch::optim is a second reference: its SGD runs Python's op
+// sequence (the buffer starts as a clone of the first gradient) and must agree
+// bitwise; its Adam/AdamW still update the first moment with mul_().add_()
+// where Python's uses lerp_() since 2.0, so they agree to rounding (relative
+// 1e-6) only.
 //
 //===----------------------------------------------------------------------===//
 
