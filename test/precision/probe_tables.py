@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks lib/Dialect/DS/Transforms/PrecisionTables.def against the installed torch.
+"""Checks include/ds/Dialect/DS/Utils/PrecisionTables.def against the installed torch.
 
   probe_tables.py PrecisionTables.def [--registry AtenOps.def]     check every line (ctest)
   probe_tables.py --survey [--registry AtenOps.def]                print what torch does

@@ -1,7 +1,7 @@
 //===- AssignPrecision.cpp - fp16 / bf16 / torch_autocast as IR -----------===//
 
 #include "ds/Dialect/DS/IR/DSOps.h"
-#include "ds/Dialect/DS/Transforms/DTypeInference.h"
+#include "ds/Dialect/DS/Utils/DTypeInference.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
 #include "ds/Dialect/DS/Analysis/ShardedParams.h"
 
@@ -57,7 +57,7 @@ struct PrecisionTables {
 #define AUTOCAST_LOWER(NAME) t.autocastLower.names.insert(NAME);
 #define AUTOCAST_FP32(NAME) t.autocastFp32.names.insert(NAME);
 #define AUTOCAST_PROMOTE(NAME) t.autocastPromote.names.insert(NAME);
-#include "PrecisionTables.def"
+#include "ds/Dialect/DS/Utils/PrecisionTables.def"
       return t;
     }();
     return tables;

@@ -1,7 +1,7 @@
 //===- ScaleLoss.cpp - the fp16 loss scale on the backward's seed ---------===//
 
 #include "ds/Dialect/DS/IR/DSOps.h"
-#include "ds/Dialect/DS/Transforms/DTypeInference.h"
+#include "ds/Dialect/DS/Utils/DTypeInference.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

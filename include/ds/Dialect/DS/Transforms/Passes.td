@@ -94,7 +94,7 @@ def DSAssignPrecision : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
       op runs in its inputs' dtype (softmax, layer_norm, sum, mean of bf16 /
       f16 inputs stay bf16 / f16).
 
-    The op lists are lib/Dialect/DS/Transforms/PrecisionTables.def, probed
+    The op lists are include/ds/Dialect/DS/Utils/PrecisionTables.def, probed
     from LibTorch 2.15 and checked against it by test/precision. An op
     whose dimensioned float operands have different dtypes (a bf16 linear
     output added to an f32 residual) gets the narrower ones cast up first,

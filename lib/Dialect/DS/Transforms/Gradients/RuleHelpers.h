@@ -3,7 +3,7 @@
 #ifndef DS_LIB_DIALECT_DS_TRANSFORMS_GRADIENTS_RULEHELPERS_H
 #define DS_LIB_DIALECT_DS_TRANSFORMS_GRADIENTS_RULEHELPERS_H
 
-#include "ds/Dialect/DS/Transforms/DTypeInference.h"
+#include "ds/Dialect/DS/Utils/DTypeInference.h"
 #include "ds/Dialect/DS/Transforms/GradientRules.h"
 
 namespace mlir::ds::detail {

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ds/Dialect/DS/Transforms/DTypeInference.h"
+#include "ds/Dialect/DS/Utils/DTypeInference.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -126,7 +126,7 @@ static bool followsInput(StringRef op) {
   static const llvm::StringSet<> names = [] {
     llvm::StringSet<> set;
 #define FOLLOWS_INPUT(NAME) set.insert(NAME);
-#include "PrecisionTables.def"
+#include "ds/Dialect/DS/Utils/PrecisionTables.def"
     return set;
   }();
   size_t dot = op.find('.', op.find("::") + 2);

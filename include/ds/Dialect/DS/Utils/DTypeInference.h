@@ -24,8 +24,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DS_DIALECT_DS_TRANSFORMS_DTYPEINFERENCE_H
-#define DS_DIALECT_DS_TRANSFORMS_DTYPEINFERENCE_H
+#ifndef DS_DIALECT_DS_UTILS_DTYPEINFERENCE_H
+#define DS_DIALECT_DS_UTILS_DTYPEINFERENCE_H
 
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -92,4 +92,4 @@ void inferFunctionTypes(func::FuncOp func);
 
 } // namespace mlir::ds
 
-#endif // DS_DIALECT_DS_TRANSFORMS_DTYPEINFERENCE_H
+#endif // DS_DIALECT_DS_UTILS_DTYPEINFERENCE_H
