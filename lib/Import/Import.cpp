@@ -87,8 +87,7 @@ mlir::ds::importTorchScript(MLIRContext *context,
   builder.setInsertionPointToStart(module->getBody());
   module->getOperation()->setAttr("ds.source",
                                   builder.getStringAttr(options.modelPath));
-  module->getOperation()->setAttr("ds.world_size",
-                                  builder.getI64IntegerAttr(options.worldSize));
+  setWorldSize(*module, options.worldSize);
   StateTable state = declareState(builder, fileLoc, model);
 
   try {

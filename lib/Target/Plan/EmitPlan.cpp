@@ -605,8 +605,8 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
   result.producer = options.producer;
   if (auto source = module->getAttrOfType<StringAttr>("ds.source"))
     result.weights = plan::WeightsDesc{"torchscript", source.getValue().str()};
-  if (auto ws = module->getAttrOfType<IntegerAttr>("ds.world_size"))
-    result.worldSize = ws.getInt();
+  if (std::optional<int64_t> worldSize = getWorldSize(module))
+    result.worldSize = *worldSize;
 
   // The training step, when autodiff has derived it; it brings the boundary
   // work (@step) and every trainable engine's optimizer and partition.

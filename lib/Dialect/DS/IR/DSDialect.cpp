@@ -4,6 +4,7 @@
 #include "ds/Dialect/DS/IR/DSAttrs.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/IR/DSTypes.h"
+#include "mlir/IR/BuiltinOps.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -24,4 +25,36 @@ Operation *DSDialect::materializeConstant(OpBuilder &builder, Attribute value,
   if (!ConstantOp::isValidConstant(value, type))
     return nullptr;
   return ConstantOp::create(builder, loc, type, value);
+}
+
+LogicalResult DSDialect::verifyOperationAttribute(Operation *op,
+                                                  NamedAttribute attribute) {
+  StringRef name = attribute.getName().getValue();
+  if (name != getWorldSizeAttrName())
+    return success();
+  if (!isa<ModuleOp>(op))
+    return op->emitError() << "'" << name
+                           << "' is an attribute of builtin.module (the "
+                              "ranks the module is compiled for), not of '"
+                           << op->getName() << "'";
+  auto size = dyn_cast<IntegerAttr>(attribute.getValue());
+  if (!size || !size.getType().isSignlessInteger(64))
+    return op->emitError() << "'" << name << "' must be an i64, got "
+                           << attribute.getValue();
+  if (size.getInt() < 1)
+    return op->emitError() << "'" << name << "' must be >= 1, got "
+                           << size.getInt();
+  return success();
+}
+
+std::optional<int64_t> mlir::ds::getWorldSize(ModuleOp module) {
+  if (auto size = module->getAttrOfType<IntegerAttr>(
+          DSDialect::getWorldSizeAttrName()))
+    return size.getInt();
+  return std::nullopt;
+}
+
+void mlir::ds::setWorldSize(ModuleOp module, int64_t worldSize) {
+  module->setAttr(DSDialect::getWorldSizeAttrName(),
+                  Builder(module.getContext()).getI64IntegerAttr(worldSize));
 }

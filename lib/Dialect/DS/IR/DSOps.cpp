@@ -125,10 +125,7 @@ LogicalResult BufferOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 static int64_t worldSizeOf(Operation *op) {
   auto module =
       isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
-  if (module)
-    if (auto ws = module->getAttrOfType<IntegerAttr>("ds.world_size"))
-      return ws.getInt();
-  return 1;
+  return module ? getWorldSize(module).value_or(1) : 1;
 }
 
 /// A double as a person writes it: "0.001", "1e-08", "-1".

@@ -77,22 +77,19 @@ private:
 } // namespace
 
 FailureOr<int64_t> AssignEnginesPass::resolveWorldSize(ModuleOp module) {
-  auto attr = module->getAttrOfType<IntegerAttr>("ds.world_size");
+  std::optional<int64_t> imported = getWorldSize(module);
   int64_t requested = worldSize;
   if (requested < 0)
     return module.emitError() << "world-size must be >= 1, got " << requested;
-  if (requested > 0 && attr && attr.getInt() != requested)
+  if (requested > 0 && imported && *imported != requested)
     return module.emitError()
-           << "world-size=" << requested
-           << " disagrees with the module's ds.world_size = " << attr.getInt()
+           << "world-size=" << requested << " disagrees with the module's "
+           << DSDialect::getWorldSizeAttrName() << " = " << *imported
            << " (the size the model was imported for)";
-  int64_t world = requested > 0 ? requested : attr ? attr.getInt() : 1;
-  if (world < 1)
-    return module.emitError() << "ds.world_size must be >= 1, got " << world;
-  if (requested > 0)
-    module->setAttr("ds.world_size",
-                    Builder(module.getContext()).getI64IntegerAttr(world));
-  return world;
+  if (requested == 0)
+    return imported.value_or(1);
+  setWorldSize(module, requested);
+  return requested;
 }
 
 LogicalResult

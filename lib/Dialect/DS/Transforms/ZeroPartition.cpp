@@ -747,12 +747,7 @@ void ZeroPartitionPass::placeGathers(func::FuncOp func, bool training,
 
 void ZeroPartitionPass::runOnOperation() {
   ModuleOp module = getOperation();
-  auto worldAttr = module->getAttrOfType<IntegerAttr>("ds.world_size");
-  int64_t world = worldAttr ? worldAttr.getInt() : 1;
-  if (world < 1) {
-    module.emitError() << "ds.world_size must be >= 1, got " << world;
-    return signalPassFailure();
-  }
+  int64_t world = getWorldSize(module).value_or(1);
 
   // Trainable engines, and frozen ones at stage 3 (sharded parameters).
   SmallVector<EngineLayout, 0> engines;
@@ -814,7 +809,7 @@ void ZeroPartitionPass::runOnOperation() {
     builder.setInsertionPointToEnd(module.getBody());
   for (EngineLayout &layout : engines)
     declare(builder, layout);
-  module->setAttr("ds.world_size", builder.getI64IntegerAttr(world));
+  setWorldSize(module, world);
 
   if (failed(placeBackward(train, engines, grads)) ||
       failed(placeStep(step, engines)))

@@ -28,13 +28,29 @@ def DS_Dialect : Dialect {
     (`blocks.0.attn.qkv`) and that module's class with TorchScript's
     `__torch__.` prefix and `___torch_mangle_N` segments removed
     (`torch.nn.modules.linear.Linear`).
+
+    The dialect's one discardable attribute with a meaning of its own is
+    `ds.world_size` on the `builtin.module`: the number of data-parallel
+    ranks the module is compiled for, an `i64` >= 1 (absent: 1). The
+    importer sets it, `-ds-assign-engines` checks the config against it and
+    every later pass and the plan read it from there.
+
+    ```mlir
+    module attributes {ds.world_size = 2 : i64} { ... }
+    ```
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 1;
+  let hasOperationAttrVerify = 1;
   let extraClassDeclaration = [{
     void registerTypes();
     void registerAttributes();
+
+    /// The module attribute holding the world size (getWorldSize).
+    static constexpr ::llvm::StringLiteral getWorldSizeAttrName() {
+      return ::llvm::StringLiteral("ds.world_size");
+    }
   }];
 }
 
