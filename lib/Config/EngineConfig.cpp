@@ -19,6 +19,10 @@ DType EngineConfig::modelDtype() const {
   return DType::Float32;
 }
 
+namespace {
+
+/// torch.amp.GradScaler's defaults (torch/amp/grad_scaler.py): init_scale
+/// 2^16, growth_factor 2, backoff_factor 0.5, growth_interval 2000.
 LossScalerConfig gradScalerDefaults() {
   LossScalerConfig scaler;
   scaler.kind = LossScalerConfig::Kind::GradScaler;
@@ -30,6 +34,8 @@ LossScalerConfig gradScalerDefaults() {
   return scaler;
 }
 
+/// An enabled fp16 section's DeepSpeed scaler: static when loss_scale > 0,
+/// else dynamic from 2^initial_scale_power.
 LossScalerConfig fp16LossScaler(const Fp16Config &fp16) {
   LossScalerConfig scaler;
   scaler.kind = fp16.dynamicLossScale() ? LossScalerConfig::Kind::Dynamic
@@ -41,6 +47,8 @@ LossScalerConfig fp16LossScaler(const Fp16Config &fp16) {
   scaler.minScale = fp16.minLossScale;
   return scaler;
 }
+
+} // namespace
 
 std::optional<LossScalerConfig> EngineConfig::lossScaler() const {
   if (torchAutocast.enabled && torchAutocast.dtype == DType::Float16)

@@ -23,7 +23,7 @@ namespace ds::runtime::detail {
 std::vector<std::pair<const char *, at::Tensor *>>
 optimizerBuffers(Optimizer &optimizer) {
   std::vector<std::pair<const char *, at::Tensor *>> buffers;
-  if (optimizer.config().type == config::OptimizerType::SGD) {
+  if (optimizer.desc().type == plan::OptimizerType::SGD) {
     if (optimizer.mutableExpAvg().defined())
       buffers.emplace_back("momentum_buffer", &optimizer.mutableExpAvg());
     return buffers;

@@ -10,22 +10,14 @@
 
 namespace ds::runtime {
 
-LossScaler::LossScaler(const config::Fp16Config &config) {
-  // bf16 and fp32: DeepSpeed's static scaler of 1 (the defaults).
-  if (config.enabled)
-    *this = LossScaler(config::fp16LossScaler(config));
-}
-
-LossScaler::LossScaler(const config::LossScalerConfig &config) {
-  using Kind = config::LossScalerConfig::Kind;
-  dynamic_ = config.kind != Kind::Static;
-  gradScaler_ = config.kind == Kind::GradScaler;
-  window_ = config.window;
-  minScale_ = config.minScale;
-  hysteresis_ = config.hysteresis;
-  consecutiveHysteresis_ = config.consecutiveHysteresis;
-  state_.scale = config.initialScale;
-  state_.hysteresisLeft = config.hysteresis;
+LossScaler::LossScaler(const plan::LossScalerDesc &desc)
+    : dynamic_(desc.type != plan::LossScalerType::Static),
+      gradScaler_(desc.type == plan::LossScalerType::GradScaler),
+      window_(desc.scaleWindow), minScale_(desc.minScale),
+      hysteresis_(desc.hysteresis),
+      consecutiveHysteresis_(desc.consecutiveHysteresis) {
+  state_.scale = desc.scale;
+  state_.hysteresisLeft = desc.hysteresis;
 }
 
 bool LossScaler::update(bool overflow) {

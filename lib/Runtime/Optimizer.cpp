@@ -1,9 +1,9 @@
 //===- Optimizer.cpp - Adam, AdamW and SGD as torch.optim 2.15 ------------===//
 //
-// Each update mirrors torch/optim/{adam,sgd}.py, _single_tensor_* (torch.optim's
-// default path for CPU tensors in 2.15: foreach kernels are used on CUDA
-// only; AdamW is Adam with decoupled_weight_decay), one ATen call per Python
-// tensor op with the same scalar arithmetic in double: the oracle is
+// Each update mirrors torch/optim/{adam,sgd}.py, _single_tensor_*
+// (torch.optim's default path for CPU tensors in 2.15: foreach kernels are used
+// on CUDA only; AdamW is Adam with decoupled_weight_decay), one ATen call per
+// Python tensor op with the same scalar arithmetic in double: the oracle is
 // torch.optim, and only the same operations in the same order round the
 // same way. The updates run per parameter on views of the flat state
 // buffers, so each kernel sees the same tensor shapes as in torch.optim.
@@ -19,14 +19,13 @@
 
 namespace ds::runtime {
 
-using config::OptimizerType;
+using plan::OptimizerType;
 
-Optimizer::Optimizer(const config::OptimizerConfig &config,
-                     const FlatLayout &layout)
-    : config_(config) {
-  bool adam = config.type != OptimizerType::SGD;
+Optimizer::Optimizer(const plan::OptimizerDesc &desc, const FlatLayout &layout)
+    : desc_(desc) {
+  bool adam = desc.type != OptimizerType::SGD;
   // torch.optim.SGD keeps no state without momentum.
-  if (adam || config.momentum != 0.0) {
+  if (adam || desc.momentum != 0.0) {
     first_ = layout.allocate();
     firstViews_ = layout.views(first_);
   }
@@ -47,7 +46,7 @@ int64_t Optimizer::bytes() const {
 void Optimizer::step(const std::vector<at::Tensor> &params,
                      const std::vector<at::Tensor> &grads, double lr) {
   at::NoGradGuard noGrad;
-  if (config_.type == OptimizerType::SGD)
+  if (desc_.type == OptimizerType::SGD)
     sgdStep(params, grads, lr);
   else
     adamStep(params, grads, lr);
@@ -56,10 +55,10 @@ void Optimizer::step(const std::vector<at::Tensor> &params,
 
 void Optimizer::adamStep(const std::vector<at::Tensor> &params,
                          const std::vector<at::Tensor> &grads, double lr) {
-  const double beta1 = config_.betas[0];
-  const double beta2 = config_.betas[1];
-  const double weightDecay = config_.weightDecay;
-  const bool decoupled = config_.decoupledWeightDecay();
+  const double beta1 = desc_.betas[0];
+  const double beta2 = desc_.betas[1];
+  const double weightDecay = desc_.weightDecay;
+  const bool decoupled = desc_.type == OptimizerType::AdamW;
   // torch.optim keeps `step` as a float tensor and reads it with .item().
   const double step = double(steps_ + 1);
   const double biasCorrection1 = 1 - std::pow(beta1, step);
@@ -85,17 +84,16 @@ void Optimizer::adamStep(const std::vector<at::Tensor> &params,
     }
     expAvg.lerp_(grad, 1 - beta1);
     expAvgSq.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
-    at::Tensor denom =
-        (expAvgSq.sqrt() / biasCorrection2Sqrt).add_(config_.eps);
+    at::Tensor denom = (expAvgSq.sqrt() / biasCorrection2Sqrt).add_(desc_.eps);
     param.addcdiv_(expAvg, denom, -stepSize);
   }
 }
 
 void Optimizer::sgdStep(const std::vector<at::Tensor> &params,
                         const std::vector<at::Tensor> &grads, double lr) {
-  const double momentum = config_.momentum;
-  const double dampening = config_.dampening;
-  const double weightDecay = config_.weightDecay;
+  const double momentum = desc_.momentum;
+  const double dampening = desc_.dampening;
+  const double weightDecay = desc_.weightDecay;
   for (size_t i = 0; i < params.size(); ++i) {
     at::Tensor param = params[i];
     at::Tensor direction = grads[i];
@@ -108,7 +106,7 @@ void Optimizer::sgdStep(const std::vector<at::Tensor> &params,
         buffer.copy_(direction);
       else
         buffer.mul_(momentum).add_(direction, 1 - dampening);
-      direction = config_.nesterov ? direction.add(buffer, momentum) : buffer;
+      direction = desc_.nesterov ? direction.add(buffer, momentum) : buffer;
     }
     param.add_(direction, -lr);
   }

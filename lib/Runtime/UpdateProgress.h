@@ -11,7 +11,6 @@
 #ifndef DS_LIB_RUNTIME_UPDATEPROGRESS_H
 #define DS_LIB_RUNTIME_UPDATEPROGRESS_H
 
-#include "ds/Config/Config.h"
 #include "ds/Plan/Plan.h"
 #include "ds/Runtime/Engine.h"
 #include "ds/Runtime/LossScaler.h"
@@ -62,7 +61,7 @@ public:
 private:
   std::string engine_;
   double baseLr_;
-  std::optional<config::SchedulerConfig> scheduler_;
+  std::optional<plan::SchedulerDesc> scheduler_;
   std::unique_ptr<LossScaler> scaler_;
   int64_t appliedUpdates_ = 0;
   int64_t skippedSteps_ = 0;

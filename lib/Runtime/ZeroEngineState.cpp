@@ -15,37 +15,6 @@
 
 namespace ds::runtime::detail {
 
-namespace {
-
-config::OptimizerType optimizerType(plan::OptimizerType type) {
-  switch (type) {
-  case plan::OptimizerType::AdamW:
-    return config::OptimizerType::AdamW;
-  case plan::OptimizerType::Adam:
-    return config::OptimizerType::Adam;
-  case plan::OptimizerType::SGD:
-    return config::OptimizerType::SGD;
-  }
-  return config::OptimizerType::AdamW; // Unreachable: every enumerator.
-}
-
-config::OptimizerConfig optimizerConfig(const plan::OptimizerDesc &desc) {
-  config::OptimizerConfig config;
-  config.type = optimizerType(desc.type);
-  // "adam" is torch.optim.Adam (L2 decay added to the gradient).
-  config.adamWMode = desc.type != plan::OptimizerType::Adam;
-  config.lr = desc.lr;
-  config.betas = desc.betas;
-  config.eps = desc.eps;
-  config.weightDecay = desc.weightDecay;
-  config.momentum = desc.momentum;
-  config.dampening = desc.dampening;
-  config.nesterov = desc.nesterov;
-  return config;
-}
-
-} // namespace
-
 ZeroEngineState::ZeroEngineState(const plan::Plan &plan, size_t index,
                                  const std::string &origin, int64_t rank,
                                  int64_t ranks)
@@ -109,8 +78,7 @@ ZeroEngineState::ZeroEngineState(const plan::Plan &plan, size_t index,
     // parameter, bit for bit.
     FlatLayout master = layout_;
     master.dtype = optimizerDtype;
-    optimizer_ =
-        std::make_unique<Optimizer>(optimizerConfig(*desc.optimizer), master);
+    optimizer_ = std::make_unique<Optimizer>(*desc.optimizer, master);
     return;
   }
   // The shard: this rank's block of each bucket. The updates are
@@ -119,8 +87,7 @@ ZeroEngineState::ZeroEngineState(const plan::Plan &plan, size_t index,
   shard.dtype = optimizerDtype;
   for (size_t b = 0; b < desc.partition->buckets.size(); ++b)
     shard.add(-1, {blockNumel(int64_t(b))});
-  optimizer_ =
-      std::make_unique<Optimizer>(optimizerConfig(*desc.optimizer), shard);
+  optimizer_ = std::make_unique<Optimizer>(*desc.optimizer, shard);
   // Stages 2-3 keep the shard gradient between steps.
   if (stage_ >= 2)
     shardGradient_ =

@@ -20,15 +20,24 @@ using namespace ds::runtime;
 
 namespace {
 
-config::Fp16Config dynamicFp16(int64_t power, int64_t window,
-                               int64_t hysteresis, bool consecutive) {
-  config::Fp16Config config;
-  config.enabled = true;
-  config.initialScalePower = power;
-  config.lossScaleWindow = window;
-  config.hysteresis = hysteresis;
-  config.consecutiveHysteresis = consecutive;
-  return config;
+/// fp16's dynamic scaler from 2^initial_scale_power.
+plan::LossScalerDesc dynamicFp16(int64_t power, int64_t window,
+                                 int64_t hysteresis, bool consecutive) {
+  plan::LossScalerDesc desc;
+  desc.type = plan::LossScalerType::Dynamic;
+  desc.scale = std::ldexp(1.0, int(power));
+  desc.scaleWindow = window;
+  desc.hysteresis = hysteresis;
+  desc.consecutiveHysteresis = consecutive;
+  return desc;
+}
+
+/// fp16.loss_scale > 0.
+plan::LossScalerDesc staticScale(double scale) {
+  plan::LossScalerDesc desc;
+  desc.type = plan::LossScalerType::Static;
+  desc.scale = scale;
+  return desc;
 }
 
 struct Trace {
@@ -53,8 +62,7 @@ TEST(RuntimeLossScalerTest, DynamicWithHysteresis) {
   LossScaler scaler(dynamicFp16(4, 2, 2, false));
   EXPECT_EQ(scaler.scale(), 16.0);
   Trace trace = run(scaler, "OONNNONN");
-  EXPECT_EQ(trace.scales,
-            (std::vector<double>{16, 8, 8, 8, 16, 16, 16, 16}));
+  EXPECT_EQ(trace.scales, (std::vector<double>{16, 8, 8, 8, 16, 16, 16, 16}));
   // Refilled only when the window doubles the scale.
   EXPECT_EQ(trace.hysteresis, (std::vector<int64_t>{1, 1, 1, 1, 2, 1, 1, 1}));
   EXPECT_EQ(trace.applied, (std::vector<bool>{false, false, true, true, true,
@@ -66,8 +74,7 @@ TEST(RuntimeLossScalerTest, DynamicWithHysteresis) {
 TEST(RuntimeLossScalerTest, ConsecutiveHysteresisRefillsAfterEveryCleanStep) {
   LossScaler scaler(dynamicFp16(4, 2, 2, true));
   Trace trace = run(scaler, "OONNNONN");
-  EXPECT_EQ(trace.scales,
-            (std::vector<double>{16, 8, 8, 8, 16, 16, 16, 16}));
+  EXPECT_EQ(trace.scales, (std::vector<double>{16, 8, 8, 8, 16, 16, 16, 16}));
   EXPECT_EQ(trace.hysteresis, (std::vector<int64_t>{1, 1, 2, 2, 2, 1, 2, 2}));
 }
 
@@ -81,9 +88,9 @@ TEST(RuntimeLossScalerTest, WindowDoublesAfterEveryWindowOfCleanSteps) {
 }
 
 TEST(RuntimeLossScalerTest, OverflowAtTheMinimumIsAnError) {
-  config::Fp16Config config = dynamicFp16(1, 1000, 1, false);
-  config.minLossScale = 1.0;
-  LossScaler scaler(config);
+  plan::LossScalerDesc desc = dynamicFp16(1, 1000, 1, false);
+  desc.minScale = 1.0;
+  LossScaler scaler(desc);
   EXPECT_FALSE(scaler.update(true));
   EXPECT_EQ(scaler.scale(), 1.0);
   EXPECT_THROW_WITH(scaler.update(true), RuntimeError,
@@ -91,18 +98,15 @@ TEST(RuntimeLossScalerTest, OverflowAtTheMinimumIsAnError) {
 }
 
 TEST(RuntimeLossScalerTest, StaticScaleSkipsButNeverChanges) {
-  config::Fp16Config config;
-  config.enabled = true;
-  config.lossScale = 128.0;
-  LossScaler scaler(config);
+  LossScaler scaler(staticScale(128.0));
   EXPECT_FALSE(scaler.dynamic());
   Trace trace = run(scaler, "ONO");
   EXPECT_EQ(trace.scales, (std::vector<double>{128, 128, 128}));
   EXPECT_EQ(trace.applied, (std::vector<bool>{false, true, false}));
 }
 
-TEST(RuntimeLossScalerTest, WithoutFp16TheScaleIsOne) {
-  LossScaler scaler{config::Fp16Config()};
+TEST(RuntimeLossScalerTest, StaticScaleOfOneLeavesTheLossAlone) {
+  LossScaler scaler(staticScale(1.0));
   EXPECT_EQ(scaler.scale(), 1.0);
   EXPECT_TRUE(scaler.update(false));
   EXPECT_EQ(scaler.scale(), 1.0);
@@ -118,11 +122,16 @@ TEST(RuntimeLossScalerTest, StateRoundTrips) {
 
 namespace {
 
-config::LossScalerConfig gradScaler(double scale, int64_t window) {
-  config::LossScalerConfig config = config::gradScalerDefaults();
-  config.initialScale = scale;
-  config.window = window;
-  return config;
+/// torch.amp.GradScaler: hysteresis 1 and no floor, as the compiler writes
+/// it into the plan.
+plan::LossScalerDesc gradScaler(double scale, int64_t window) {
+  plan::LossScalerDesc desc;
+  desc.type = plan::LossScalerType::GradScaler;
+  desc.scale = scale;
+  desc.scaleWindow = window;
+  desc.hysteresis = 1;
+  desc.minScale = 0.0;
+  return desc;
 }
 
 } // namespace
@@ -132,7 +141,8 @@ config::LossScalerConfig gradScaler(double scale, int64_t window) {
 // from 16: every overflow halves (no hysteresis), the 3rd consecutive clean
 // step doubles, counting from the start, the last overflow or the last
 // doubling (DeepSpeed's own rule would double only at the 4th).
-TEST(RuntimeLossScalerTest, GradScalerHalvesOnEveryOverflowAndGrowsEveryWindow) {
+TEST(RuntimeLossScalerTest,
+     GradScalerHalvesOnEveryOverflowAndGrowsEveryWindow) {
   LossScaler scaler(gradScaler(16, 3));
   EXPECT_TRUE(scaler.dynamic());
   EXPECT_TRUE(scaler.gradScaler());
@@ -157,9 +167,10 @@ TEST(RuntimeLossScalerTest, GradScalerHasNoFloorAndStopsGrowingAtFloatMax) {
             (std::vector<double>{std::ldexp(1.0, 127), std::ldexp(1.0, 127)}));
 }
 
-// The defaults DeepSpeed's GradScaler(device=...) takes, via the config.
+// The defaults DeepSpeed's GradScaler(device=...) takes: init_scale 2^16,
+// growth_interval 2000.
 TEST(RuntimeLossScalerTest, GradScalerDefaults) {
-  LossScaler scaler(config::gradScalerDefaults());
+  LossScaler scaler(gradScaler(65536.0, 2000));
   EXPECT_EQ(scaler.scale(), 65536.0);
   std::string pattern(1999, 'N');
   Trace trace = run(scaler, pattern);

@@ -22,8 +22,8 @@
 #include <map>
 
 using namespace ds;
-using ds::config::OptimizerConfig;
-using ds::config::OptimizerType;
+using ds::plan::OptimizerDesc;
+using ds::plan::OptimizerType;
 using ds::runtime::FlatLayout;
 using ds::runtime::Optimizer;
 
@@ -43,7 +43,7 @@ FlatLayout layoutOf(const std::vector<std::vector<int64_t>> &shapes) {
 /// parameter sets.
 template <typename MakeReference>
 std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>
-runBoth(const OptimizerConfig &config, MakeReference makeReference, int steps,
+runBoth(const OptimizerDesc &desc, MakeReference makeReference, int steps,
         const std::vector<double> &lrs = {}) {
   torch::manual_seed(7);
   std::vector<at::Tensor> ours, theirs;
@@ -54,10 +54,10 @@ runBoth(const OptimizerConfig &config, MakeReference makeReference, int steps,
   FlatLayout layout = layoutOf(kShapes);
   at::Tensor flat = layout.allocate();
   std::vector<at::Tensor> grads = layout.views(flat);
-  Optimizer optimizer(config, layout);
+  Optimizer optimizer(desc, layout);
   std::unique_ptr<torch::optim::Optimizer> reference = makeReference(theirs);
   for (int step = 0; step < steps; ++step) {
-    double lr = lrs.empty() ? config.lr : lrs[step];
+    double lr = lrs.empty() ? desc.lr : lrs[step];
     for (size_t i = 0; i < kShapes.size(); ++i) {
       at::Tensor grad = torch::randn(kShapes[i]);
       grads[i].copy_(grad);
@@ -93,47 +93,43 @@ void expectBitwiseEqual(const std::vector<at::Tensor> &ours,
         << (ours[i] - theirs[i].detach()).abs().max().item<double>();
 }
 
-OptimizerConfig adamConfig(OptimizerType type, bool adamWMode, double wd) {
-  OptimizerConfig config;
-  config.type = type;
-  config.lr = 0.01;
-  config.betas = {0.8, 0.99};
-  config.eps = 1e-6;
-  config.weightDecay = wd;
-  config.adamWMode = adamWMode;
-  return config;
+OptimizerDesc adamDesc(OptimizerType type, double wd) {
+  OptimizerDesc desc;
+  desc.type = type;
+  desc.lr = 0.01;
+  desc.betas = {0.8, 0.99};
+  desc.eps = 1e-6;
+  desc.weightDecay = wd;
+  return desc;
 }
 
 } // namespace
 
 TEST(RuntimeOptimizerTest, AdamWAgreesWithLibTorchAdamW) {
-  for (OptimizerType type : {OptimizerType::AdamW, OptimizerType::Adam}) {
-    OptimizerConfig config = adamConfig(type, /*adamWMode=*/true, 0.05);
-    auto [ours, theirs] =
-        runBoth(config,
-                [&](std::vector<at::Tensor> params) {
-                  return std::make_unique<torch::optim::AdamW>(
-                      params, torch::optim::AdamWOptions(config.lr)
-                                  .betas({config.betas[0], config.betas[1]})
-                                  .eps(config.eps)
-                                  .weight_decay(config.weightDecay));
-                },
-                5, {0.01, 0.02, 0.005, 0.01, 0.03});
-    expectEqualToRounding(ours, theirs);
-  }
+  OptimizerDesc desc = adamDesc(OptimizerType::AdamW, 0.05);
+  auto [ours, theirs] =
+      runBoth(desc,
+              [&](std::vector<at::Tensor> params) {
+                return std::make_unique<torch::optim::AdamW>(
+                    params, torch::optim::AdamWOptions(desc.lr)
+                                .betas({desc.betas[0], desc.betas[1]})
+                                .eps(desc.eps)
+                                .weight_decay(desc.weightDecay));
+              },
+              5, {0.01, 0.02, 0.005, 0.01, 0.03});
+  expectEqualToRounding(ours, theirs);
 }
 
 TEST(RuntimeOptimizerTest, AdamWithL2DecayAgreesWithLibTorchAdam) {
-  OptimizerConfig config =
-      adamConfig(OptimizerType::Adam, /*adamWMode=*/false, 0.05);
+  OptimizerDesc desc = adamDesc(OptimizerType::Adam, 0.05);
   auto [ours, theirs] = runBoth(
-      config,
+      desc,
       [&](std::vector<at::Tensor> params) {
         return std::make_unique<torch::optim::Adam>(
-            params, torch::optim::AdamOptions(config.lr)
-                        .betas({config.betas[0], config.betas[1]})
-                        .eps(config.eps)
-                        .weight_decay(config.weightDecay));
+            params, torch::optim::AdamOptions(desc.lr)
+                        .betas({desc.betas[0], desc.betas[1]})
+                        .eps(desc.eps)
+                        .weight_decay(desc.weightDecay));
       },
       5);
   expectEqualToRounding(ours, theirs);
@@ -147,19 +143,18 @@ TEST(RuntimeOptimizerTest, SgdVariantsMatchTorchOptimSgd) {
   for (Variant v : {Variant{0, 0, 0, false}, Variant{0, 0, 0.1, false},
                     Variant{0.9, 0, 0, false}, Variant{0.9, 0.3, 0.01, false},
                     Variant{0.9, 0, 0.01, true}}) {
-    OptimizerConfig config;
-    config.type = OptimizerType::SGD;
-    config.lr = 0.1;
-    config.momentum = v.momentum;
-    config.dampening = v.dampening;
-    config.weightDecay = v.weightDecay;
-    config.nesterov = v.nesterov;
-    config.adamWMode = false;
+    OptimizerDesc desc;
+    desc.type = OptimizerType::SGD;
+    desc.lr = 0.1;
+    desc.momentum = v.momentum;
+    desc.dampening = v.dampening;
+    desc.weightDecay = v.weightDecay;
+    desc.nesterov = v.nesterov;
     auto [ours, theirs] = runBoth(
-        config,
+        desc,
         [&](std::vector<at::Tensor> params) {
           return std::make_unique<torch::optim::SGD>(
-              params, torch::optim::SGDOptions(config.lr)
+              params, torch::optim::SGDOptions(desc.lr)
                           .momentum(v.momentum)
                           .dampening(v.dampening)
                           .weight_decay(v.weightDecay)
@@ -176,11 +171,11 @@ TEST(RuntimeOptimizerTest, StateLivesInFlatBuffers) {
   FlatLayout layout = layoutOf(kShapes);
   EXPECT_EQ(layout.numel, 15 + 5 + 8);
   EXPECT_EQ(layout.offsets, (std::vector<int64_t>{0, 15, 20}));
-  Optimizer adam(adamConfig(OptimizerType::AdamW, true, 0.0), layout);
+  Optimizer adam(adamDesc(OptimizerType::AdamW, 0.0), layout);
   EXPECT_EQ(adam.expAvg().numel(), 28);
   EXPECT_EQ(adam.expAvgSq().numel(), 28);
   EXPECT_EQ(adam.bytes(), 2 * 28 * 4);
-  OptimizerConfig sgd;
+  OptimizerDesc sgd;
   sgd.type = OptimizerType::SGD;
   EXPECT_FALSE(Optimizer(sgd, layout).momentumBuffer().defined());
   sgd.momentum = 0.5;
@@ -231,18 +226,17 @@ TEST(RuntimeOptimizerTest, MatchesPythonTorchOptimFixture) {
 
   struct Case {
     const char *name;
-    OptimizerConfig config;
+    OptimizerDesc desc;
     double maxNorm;
   };
-  OptimizerConfig adamw = adamConfig(OptimizerType::AdamW, true, 0.1);
-  OptimizerConfig adamL2 = adamConfig(OptimizerType::Adam, false, 0.1);
-  OptimizerConfig sgd;
+  OptimizerDesc adamw = adamDesc(OptimizerType::AdamW, 0.1);
+  OptimizerDesc adamL2 = adamDesc(OptimizerType::Adam, 0.1);
+  OptimizerDesc sgd;
   sgd.type = OptimizerType::SGD;
   sgd.lr = 0.05;
   sgd.momentum = 0.9;
   sgd.weightDecay = 0.01;
   sgd.nesterov = true;
-  sgd.adamWMode = false;
   for (const Case &c : {Case{"adamw", adamw, 0.7}, Case{"adam", adamL2, 0.7},
                         Case{"sgd", sgd, 0.0}}) {
     SCOPED_TRACE(c.name);
@@ -251,7 +245,7 @@ TEST(RuntimeOptimizerTest, MatchesPythonTorchOptimFixture) {
       params.push_back(t.at("p0_" + std::to_string(i)).clone());
     at::Tensor flat = layout.allocate();
     std::vector<at::Tensor> grads = layout.views(flat);
-    Optimizer optimizer(c.config, layout);
+    Optimizer optimizer(c.desc, layout);
     for (int step = 0; step < numSteps; ++step) {
       for (int i = 0; i < numParams; ++i)
         grads[i].copy_(
@@ -259,7 +253,7 @@ TEST(RuntimeOptimizerTest, MatchesPythonTorchOptimFixture) {
       double norm = runtime::clipGradientsByGlobalNorm(grads, c.maxNorm);
       EXPECT_EQ(norm, t.at(std::string(c.name) + "_norm" + std::to_string(step))
                           .item<double>());
-      optimizer.step(params, grads, c.config.lr);
+      optimizer.step(params, grads, c.desc.lr);
       for (int i = 0; i < numParams; ++i) {
         at::Tensor expected =
             t.at(std::string(c.name) + "_" + std::to_string(step) + "_" +

@@ -73,8 +73,10 @@ ordered_json trainJson(const ordered_json &optimizer = {}, bool withZ = false) {
       {{"id", z}, {"type", "tensor"}, {"dtype", "float32"}, {"shape", {4, 2}}});
   values.push_back({{"id", z + 1}, {"type", "int"}});
   values.push_back({{"id", z + 2}, {"type", "list"}, {"elem", "int"}});
-  values.push_back(
-      {{"id", z + 3}, {"type", "tensor"}, {"dtype", "float32"}, {"shape", {2}}});
+  values.push_back({{"id", z + 3},
+                    {"type", "tensor"},
+                    {"dtype", "float32"},
+                    {"shape", {2}}});
   ordered_json &body = train["body"];
   ordered_json input = {{"kind", "input"}, {"index", 2}, {"result", z}};
   body.insert(body.begin(), input);
@@ -117,9 +119,9 @@ struct Precision {
 /// engine (see the file comment).
 ordered_json lowPrecision(ordered_json json, const Precision &p) {
   const bool native = p.mode != "autocast";
-  const std::string low = p.mode == "bf16"  ? "bfloat16"
-                          : native          ? "float16"
-                                            : "float32";
+  const std::string low = p.mode == "bf16" ? "bfloat16"
+                          : native         ? "float16"
+                                           : "float32";
   for (ordered_json &state : json["state"])
     if (state["dtype"] == "float32")
       state["dtype"] = low;
@@ -146,8 +148,9 @@ ordered_json lowPrecision(ordered_json json, const Precision &p) {
     auto cast = [&](ordered_json &out, int64_t from, int64_t to,
                     const std::string &dtype, bool freeFrom) {
       int64_t code = newValue({{"type", "int"}});
-      out.push_back(
-          {{"kind", "constant"}, {"result", code}, {"value", scalarTypeCode(dtype)}});
+      out.push_back({{"kind", "constant"},
+                     {"result", code},
+                     {"value", scalarTypeCode(dtype)}});
       ordered_json free = ordered_json::array({code});
       if (freeFrom)
         free.push_back(from);
@@ -232,8 +235,7 @@ ordered_json lowPrecision(ordered_json json, const Precision &p) {
 /// after each parameter; stage 3 with a backward that reads fc.weight
 /// again), native `p`; bucket dtypes from `bucketDtype` when set.
 plan::Plan precisionPlan(int64_t W, int64_t stage, const Precision &p,
-                         const ordered_json &optimizer = {},
-                         bool withZ = false,
+                         const ordered_json &optimizer = {}, bool withZ = false,
                          std::optional<plan::DType> bucketDtype = {}) {
   ordered_json json = trainJson(optimizer, withZ);
   if (stage == 3)
@@ -392,8 +394,8 @@ TEST(RuntimePrecisionTest, Bf16TrainsAnFp32MasterAtEveryStage) {
         EXPECT_EQ(optimizer->expAvgSq().scalar_type(), at::kFloat);
         EXPECT_EQ(optimizer->expAvg().numel(), master.numel());
         // Loaded from the fp32 file, rounded to bf16; the master is that.
-        EXPECT_TRUE(at::equal(parameterShard(engine, rank),
-                              master.to(at::kBFloat16)));
+        EXPECT_TRUE(
+            at::equal(parameterShard(engine, rank), master.to(at::kBFloat16)));
         EXPECT_FALSE(engine.lossScale("model"));
         for (int64_t step = 0; step < STEPS; ++step) {
           StepReport report = trainStep(
@@ -410,9 +412,9 @@ TEST(RuntimePrecisionTest, Bf16TrainsAnFp32MasterAtEveryStage) {
           EXPECT_GT(report.engines[0].gradNorm, 0.0);
           EXPECT_EQ(optimizer->steps(), step + 1);
           // The parameters are the master rounded, bit for bit.
-          EXPECT_TRUE(at::equal(parameterShard(engine, rank),
-                                engine.masterParameters("model").to(
-                                    at::kBFloat16)));
+          EXPECT_TRUE(
+              at::equal(parameterShard(engine, rank),
+                        engine.masterParameters("model").to(at::kBFloat16)));
         }
         finals[size_t(rank)] = wholeParams(engine);
         memories[size_t(rank)] = engine.trainMemory();
@@ -493,10 +495,10 @@ TEST(RuntimePrecisionTest, BucketDtypeRoundsTheReduction) {
         std::vector<at::Tensor> views;
         for (const plan::FlatParamDesc &param : partition.params) {
           const plan::StateDesc *state = plan.findState(param.name);
-          views.push_back(flat.narrow(0, param.offset,
-                                      *plan::staticNumel(state->shape))
-                              .view(state->shape)
-                              .clone());
+          views.push_back(
+              flat.narrow(0, param.offset, *plan::staticNumel(state->shape))
+                  .view(state->shape)
+                  .clone());
         }
         return runtime::clipGradientsByGlobalNorm(views, 0.0);
       }
@@ -506,9 +508,8 @@ TEST(RuntimePrecisionTest, BucketDtypeRoundsTheReduction) {
       for (int64_t r = 0; r < 2; ++r) {
         std::vector<at::Tensor> blocks;
         for (const plan::BucketDesc &bucket : partition.buckets)
-          blocks.push_back(
-              flat.narrow(0, bucket.offset + r * bucket.numel / 2,
-                          bucket.numel / 2));
+          blocks.push_back(flat.narrow(0, bucket.offset + r * bucket.numel / 2,
+                                       bucket.numel / 2));
         total.add_(at::cat(blocks).to(at::kDouble).square().sum());
       }
       return total.sqrt().to(at::kFloat).item<double>();
@@ -529,16 +530,15 @@ TEST(RuntimePrecisionTest, Fp16LossScalingSkipsOverflowingSteps) {
   Precision fp16;
   fp16.mode = "fp16";
   fp16.scaler = dynamicScaler(std::ldexp(1.0, 22), 3, 2);
-  const ordered_json optimizer = {
-      {"scheduler",
-       {{"type", "WarmupLR"},
-        {"warmup_min_lr", 0.0},
-        {"warmup_max_lr", 0.01},
-        {"warmup_num_steps", 10},
-        {"warmup_type", "linear"},
-        {"total_num_steps", nullptr},
-        {"warmup_min_ratio", 0.0},
-        {"cos_min_ratio", 0.0001}}}};
+  const ordered_json optimizer = {{"scheduler",
+                                   {{"type", "WarmupLR"},
+                                    {"warmup_min_lr", 0.0},
+                                    {"warmup_max_lr", 0.01},
+                                    {"warmup_num_steps", 10},
+                                    {"warmup_type", "linear"},
+                                    {"total_num_steps", nullptr},
+                                    {"warmup_min_ratio", 0.0},
+                                    {"cos_min_ratio", 0.0001}}}};
   for (int64_t W : {1, 2}) {
     std::vector<std::vector<Batch>> data = makeData(W, STEPS);
     for (int64_t stage : {0, 2}) {
@@ -547,12 +547,12 @@ TEST(RuntimePrecisionTest, Fp16LossScalingSkipsOverflowingSteps) {
       plan::Plan plan = precisionPlan(W, stage, fp16, optimizer);
       std::vector<std::vector<bool>> skips(static_cast<size_t>(W));
       onRanks(plan, weights, [&](Engine &engine, int64_t rank) {
-        config::Fp16Config config;
-        config.enabled = true;
-        config.initialScalePower = 22;
-        config.lossScaleWindow = 3;
-        config.hysteresis = 2;
-        runtime::LossScaler expected(config);
+        plan::LossScalerDesc scaler;
+        scaler.type = plan::LossScalerType::Dynamic;
+        scaler.scale = std::ldexp(1.0, 22);
+        scaler.scaleWindow = 3;
+        scaler.hysteresis = 2;
+        runtime::LossScaler expected(scaler);
         const runtime::Optimizer &optimizer = *engine.optimizer("model");
         double lastNorm = 0.0;
         int64_t applied = 0;
@@ -587,11 +587,10 @@ TEST(RuntimePrecisionTest, Fp16LossScalingSkipsOverflowingSteps) {
             EXPECT_TRUE(std::isfinite(stepped.gradNorm));
             // (The linear warmup's first LR is 0.)
             if (lr > 0.0)
-              EXPECT_FALSE(
-                  at::equal(master, engine.masterParameters("model")));
-            EXPECT_TRUE(at::equal(parameterShard(engine, rank),
-                                  engine.masterParameters("model").to(
-                                      at::kHalf)));
+              EXPECT_FALSE(at::equal(master, engine.masterParameters("model")));
+            EXPECT_TRUE(
+                at::equal(parameterShard(engine, rank),
+                          engine.masterParameters("model").to(at::kHalf)));
           }
           EXPECT_EQ(optimizer.steps(), applied);
           EXPECT_EQ(engine.globalSteps(), step + 1)
@@ -780,8 +779,8 @@ TEST(RuntimePrecisionTest, CheckpointsResumeBitwise) {
   for (const Case &c : cases) {
     SCOPED_TRACE(c.precision.mode + ", stage " + std::to_string(c.stage));
     plan::Plan plan = precisionPlan(W, c.stage, c.precision);
-    const std::string ckpt = dir.file(c.precision.mode + "_ckpt" +
-                                      std::to_string(c.stage));
+    const std::string ckpt =
+        dir.file(c.precision.mode + "_ckpt" + std::to_string(c.stage));
     struct After {
       std::vector<StepReport> reports;
       std::vector<at::Tensor> params;
@@ -900,9 +899,12 @@ TEST(RuntimePrecisionTest, Fp16AutocastGradScalerIsNotCheckpointed) {
   std::vector<std::vector<Batch>> data = makeData(2, BEFORE + AFTER);
   Precision autocast;
   autocast.mode = "autocast";
-  autocast.scaler = {{"type", "grad_scaler"},   {"scale", 1024.0},
-                     {"scale_window", 3},       {"hysteresis", 1},
-                     {"consecutive_hysteresis", false}, {"min_scale", 0.0}};
+  autocast.scaler = {{"type", "grad_scaler"},
+                     {"scale", 1024.0},
+                     {"scale_window", 3},
+                     {"hysteresis", 1},
+                     {"consecutive_hysteresis", false},
+                     {"min_scale", 0.0}};
   for (int64_t stage : {0, 2}) {
     SCOPED_TRACE("stage " + std::to_string(stage));
     plan::Plan plan = precisionPlan(2, stage, autocast);
@@ -932,8 +934,8 @@ TEST(RuntimePrecisionTest, Fp16AutocastGradScalerIsNotCheckpointed) {
     });
     for (size_t r = 0; r < 2; ++r) {
       // Grown after the 3rd and 6th clean step; resumed: from 1024 again.
-      EXPECT_EQ(straight[r],
-                (std::vector<double>{1024, 1024, 1024, 2048, 2048, 2048, 4096}));
+      EXPECT_EQ(straight[r], (std::vector<double>{1024, 1024, 1024, 2048, 2048,
+                                                  2048, 4096}));
       EXPECT_EQ(resumed[r], (std::vector<double>{1024, 1024, 1024}));
       for (size_t k = 0; k < kParams.size(); ++k)
         EXPECT_TRUE(at::equal(straightParams[r][k], resumedParams[r][k]))
@@ -966,9 +968,12 @@ TEST(RuntimePrecisionTest, AutocastGathersInTheBucketDtype) {
     // the scale stays out of its backward).
     if (dtype == plan::DType::Float16)
       json["engines"][0]["precision"]["loss_scaler"] = {
-          {"type", "grad_scaler"},   {"scale", 65536.0},
-          {"scale_window", 2000},    {"hysteresis", 1},
-          {"consecutive_hysteresis", false}, {"min_scale", 0.0}};
+          {"type", "grad_scaler"},
+          {"scale", 65536.0},
+          {"scale_window", 2000},
+          {"hysteresis", 1},
+          {"consecutive_hysteresis", false},
+          {"min_scale", 0.0}};
     plan::Plan plan = plan::parsePlan(json, "autocast.json");
     for (plan::BucketDesc &bucket : plan.engines[0].partition->buckets)
       bucket.dtype = dtype;
@@ -998,8 +1003,7 @@ TEST(RuntimePrecisionTest, AutocastGathersInTheBucketDtype) {
       StepReport report = trainStep(engine, data[0], rank);
       EXPECT_TRUE(report.updated);
       EXPECT_FALSE(report.skipped());
-      EXPECT_EQ(engine.optimizer("model")->expAvg().scalar_type(),
-                at::kFloat);
+      EXPECT_EQ(engine.optimizer("model")->expAvg().scalar_type(), at::kFloat);
     });
   }
 }
@@ -1030,7 +1034,8 @@ TEST(RuntimePrecisionTest, DsRunLinesCarryTheLossScaleAndSkips) {
                         weights + "' --steps " + std::to_string(STEPS) +
                         " --losses '" + dir.file("losses.jsonl") +
                         "' >/dev/null 2>'" + dir.file("stderr") + "'";
-  ASSERT_EQ(std::system(command.c_str()), 0) << test::readText(dir.file("stderr"));
+  ASSERT_EQ(std::system(command.c_str()), 0)
+      << test::readText(dir.file("stderr"));
   std::string text = test::readText(dir.file("losses.jsonl"));
   std::vector<ordered_json> lines;
   for (size_t start = 0; start < text.size();) {

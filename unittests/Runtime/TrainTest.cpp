@@ -14,10 +14,10 @@
 
 #include "TestUtil.h"
 
-#include "ds/Config/Config.h"
 #include "ds/Plan/MemoryPrediction.h"
 #include "ds/Plan/PlanFormat.h"
 #include "ds/Runtime/Engine.h"
+#include "ds/Runtime/LrSchedule.h"
 #include "ds/Runtime/Optimizer.h"
 #include "ds/Runtime/Seed.h"
 #include "ds/Runtime/StateStore.h"
@@ -374,15 +374,15 @@ TEST(RuntimeTrainTest, SchedulerGivesEachUpdateItsLearningRate) {
                         {"warmup_min_ratio", 0.0},
                         {"cos_min_ratio", 0.0001}}}});
   Engine engine = load(json, dir);
-  config::SchedulerConfig scheduler;
-  scheduler.type = config::SchedulerType::WarmupLR;
+  plan::SchedulerDesc scheduler;
+  scheduler.type = plan::SchedulerType::WarmupLR;
   scheduler.warmupMinLr = 0.01;
   scheduler.warmupMaxLr = 0.2;
   scheduler.warmupNumSteps = 3;
-  scheduler.warmupType = config::WarmupType::Linear;
+  scheduler.warmupType = plan::WarmupType::Linear;
   std::vector<double> lrs;
   for (int k = 0; k < 5; ++k)
-    lrs.push_back(config::schedulerLrForUpdate(scheduler, 0.5, k));
+    lrs.push_back(runtime::schedulerLrForUpdate(scheduler, 0.5, k));
   // min, min, min + 1/3, min + 2/3 of the way, max.
   EXPECT_DOUBLE_EQ(lrs[0], 0.01);
   EXPECT_DOUBLE_EQ(lrs[4], 0.2);
@@ -393,7 +393,7 @@ TEST(RuntimeTrainTest, SchedulerGivesEachUpdateItsLearningRate) {
       reference.trainable(), torch::optim::SGDOptions(0.5));
   trainAndCompare(engine, reference, makeBatches(5), 5, lrs);
   EXPECT_EQ(*engine.nextLr("model"),
-            config::schedulerLrForUpdate(scheduler, 0.5, 5));
+            runtime::schedulerLrForUpdate(scheduler, 0.5, 5));
 }
 
 TEST(RuntimeTrainTest, CallsMustComeInOrder) {

@@ -6,8 +6,9 @@
 // not implement ("not supported"). Every error is a ConfigError naming the
 // offending key by its dotted path and, when it came from a file, the file.
 //
-// This library has no MLIR, LLVM or LibTorch dependency: the compiler and the
-// runtime both link it. The key-by-key reference is docs/config.md.
+// This library has no MLIR, LLVM or LibTorch dependency. The compiler links
+// it; the runtime reads only the plan. The key-by-key reference is
+// docs/config.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -145,19 +146,6 @@ struct SchedulerConfig {
   double cosMinRatio = 0.0001;
 };
 
-/// DeepSpeed's learning rate at scheduler iteration `step` (its
-/// `last_batch_iteration`): -1 before the first scheduler.step(), which
-/// DeepSpeed calls after every optimizer update not skipped for fp16
-/// overflow. `baseLr` is the optimizer's lr: WarmupCosineLR scales it, and
-/// WarmupLR uses it when warmup_max_lr is unset. Formulas: docs/config.md.
-double schedulerLr(const SchedulerConfig &scheduler, double baseLr,
-                   int64_t step);
-
-/// The lr the next optimizer update uses after `appliedUpdates` updates
-/// were applied (skipped ones not counted): schedulerLr(.., appliedUpdates-1).
-double schedulerLrForUpdate(const SchedulerConfig &scheduler, double baseLr,
-                            int64_t appliedUpdates);
-
 struct LeafModuleConfig {
   /// Class names, bare or dotted. DeepSpeed's default list until the user
   /// gives "classes" (which replaces it).
@@ -236,14 +224,6 @@ struct LossScalerConfig {
   /// Dynamic: min_loss_scale; GradScaler: 0 (no floor).
   double minScale = 1.0;
 };
-
-/// torch.amp.GradScaler's defaults (torch/amp/grad_scaler.py): init_scale
-/// 2^16, growth_factor 2, backoff_factor 0.5, growth_interval 2000.
-LossScalerConfig gradScalerDefaults();
-
-/// An enabled fp16 section's DeepSpeed scaler: static when loss_scale > 0,
-/// else dynamic from 2^initial_scale_power.
-LossScalerConfig fp16LossScaler(const Fp16Config &fp16);
 
 struct TorchAutocastConfig {
   bool enabled = false;

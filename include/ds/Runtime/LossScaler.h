@@ -32,7 +32,7 @@
 #ifndef DS_RUNTIME_LOSSSCALER_H
 #define DS_RUNTIME_LOSSSCALER_H
 
-#include "ds/Config/Config.h"
+#include "ds/Plan/Plan.h"
 
 #include <cstdint>
 
@@ -42,18 +42,16 @@ class LossScaler {
 public:
   /// What a checkpoint keeps (DeepSpeed's attribute names in comments).
   struct State {
-    double scale = 1.0;            // cur_scale
-    int64_t iteration = 0;         // cur_iter
+    double scale = 1.0;    // cur_scale
+    int64_t iteration = 0; // cur_iter
     /// DeepSpeed's last_overflow_iter; a GradScaler's last overflow or
     /// growth (its _growth_tracker is iteration - lastOverflow - 1).
     int64_t lastOverflow = -1;
-    int64_t hysteresisLeft = 2;    // cur_hysteresis
+    int64_t hysteresisLeft = 2; // cur_hysteresis
   };
 
-  /// From an enabled fp16 section; with fp16 off, a static scale of 1.
-  explicit LossScaler(const config::Fp16Config &config);
-  /// Any of the scalers (config::EngineConfig::lossScaler).
-  explicit LossScaler(const config::LossScalerConfig &config);
+  /// The scaler an engine's plan::PrecisionDesc names.
+  explicit LossScaler(const plan::LossScalerDesc &desc);
 
   double scale() const { return state_.scale; }
   bool dynamic() const { return dynamic_; }

@@ -1,9 +1,9 @@
 //===- Optimizer.h - Parameter updates at the boundary --------*- C++ -*-===//
 //
-// The optimizers DeepSpeed configs name (Adam, AdamW, SGD), computed exactly
-// as torch.optim 2.15 computes them (its single-tensor code paths, op for op,
-// so that results agree with the numerical oracle to the last bits), and
-// global-norm gradient clipping as torch.nn.utils.clip_grad_norm_ does it.
+// The plan's optimizers (plan::OptimizerType: AdamW, Adam, SGD), computed
+// exactly as torch.optim 2.15 computes them (its single-tensor code paths, op
+// for op, so that results agree with the numerical oracle to the last bits),
+// and global-norm gradient clipping as torch.nn.utils.clip_grad_norm_ does it.
 // Optimizer state (Adam's m and v, SGD's momentum buffer) lives in flat
 // buffers with the engine's gradient layout, one set per engine.
 //
@@ -12,7 +12,7 @@
 #ifndef DS_RUNTIME_OPTIMIZER_H
 #define DS_RUNTIME_OPTIMIZER_H
 
-#include "ds/Config/Config.h"
+#include "ds/Plan/Plan.h"
 #include "ds/Runtime/GradientBuffers.h"
 
 #include <ATen/core/Tensor.h>
@@ -24,24 +24,25 @@ namespace ds::runtime {
 
 class Optimizer {
 public:
-  /// State for the parameters of `layout`, zero-initialised.
-  Optimizer(const config::OptimizerConfig &config, const FlatLayout &layout);
+  /// State for the parameters of `layout`, zero-initialised. The caller
+  /// applies `desc`'s gradient clipping and LR schedule.
+  Optimizer(const plan::OptimizerDesc &desc, const FlatLayout &layout);
 
   /// One update at learning rate `lr`: `params[i]` (updated in place) with
   /// gradient `grads[i]`, both in the layout's order. Every parameter
   /// steps, a zero gradient included (DeepSpeed's flat buffers).
-  ///  - AdamW, and Adam with adam_w_mode (torch.optim.AdamW):
+  ///  - AdamW (torch.optim.AdamW):
   ///      p *= 1 - lr*wd; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
   ///      p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
-  ///  - Adam without adam_w_mode (torch.optim.Adam): g += wd*p, then the
-  ///    same moments and update without the decoupled decay.
+  ///  - Adam (torch.optim.Adam): g += wd*p, then the same moments and
+  ///    update without the decoupled decay.
   ///  - SGD (torch.optim.SGD): g += wd*p; with momentum, buf = g on the
   ///    first update, else buf = momentum*buf + (1-dampening)*g; the step
   ///    direction is buf, or g + momentum*buf with nesterov; p -= lr*step.
   void step(const std::vector<at::Tensor> &params,
             const std::vector<at::Tensor> &grads, double lr);
 
-  const config::OptimizerConfig &config() const { return config_; }
+  const plan::OptimizerDesc &desc() const { return desc_; }
   /// Updates applied so far (torch.optim's per-parameter "step").
   int64_t steps() const { return steps_; }
   /// Flat state buffers: Adam's exp_avg and exp_avg_sq, or SGD's
@@ -63,7 +64,7 @@ private:
   void sgdStep(const std::vector<at::Tensor> &params,
                const std::vector<at::Tensor> &grads, double lr);
 
-  config::OptimizerConfig config_;
+  plan::OptimizerDesc desc_;
   int64_t steps_ = 0;
   at::Tensor first_, second_;
   std::vector<at::Tensor> firstViews_, secondViews_;
