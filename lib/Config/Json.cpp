@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ds/Config/Config.h"
-#include "ds/Config/JsonPath.h"
+#include "ds/Support/JsonPath.h"
 
 #include <filesystem>
 #include <fstream>

@@ -2,16 +2,10 @@
 
 #include "ObjectReader.h"
 
-#include <cmath>
-#include <limits>
+#include <memory>
+#include <utility>
 
 namespace ds::config::detail {
-
-std::string describeValue(const ordered_json &value) {
-  if (value.is_object() || value.is_array())
-    return value.type_name();
-  return std::string(value.type_name()) + " " + json::shortened(value.dump());
-}
 
 bool isAutoValue(const ordered_json &value) {
   return value.is_string() && value.get_ref<const std::string &>() == "auto";
@@ -28,149 +22,129 @@ bool isAutoValue(const ordered_json &value) {
             "stage3_param_persistence_threshold: give a value");
 }
 
-[[noreturn]] static void throwTypeError(const ordered_json &value,
-                                        const std::string &path,
-                                        const char *expected) {
-  if (isAutoValue(value))
-    throwAutoNotResolvable(path);
-  throw ConfigError(path, std::string("expected ") + expected + ", got " +
-                              describeValue(value));
+namespace {
+
+/// Failures of the config's cursors: ConfigErrors naming the key path.
+class ConfigErrorHook : public json::ErrorHook {
+public:
+  [[noreturn]] void fail(const std::string &path,
+                         const std::string &detail) const override {
+    throw ConfigError(path, detail);
+  }
+
+  [[noreturn]] void wrongType(const ordered_json &value,
+                              const std::string &path,
+                              const std::string &expected) const override {
+    if (isAutoValue(value))
+      throwAutoNotResolvable(path);
+    json::ErrorHook::wrongType(value, path, expected);
+  }
+};
+
+/// `value` at `path`, failing with ConfigErrors.
+json::PathCursor configCursor(const ordered_json &value, std::string path) {
+  static const auto hook = std::make_shared<const ConfigErrorHook>();
+  return json::PathCursor(value, std::move(path), hook);
 }
 
-bool toBool(const ordered_json &value, const std::string &path) {
-  if (!value.is_boolean())
-    throwTypeError(value, path, "a boolean");
-  return value.get<bool>();
-}
-
-int64_t toInteger(const ordered_json &value, const std::string &path) {
-  if (value.is_number_integer() && !value.is_number_unsigned())
-    return value.get<int64_t>();
-  if (value.is_number_unsigned()) {
-    uint64_t raw = value.get<uint64_t>();
-    if (raw > uint64_t(std::numeric_limits<int64_t>::max()))
-      throw ConfigError(path, "integer " + value.dump() + " is too large");
-    return int64_t(raw);
-  }
-  if (value.is_number_float()) {
-    // DeepSpeed configs write sizes as 5e8, which JSON reads as a float.
-    double raw = value.get<double>();
-    if (std::isfinite(raw) && raw == std::trunc(raw) && raw >= -9.2e18 &&
-        raw <= 9.2e18)
-      return int64_t(raw);
-    throw ConfigError(path, "expected an integer, got non-integral number " +
-                                value.dump());
-  }
-  throwTypeError(value, path, "an integer");
-}
+} // namespace
 
 double toNumber(const ordered_json &value, const std::string &path) {
-  if (!value.is_number())
-    throwTypeError(value, path, "a number");
-  return value.get<double>();
-}
-
-std::string toString(const ordered_json &value, const std::string &path) {
-  if (!value.is_string())
-    throwTypeError(value, path, "a string");
-  return value.get<std::string>();
+  return configCursor(value, path).toNumber();
 }
 
 ObjectReader::ObjectReader(const ordered_json &value, std::string path)
-    : object_(&value), path_(std::move(path)) {
-  if (!value.is_object()) {
-    if (isAutoValue(value))
-      throwAutoNotResolvable(path_);
-    throw ConfigError(path_.empty() ? std::string() : path_,
-                      "expected an object, got " + describeValue(value));
-  }
+    : cursor_(configCursor(value, std::move(path))) {
+  cursor_.requireObject();
 }
 
 std::string ObjectReader::keyPath(const std::string &key) const {
-  return json::joinKey(path_, key);
+  return json::joinKey(path(), key);
 }
 
 bool ObjectReader::has(const std::string &key) const {
-  auto it = object_->find(key);
-  return it != object_->end() && !it->is_null();
+  std::optional<json::PathCursor> member = cursor_.member(key);
+  return member && !member->json().is_null();
 }
 
 bool ObjectReader::takeAuto(const std::string &key) {
-  auto it = object_->find(key);
-  if (it == object_->end() || !isAutoValue(*it))
+  std::optional<json::PathCursor> member = cursor_.member(key);
+  if (!member || !isAutoValue(member->json()))
     return false;
   consumed_.insert(key);
   return true;
 }
 
-const ordered_json *ObjectReader::take(const std::string &key) {
-  auto it = object_->find(key);
-  if (it == object_->end())
-    return nullptr;
+std::optional<json::PathCursor>
+ObjectReader::takeCursor(const std::string &key) {
+  std::optional<json::PathCursor> member = cursor_.member(key);
+  if (!member)
+    return std::nullopt;
   consumed_.insert(key);
-  if (it->is_null())
-    return nullptr;
-  if (isAutoValue(*it))
-    throwAutoNotResolvable(keyPath(key));
-  return &*it;
+  if (member->json().is_null())
+    return std::nullopt;
+  if (isAutoValue(member->json()))
+    throwAutoNotResolvable(member->path());
+  return member;
+}
+
+const ordered_json *ObjectReader::take(const std::string &key) {
+  if (std::optional<json::PathCursor> member = takeCursor(key))
+    return &member->json();
+  return nullptr;
 }
 
 std::optional<bool> ObjectReader::boolean(const std::string &key) {
-  if (const ordered_json *value = take(key))
-    return toBool(*value, keyPath(key));
+  if (std::optional<json::PathCursor> member = takeCursor(key))
+    return member->toBool();
   return std::nullopt;
 }
 
 std::optional<int64_t> ObjectReader::integer(const std::string &key) {
-  if (const ordered_json *value = take(key))
-    return toInteger(*value, keyPath(key));
+  // DeepSpeed configs write sizes as 5e8, which JSON reads as a float.
+  if (std::optional<json::PathCursor> member = takeCursor(key))
+    return member->toInt(json::FloatIntegers::AcceptIntegral);
   return std::nullopt;
 }
 
 std::optional<double> ObjectReader::number(const std::string &key) {
-  if (const ordered_json *value = take(key))
-    return toNumber(*value, keyPath(key));
+  if (std::optional<json::PathCursor> member = takeCursor(key))
+    return member->toNumber();
   return std::nullopt;
 }
 
 std::optional<std::string> ObjectReader::string(const std::string &key) {
-  if (const ordered_json *value = take(key))
-    return toString(*value, keyPath(key));
+  if (std::optional<json::PathCursor> member = takeCursor(key))
+    return member->toString();
   return std::nullopt;
 }
 
 std::optional<std::vector<std::string>>
 ObjectReader::stringList(const std::string &key, bool acceptSingleString) {
-  const ordered_json *value = take(key);
-  if (!value)
+  std::optional<json::PathCursor> member = takeCursor(key);
+  if (!member)
     return std::nullopt;
-  std::string path = keyPath(key);
-  if (acceptSingleString && value->is_string()) {
-    if (value->get_ref<const std::string &>().empty())
-      throw ConfigError(path, "expected a non-empty string");
-    return std::vector<std::string>{value->get<std::string>()};
+  if (acceptSingleString && member->json().is_string()) {
+    std::string single = member->toString();
+    if (single.empty())
+      member->fail("expected a non-empty string");
+    return std::vector<std::string>{std::move(single)};
   }
-  if (!value->is_array())
-    throwTypeError(*value, path, "a list of strings");
-  std::vector<std::string> result;
-  for (size_t i = 0; i < value->size(); ++i) {
-    std::string elementPath = json::joinIndex(path, i);
-    std::string element = toString((*value)[i], elementPath);
-    if (element.empty())
-      throw ConfigError(elementPath, "expected a non-empty string");
-    result.push_back(std::move(element));
-  }
+  std::vector<std::string> result = member->toStringList();
+  for (size_t i = 0; i < result.size(); ++i)
+    if (result[i].empty())
+      member->element(i).fail("expected a non-empty string");
   return result;
 }
 
 std::optional<ObjectReader> ObjectReader::object(const std::string &key) {
-  if (const ordered_json *value = take(key))
-    return ObjectReader(*value, keyPath(key));
+  if (std::optional<json::PathCursor> member = takeCursor(key))
+    return ObjectReader(member->json(), member->path());
   return std::nullopt;
 }
 
 void ObjectReader::rejectUnknownKeys(const std::string &context) const {
-  for (const auto &item : object_->items()) {
+  for (const auto &item : json().items()) {
     if (consumed_.count(item.key()))
       continue;
     std::string detail = "unknown key";

@@ -3,9 +3,10 @@
 // Every section parser reads its JSON object through an ObjectReader so that
 // each error names the key by its full dotted path, type errors say what was
 // expected, "auto" is rejected unless the caller resolves it, and keys nobody
-// read are reported as unknown. Paths and shortened values are spelled as
-// the plan's reader spells them (ds/Config/JsonPath.h). Private to
-// lib/Config.
+// read are reported as unknown. The typed conversions are a PathCursor's
+// (ds/Support/PathCursor.h, shared with the plan's reader) failing with
+// ConfigErrors; the config's policy is here: "auto", null as unset, integral
+// floats (5e8) as integers, consumed and unknown keys. Private to lib/Config.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,7 +14,7 @@
 #define DS_LIB_CONFIG_OBJECTREADER_H
 
 #include "ds/Config/Config.h"
-#include "ds/Config/JsonPath.h"
+#include "ds/Support/PathCursor.h"
 
 #include <optional>
 #include <set>
@@ -22,19 +23,12 @@
 
 namespace ds::config::detail {
 
-/// A short description of a JSON value for error messages:
-/// `string "abc"`, `number 2.5`, `object`.
-std::string describeValue(const ordered_json &value);
+using json::describeValue;
 
 bool isAutoValue(const ordered_json &value);
 
-/// Conversions of one value at `path`; each throws a ConfigError naming
-/// `path` and the expected type.
-bool toBool(const ordered_json &value, const std::string &path);
-/// Integers, and floats with an integral value (5e8); nothing else.
-int64_t toInteger(const ordered_json &value, const std::string &path);
+/// The number at `path`; else a ConfigError naming `path`.
 double toNumber(const ordered_json &value, const std::string &path);
-std::string toString(const ordered_json &value, const std::string &path);
 
 [[noreturn]] void throwAutoNotResolvable(const std::string &path);
 
@@ -44,9 +38,9 @@ public:
   /// outlive the reader.
   ObjectReader(const ordered_json &value, std::string path);
 
-  const std::string &path() const { return path_; }
+  const std::string &path() const { return cursor_.path(); }
   std::string keyPath(const std::string &key) const;
-  const ordered_json &json() const { return *object_; }
+  const ordered_json &json() const { return cursor_.json(); }
 
   /// True when the key is present with a non-null value (null means unset,
   /// as Python's None does for DeepSpeed).
@@ -58,6 +52,7 @@ public:
   void markConsumed(const std::string &key) { consumed_.insert(key); }
 
   std::optional<bool> boolean(const std::string &key);
+  /// Integers, and floats with an integral value (5e8).
   std::optional<int64_t> integer(const std::string &key);
   std::optional<double> number(const std::string &key);
   std::optional<std::string> string(const std::string &key);
@@ -74,8 +69,10 @@ public:
                          const std::string &detail) const;
 
 private:
-  const ordered_json *object_;
-  std::string path_;
+  /// take(), as a cursor.
+  std::optional<json::PathCursor> takeCursor(const std::string &key);
+
+  json::PathCursor cursor_;
   std::set<std::string> consumed_;
 };
 

@@ -17,8 +17,8 @@
 
 namespace ds::plan {
 
-using detail::describeJson;
 using detail::JsonCursor;
+using json::describeValue;
 
 namespace {
 
@@ -82,14 +82,14 @@ double parseFloatConstant(const JsonCursor &cursor) {
   }
   cursor.fail("expected a float constant (a number, \"nan\", \"inf\" or "
               "\"-inf\"), found " +
-              describeJson(json));
+              describeValue(json));
 }
 
 Constant parseTensorConstant(const JsonCursor &cursor) {
   if (!cursor.json().is_object())
     cursor.fail("expected a tensor constant {\"dtype\", \"shape\", "
                 "\"base64\"}, found " +
-                describeJson(cursor.json()));
+                describeValue(cursor.json()));
   DType dtype = parseDTypeAt(cursor.field("dtype"));
   JsonCursor shapeCursor = cursor.field("shape");
   std::vector<int64_t> shape = shapeCursor.toIntArray();
@@ -128,7 +128,7 @@ Constant parseConstant(const JsonCursor &cursor,
     case ValueType::None:
       if (!json.is_null())
         cursor.fail("expected null for a none constant, found " +
-                    describeJson(json));
+                    describeValue(json));
       return Constant::none();
     case ValueType::Tensor:
       return parseTensorConstant(cursor);
@@ -316,7 +316,7 @@ void checkFormatAndVersion(const JsonCursor &root) {
       format.json().get<std::string>() != kPlanFormatName)
     format.fail(std::string("expected \"") + kPlanFormatName +
                 "\" (this is not a plan file), found " +
-                describeJson(format.json()));
+                describeValue(format.json()));
   JsonCursor versionCursor = root.field("version");
   int64_t version = versionCursor.toInt();
   if (version > kPlanFormatVersion)
@@ -501,7 +501,7 @@ StateDesc parseState(const JsonCursor &cursor) {
     state.kind = StateKind::Buffer;
   else
     kind.fail("expected \"param\" or \"buffer\", found " +
-              describeJson(kind.json()));
+              describeValue(kind.json()));
   state.dtype = parseDTypeAt(cursor.field("dtype"));
   state.shape = cursor.field("shape").toIntArray();
   if (auto requiresGrad = cursor.optionalField("requires_grad"))

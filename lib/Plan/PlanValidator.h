@@ -13,8 +13,8 @@
 #ifndef DS_LIB_PLAN_PLANVALIDATOR_H
 #define DS_LIB_PLAN_PLANVALIDATOR_H
 
-#include "ds/Config/JsonPath.h"
 #include "ds/Plan/PlanFormat.h"
+#include "ds/Support/JsonPath.h"
 
 #include <map>
 #include <set>

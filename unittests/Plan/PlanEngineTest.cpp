@@ -83,14 +83,14 @@ TEST(PlanEngineTest, RequiredSettingsAndTheirTypes) {
   }
   ordered_json json = trainPlan();
   engine(json)["trainable"] = "yes";
-  expectInvalid(json, "engines[0].trainable: expected true or false");
+  expectInvalid(json, "engines[0].trainable: expected a boolean");
   json = trainPlan();
   engine(json)["seed"] = 1.5;
   expectInvalid(json, "engines[0].seed: expected an integer");
   json = trainPlan();
   engine(json)["gather_16bit_weights_on_model_save"] = 1;
   expectInvalid(json, "engines[0].gather_16bit_weights_on_model_save: expected "
-                      "true or false");
+                      "a boolean");
   json = trainPlan();
   engine(json)["ds_config"] = "{}";
   expectInvalid(json, "engines[0].ds_config: expected an object");

@@ -128,7 +128,7 @@ TEST(PlanTrainingTest, ReadingChecksTheNewFields) {
                       "[beta1, beta2], found an array of 1");
   json = planAt(1);
   engine(json)["optimizer"]["nesterov"] = 0;
-  expectInvalid(json, "engines[0].optimizer.nesterov: expected true or false");
+  expectInvalid(json, "engines[0].optimizer.nesterov: expected a boolean");
   json = planAt(1);
   engine(json)["optimizer"]["scheduler"] = {{"type", "WarmupLR"}};
   expectInvalid(json, "engines[0].optimizer.scheduler: missing required field "

@@ -1,20 +1,23 @@
-//===- JsonPath.h - Paths into JSON documents for messages ------*- C++ -*-===//
+//===- JsonPath.h - Places and values of JSON in messages -------*- C++ -*-===//
+//-*-//
 //
-// How both path-aware JSON readers, the config's (lib/Config/ObjectReader)
-// and the plan's (lib/Plan/JsonCursor), spell where a value is and show it
-// in a message: "zero_optimization.stage", "programs.eval.body[12].args[1]".
-// Header-only and free of everything but the standard library, so that the
-// plan format library uses it without linking the config library.
+// How the path-aware JSON readers (the config's and the plan's, both built on
+// PathCursor) spell where a value is, "zero_optimization.stage",
+// "programs.eval.body[12].args[1]", and what was found there, `string "3"`.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DS_CONFIG_JSONPATH_H
-#define DS_CONFIG_JSONPATH_H
+#ifndef DS_SUPPORT_JSONPATH_H
+#define DS_SUPPORT_JSONPATH_H
+
+#include <nlohmann/json.hpp>
 
 #include <cstddef>
 #include <string>
 
 namespace ds::json {
+
+using ordered_json = nlohmann::ordered_json;
 
 /// "a.b" + "c" -> "a.b.c"; "" + "c" -> "c".
 inline std::string joinKey(const std::string &path, const std::string &key) {
@@ -33,6 +36,10 @@ inline std::string shortened(std::string text) {
   return text;
 }
 
+/// What a message says was found: `null`, `boolean true`, `number 2.5`,
+/// `string "abc"` (long strings shortened), `array`, `object`.
+std::string describeValue(const ordered_json &value);
+
 } // namespace ds::json
 
-#endif // DS_CONFIG_JSONPATH_H
+#endif // DS_SUPPORT_JSONPATH_H
