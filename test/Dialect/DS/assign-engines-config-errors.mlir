@@ -31,7 +31,7 @@
 // BATCH: error: {{.*}}batch.json: train_batch_size: inconsistent batch sizes: train_batch_size (6) != train_micro_batch_size_per_gpu (2) * gradient_accumulation_steps (1) * world size (2)
 // "auto" needs data to resolve from.
 // AUTO: error: {{.*}}auto.json: train_micro_batch_size_per_gpu: "auto" needs the global micro-batch B of the data, which was not given
-// ARRAY: error: {{.*}}array.json: expected an object, got array
+// ARRAY: error: {{.*}}array.json: expected an object, found array
 // STAGES: error: {{.*}}stages.json: zero_optimization.stages: unknown key
 // WORLD: error: world-size=4 disagrees with the module's ds.world_size = 2 (the size the model was imported for)
 // BOTH: error: ds-assign-engines takes the engines from the config; do not give `engines` or `frozen` with it
