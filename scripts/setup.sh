@@ -4,8 +4,9 @@
 #     nlohmann-json, GoogleTest, pybind11, and Python's venv and headers;
 #   - the project's Python environment .venv/ (git-ignored) with the pinned packages of
 #     requirements.txt: torch 2.x (LibTorch for the build, Python's torch for the tests and
-#     the oracle), numpy, pytest, safetensors. `--dev` adds requirements-dev.txt (the peers
-#     that benches and interop tests run side by side: DeepSpeed, ...).
+#     the oracle), numpy, pytest, safetensors, torchvision and transformers (the model
+#     zoo). `--dev` adds requirements-dev.txt (the peers that benches and interop tests
+#     run side by side: DeepSpeed, ...).
 # Debian's LibTorch (libtorch-dev, python3-torch) is not used: CMake refuses to configure
 # when one of its libraries would be linked next to the wheel's (cmake/DSTorch.cmake).
 # Idempotent: when everything is installed it runs dpkg-query and compares two checksums

@@ -42,15 +42,17 @@ nll_loss_forward mse_loss_backward kl_div_backward select_backward
 slice_backward index_select_backward
 leaky_relu_backward elu_backward softplus_backward hardtanh_backward sgn
 sum_to_size native_dropout_backward nll_loss2d_forward nll_loss2d_backward
-logsumexp exp_ rsqrt_ sort argsort max_pool1d avg_pool1d conv_transpose2d
+logsumexp exp_ rsqrt_ sort argsort repeat_interleave diff cos sin index_put max_pool1d avg_pool1d conv_transpose2d
 NumToTensor TupleConstruct _transformer_encoder_layer_fwd _native_multi_head_attention
 _scaled_dot_product_flash_attention_for_cpu _scaled_dot_product_flash_attention_for_cpu_backward
 _safe_softmax
 scaled_dot_product_attention rms_norm unflatten
 """.split()
 
-SKIP_OVERLOAD_WORDS = ("out", "grad_input", "Dimname", "complex", "str", "Dict", "names",
-                       "dimname", "generator_out", "Scalar_out")
+# Overloads skipped: words of the overload name (split at "_"), so that "out" skips
+# "Scalar_out" but not "dtype_layout".
+SKIP_OVERLOAD_WORDS = ("out", "output", "Dimname", "complex", "str", "Dict", "names", "dimname")
+SKIP_OVERLOADS = ("grad_input",)
 
 
 def wanted(schema):
@@ -58,7 +60,8 @@ def wanted(schema):
     if base not in SUPPORTED or ns not in ("aten", "prim"):
         return False
     ov = schema.overload_name
-    if any(w in ov for w in SKIP_OVERLOAD_WORDS):
+    words = ov.split("_")
+    if any(w in words for w in SKIP_OVERLOAD_WORDS) or ov in SKIP_OVERLOADS:
         return False
     return True
 

@@ -12,7 +12,15 @@
 //   its running statistics): a batch_norm without running statistics, the
 //   unbiased batch variance and mean (`aten::var_mean.correction`, as PyTorch
 //   updates the running variance) and `running = lerp(running, batch_stat,
-//   momentum)` for both statistics.
+//   momentum)` for both statistics;
+// - `aten::_convolution` (what `torch.jit.trace` records for a convolution
+//   module) that is not transposed: `aten::conv1d` / `aten::conv2d` by the
+//   input's rank, the op a scripted module calls (its benchmark, deterministic,
+//   cudnn and tf32 flags do not change CPU results);
+// - `aten::to.device` and `aten::to.dtype_layout` (a trace records
+//   `x.to(other.device)` with the device it ran on): `aten::to.dtype`, or x
+//   itself when no dtype is given. A plan is device-neutral and every tensor
+//   of a run lives on the run's device.
 //
 //===----------------------------------------------------------------------===//
 
@@ -128,11 +136,76 @@ struct DecomposeBatchNormFunctional : OpRewritePattern<AtenOp> {
   }
 };
 
+struct DecomposeTracedConvolution : OpRewritePattern<AtenOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AtenOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getOp() != "aten::_convolution" &&
+        op.getOp() != "aten::_convolution.deprecated")
+      return failure();
+    // _convolution(input, weight, bias, stride, padding, dilation,
+    //              transposed, output_padding, groups, ...flags)
+    ValueRange args = op.getArgs();
+    auto transposed = args[6].getDefiningOp<ConstantOp>();
+    if (!transposed || !isa<BoolAttr>(transposed.getValue()) ||
+        cast<BoolAttr>(transposed.getValue()).getValue())
+      return failure();
+    auto inputType = dyn_cast<RankedTensorType>(args[0].getType());
+    if (!inputType || (inputType.getRank() != 3 && inputType.getRank() != 4))
+      return failure();
+    StringRef conv = inputType.getRank() == 3 ? "aten::conv1d" : "aten::conv2d";
+    rewriter.replaceOp(op, createAten(rewriter, op, conv,
+                                      {args[0], args[1], args[2], args[3],
+                                       args[4], args[5], args[8]},
+                                      op.getResult(0).getType()));
+    return success();
+  }
+};
+
+struct DecomposeToDevice : OpRewritePattern<AtenOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AtenOp op,
+                                PatternRewriter &rewriter) const override {
+    ValueRange args = op.getArgs();
+    if (op.getOp() == "aten::to.device") {
+      // to.device(self, device, dtype, non_blocking, copy, memory_format)
+      rewriter.replaceOp(
+          op, createAten(rewriter, op, "aten::to.dtype",
+                         {args[0], args[2], args[3], args[4], args[5]},
+                         op.getResult(0).getType()));
+      return success();
+    }
+    if (op.getOp() != "aten::to.dtype_layout")
+      return failure();
+    // to.dtype_layout(self, dtype?, layout?, device?, pin_memory?,
+    //                 non_blocking, copy, memory_format?): only the dtype
+    // matters; without one (`x.to(device)`) the result is x itself unless a
+    // copy is asked for.
+    if (!isa<ds::NoneType>(args[1].getType())) {
+      rewriter.replaceOp(
+          op, createAten(rewriter, op, "aten::to.dtype",
+                         {args[0], args[1], args[5], args[6], args[7]},
+                         op.getResult(0).getType()));
+      return success();
+    }
+    auto copy = args[6].getDefiningOp<ConstantOp>();
+    if (!copy || !isa<BoolAttr>(copy.getValue()) ||
+        cast<BoolAttr>(copy.getValue()).getValue() ||
+        args[0].getType() != op.getResult(0).getType())
+      return failure();
+    rewriter.replaceOp(op, args[0]);
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::ds::import::populateImportDecompositionPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<DecomposeTrainingDropout, DecomposeBatchNormFunctional>(
+  patterns.add<DecomposeTrainingDropout, DecomposeBatchNormFunctional,
+               DecomposeTracedConvolution, DecomposeToDevice>(
       patterns.getContext());
 }
 

@@ -33,6 +33,25 @@ static const llvm::StringSet<> &dataDependentShapeOps() {
   return ops;
 }
 
+/// Calls whose result shape depends on tensor data though the operator's
+/// does not always: `torch.where(cond)` (one argument: the indices of the
+/// true elements) and indexing with a boolean mask (`x[mask]`).
+static bool isMaskSelection(const c10::FunctionSchema &schema,
+                            ArrayRef<Abstract> args) {
+  if (schema.name() == "aten::where" && schema.overload_name().empty())
+    return true;
+  if (schema.name() != "aten::index" || args.size() < 2)
+    return false;
+  auto isMask = [](const c10::IValue &index) {
+    return index.isTensor() && (index.toTensor().scalar_type() == at::kBool ||
+                                index.toTensor().scalar_type() == at::kByte);
+  };
+  if (args[1].example.isList())
+    return llvm::any_of(args[1].example.toListRef(), isMask);
+  return llvm::any_of(args[1].elements,
+                      [&](const Abstract &e) { return isMask(e.example); });
+}
+
 /// Operators whose result aliases their first argument (for rejecting
 /// in-place updates of views, which would also change the base).
 static const llvm::StringSet<> &viewOps() {
@@ -239,12 +258,14 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
     if (a.kind == Abstract::Kind::List && !a.isStatic())
       for (const Abstract &e : a.elements)
         if (e.kind == Abstract::Kind::Dynamic &&
-            !isa<TensorType>(e.value.getType()))
+            (!isa<TensorType>(e.value.getType()) ||
+             llvm::is_contained(e.dynamicDims, true)))
           dynamicInputs = true;
   }
   auto dynamicDimsFor = [&](const at::Tensor &t) {
     std::vector<bool> dims(t.dim(), false);
-    if (dataDependentShapeOps().contains(schema->name())) {
+    if (dataDependentShapeOps().contains(schema->name()) ||
+        isMaskSelection(*schema, args)) {
       if (schema->name() == "aten::nonzero" && t.dim() == 2)
         dims[0] = true;
       else

@@ -64,7 +64,9 @@ OPS = ["linear", "matmul", "mm", "bmm", "add", "sub", "mul", "div", "neg", "pow"
        "leaky_relu", "elu", "softplus", "hardtanh", "abs", "clamp", "erf", "square",
        "reciprocal", "minimum",
        # torch 2.x operators (issue 16)
-       "scaled_dot_product_attention", "rms_norm", "unflatten"]
+       "scaled_dot_product_attention", "rms_norm", "unflatten",
+       # the model zoo's operators (issue 17)
+       "addmm", "index", "repeat_interleave"]
 
 # The TorchScript node kinds (after inlining) that count as the op: every case of an op has one.
 OP_KINDS = {op: ["aten::" + op] for op in OPS}
@@ -1465,6 +1467,93 @@ class DetachBranch(nn.Module):
         return ((x * self.p1).detach() * (x * self.p2) * t).sum()
 
 
+class AddmmBias(nn.Module):
+    """GPT-2's Conv1D: addmm(bias, x, w), with beta and alpha."""
+
+    def __init__(self):
+        super().__init__()
+        self.b = P(5)
+        self.w = P(8, 5)
+
+    def forward(self, x, t):
+        return (torch.addmm(self.b, x, self.w, beta=0.5, alpha=2.0) * t).sum()
+
+
+class AddmmFull(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p0 = P(5)
+        self.p1 = P(8)
+        self.w = P(8, 5)
+
+    def forward(self, x, x2, t):
+        return (torch.addmm(x2 * self.p0, x * self.p1, self.w) * t).sum()
+
+
+class IndexRows(nn.Module):
+    """p[i]: rows of a parameter by a data index (repeated rows accumulate)."""
+
+    def __init__(self):
+        super().__init__()
+        self.p = P(10, 6)
+
+    def forward(self, i, t):
+        return (self.p[i] * t).sum()
+
+
+class IndexColumns(nn.Module):
+    """y[:, j] with a tensor j: aten::index with [None, j]."""
+
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, j, t):
+        return ((x * self.p)[:, j] * t).sum()
+
+
+class IndexPairs(nn.Module):
+    """Mixtral's w[top_x, idx, None]: two index tensors, then a new axis."""
+
+    def __init__(self):
+        super().__init__()
+        self.p = P(4, 3)
+
+    def forward(self, x, a, b, t):
+        return ((x * self.p)[a, b, None] * t).sum()
+
+
+class IndexMask(nn.Module):
+    """y[m] with a boolean mask: a data-dependent number of rows."""
+
+    def __init__(self):
+        super().__init__()
+        self.p = P(8)
+
+    def forward(self, x, m, t):
+        return ((x * self.p)[m] * t[m]).sum()
+
+
+class RepeatInterleaveData(nn.Module):
+    """Llama's repeat_kv: each head repeated in place along dim 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.p = P(3)
+
+    def forward(self, x, t):
+        return ((x * self.p).repeat_interleave(2, dim=1) * t).sum()
+
+
+class RepeatInterleaveParam(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = P(3, 4)
+
+    def forward(self, x, t):
+        return ((x * self.p.repeat_interleave(3, dim=-1)) * t).sum()
+
+
 # ---------------------------------------------------------------------------------------------
 # cases: (module, data) built in float64; data tensors are [B, ...] (batched) or [...] (unbatched)
 # ---------------------------------------------------------------------------------------------
@@ -1739,6 +1828,19 @@ case("to", "float32_and_back")(lambda: _xt(ToF32(), [8]))
 case("baddbmm", "bcast_bias_beta_alpha")(lambda: _xt(BaddbmmBcast(), [4, 8], [4, 5]))
 case("baddbmm", "all_operands")(lambda: (BaddbmmFull(), {"x": R(B, 4, 8), "x2": R(B, 4, 5),
                                                           "x3": R(B, 8, 5), "t": R(B, 4, 5)}))
+case("addmm", "bias_beta_alpha")(lambda: _xt(AddmmBias(), [8], [5]))
+case("addmm", "all_operands")(
+    lambda: (AddmmFull(), {"x": R(B, 8), "x2": R(B, 5), "t": R(B, 5)}))
+case("index", "param_rows")(lambda: (IndexRows(), {"i": idx(10, B, 3), "t": R(B, 3, 6)}))
+case("index", "columns_unbatched_index", unbatched=("j",))(
+    lambda: (IndexColumns(), {"x": R(B, 8), "j": torch.tensor([5, 1, 5]), "t": R(B, 3)}))
+case("index", "two_indices_new_axis", unbatched=("a", "b", "t"))(
+    lambda: (IndexPairs(), {"x": R(B, 4, 3), "a": torch.tensor([0, 3, 0, 1, 2]),
+                            "b": torch.tensor([2, 1, 2, 0, 0]), "t": R(5, 1)}))
+case("index", "bool_mask")(
+    lambda: (IndexMask(), {"x": R(B, 8), "m": mask(B, 8), "t": R(B, 8)}))
+case("repeat_interleave", "data_dim1")(lambda: _xt(RepeatInterleaveData(), [4, 3], [8, 3]))
+case("repeat_interleave", "param_last_dim")(lambda: _xt(RepeatInterleaveParam(), [3, 12]))
 case("pad", "last_dim")(lambda: _xt(PadM([1, 2], 0.0, 8), [8], [11]))
 case("pad", "2d_value")(lambda: _xt(PadM([1, 1, 2, 0], 0.5, 3, 4), [3, 4], [5, 6]))
 case("repeat", "data")(lambda: _xt(RepeatData(), [8], [16]))

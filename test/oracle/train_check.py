@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -75,9 +76,11 @@ def check(args, workdir):
     unbatched = sum((["--unbatched", u] for u in args.unbatched), [])
 
     plan = os.path.join(workdir, args.model + ".plan")
+    started = time.monotonic()
     run([os.path.join(args.bin, "ds-compile"), model, "--config", config_path,
          "--example-inputs", data, "--world-size", str(args.world_size), "-o", plan] + unbatched,
         "ds-compile")
+    print(f"  ds-compile: {time.monotonic() - started:.2f} s", flush=True)
 
     ours_lines = os.path.join(workdir, "ours.jsonl")
     ours_params = os.path.join(workdir, "ours.safetensors")
@@ -140,6 +143,7 @@ def main(argv=None):
         p.error(f"--config-json is not JSON: {e}")
 
     name = f"train-check {args.model} (W={args.world_size}, {args.steps} steps)"
+    print(name, flush=True)
     tmp = tempfile.mkdtemp(prefix="train_check.")
     try:
         workdir = tmp
@@ -153,7 +157,6 @@ def main(argv=None):
             return 1
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{name}")
     print(f"  losses: {'OK' if ok_l else 'MISMATCH'}: {msg_l}")
     print(f"  params: {'OK' if ok_p else 'MISMATCH'}: {msg_p}")
     if ok_l and ok_p:

@@ -115,6 +115,11 @@ def _probes():
     p["aten::unsafe_chunk"] = (lambda r: [r(4)], lambda x: aten.unsafe_chunk(x, 2)[0])
     p["aten::unbind"] = (lambda r: [r(2, 4)], lambda x: x.unbind(0)[1])
     p["aten::repeat"] = (lambda r: [r(4)], lambda x: x.repeat(2))
+    p["aten::repeat_interleave"] = (lambda r: [r(4, 3)],
+                                    lambda x: x.repeat_interleave(2, dim=1))
+    p["aten::index_put"] = (lambda r: [r(4, 8), r(3, 8)],
+                            lambda x, v: x.index_put((torch.tensor([0, 2, 0]),), v,
+                                                     accumulate=True))
     p["aten::index_select"] = (lambda r: [r(4, 8)],
                                lambda x: torch.index_select(x, 0, idx(0, 1)))
     p["aten::index"] = (lambda r: [r(4, 8)], lambda x: x[idx(0, 2)])
@@ -193,6 +198,9 @@ def _probes():
     p["aten::rsqrt"] = (lambda r: [r(4)], lambda x: torch.rsqrt(x.abs() + 1))
     p["aten::reciprocal"] = (lambda r: [r(4)], lambda x: torch.reciprocal(x.abs() + 1))
     p["aten::exp"] = (lambda r: [r(4)], torch.exp)
+    p["aten::cos"] = (lambda r: [r(4)], torch.cos)
+    p["aten::sin"] = (lambda r: [r(4)], torch.sin)
+    p["aten::diff"] = (lambda r: [r(4, 8)], lambda x: torch.diff(x, dim=-1))
     p["aten::log"] = (lambda r: [r(4)], lambda x: torch.log(x.abs() + 1))
     p["aten::erf"] = (lambda r: [r(4)], torch.erf)
     p["aten::floor"] = (lambda r: [r(4)], torch.floor)

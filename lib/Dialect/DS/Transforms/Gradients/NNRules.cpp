@@ -57,7 +57,6 @@ Value outputMask(GradientBuilder &gb, unsigned a, unsigned b, unsigned c) {
   return gb.boolList({gb.needsGrad(a), gb.needsGrad(b), gb.needsGrad(c)});
 }
 
-
 /// `t`'s shape with its last two dims replaced by `rows` and `cols`.
 RankedTensorType withLastTwo(Type t, int64_t rows, int64_t cols,
                              Type elem = {}) {
@@ -95,9 +94,9 @@ Value repeatHeads(GradientBuilder &gb, Value v, int64_t groups) {
                     RankedTensorType::get(unsq, t.getElementType()));
   SmallVector<int64_t> expanded(unsq);
   expanded[r - 2] = groups;
-  Value e = gb.aten("aten::expand",
-                    {u, gb.intList(expanded), gb.constBool(false)},
-                    RankedTensorType::get(expanded, t.getElementType()));
+  Value e =
+      gb.aten("aten::expand", {u, gb.intList(expanded), gb.constBool(false)},
+              RankedTensorType::get(expanded, t.getElementType()));
   SmallVector<int64_t> merged(shape);
   merged[r - 3] *= groups;
   return gb.aten("aten::reshape", {e, gb.intList(merged)},
@@ -221,10 +220,10 @@ Value additiveMask(GradientBuilder &gb, Value mask, Type elem) {
                          gb.none(), gb.none(), gb.none()},
                         mt.clone(elem));
   Value masked = gb.aten("aten::logical_not", {mask}, mt);
-  return gb.aten("aten::masked_fill.Scalar",
-                 {zeros, masked,
-                  gb.constFloat(-std::numeric_limits<double>::infinity())},
-                 mt.clone(elem));
+  return gb.aten(
+      "aten::masked_fill.Scalar",
+      {zeros, masked, gb.constFloat(-std::numeric_limits<double>::infinity())},
+      mt.clone(elem));
 }
 
 LogicalResult sdpaFlash(GradientBuilder &gb, const SdpaArgs &a) {
@@ -246,11 +245,10 @@ LogicalResult sdpaFlash(GradientBuilder &gb, const SdpaArgs &a) {
                                               : Type(gb.b.getF32Type());
   auto lseType = RankedTensorType::get(
       {q4.getDimSize(0), q4.getDimSize(1), q4.getDimSize(2)}, statElem);
-  Value dropout = gb.operand(4), causal = gb.operand(5),
-        scale = gb.operand(6);
-  auto fwd = gb.atenN("aten::_scaled_dot_product_flash_attention_for_cpu",
-                      {q, k, v, dropout, causal, mask, scale},
-                      {g.getType(), lseType});
+  Value dropout = gb.operand(4), causal = gb.operand(5), scale = gb.operand(6);
+  auto fwd =
+      gb.atenN("aten::_scaled_dot_product_flash_attention_for_cpu",
+               {q, k, v, dropout, causal, mask, scale}, {g.getType(), lseType});
   auto grads =
       gb.atenN("aten::_scaled_dot_product_flash_attention_for_cpu_backward",
                {g, q, k, v, fwd[0], fwd[1], dropout, causal, mask, scale},
@@ -258,8 +256,7 @@ LogicalResult sdpaFlash(GradientBuilder &gb, const SdpaArgs &a) {
   Value operands[3] = {a.q, a.k, a.v};
   for (unsigned i = 0; i < 3; ++i)
     if (gb.needsGrad(i))
-      gb.setGrad(i, threeD ? squeezeFront(gb, grads[i],
-                                          operands[i].getType())
+      gb.setGrad(i, threeD ? squeezeFront(gb, grads[i], operands[i].getType())
                            : grads[i]);
   return success();
 }
@@ -348,7 +345,8 @@ LogicalResult sdpaMath(GradientBuilder &gb, const SdpaArgs &a) {
     gb.setGrad(3, gb.sumToShapeOf(dScores, mask));
   if (gb.needsGrad(0)) {
     auto type = withLastTwo(outType, lenQ, headDim);
-    Value dqs = gb.aten("aten::matmul", {dScores, transposeLast(gb, kts)}, type);
+    Value dqs =
+        gb.aten("aten::matmul", {dScores, transposeLast(gb, kts)}, type);
     finish(0, gb.aten("aten::mul.Scalar", {dqs, qFactor}, type), q);
   }
   if (gb.needsGrad(1)) {
@@ -484,25 +482,30 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
     }
     return success();
   };
-  t["aten::baddbmm"] = [](GradientBuilder &gb) {
-    Value g = gb.resultGradOrZeros(0);
-    Value self = gb.operand(0), b1 = gb.operand(1), b2 = gb.operand(2);
-    if (gb.needsGrad(0))
-      gb.setGrad(0, gb.sumToShapeOf(gb.aten("aten::mul.Scalar",
-                                            {g, gb.operand(3)}, g.getType()),
-                                    self));
-    if (gb.needsGrad(1)) {
-      Value m = gb.aten("aten::bmm", {g, transposeLast(gb, b2)}, b1.getType());
-      gb.setGrad(1,
-                 gb.aten("aten::mul.Scalar", {m, gb.operand(4)}, b1.getType()));
-    }
-    if (gb.needsGrad(2)) {
-      Value m = gb.aten("aten::bmm", {transposeLast(gb, b1), g}, b2.getType());
-      gb.setGrad(2,
-                 gb.aten("aten::mul.Scalar", {m, gb.operand(4)}, b2.getType()));
-    }
-    return success();
+  // beta * self + alpha * (a @ b), for addmm (mm) and baddbmm (bmm).
+  auto productPlus = [](StringRef name) {
+    return [name](GradientBuilder &gb) -> LogicalResult {
+      Value g = gb.resultGradOrZeros(0);
+      Value self = gb.operand(0), a = gb.operand(1), b = gb.operand(2);
+      if (gb.needsGrad(0))
+        gb.setGrad(0, gb.sumToShapeOf(gb.aten("aten::mul.Scalar",
+                                              {g, gb.operand(3)}, g.getType()),
+                                      self));
+      if (gb.needsGrad(1)) {
+        Value m = gb.aten(name, {g, transposeLast(gb, b)}, a.getType());
+        gb.setGrad(
+            1, gb.aten("aten::mul.Scalar", {m, gb.operand(4)}, a.getType()));
+      }
+      if (gb.needsGrad(2)) {
+        Value m = gb.aten(name, {transposeLast(gb, a), g}, b.getType());
+        gb.setGrad(
+            2, gb.aten("aten::mul.Scalar", {m, gb.operand(4)}, b.getType()));
+      }
+      return success();
+    };
   };
+  t["aten::addmm"] = productPlus("aten::mm");
+  t["aten::baddbmm"] = productPlus("aten::bmm");
   t["aten::layer_norm"] = [](GradientBuilder &gb) -> LogicalResult {
     // Recompute the statistics the backward needs.
     Value x = gb.operand(0);
@@ -567,8 +570,7 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
     for (int64_t i = 0; i < k; ++i) {
       int64_t d = xt.getRank() - 1 - i;
       if (xt.isDynamicDim(d))
-        return gb.op.emitOpError()
-               << "gradient of rms_norm over a dynamic dim";
+        return gb.op.emitOpError() << "gradient of rms_norm over a dynamic dim";
       dims.push_back(d);
       count *= xt.getDimSize(d);
       statShape[d] = 1;
@@ -581,11 +583,11 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
     Value mean = gb.aten("aten::mean.dim",
                          {sq, gb.intList(dims), gb.constBool(true), gb.none()},
                          statType);
-    Value r = gb.aten("aten::rsqrt",
-                      {gb.aten("aten::add.Scalar",
-                               {mean, gb.constFloat(eps), gb.constInt(1)},
-                               statType)},
-                      statType);
+    Value r =
+        gb.aten("aten::rsqrt",
+                {gb.aten("aten::add.Scalar",
+                         {mean, gb.constFloat(eps), gb.constInt(1)}, statType)},
+                statType);
     bool hasWeight = !isa<ds::NoneType>(w.getType());
     Type productElem = hasWeight ? promoteFloatTypes(math, elementOf(w)) : math;
     auto productType = xt.clone(productElem);
@@ -615,19 +617,19 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
           {gb.aten("aten::mul.Scalar", {gr, gb.constFloat(-0.5)}, statType),
            gb.aten("aten::pow.Tensor_Scalar", {r, gb.constInt(3)}, statType)},
           statType);
-      Value gm = gb.aten(
-          "aten::div.Scalar",
-          {gb.aten("aten::expand",
-                   {gs, gb.intList(xt.getShape()), gb.constBool(false)},
-                   mathType),
-           gb.constInt(count)},
-          mathType);
+      Value gm =
+          gb.aten("aten::div.Scalar",
+                  {gb.aten("aten::expand",
+                           {gs, gb.intList(xt.getShape()), gb.constBool(false)},
+                           mathType),
+                   gb.constInt(count)},
+                  mathType);
       Value gp = gb.aten(
           "aten::mul.Tensor",
           {gm, gb.aten("aten::mul.Scalar", {xc, gb.constInt(2)}, mathType)},
           mathType);
-      Value gx = gb.aten("aten::add.Tensor", {direct, gp, gb.constInt(1)},
-                         mathType);
+      Value gx =
+          gb.aten("aten::add.Tensor", {direct, gp, gb.constInt(1)}, mathType);
       gb.setGrad(0, castTo(gb, gx, elem));
     }
     return success();

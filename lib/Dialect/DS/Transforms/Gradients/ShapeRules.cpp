@@ -246,6 +246,50 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
                           x.getType()));
     return success();
   };
+  t["aten::index.Tensor"] = [](GradientBuilder &gb) {
+    // x[indices] (advanced indexing): the gradient accumulates into the
+    // indexed positions, as autograd's index_backward does (repeated indices
+    // add up).
+    Value x = gb.operand(0);
+    Value zeros =
+        gb.aten("aten::zeros_like",
+                {x, gb.none(), gb.none(), gb.none(), gb.none(), gb.none()},
+                x.getType());
+    gb.setGrad(0, gb.aten("aten::index_put",
+                          {zeros, gb.operand(1), gb.resultGradOrZeros(0),
+                           gb.constBool(true)},
+                          x.getType()));
+    return success();
+  };
+  t["aten::repeat_interleave.self_int"] =
+      [](GradientBuilder &gb) -> LogicalResult {
+    // repeat_interleave(x, r, dim): each slice along dim repeated r times in
+    // place, so the gradient sums each run of r: g.unflatten(dim, [n, r])
+    // .sum(dim + 1).
+    Value x = gb.operand(0);
+    auto repeats = gb.staticInt(gb.operand(1));
+    auto dim = gb.staticInt(gb.operand(2));
+    auto type = cast<RankedTensorType>(x.getType());
+    if (!repeats || !dim)
+      return gb.op.emitOpError()
+             << "gradient of repeat_interleave needs constant repeats and a "
+                "constant dim (a flattening repeat_interleave has none)";
+    int64_t d = *dim < 0 ? *dim + type.getRank() : *dim;
+    if (type.isDynamicDim(d))
+      return gb.op.emitOpError() << "gradient of repeat_interleave along a "
+                                    "dynamic dimension is not supported";
+    SmallVector<int64_t> split(type.getShape());
+    split.insert(split.begin() + d + 1, *repeats);
+    Value g = gb.aten("aten::unflatten.int",
+                      {gb.resultGradOrZeros(0), gb.constInt(d),
+                       gb.intList({type.getDimSize(d), *repeats})},
+                      RankedTensorType::get(split, type.getElementType()));
+    gb.setGrad(0,
+               gb.aten("aten::sum.dim_IntList",
+                       {g, gb.intList({d + 1}), gb.constBool(false), gb.none()},
+                       x.getType()));
+    return success();
+  };
   t["aten::index_add"] = [](GradientBuilder &gb) {
     Value g = gb.resultGradOrZeros(0);
     if (gb.needsGrad(0))
