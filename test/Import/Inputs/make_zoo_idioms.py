@@ -1,0 +1,62 @@
+"""Writes the models of zoo-idioms.test, each with OUT/NAME.data.pt ([S=2, B=4, ...]):
+OUT/traced_conv.pt (a Conv2d module traced: aten::_convolution), OUT/traced_to_device.pt
+(`y.to(x.device)` and `y.to(x.device, x.dtype)` traced: aten::to.device / to.dtype_layout) and
+OUT/mask_select.pt (scripted `x[m]` with a boolean mask and `torch.where(m)`)."""
+import os
+import sys
+import warnings
+
+import torch
+import torch.nn as nn
+
+warnings.filterwarnings("ignore", category=FutureWarning)
+warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+
+
+class Conv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x).square().mean()
+
+
+class ToDevice(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8))
+
+    def forward(self, x):
+        y = (x * self.w).to(x.device)
+        z = (x + self.w).to(x.device, torch.float64)
+        return y.sum() + z.sum().float()
+
+
+class MaskSelect(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8))
+
+    def forward(self, x, m):
+        rows, cols = torch.where(m)
+        picked = (x * self.w)[m]
+        return picked.sum() + (x * self.w)[rows, cols].square().sum()
+
+
+def main(out):
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(0)
+    x4 = torch.randn(2, 4, 3, 6, 6)
+    torch.jit.trace(Conv(), (x4[0],)).save(os.path.join(out, "traced_conv.pt"))
+    torch.save({"x": x4}, os.path.join(out, "traced_conv.data.pt"))
+    x = torch.randn(2, 4, 8)
+    torch.jit.trace(ToDevice(), (x[0],)).save(os.path.join(out, "traced_to_device.pt"))
+    torch.save({"x": x}, os.path.join(out, "traced_to_device.data.pt"))
+    m = torch.rand(2, 4, 8) < 0.4
+    torch.jit.script(MaskSelect()).save(os.path.join(out, "mask_select.pt"))
+    torch.save({"x": x, "m": m}, os.path.join(out, "mask_select.data.pt"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
