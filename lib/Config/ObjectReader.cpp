@@ -27,14 +27,12 @@ namespace {
 /// Failures of the config's cursors: ConfigErrors naming the key path.
 class ConfigErrorHook : public json::ErrorHook {
 public:
-  [[noreturn]] void fail(const std::string &path,
-                         const std::string &detail) const override {
+  void fail(const std::string &path, const std::string &detail) const override {
     throw ConfigError(path, detail);
   }
 
-  [[noreturn]] void wrongType(const ordered_json &value,
-                              const std::string &path,
-                              const std::string &expected) const override {
+  void wrongType(const ordered_json &value, const std::string &path,
+                 const std::string &expected) const override {
     if (isAutoValue(value))
       throwAutoNotResolvable(path);
     json::ErrorHook::wrongType(value, path, expected);

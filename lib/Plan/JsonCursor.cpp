@@ -27,8 +27,7 @@ public:
     return text;
   }
 
-  [[noreturn]] void fail(const std::string &path,
-                         const std::string &detail) const override {
+  void fail(const std::string &path, const std::string &detail) const override {
     throw PlanError(*origin_, where(path), detail);
   }
 

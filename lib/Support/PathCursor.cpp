@@ -3,6 +3,7 @@
 #include "ds/Support/PathCursor.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <utility>
 
@@ -23,10 +24,12 @@ PathCursor PathCursor::withHook(std::shared_ptr<const ErrorHook> hook) const {
 
 void PathCursor::fail(const std::string &detail) const {
   hook_->fail(path_, detail);
+  std::abort();
 }
 
 void PathCursor::wrongType(const std::string &expected) const {
   hook_->wrongType(*value_, path_, expected);
+  std::abort();
 }
 
 void PathCursor::requireObject() const {

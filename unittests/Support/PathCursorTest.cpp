@@ -17,8 +17,7 @@ struct Failure {
 
 class ThrowingHook : public ErrorHook {
 public:
-  [[noreturn]] void fail(const std::string &path,
-                         const std::string &detail) const override {
+  void fail(const std::string &path, const std::string &detail) const override {
     throw Failure{path, detail};
   }
 };
@@ -27,9 +26,8 @@ public:
 /// "auto".
 class CustomTypeHook : public ThrowingHook {
 public:
-  [[noreturn]] void wrongType(const ordered_json &value,
-                              const std::string &path,
-                              const std::string &expected) const override {
+  void wrongType(const ordered_json &value, const std::string &path,
+                 const std::string &expected) const override {
     throw Failure{path, "custom: " + expected + " / " + value.dump()};
   }
 };
@@ -162,6 +160,19 @@ TEST(SupportPathCursorTest, WithHookKeepsThePlace) {
   EXPECT_EQ(failureOf([&] { custom.toString(); }).detail,
             "custom: a string / 1");
   EXPECT_EQ(failureOf([&] { plain.fail("bad"); }).detail, "bad");
+}
+
+/// A broken hook: it returns.
+class ReturningHook : public ErrorHook {
+public:
+  void fail(const std::string &, const std::string &) const override {}
+};
+
+TEST(SupportPathCursorTest, AHookThatReturnsAborts) {
+  ordered_json doc = ordered_json::parse(R"({"k": 1})");
+  PathCursor cursor(doc, "", std::make_shared<ReturningHook>());
+  EXPECT_DEATH(cursor.fail("bad"), "");
+  EXPECT_DEATH(cursor.member("k")->toString(), "");
 }
 
 } // namespace

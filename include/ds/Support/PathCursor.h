@@ -21,20 +21,20 @@
 
 namespace ds::json {
 
-/// Receives every failure of a PathCursor; never returns.
+/// Receives every failure of a PathCursor and throws the reading library's
+/// error; a hook that returns is a bug (the cursor aborts).
 class ErrorHook {
 public:
   virtual ~ErrorHook() = default;
 
   /// `detail` is wrong with the value at `path`.
-  [[noreturn]] virtual void fail(const std::string &path,
-                                 const std::string &detail) const = 0;
+  virtual void fail(const std::string &path,
+                    const std::string &detail) const = 0;
 
   /// `value` at `path` is not `expected` ("an integer"); by default fails
   /// with "expected <expected>, found <describeValue(value)>".
-  [[noreturn]] virtual void wrongType(const ordered_json &value,
-                                      const std::string &path,
-                                      const std::string &expected) const;
+  virtual void wrongType(const ordered_json &value, const std::string &path,
+                         const std::string &expected) const;
 };
 
 /// How toInt treats floats.
@@ -66,7 +66,7 @@ public:
   void requireObject() const;
   std::optional<PathCursor> member(const std::string &key) const;
 
-  /// Arrays.
+  /// Arrays; `index` < size().
   void requireArray() const;
   size_t size() const;
   PathCursor element(size_t index) const;
