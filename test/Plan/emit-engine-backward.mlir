@@ -66,7 +66,7 @@ func.func @forward(%g: tensor<4xf32> {ds.name = "g"}) {
   return
 }
 func.func @step() {
-  ds.optimizer_step @student {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @student {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   %a = ds.all_gather @student_bucket0
   ds.wait %a
   return

@@ -27,7 +27,7 @@ func.func @forward() {
   return
 }
 func.func @step() {
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 
@@ -63,7 +63,7 @@ func.func @forward(%g: tensor<4xf32>) {
   return
 }
 func.func @step() {
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 
@@ -84,7 +84,7 @@ func.func @step() {
   // expected-error @below {{'ds.reduce_scatter' op on a bucket of engine @model (ZeRO stage 2) does not belong in the step program: stage 2 reduces in the backward}}
   %t = ds.reduce_scatter @model_bucket0
   ds.wait %t
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 
@@ -97,11 +97,11 @@ func.func @forward_eval() {
 func.func @forward() {
   ds.backward_begin
   // expected-error @below {{'ds.optimizer_step' op belongs to @step (the accumulation boundary)}}
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 func.func @step() {
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 
@@ -133,7 +133,7 @@ func.func @forward(%g: tensor<4xf32>) {
   return
 }
 func.func @step() {
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   // expected-error @below {{'ds.all_gather' op on a bucket of engine @model (ZeRO stage 3) does not belong in the step program: a sharded bucket is gathered where its parameters are read, in the train and eval programs}}
   %t = ds.all_gather @model_bucket0
   ds.wait %t
@@ -169,7 +169,7 @@ func.func @forward(%g: tensor<4xf32>) {
   return
 }
 func.func @step() {
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   // expected-error @below {{'ds.release' op on a bucket of engine @model does not belong in the step program: only the sharded buckets of a ZeRO stage 3 engine are released, in the train and eval programs}}
   ds.release @model_bucket0
   return

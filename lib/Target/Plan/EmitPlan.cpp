@@ -31,6 +31,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/ErrorHandling.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -447,14 +448,76 @@ LogicalResult ProgramEmitter::emitFunction(func::FuncOp func) {
   return success();
 }
 
+// The dialect's enums as the plan's.
+
+static plan::PrecisionMode planPrecisionMode(PrecisionMode mode) {
+  switch (mode) {
+  case PrecisionMode::BF16:
+    return plan::PrecisionMode::BF16;
+  case PrecisionMode::FP16:
+    return plan::PrecisionMode::FP16;
+  case PrecisionMode::Autocast:
+    return plan::PrecisionMode::Autocast;
+  case PrecisionMode::FP32:
+    break;
+  }
+  llvm_unreachable("the ds.engine verifier rejects precision fp32");
+}
+
+static plan::LossScalerType planLossScalerType(LossScalerKind kind) {
+  switch (kind) {
+  case LossScalerKind::Static:
+    return plan::LossScalerType::Static;
+  case LossScalerKind::Dynamic:
+    return plan::LossScalerType::Dynamic;
+  case LossScalerKind::GradScaler:
+    return plan::LossScalerType::GradScaler;
+  }
+  llvm_unreachable("unknown LossScalerKind");
+}
+
+static plan::OptimizerType planOptimizerType(OptimizerKind kind) {
+  switch (kind) {
+  case OptimizerKind::Adam:
+    return plan::OptimizerType::Adam;
+  case OptimizerKind::AdamW:
+    return plan::OptimizerType::AdamW;
+  case OptimizerKind::SGD:
+    return plan::OptimizerType::SGD;
+  }
+  llvm_unreachable("unknown OptimizerKind");
+}
+
+static plan::SchedulerType planSchedulerType(SchedulerKind kind) {
+  switch (kind) {
+  case SchedulerKind::WarmupLR:
+    return plan::SchedulerType::WarmupLR;
+  case SchedulerKind::WarmupDecayLR:
+    return plan::SchedulerType::WarmupDecayLR;
+  case SchedulerKind::WarmupCosineLR:
+    return plan::SchedulerType::WarmupCosineLR;
+  }
+  llvm_unreachable("unknown SchedulerKind");
+}
+
+static plan::WarmupType planWarmupType(WarmupType type) {
+  switch (type) {
+  case WarmupType::Log:
+    return plan::WarmupType::Log;
+  case WarmupType::Linear:
+    return plan::WarmupType::Linear;
+  }
+  llvm_unreachable("unknown WarmupType");
+}
+
 /// The engine's mixed precision, from the attributes -ds-assign-precision
 /// set (the ds.engine verifier has checked them); none for fp32.
 static std::optional<plan::PrecisionDesc> precisionOf(EngineOp engine) {
-  std::optional<StringRef> mode = engine.getPrecision();
+  std::optional<PrecisionMode> mode = engine.getPrecision();
   if (!mode)
     return std::nullopt;
   plan::PrecisionDesc desc;
-  desc.mode = *plan::parsePrecisionMode(mode->str());
+  desc.mode = planPrecisionMode(*mode);
   desc.paramDtype =
       desc.mode == plan::PrecisionMode::BF16   ? plan::DType::BFloat16
       : desc.mode == plan::PrecisionMode::FP16 ? plan::DType::Float16
@@ -465,17 +528,14 @@ static std::optional<plan::PrecisionDesc> precisionOf(EngineOp engine) {
     desc.gradAccumDtype = *dtypeOf(*accum);
   if (std::optional<Type> autocast = engine.getAutocastDtype())
     desc.autocastDtype = *dtypeOf(*autocast);
-  if (std::optional<DictionaryAttr> scaler = engine.getLossScaler()) {
+  if (LossScalerAttr scaler = engine.getLossScalerAttr()) {
     plan::LossScalerDesc loss;
-    loss.type = *plan::parseLossScalerType(
-        cast<StringAttr>(scaler->get("type")).getValue().str());
-    loss.scale = cast<FloatAttr>(scaler->get("scale")).getValueAsDouble();
-    loss.scaleWindow = cast<IntegerAttr>(scaler->get("scale_window")).getInt();
-    loss.hysteresis = cast<IntegerAttr>(scaler->get("hysteresis")).getInt();
-    loss.consecutiveHysteresis =
-        cast<BoolAttr>(scaler->get("consecutive_hysteresis")).getValue();
-    loss.minScale =
-        cast<FloatAttr>(scaler->get("min_scale")).getValueAsDouble();
+    loss.type = planLossScalerType(scaler.getKind());
+    loss.scale = scaler.getScale();
+    loss.scaleWindow = scaler.getScaleWindow();
+    loss.hysteresis = scaler.getHysteresis();
+    loss.consecutiveHysteresis = scaler.getConsecutiveHysteresis();
+    loss.minScale = scaler.getMinScale();
     desc.lossScaler = loss;
   }
   return desc;
@@ -511,23 +571,10 @@ static plan::PartitionDesc partitionOf(ModuleOp module, EngineOp engine) {
   return partition;
 }
 
-/// The enumerator `text` spells, or an error on `op` naming `what`.
-template <typename Enum, typename Parse>
-static FailureOr<Enum> parseEnum(Operation *op, StringRef what, StringRef text,
-                                 Parse parse) {
-  if (std::optional<Enum> value = parse(text.str()))
-    return *value;
-  return op->emitOpError() << "unknown " << what << " \"" << text << "\"";
-}
-
 /// The engine's update, from its ds.optimizer_step.
-static FailureOr<plan::OptimizerDesc> optimizerOf(OptimizerStepOp op) {
+static plan::OptimizerDesc optimizerOf(OptimizerStepOp op) {
   plan::OptimizerDesc desc;
-  FailureOr<plan::OptimizerType> type = parseEnum<plan::OptimizerType>(
-      op, "optimizer type", op.getType(), plan::parseOptimizerType);
-  if (failed(type))
-    return failure();
-  desc.type = *type;
+  desc.type = planOptimizerType(op.getType());
   desc.lr = op.getLr().convertToDouble();
   ArrayRef<double> betas = op.getBetas();
   desc.betas = {betas[0], betas[1]};
@@ -537,42 +584,19 @@ static FailureOr<plan::OptimizerDesc> optimizerOf(OptimizerStepOp op) {
   desc.dampening = op.getDampening().convertToDouble();
   desc.nesterov = op.getNesterov();
   desc.gradientClipping = op.getGradientClipping().convertToDouble();
-  DictionaryAttr dict = op.getSchedulerAttr();
-  if (!dict)
+  SchedulerAttr schedule = op.getSchedulerAttr();
+  if (!schedule)
     return desc;
   plan::SchedulerDesc scheduler;
-  auto f64 = [&](StringRef key) -> std::optional<double> {
-    if (auto value = dict.getAs<FloatAttr>(key))
-      return value.getValueAsDouble();
-    return std::nullopt;
-  };
-  auto i64 = [&](StringRef key) -> std::optional<int64_t> {
-    if (auto value = dict.getAs<IntegerAttr>(key))
-      return value.getInt();
-    return std::nullopt;
-  };
-  if (auto text = dict.getAs<StringAttr>("type")) {
-    FailureOr<plan::SchedulerType> type = parseEnum<plan::SchedulerType>(
-        op, "scheduler type", text.getValue(), plan::parseSchedulerType);
-    if (failed(type))
-      return failure();
-    scheduler.type = *type;
-  }
-  scheduler.warmupMinLr = f64("warmup_min_lr").value_or(0.0);
-  scheduler.warmupMaxLr = f64("warmup_max_lr");
-  scheduler.warmupNumSteps =
-      i64("warmup_num_steps").value_or(scheduler.warmupNumSteps);
-  if (auto text = dict.getAs<StringAttr>("warmup_type")) {
-    FailureOr<plan::WarmupType> type = parseEnum<plan::WarmupType>(
-        op, "warmup type", text.getValue(), plan::parseWarmupType);
-    if (failed(type))
-      return failure();
-    scheduler.warmupType = *type;
-  }
-  scheduler.totalNumSteps = i64("total_num_steps");
-  scheduler.warmupMinRatio =
-      f64("warmup_min_ratio").value_or(scheduler.warmupMinRatio);
-  scheduler.cosMinRatio = f64("cos_min_ratio").value_or(scheduler.cosMinRatio);
+  scheduler.type = planSchedulerType(schedule.getKind());
+  scheduler.warmupMinLr = schedule.getWarmupMinLr();
+  if (std::optional<F64> maxLr = schedule.getWarmupMaxLr())
+    scheduler.warmupMaxLr = *maxLr;
+  scheduler.warmupNumSteps = schedule.getWarmupNumSteps();
+  scheduler.warmupType = planWarmupType(schedule.getWarmupType());
+  scheduler.totalNumSteps = schedule.getTotalNumSteps();
+  scheduler.warmupMinRatio = schedule.getWarmupMinRatio();
+  scheduler.cosMinRatio = schedule.getCosMinRatio();
   desc.scheduler = scheduler;
   return desc;
 }
@@ -673,10 +697,7 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
           return engine.emitOpError()
                  << "is trainable, but not partitioned (run "
                     "-ds-zero-partition)";
-        FailureOr<plan::OptimizerDesc> optimizer = optimizerOf(update);
-        if (failed(optimizer))
-          return failure();
-        desc.optimizer = *optimizer;
+        desc.optimizer = optimizerOf(update);
         desc.partition = partitionOf(module, engine);
       } else if (engine.getFrozen() && engine.isPartitioned()) {
         // A frozen stage 3 engine: its parameters are sharded, it has no

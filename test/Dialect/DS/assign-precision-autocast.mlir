@@ -11,7 +11,7 @@
 // (fp32 list) casts to f32.
 
 // REMARK: remark: autocast (bf16): parameters stay f32; 1 op cast to bf16 (aten::linear), 1 op cast to f32 (aten::mse_loss), 3 ops cast to the widest type (aten::cat), 3 ops left in their inputs' dtype
-// CHECK: ds.engine @model {autocast_dtype = bf16, {{.*}}grad_accum_dtype = f32, module = "", precision = "autocast"}
+// CHECK: ds.engine @model {autocast_dtype = bf16, {{.*}}grad_accum_dtype = f32, module = "", precision = #ds.precision_mode<autocast>}
 // CHECK-NEXT: ds.param @fc.weight : tensor<4x4xf32>
 // CHECK-NEXT: ds.param @fc.bias : tensor<4xf32>
 // CHECK-LABEL: func.func @forward(%arg0: tensor<2x4xf32>, %arg1: tensor<2x4xf32>) -> tensor<f32>
@@ -106,7 +106,7 @@ func.func @forward(%d: tensor<4x4xf64>, %a: tensor<4x4xf32>, %img: tensor<1x1x4x
 // REMARK: remark: autocast (f16): parameters stay f32; 2 ops cast to f16 (aten::linear, aten::conv_transpose2d.input), 1 op cast to f32 (aten::nll_loss_nd), 0 ops cast to the widest type, 2 ops left in their inputs' dtype{{$}}
 // DeepSpeed scales fp16 autocast's loss with a torch.amp.GradScaler: the
 // engine gets its loss_scaler, with torch's defaults.
-// CHECK: ds.engine @model {autocast_dtype = f16, {{.*}}grad_accum_dtype = f32, loss_scaler = {consecutive_hysteresis = false, hysteresis = 1 : i64, min_scale = 0.000000e+00 : f64, scale = 6.553600e+04 : f64, scale_window = 2000 : i64, type = "grad_scaler"}, module = "", precision = "autocast"}
+// CHECK: ds.engine @model {autocast_dtype = f16, {{.*}}grad_accum_dtype = f32, loss_scaler = #ds.loss_scaler<kind = grad_scaler, scale_window = 2000, hysteresis = 1, min_scale = 0.0>, module = "", precision = #ds.precision_mode<autocast>}
 // CHECK-LABEL: func.func @forward(
 // CHECK-DAG:  %[[F16:.*]] = ds.constant 5 : i64
 // CHECK-DAG:  %[[F32:.*]] = ds.constant 6 : i64

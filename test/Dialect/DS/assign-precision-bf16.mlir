@@ -13,7 +13,7 @@
 // (-canonicalize only gathers the casts' constants at the top.)
 
 // REMARK: remark: bf16: 2 parameters and 1 buffer stored in bf16; 3 ops in bf16, 0 ops computed in f32 and rounded to bf16{{$}}
-// CHECK: ds.engine @model {{{.*}}grad_accum_dtype = bf16, module = "", precision = "bf16"}
+// CHECK: ds.engine @model {{{.*}}grad_accum_dtype = bf16, module = "", precision = #ds.precision_mode<bf16>}
 // CHECK-NEXT: ds.param @fc.weight : tensor<4x8xbf16>
 // CHECK-NEXT: ds.param @fc.bias : tensor<4xbf16>
 // CHECK-NEXT: ds.buffer @scale : tensor<4xbf16>
@@ -93,7 +93,7 @@ func.func @forward(%x: tensor<2x8xf32>, %y: tensor<2x4xf32>) -> tensor<f32> {
 // rounded to the buffer's dtype.
 // REMARK: remark: bf16: 1 parameter and 1 buffer stored in bf16; 2 ops in bf16, 0 ops computed in f32 and rounded to bf16{{$}}
 // NOKERNEL-REMARK: remark: bf16: 1 parameter and 1 buffer stored in bf16; 2 ops in bf16, 0 ops computed in f32 and rounded to bf16{{$}}
-// CHECK: ds.engine @student {{{.*}}precision = "bf16"}
+// CHECK: ds.engine @student {{{.*}}precision = #ds.precision_mode<bf16>}
 // CHECK-NEXT: ds.engine @teacher {deepspeed = #ds.engine_config<>, module = "teacher"}
 // CHECK-NEXT: ds.param @student.fc.weight : tensor<4x4xbf16>
 // CHECK-NEXT: ds.buffer @student.avg : tensor<4xbf16>

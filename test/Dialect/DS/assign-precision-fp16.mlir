@@ -11,7 +11,7 @@
 // (scale 2^16).
 
 // REMARK: remark: fp16: 2 parameters and 0 buffers stored in f16; 4 ops in f16, 0 ops computed in f32 and rounded to f16{{$}}
-// CHECK: ds.engine @model {{{.*}}grad_accum_dtype = f16, loss_scaler = {consecutive_hysteresis = false, hysteresis = 2 : i64, min_scale = 1.000000e+00 : f64, scale = 6.553600e+04 : f64, scale_window = 1000 : i64, type = "dynamic"}, module = "", precision = "fp16"}
+// CHECK: ds.engine @model {{{.*}}grad_accum_dtype = f16, loss_scaler = #ds.loss_scaler<kind = dynamic>, module = "", precision = #ds.precision_mode<fp16>}
 // CHECK-NEXT: ds.param @fc.weight : tensor<4x8xf16>
 // CHECK-NEXT: ds.param @fc.bias : tensor<4xf16>
 // CHECK-LABEL: func.func @forward(%arg0: tensor<2x8xf32>, %arg1: tensor<8xf32>) -> tensor<f16>
@@ -71,11 +71,11 @@ func.func @forward(%x: tensor<2x8xf32>, %y: tensor<8xf32>) -> tensor<f32> {
 // A static loss scale (`loss_scale` > 0), the other settings as given, and
 // data_types.grad_accum_dtype overriding the model dtype (with ZeRO, as
 // DeepSpeed requires).
-// CHECK: ds.engine @model {{{.*}}grad_accum_dtype = f32, loss_scaler = {consecutive_hysteresis = true, hysteresis = 3 : i64, min_scale = 2.500000e-01 : f64, scale = 1.280000e+02 : f64, scale_window = 50 : i64, type = "static"}, module = "", precision = "fp16"}
+// CHECK: ds.engine @model {{{.*}}grad_accum_dtype = f32, loss_scaler = #ds.loss_scaler<kind = static, scale = 128.0, scale_window = 50, hysteresis = 3, consecutive_hysteresis = true, min_scale = 0.25>, module = "", precision = #ds.precision_mode<fp16>}
 ds.engine @model {module = "", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, zero = <stage = 1>, precision = <mode = fp16, grad_accum_dtype = f32, loss_scaler = <kind = static, scale = 128.0, scale_window = 50, hysteresis = 3, consecutive_hysteresis = true, min_scale = 0.25>>>}
 
 // -----
 
 // fp16 with a dynamic scale from initial_scale_power: 2^8.
-// CHECK: loss_scaler = {{{.*}}scale = 2.560000e+02 : f64{{.*}}type = "dynamic"}
+// CHECK: loss_scaler = #ds.loss_scaler<kind = dynamic, scale = 256.0>
 ds.engine @model {module = "", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = fp16, loss_scaler = <kind = dynamic, scale = 256.0>>>}

@@ -20,7 +20,7 @@ module attributes {ds.world_size = 2 : i64} {
   func.func @step() {
     %r = ds.reduce_scatter @model_bucket0
     ds.wait %r
-    ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+    ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
     %g0 = ds.all_gather @model_bucket0
     %g1 = ds.all_gather @model_bucket0
     ds.wait %g1

@@ -309,7 +309,7 @@ func.func @yield_outside_if(%x: tensor<4xf32>) {
 
 func.func @step() {
   // expected-error @below {{'ds.optimizer_step' op names engine @model, which is not a ds.engine in this module}}
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 
@@ -318,7 +318,7 @@ func.func @step() {
 ds.engine @teacher {module = "teacher", frozen}
 func.func @step() {
   // expected-error @below {{'ds.optimizer_step' op updates engine @teacher, which is frozen (it has no optimizer and its parameters get no gradients)}}
-  ds.optimizer_step @teacher {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @teacher {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 
@@ -326,8 +326,8 @@ func.func @step() {
 
 ds.engine @model {module = ""}
 func.func @step() {
-  // expected-error @below {{'ds.optimizer_step' op type must be "adamw", "adam" or "sgd", but is "lamb"}}
-  ds.optimizer_step @model {type = "lamb", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  // expected-error @below {{unknown optimizer type 'lamb' (expected adamw, adam or sgd)}}
+  ds.optimizer_step @model {type = lamb, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 
@@ -336,7 +336,7 @@ func.func @step() {
 ds.engine @model {module = ""}
 func.func @step() {
   // expected-error @below {{'ds.optimizer_step' op lr must be >= 0, but is -0.5}}
-  ds.optimizer_step @model {type = "adamw", lr = -0.5, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = -0.5, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 
@@ -345,7 +345,7 @@ func.func @step() {
 ds.engine @model {module = ""}
 func.func @step() {
   // expected-error @below {{'ds.optimizer_step' op betas[1] must be in [0, 1), but is 1}}
-  ds.optimizer_step @model {type = "adam", lr = 0.001, betas = [0.9, 1.0], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adam, lr = 0.001, betas = [0.9, 1.0], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 
@@ -354,7 +354,7 @@ func.func @step() {
 ds.engine @model {module = ""}
 func.func @step() {
   // expected-error @below {{'ds.optimizer_step' op betas must hold 2 values, but holds 1}}
-  ds.optimizer_step @model {type = "adam", lr = 0.001, betas = [0.9], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adam, lr = 0.001, betas = [0.9], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 
@@ -363,7 +363,7 @@ func.func @step() {
 ds.engine @model {module = ""}
 func.func @step() {
   // expected-error @below {{'ds.optimizer_step' op eps must be > 0, but is 0}}
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 0.0, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 0.0, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 
@@ -372,7 +372,7 @@ func.func @step() {
 ds.engine @model {module = ""}
 func.func @step() {
   // expected-error @below {{'ds.optimizer_step' op gradient_clipping must be >= 0, but is -1}}
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = -1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = -1.0}
   return
 }
 
@@ -381,7 +381,7 @@ func.func @step() {
 ds.engine @model {module = ""}
 func.func @step() {
   // expected-error @below {{'ds.optimizer_step' op nesterov momentum requires momentum > 0 and dampening 0, but momentum is 0.9 and dampening 0.1}}
-  ds.optimizer_step @model {type = "sgd", lr = 0.1, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.9, dampening = 0.1, nesterov = true, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = sgd, lr = 0.1, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.9, dampening = 0.1, nesterov = true, gradient_clipping = 1.0}
   return
 }
 
@@ -389,8 +389,8 @@ func.func @step() {
 
 ds.engine @model {module = ""}
 func.func @step() {
-  // expected-error @below {{'ds.optimizer_step' op momentum, dampening and nesterov are SGD parameters; "adamw" needs 0, 0 and false, but they are 0.9, 0 and false}}
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.9, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  // expected-error @below {{'ds.optimizer_step' op momentum, dampening and nesterov are SGD parameters; adamw needs 0, 0 and false, but they are 0.9, 0 and false}}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.9, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 
@@ -398,8 +398,8 @@ func.func @step() {
 
 ds.engine @model {module = ""}
 func.func @step() {
-  // expected-error @below {{'ds.optimizer_step' op scheduler has no key 'warmup_max' (known: type, warmup_min_lr, warmup_max_lr, warmup_num_steps, warmup_type, total_num_steps, warmup_min_ratio, cos_min_ratio)}}
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = {type = "WarmupLR", warmup_max = 0.1, warmup_min_lr = 0.0, warmup_num_steps = 10, warmup_type = "log", warmup_min_ratio = 0.0, cos_min_ratio = 0.0001}}
+  // expected-error @below {{duplicate or unknown struct parameter name: warmup_max}}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = <kind = WarmupLR, warmup_max = 0.1, warmup_num_steps = 10>}
   return
 }
 
@@ -407,8 +407,17 @@ func.func @step() {
 
 ds.engine @model {module = ""}
 func.func @step() {
-  // expected-error @below {{'ds.optimizer_step' op scheduler needs 'total_num_steps'}}
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = {type = "WarmupDecayLR", warmup_min_lr = 0.0, warmup_max_lr = 0.001, warmup_num_steps = 10, warmup_type = "log", warmup_min_ratio = 0.0, cos_min_ratio = 0.0001}}
+  // expected-error @below {{scheduler WarmupDecayLR needs 'total_num_steps'}}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = <kind = WarmupDecayLR, warmup_max_lr = 0.001, warmup_num_steps = 10>}
+  return
+}
+
+// -----
+
+ds.engine @model {module = ""}
+func.func @step() {
+  // expected-error @below {{'ds.optimizer_step' op scheduler warmup_num_steps must be >= 1, but is 0}}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = <kind = WarmupLR, warmup_num_steps = 0>}
   return
 }
 
@@ -417,7 +426,7 @@ func.func @step() {
 ds.engine @model {module = ""}
 func.func @step() {
   // expected-error @below {{'ds.optimizer_step' op scheduler cos_min_ratio must be in [0, 1], but is 2}}
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = {type = "WarmupCosineLR", warmup_min_lr = 0.0, warmup_num_steps = 10, warmup_type = "log", total_num_steps = 20, warmup_min_ratio = 0.0, cos_min_ratio = 2.0}}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = <kind = WarmupCosineLR, warmup_num_steps = 10, total_num_steps = 20, cos_min_ratio = 2.0>}
   return
 }
 
@@ -425,8 +434,9 @@ func.func @step() {
 
 ds.engine @model {module = ""}
 func.func @step() {
-  // expected-error @below {{'ds.optimizer_step' op scheduler warmup_type must be "log" or "linear", but is "cosine"}}
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = {type = "WarmupLR", warmup_min_lr = 0.0, warmup_num_steps = 10, warmup_type = "cosine", warmup_min_ratio = 0.0, cos_min_ratio = 0.0001}}
+  // expected-error @below {{expected one of [log, linear] for the shape of a warmup, got: cosine}}
+  // expected-error @below {{failed to parse DS_SchedulerAttr parameter 'warmup_type'}}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = <kind = WarmupLR, warmup_num_steps = 10, warmup_type = cosine>}
   return
 }
 
@@ -436,7 +446,7 @@ ds.engine @model {module = ""}
 func.func @step(%c: i1) {
   ds.if %c {
     // expected-error @below {{'ds.optimizer_step' op is inside a ds.if; every rank must run the same updates in the same order, so it belongs at the top level of the function}}
-    ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+    ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   } else {
   }
   return
@@ -447,7 +457,7 @@ func.func @step(%c: i1) {
 ds.engine @model {module = ""}
 func.func @step() {
   // expected-error @below {{unknown key 'learning_rate' (expected type, lr, betas, eps, weight_decay, momentum, dampening, nesterov, gradient_clipping, scheduler)}}
-  ds.optimizer_step @model {type = "adamw", learning_rate = 0.001}
+  ds.optimizer_step @model {type = adamw, learning_rate = 0.001}
   return
 }
 

@@ -54,10 +54,10 @@ func.func @forward(%g: tensor<2xf32>) {
 // CHECK-LABEL: func.func @step()
 // CHECK-NEXT:    %[[A:.*]] = ds.all_reduce @dp_bucket0
 // CHECK-NEXT:    ds.wait %[[A]]
-// CHECK-NEXT:    ds.optimizer_step @dp {type = "sgd", lr = 0.1, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 0.0}
+// CHECK-NEXT:    ds.optimizer_step @dp {type = sgd, lr = 0.1, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 0.0}
 // CHECK-NEXT:    %[[R:.*]] = ds.reduce_scatter @model_bucket1
 // CHECK-NEXT:    ds.wait %[[R]]
-// CHECK-NEXT:    ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.0, 0.5], eps = 1.0e-06, weight_decay = 0.01, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = {type = "WarmupCosineLR", warmup_min_lr = 0.0, warmup_num_steps = 10, warmup_type = "linear", total_num_steps = 100, warmup_min_ratio = 0.0, cos_min_ratio = 0.0001}}
+// CHECK-NEXT:    ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.0, 0.5], eps = 1.0e-06, weight_decay = 0.01, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = <kind = WarmupCosineLR, warmup_num_steps = 10, warmup_type = linear, total_num_steps = 100>}
 // CHECK-NEXT:    %[[G0:.*]] = ds.all_gather @model_bucket0
 // CHECK-NEXT:    %[[G1:.*]] = ds.all_gather @model_bucket1
 // CHECK-NEXT:    ds.wait %[[G0]]
@@ -66,10 +66,10 @@ func.func @forward(%g: tensor<2xf32>) {
 func.func @step() {
   %a = ds.all_reduce @dp_bucket0
   ds.wait %a
-  ds.optimizer_step @dp {nesterov = false, gradient_clipping = 0.0, type = "sgd", lr = 0.1, betas = [0.9, 0.999], eps = 1.0e-8, weight_decay = 0.0, momentum = 0.0, dampening = 0.0}
+  ds.optimizer_step @dp {nesterov = false, gradient_clipping = 0.0, type = sgd, lr = 0.1, betas = [0.9, 0.999], eps = 1.0e-8, weight_decay = 0.0, momentum = 0.0, dampening = 0.0}
   %r = ds.reduce_scatter @model_bucket1
   ds.wait %r
-  ds.optimizer_step @model {type = "adamw", lr = 1.0e-3, betas = [0.0, 0.5], eps = 1.0e-6, weight_decay = 0.01, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = {type = "WarmupCosineLR", warmup_min_lr = 0.0, warmup_num_steps = 10, warmup_type = "linear", total_num_steps = 100, warmup_min_ratio = 0.0, cos_min_ratio = 1.0e-4}}
+  ds.optimizer_step @model {type = adamw, lr = 1.0e-3, betas = [0.0, 0.5], eps = 1.0e-6, weight_decay = 0.01, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0, scheduler = <kind = WarmupCosineLR, warmup_num_steps = 10, warmup_type = linear, total_num_steps = 100>}
   %g0 = ds.all_gather @model_bucket0
   %g1 = ds.all_gather @model_bucket1
   ds.wait %g0

@@ -115,7 +115,7 @@ func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
   return %yd : tensor<8xf32>
 }
 func.func @step() {
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 }
@@ -197,7 +197,7 @@ func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
   return %yd : tensor<8xf32>
 }
 func.func @step() {
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 }
@@ -278,7 +278,7 @@ func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
   return %yd : tensor<8xf32>
 }
 func.func @step() {
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 }
@@ -365,7 +365,7 @@ func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
   return %yd : tensor<8xf32>
 }
 func.func @step() {
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 }
@@ -445,7 +445,7 @@ func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
   return %yd : tensor<8xf32>
 }
 func.func @step() {
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 }
@@ -491,9 +491,9 @@ func.func @forward(%g: tensor<4xf32>) {
   return
 }
 func.func @step() {
-  ds.optimizer_step @slow {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @slow {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   %gs = ds.all_gather @slow_bucket0
-  ds.optimizer_step @fast {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @fast {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   %gf = ds.all_gather @fast_bucket0
   ds.wait %gs
   ds.wait %gf

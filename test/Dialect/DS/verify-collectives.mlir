@@ -213,7 +213,7 @@ ds.param @p : tensor<4xf32> {engine = @model, flat_offset = 8 : i64, module = "p
 ds.bucket @b0 engine @model offset 0 numel 8
 ds.bucket @b1 engine @model offset 8 numel 8 persistent
 func.func @step() {
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   // expected-error @below {{ds.all_gather of sharded bucket @b0 (engine @model, ZeRO stage 3) in @step: a sharded bucket is gathered where its parameters are read (the next forward), not at the accumulation boundary}}
   %t = ds.all_gather @b0
   ds.wait %t
@@ -234,7 +234,7 @@ func.func @step() {
   // expected-error @below {{ds.all_gather of bucket @b1 (engine @model, ZeRO stage 3, persistent) runs before the engine's ds.optimizer_step: it would gather the parameters before they are updated}}
   %t = ds.all_gather @b1
   ds.wait %t
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 }
@@ -250,7 +250,7 @@ ds.bucket @b0 engine @model offset 0 numel 8
 ds.bucket @b1 engine @model offset 8 numel 8 persistent
 // expected-error @below {{bucket @b1 (engine @model, ZeRO stage 3, persistent) is never all_gathered in @step after the engine's update: the ranks would keep stale parameters}}
 func.func @step() {
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   return
 }
 }
@@ -265,7 +265,7 @@ ds.bucket @b0 engine @model offset 0 numel 8
 func.func @step() {
   %r = ds.reduce_scatter @b0
   // expected-error @below {{ds.optimizer_step of engine @model runs before the ds.reduce_scatter of bucket @b0 (engine @model, ZeRO stage 1) was waited: the update would read gradients that are still being reduced}}
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   ds.wait %r
   %g = ds.all_gather @b0
   ds.wait %g
@@ -282,7 +282,7 @@ ds.param @a : tensor<4xf32> {engine = @model, flat_offset = 0 : i64, module = "a
 ds.bucket @b0 engine @model offset 0 numel 8
 func.func @step() {
   // expected-error @below {{ds.optimizer_step of engine @model runs before bucket @b0 (engine @model, ZeRO stage 1) was reduced: ZeRO stage 1 reduces every bucket in @step before the update}}
-  ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+  ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
   %g = ds.all_gather @b0
   ds.wait %g
   return

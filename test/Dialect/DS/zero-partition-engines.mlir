@@ -46,13 +46,13 @@ module attributes {ds.world_size = 2 : i64} {
 // CHECK-LABEL: func.func @step()
 // CHECK-NEXT:    %[[HR:.*]] = ds.reduce_scatter @head_bucket0
 // CHECK-NEXT:    %[[DR:.*]] = ds.all_reduce @dp_bucket0
-// CHECK-NEXT:    ds.optimizer_step @student {type = "adamw"
+// CHECK-NEXT:    ds.optimizer_step @student {type = adamw
 // CHECK-NEXT:    %[[SG:.*]] = ds.all_gather @student_bucket0
 // CHECK-NEXT:    ds.wait %[[HR]]
-// CHECK-NEXT:    ds.optimizer_step @head {type = "sgd"
+// CHECK-NEXT:    ds.optimizer_step @head {type = sgd
 // CHECK-NEXT:    %[[HG:.*]] = ds.all_gather @head_bucket0
 // CHECK-NEXT:    ds.wait %[[DR]]
-// CHECK-NEXT:    ds.optimizer_step @dp {type = "adamw"
+// CHECK-NEXT:    ds.optimizer_step @dp {type = adamw
 // CHECK-NEXT:    ds.wait %[[SG]]
 // CHECK-NEXT:    ds.wait %[[HG]]
 // CHECK-NEXT:    return

@@ -91,7 +91,7 @@ module attributes {ds.world_size = 2 : i64} {
     return %4 : tensor<4xf32>
   }
   func.func @step() {
-    ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
+    ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999], eps = 1.0e-08, weight_decay = 0.0, momentum = 0.0, dampening = 0.0, nesterov = false, gradient_clipping = 1.0}
     return
   }
 }

@@ -42,5 +42,5 @@ module attributes {ds.world_size = 2 : i64} {
 // CHECK-NEXT:    ds.wait %[[T0]]
 // CHECK-NEXT:    ds.wait %[[T1]]
 // CHECK-NEXT:    ds.wait %[[T2]]
-// CHECK-NEXT:    ds.optimizer_step @model {type = "adamw"
+// CHECK-NEXT:    ds.optimizer_step @model {type = adamw
 // CHECK-NEXT:    return

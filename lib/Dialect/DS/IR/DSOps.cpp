@@ -140,69 +140,38 @@ static bool isTrainingFloat(Type type) {
   return type.isF32() || type.isF16() || type.isBF16();
 }
 
-/// Checks the loss scaler of an fp16 or fp16-autocast engine: exactly the
-/// keys the plan's loss scaler has, with their types and ranges. "dynamic"
-/// and "static" are DeepSpeed's fp16 scaler (precision "fp16");
-/// "grad_scaler" is torch.amp.GradScaler (precision "autocast" with
-/// autocast_dtype f16): hysteresis 1, no consecutive hysteresis, no floor.
-static LogicalResult verifyLossScaler(EngineOp op, DictionaryAttr scaler) {
-  auto fail = [&](StringRef key, StringRef expected) {
-    return op.emitOpError() << "loss_scaler." << key << " must be " << expected
-                            << ", got " << scaler.get(key);
-  };
-  static constexpr StringLiteral keys[] = {"type",
-                                           "scale",
-                                           "scale_window",
-                                           "hysteresis",
-                                           "consecutive_hysteresis",
-                                           "min_scale"};
-  for (NamedAttribute entry : scaler)
-    if (!llvm::is_contained(keys, entry.getName().getValue()))
+/// Checks what the loss scaler's type leaves to the engine: a finite scale;
+/// for dynamic and static (DeepSpeed's fp16 scaler) a finite floor > 0; for
+/// grad_scaler (torch.amp.GradScaler) hysteresis 1, no consecutive
+/// hysteresis, no floor.
+static LogicalResult verifyLossScaler(EngineOp op, LossScalerAttr scaler) {
+  if (!std::isfinite(scaler.getScale()))
+    return op.emitOpError() << "loss_scaler scale must be finite, got "
+                            << number(scaler.getScale());
+  double minScale = scaler.getMinScale();
+  if (scaler.getKind() != LossScalerKind::GradScaler) {
+    if (!(minScale > 0.0) || !std::isfinite(minScale))
       return op.emitOpError()
-             << "loss_scaler has an unknown key '" << entry.getName().getValue()
-             << "' (expected type, scale, scale_window, hysteresis, "
-                "consecutive_hysteresis, min_scale)";
-  for (StringRef key : keys)
-    if (!scaler.get(key))
-      return op.emitOpError() << "loss_scaler is missing '" << key << "'";
-  auto type = dyn_cast<StringAttr>(scaler.get("type"));
-  if (!type || (type.getValue() != "dynamic" && type.getValue() != "static" &&
-                type.getValue() != "grad_scaler"))
-    return fail("type", "\"dynamic\", \"static\" or \"grad_scaler\"");
-  bool gradScaler = type.getValue() == "grad_scaler";
-  for (StringRef key : {"scale", "min_scale"}) {
-    auto value = dyn_cast<FloatAttr>(scaler.get(key));
-    bool isF64 = value && value.getType().isF64();
-    if (key == "min_scale" && gradScaler) {
-      if (!isF64 || value.getValueAsDouble() != 0.0)
-        return fail(key, "0.0 : f64 for a \"grad_scaler\" "
-                         "(torch.amp.GradScaler has no minimum scale)");
-      continue;
-    }
-    if (!isF64 || !(value.getValueAsDouble() > 0.0) ||
-        !std::isfinite(value.getValueAsDouble()))
-      return fail(key, "a finite f64 > 0");
+             << "loss_scaler min_scale of a "
+             << stringifyLossScalerKind(scaler.getKind())
+             << " scaler must be finite and > 0, got " << number(minScale);
+    return success();
   }
-  for (StringRef key : {"scale_window", "hysteresis"}) {
-    auto value = dyn_cast<IntegerAttr>(scaler.get(key));
-    if (!value || !value.getType().isInteger(64) || value.getInt() < 1)
-      return fail(key, "an i64 >= 1");
-  }
-  auto consecutive = dyn_cast<BoolAttr>(scaler.get("consecutive_hysteresis"));
-  if (!consecutive)
-    return fail("consecutive_hysteresis", "a bool");
-  if (gradScaler &&
-      (cast<IntegerAttr>(scaler.get("hysteresis")).getInt() != 1 ||
-       consecutive.getValue()))
+  if (minScale != 0.0)
+    return op.emitOpError() << "loss_scaler min_scale of a grad_scaler must be "
+                               "0.0 (torch.amp.GradScaler has no minimum "
+                               "scale), got "
+                            << number(minScale);
+  if (scaler.getHysteresis() != 1 || scaler.getConsecutiveHysteresis())
     return op.emitOpError()
-           << "loss_scaler of type \"grad_scaler\" must have hysteresis 1 "
-              "and consecutive_hysteresis false (torch.amp.GradScaler halves "
-              "on every overflow)";
+           << "loss_scaler of kind grad_scaler must have hysteresis 1 and "
+              "consecutive_hysteresis false (torch.amp.GradScaler halves on "
+              "every overflow)";
   return success();
 }
 
 LogicalResult EngineOp::verify() {
-  std::optional<StringRef> precision = getPrecision();
+  std::optional<PrecisionMode> precision = getPrecision();
   if (!precision) {
     for (StringRef name : {"grad_accum_dtype", "autocast_dtype", "loss_scaler"})
       if ((*this)->getAttr(name))
@@ -211,51 +180,46 @@ LogicalResult EngineOp::verify() {
                                 "'precision' trains in fp32)";
     return success();
   }
-  if (*precision != "bf16" && *precision != "fp16" && *precision != "autocast")
-    return emitOpError() << "'precision' must be \"bf16\", \"fp16\" or "
-                            "\"autocast\", got \""
-                         << *precision << "\"";
+  StringRef mode = stringifyPrecisionMode(*precision);
+  if (*precision == PrecisionMode::FP32)
+    return emitOpError() << "'precision' must be bf16, fp16 or autocast, got "
+                            "fp32 (an fp32 engine has no 'precision')";
   if (std::optional<Type> accum = getGradAccumDtype();
       accum && !isTrainingFloat(*accum))
     return emitOpError() << "'grad_accum_dtype' must be f32, f16 or bf16, got "
                          << *accum;
   std::optional<Type> autocast = getAutocastDtype();
-  if (*precision == "autocast") {
+  if (*precision == PrecisionMode::Autocast) {
     if (!autocast)
-      return emitOpError() << "has precision \"autocast\" but no "
-                              "'autocast_dtype'";
+      return emitOpError() << "has precision autocast but no 'autocast_dtype'";
     if (!autocast->isBF16() && !autocast->isF16())
       return emitOpError() << "'autocast_dtype' must be bf16 or f16, got "
                            << *autocast;
   } else if (autocast) {
     return emitOpError() << "'autocast_dtype' is only for precision "
-                            "\"autocast\", but precision is \""
-                         << *precision << "\"";
+                            "autocast, but precision is "
+                         << mode;
   }
-  if (std::optional<DictionaryAttr> scaler = getLossScaler()) {
-    bool fp16Autocast = *precision == "autocast" && autocast->isF16();
-    if (*precision != "fp16" && !fp16Autocast)
+  if (LossScalerAttr scaler = getLossScalerAttr()) {
+    bool fp16Autocast =
+        *precision == PrecisionMode::Autocast && autocast->isF16();
+    if (*precision != PrecisionMode::FP16 && !fp16Autocast)
       return emitOpError()
-             << "'loss_scaler' is only for precision \"fp16\" and for "
-                "precision \"autocast\" with autocast_dtype f16 (bf16 needs "
-                "no loss scaling), but precision is \""
-             << *precision << "\""
-             << (autocast ? " with autocast_dtype bf16" : "");
-    if (LogicalResult verified = verifyLossScaler(*this, *scaler);
-        failed(verified))
-      return verified;
-    bool gradScaler =
-        cast<StringAttr>(scaler->get("type")).getValue() == "grad_scaler";
+             << "'loss_scaler' is only for precision fp16 and for precision "
+                "autocast with autocast_dtype f16 (bf16 needs no loss "
+                "scaling), but precision is "
+             << mode << (autocast ? " with autocast_dtype bf16" : "");
+    bool gradScaler = scaler.getKind() == LossScalerKind::GradScaler;
     if (gradScaler != fp16Autocast)
       return emitOpError()
              << (fp16Autocast
-                     ? "an fp16 autocast engine's loss_scaler must have type "
-                       "\"grad_scaler\" (DeepSpeed scales fp16 autocast "
-                       "with a torch.amp.GradScaler), got \""
-                     : "an fp16 engine's loss_scaler must have type "
-                       "\"dynamic\" or \"static\" (\"grad_scaler\" is for "
-                       "fp16 autocast), got \"")
-             << cast<StringAttr>(scaler->get("type")).getValue() << "\"";
+                     ? "an fp16 autocast engine's loss_scaler must have kind "
+                       "grad_scaler (DeepSpeed scales fp16 autocast with a "
+                       "torch.amp.GradScaler), got "
+                     : "an fp16 engine's loss_scaler must have kind dynamic "
+                       "or static (grad_scaler is for fp16 autocast), got ")
+             << stringifyLossScalerKind(scaler.getKind());
+    return verifyLossScaler(*this, scaler);
   }
   return success();
 }
@@ -592,101 +556,42 @@ LogicalResult WaitOp::verify() {
 // OptimizerStepOp
 //===----------------------------------------------------------------------===//
 
-namespace {
-/// Checks the entries of an optimizer_step's `scheduler` dictionary.
-class SchedulerChecker {
-public:
-  SchedulerChecker(OptimizerStepOp op, DictionaryAttr dict)
-      : op(op), dict(dict) {}
-
-  LogicalResult check() {
-    static const char *known[] = {"type",
-                                  "warmup_min_lr",
-                                  "warmup_max_lr",
-                                  "warmup_num_steps",
-                                  "warmup_type",
-                                  "total_num_steps",
-                                  "warmup_min_ratio",
-                                  "cos_min_ratio"};
-    for (NamedAttribute entry : dict)
-      if (!llvm::is_contained(known, entry.getName().getValue()))
-        return fail() << "has no key '" << entry.getName().getValue()
-                      << "' (known: type, warmup_min_lr, warmup_max_lr, "
-                         "warmup_num_steps, warmup_type, total_num_steps, "
-                         "warmup_min_ratio, cos_min_ratio)";
-    auto type = dict.getAs<StringAttr>("type");
-    if (!type)
-      return fail() << "needs a string 'type'";
-    StringRef name = type.getValue();
-    if (name != "WarmupLR" && name != "WarmupDecayLR" &&
-        name != "WarmupCosineLR")
-      return fail() << "type must be \"WarmupLR\", \"WarmupDecayLR\" or "
-                       "\"WarmupCosineLR\", but is \""
-                    << name << "\"";
-    auto warmupType = dict.getAs<StringAttr>("warmup_type");
-    if (!warmupType)
-      return fail() << "needs a string 'warmup_type'";
-    if (warmupType.getValue() != "log" && warmupType.getValue() != "linear")
-      return fail() << "warmup_type must be \"log\" or \"linear\", but is \""
-                    << warmupType.getValue() << "\"";
-    if (failed(checkFloat("warmup_min_lr", true, 0.0, std::nullopt)) ||
-        failed(checkFloat("warmup_max_lr", false, 0.0, std::nullopt)) ||
-        failed(checkFloat("warmup_min_ratio", true, 0.0, 1.0)) ||
-        failed(checkFloat("cos_min_ratio", true, 0.0, 1.0)) ||
-        failed(checkInt("warmup_num_steps", true)) ||
-        failed(checkInt("total_num_steps", name != "WarmupLR")))
-      return failure();
+/// Checks the ranges of an optimizer_step's schedule that its type leaves
+/// open (the kinds, and total_num_steps where a kind needs it, it checks).
+static LogicalResult verifySchedule(OptimizerStepOp op,
+                                    SchedulerAttr scheduler) {
+  auto fail = [&]() { return op.emitOpError() << "scheduler "; };
+  auto atLeast = [&](StringRef key, double value) -> LogicalResult {
+    if (!(value >= 0.0))
+      return fail() << key << " must be >= 0, but is " << number(value);
     return success();
-  }
-
-private:
-  InFlightDiagnostic fail() { return op.emitOpError() << "scheduler "; }
-
-  LogicalResult checkFloat(StringRef key, bool required, double min,
-                           std::optional<double> max) {
-    Attribute value = dict.get(key);
-    if (!value)
-      return required ? LogicalResult(fail() << "needs '" << key << "'")
-                      : success();
-    auto fp = dyn_cast<FloatAttr>(value);
-    if (!fp)
-      return fail() << key << " must be a float, but is " << value;
-    double v = fp.getValueAsDouble();
-    if (max && !(v >= min && v <= *max))
-      return fail() << key << " must be in [" << number(min) << ", "
-                    << number(*max) << "], but is " << number(v);
-    if (!(v >= min))
-      return fail() << key << " must be >= " << number(min) << ", but is "
-                    << number(v);
+  };
+  auto ratio = [&](StringRef key, double value) -> LogicalResult {
+    if (!(value >= 0.0 && value <= 1.0))
+      return fail() << key << " must be in [0, 1], but is " << number(value);
     return success();
-  }
-
-  LogicalResult checkInt(StringRef key, bool required) {
-    Attribute value = dict.get(key);
-    if (!value)
-      return required ? LogicalResult(fail() << "needs '" << key << "'")
-                      : success();
-    auto integer = dyn_cast<IntegerAttr>(value);
-    if (!integer || !integer.getType().isInteger(64))
-      return fail() << key << " must be an i64, but is " << value;
-    if (integer.getInt() < 1)
-      return fail() << key << " must be >= 1, but is " << integer.getInt();
+  };
+  auto positive = [&](StringRef key, int64_t value) -> LogicalResult {
+    if (value < 1)
+      return fail() << key << " must be >= 1, but is " << value;
     return success();
-  }
-
-  OptimizerStepOp op;
-  DictionaryAttr dict;
-};
-} // namespace
+  };
+  std::optional<F64> maxLr = scheduler.getWarmupMaxLr();
+  std::optional<int64_t> totalSteps = scheduler.getTotalNumSteps();
+  if (failed(atLeast("warmup_min_lr", scheduler.getWarmupMinLr())) ||
+      (maxLr && failed(atLeast("warmup_max_lr", *maxLr))) ||
+      failed(ratio("warmup_min_ratio", scheduler.getWarmupMinRatio())) ||
+      failed(ratio("cos_min_ratio", scheduler.getCosMinRatio())) ||
+      failed(positive("warmup_num_steps", scheduler.getWarmupNumSteps())) ||
+      (totalSteps && failed(positive("total_num_steps", *totalSteps))))
+    return failure();
+  return success();
+}
 
 LogicalResult OptimizerStepOp::verify() {
   if (failed(verifyNotInBranch(*this, "run the same updates")))
     return failure();
-  StringRef type = getType();
-  if (type != "adamw" && type != "adam" && type != "sgd")
-    return emitOpError() << "type must be \"adamw\", \"adam\" or \"sgd\", "
-                            "but is \""
-                         << type << "\"";
+  OptimizerKind type = getType();
   auto atLeastZero = [&](StringRef name, double value) -> LogicalResult {
     if (!(value >= 0.0))
       return emitOpError() << name << " must be >= 0, but is " << number(value);
@@ -714,7 +619,7 @@ LogicalResult OptimizerStepOp::verify() {
   if (!std::isfinite(dampening))
     return emitOpError() << "dampening must be finite, but is "
                          << number(dampening);
-  if (type == "sgd") {
+  if (type == OptimizerKind::SGD) {
     if (getNesterov() && (momentum <= 0.0 || dampening != 0.0))
       return emitOpError() << "nesterov momentum requires momentum > 0 and "
                               "dampening 0, but momentum is "
@@ -723,13 +628,14 @@ LogicalResult OptimizerStepOp::verify() {
   } else {
     if (momentum != 0.0 || dampening != 0.0 || getNesterov())
       return emitOpError() << "momentum, dampening and nesterov are SGD "
-                              "parameters; \""
-                           << type << "\" needs 0, 0 and false, but they are "
+                              "parameters; "
+                           << stringifyOptimizerKind(type)
+                           << " needs 0, 0 and false, but they are "
                            << number(momentum) << ", " << number(dampening)
                            << " and " << (getNesterov() ? "true" : "false");
   }
-  if (auto scheduler = getSchedulerAttr())
-    return SchedulerChecker(*this, scheduler).check();
+  if (SchedulerAttr scheduler = getSchedulerAttr())
+    return verifySchedule(*this, scheduler);
   return success();
 }
 
@@ -764,35 +670,11 @@ static std::string floatLiteral(double value) {
                                        : mantissa + literal.substr(exponent);
 }
 
-/// Scheduler keys in print order, and the type of their values.
-static const std::pair<const char *, char> kSchedulerKeys[] = {
-    {"type", 's'},
-    {"warmup_min_lr", 'f'},
-    {"warmup_max_lr", 'f'},
-    {"warmup_num_steps", 'i'},
-    {"warmup_type", 's'},
-    {"total_num_steps", 'i'},
-    {"warmup_min_ratio", 'f'},
-    {"cos_min_ratio", 'f'}};
-
-static void printSchedulerValue(OpAsmPrinter &p, Attribute value) {
-  if (auto fp = dyn_cast<FloatAttr>(value); fp && fp.getType().isF64())
-    p << floatLiteral(fp.getValueAsDouble());
-  else if (auto integer = dyn_cast<IntegerAttr>(value);
-           integer && integer.getType().isInteger(64))
-    p << integer.getInt();
-  else if (auto str = dyn_cast<StringAttr>(value))
-    p.printAttribute(str);
-  else
-    p.printAttribute(value);
-}
-
 void OptimizerStepOp::print(OpAsmPrinter &p) {
   p << " ";
   p.printAttributeWithoutType(getEngineAttr());
-  p << " {type = ";
-  p.printAttribute(getTypeAttr());
-  p << ", lr = " << floatLiteral(getLr().convertToDouble()) << ", betas = [";
+  p << " {type = " << stringifyOptimizerKind(getType())
+    << ", lr = " << floatLiteral(getLr().convertToDouble()) << ", betas = [";
   llvm::interleaveComma(getBetas(), p,
                         [&](double beta) { p << floatLiteral(beta); });
   p << "], eps = " << floatLiteral(getEps().convertToDouble())
@@ -802,23 +684,9 @@ void OptimizerStepOp::print(OpAsmPrinter &p) {
     << ", nesterov = " << (getNesterov() ? "true" : "false")
     << ", gradient_clipping = "
     << floatLiteral(getGradientClipping().convertToDouble());
-  if (DictionaryAttr scheduler = getSchedulerAttr()) {
-    p << ", scheduler = {";
-    bool first = true;
-    auto entry = [&](StringRef key, Attribute value) {
-      p << (first ? "" : ", ") << key << " = ";
-      first = false;
-      printSchedulerValue(p, value);
-    };
-    for (auto [key, kind] : kSchedulerKeys)
-      if (Attribute value = scheduler.get(key))
-        entry(key, value);
-    // Keys the verifier rejects still print, so that the IR can be read.
-    for (NamedAttribute named : scheduler)
-      if (!llvm::is_contained(llvm::make_first_range(kSchedulerKeys),
-                              named.getName().getValue()))
-        entry(named.getName().getValue(), named.getValue());
-    p << "}";
+  if (SchedulerAttr scheduler = getSchedulerAttr()) {
+    p << ", scheduler = ";
+    p.printStrippedAttrOrType(scheduler);
   }
   p << "}";
   SmallVector<StringRef> elided = {
@@ -846,10 +714,14 @@ ParseResult OptimizerStepOp::parse(OpAsmParser &parser,
     if (result.attributes.get(key))
       return parser.emitError(loc) << "'" << key << "' is given twice";
     if (key == "type") {
-      std::string type;
-      if (parser.parseString(&type))
+      StringRef name;
+      if (parser.parseKeyword(&name))
         return failure();
-      result.addAttribute(key, b.getStringAttr(type));
+      std::optional<OptimizerKind> kind = symbolizeOptimizerKind(name);
+      if (!kind)
+        return parser.emitError(loc) << "unknown optimizer type '" << name
+                                     << "' (expected adamw, adam or sgd)";
+      result.addAttribute(key, OptimizerKindAttr::get(b.getContext(), *kind));
     } else if (llvm::is_contained(floatKeys, key)) {
       double value;
       if (parser.parseFloat(value))
@@ -870,25 +742,10 @@ ParseResult OptimizerStepOp::parse(OpAsmParser &parser,
         return failure();
       result.addAttribute(key, b.getBoolAttr(value));
     } else if (key == "scheduler") {
-      NamedAttrList entries;
-      if (parser.parseCommaSeparatedList(
-              OpAsmParser::Delimiter::Braces, [&]() -> ParseResult {
-                std::string name;
-                if (parser.parseKeywordOrString(&name) || parser.parseEqual())
-                  return failure();
-                Type type;
-                for (auto [known, kind] : kSchedulerKeys)
-                  if (name == known && kind != 's')
-                    type = kind == 'f' ? Type(b.getF64Type())
-                                       : Type(b.getI64Type());
-                Attribute value;
-                if (parser.parseAttribute(value, type))
-                  return failure();
-                entries.append(name, value);
-                return success();
-              }))
+      SchedulerAttr scheduler;
+      if (parser.parseCustomAttributeWithFallback(scheduler))
         return failure();
-      result.addAttribute(key, entries.getDictionary(b.getContext()));
+      result.addAttribute(key, scheduler);
     } else {
       return parser.emitError(loc)
              << "unknown key '" << key

@@ -1,9 +1,9 @@
 //===- AssignPrecision.cpp - fp16 / bf16 / torch_autocast as IR -----------===//
 
-#include "ds/Dialect/DS/IR/DSOps.h"
-#include "ds/Dialect/DS/Utils/DTypeInference.h"
-#include "ds/Dialect/DS/Transforms/Passes.h"
 #include "ds/Dialect/DS/Analysis/ShardedParams.h"
+#include "ds/Dialect/DS/IR/DSOps.h"
+#include "ds/Dialect/DS/Transforms/Passes.h"
+#include "ds/Dialect/DS/Utils/DTypeInference.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -141,8 +141,6 @@ struct AssignPrecisionPass
 
   /// Records the engine's precision decision on it.
   EnginePrecision decide(EngineOp engine, PrecisionAttr precision) {
-    MLIRContext *context = engine.getContext();
-    Builder b(context);
     EnginePrecision e;
     e.engine = engine;
     for (StringRef name :
@@ -163,26 +161,14 @@ struct AssignPrecisionPass
     }
     e.lowType = e.mode == Mode::Autocast ? precision.getAutocastDtype()
                                          : precision.getModelDtype();
-    engine.setPrecision(stringifyPrecisionMode(precision.getMode()));
+    engine.setPrecision(precision.getMode());
     engine.setGradAccumDtype(precision.getResolvedGradAccumDtype());
     if (e.mode == Mode::Autocast)
       engine.setAutocastDtype(e.lowType);
     // fp16: DeepSpeed's loss scaler; fp16 autocast: the torch.amp.GradScaler
     // DeepSpeed creates for it.
-    if (LossScalerAttr scaler = precision.getLossScaler()) {
-      NamedAttribute entries[] = {
-          b.getNamedAttr("type", b.getStringAttr(stringifyLossScalerKind(
-                                     scaler.getKind()))),
-          b.getNamedAttr("scale", b.getF64FloatAttr(scaler.getScale())),
-          b.getNamedAttr("scale_window",
-                         b.getI64IntegerAttr(scaler.getScaleWindow())),
-          b.getNamedAttr("hysteresis",
-                         b.getI64IntegerAttr(scaler.getHysteresis())),
-          b.getNamedAttr("consecutive_hysteresis",
-                         b.getBoolAttr(scaler.getConsecutiveHysteresis())),
-          b.getNamedAttr("min_scale", b.getF64FloatAttr(scaler.getMinScale()))};
-      engine.setLossScalerAttr(b.getDictionaryAttr(entries));
-    }
+    if (LossScalerAttr scaler = precision.getLossScaler())
+      engine.setLossScalerAttr(scaler);
     return e;
   }
 

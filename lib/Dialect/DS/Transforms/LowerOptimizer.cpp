@@ -15,25 +15,17 @@ using namespace mlir::ds;
 
 namespace {
 
-DictionaryAttr schedulerAttr(Builder &b, SchedulerAttr s, double lr) {
-  NamedAttrList entries;
-  entries.append("type", b.getStringAttr(stringifySchedulerKind(s.getKind())));
-  entries.append("warmup_min_lr", b.getF64FloatAttr(s.getWarmupMinLr()));
-  // WarmupLR without warmup_max_lr warms up to the optimizer's lr; the
-  // cosine schedule scales the lr and has no maximum.
+/// The config's schedule with its maximum resolved: WarmupLR without
+/// warmup_max_lr warms up to the optimizer's lr; the cosine schedule scales
+/// the lr and has no maximum.
+SchedulerAttr resolvedSchedule(SchedulerAttr s, double lr) {
+  std::optional<F64> maxLr;
   if (s.getKind() != SchedulerKind::WarmupCosineLR)
-    entries.append("warmup_max_lr",
-                   b.getF64FloatAttr(s.getWarmupMaxLr().value_or(lr)));
-  entries.append("warmup_num_steps",
-                 b.getI64IntegerAttr(s.getWarmupNumSteps()));
-  entries.append("warmup_type",
-                 b.getStringAttr(stringifyWarmupType(s.getWarmupType())));
-  if (s.getTotalNumSteps())
-    entries.append("total_num_steps",
-                   b.getI64IntegerAttr(*s.getTotalNumSteps()));
-  entries.append("warmup_min_ratio", b.getF64FloatAttr(s.getWarmupMinRatio()));
-  entries.append("cos_min_ratio", b.getF64FloatAttr(s.getCosMinRatio()));
-  return entries.getDictionary(b.getContext());
+    maxLr = s.getWarmupMaxLr().value_or(F64(lr));
+  return SchedulerAttr::get(s.getContext(), s.getKind(), s.getWarmupMinLr(),
+                            maxLr, s.getWarmupNumSteps(), s.getWarmupType(),
+                            s.getTotalNumSteps(), s.getWarmupMinRatio(),
+                            s.getCosMinRatio());
 }
 
 struct LowerOptimizerPass
@@ -82,7 +74,6 @@ struct LowerOptimizerPass
              << "config of engine @" << engine.getSymName()
              << ": optimizer: missing; an engine without an \"optimizer\" "
                 "section is frozen (mark it `frozen`, or give an optimizer)";
-    StringRef type = stringifyOptimizerKind(opt.getKind());
     if (opt.getKind() != OptimizerKind::SGD && !(opt.getEps() > 0.0))
       return engine.emitError()
              << "config of engine @" << engine.getSymName()
@@ -93,7 +84,8 @@ struct LowerOptimizerPass
     OperationState state(engine.getLoc(), OptimizerStepOp::getOperationName());
     state.addAttribute("engine",
                        FlatSymbolRefAttr::get(engine.getSymNameAttr()));
-    state.addAttribute("type", b.getStringAttr(type));
+    state.addAttribute("type",
+                       OptimizerKindAttr::get(b.getContext(), opt.getKind()));
     state.addAttribute("lr", b.getF64FloatAttr(opt.getLr()));
     state.addAttribute(
         "betas", b.getDenseF64ArrayAttr({opt.getBeta1(), opt.getBeta2()}));
@@ -105,7 +97,7 @@ struct LowerOptimizerPass
     state.addAttribute("gradient_clipping",
                        b.getF64FloatAttr(config->getGradientClipping()));
     if (SchedulerAttr scheduler = config->getScheduler())
-      state.addAttribute("scheduler", schedulerAttr(b, scheduler, opt.getLr()));
+      state.addAttribute("scheduler", resolvedSchedule(scheduler, opt.getLr()));
     b.create(state);
     return success();
   }

@@ -183,11 +183,11 @@ void SchedulePrinter::print(func::FuncOp func) {
     if (auto step = dyn_cast<OptimizerStepOp>(op)) {
       flush();
       std::string text = "optimizer_step @" + step.getEngine().str() + " (" +
-                         step.getType().str() + ", lr " +
-                         number(step.getLr().convertToDouble());
-      if (auto scheduler = step.getSchedulerAttr())
-        if (auto type = scheduler.getAs<StringAttr>("type"))
-          text += " scheduled by " + type.getValue().str();
+                         stringifyOptimizerKind(step.getType()).str() +
+                         ", lr " + number(step.getLr().convertToDouble());
+      if (SchedulerAttr scheduler = step.getSchedulerAttr())
+        text += " scheduled by " +
+                stringifySchedulerKind(scheduler.getKind()).str();
       lines.push_back({text + ")"});
       continue;
     }

@@ -62,6 +62,23 @@ def DS_LossScalerKind : I32EnumAttr<"LossScalerKind", "a loss scaler", [
 }
 
 //===----------------------------------------------------------------------===//
+// Enum attributes
+//===----------------------------------------------------------------------===//
+
+def DS_PrecisionModeAttr
+    : EnumAttr<DS_Dialect, DS_PrecisionMode, "precision_mode"> {
+  let summary = "an engine's mixed-precision mode: `#ds.precision_mode<bf16>`";
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def DS_OptimizerKindAttr
+    : EnumAttr<DS_Dialect, DS_OptimizerKind, "optimizer_kind"> {
+  let summary = "an optimizer as the runtime applies it: "
+                "`#ds.optimizer_kind<adamw>`";
+  let assemblyFormat = "`<` $value `>`";
+}
+
+//===----------------------------------------------------------------------===//
 // Parameters
 //===----------------------------------------------------------------------===//
 

@@ -70,18 +70,20 @@ def DS_EngineOp : DS_Op<"engine", [Symbol, HasParent<"::mlir::ModuleOp">,
     config (docs/precision.md). Without `precision` the engine trains in
     fp32. With it:
 
-    - `precision`: `"bf16"` or `"fp16"` (the config's `bf16.enabled` /
-      `fp16.enabled`: the engine's float parameters and buffers are stored
-      in that type) or `"autocast"` (`torch_autocast.enabled`: parameters
-      stay f32, ops follow torch.autocast's CPU policy);
+    - `precision` (`#ds.precision_mode`): `bf16` or `fp16` (the config's
+      `bf16.enabled` / `fp16.enabled`: the engine's float parameters and
+      buffers are stored in that type) or `autocast`
+      (`torch_autocast.enabled`: parameters stay f32, ops follow
+      torch.autocast's CPU policy);
     - `grad_accum_dtype`: the element type of the engine's gradient buffers
       (`data_types.grad_accum_dtype`, by default the model dtype: `bf16` /
       `f16` in the native modes, `f32` under autocast);
     - `autocast_dtype` (autocast only): the lower-precision type of the
       autocast policy (`torch_autocast.dtype`);
-    - `loss_scaler` (fp16, and autocast with `autocast_dtype = f16`): the
-      loss scaler's settings, every default resolved: `type` (`"dynamic"`
-      or `"static"`: DeepSpeed's fp16 scaler; `"grad_scaler"`: the
+    - `loss_scaler` (`#ds.loss_scaler`; fp16, and autocast with
+      `autocast_dtype = f16`): the loss scaler's settings, every default
+      resolved (parameters at the attribute's defaults are elided): `kind`
+      (`dynamic` or `static`: DeepSpeed's fp16 scaler; `grad_scaler`: the
       `torch.amp.GradScaler` DeepSpeed creates for fp16 autocast), `scale`
       (the first step's scale: `loss_scale`, or `2^initial_scale_power` when
       dynamic; 2^16 for a grad_scaler), `scale_window` (a grad_scaler's
@@ -89,36 +91,39 @@ def DS_EngineOp : DS_Op<"engine", [Symbol, HasParent<"::mlir::ModuleOp">,
       `min_scale` (a grad_scaler: 1, false and 0.0, no floor).
 
     ```mlir
-    ds.engine @model {module = "", precision = "fp16", grad_accum_dtype = f16,
-        loss_scaler = {type = "dynamic", scale = 65536.0 : f64,
-                       scale_window = 1000 : i64, hysteresis = 2 : i64,
-                       consecutive_hysteresis = false, min_scale = 1.0 : f64}}
-    ds.engine @student {module = "student", precision = "autocast",
-        grad_accum_dtype = f32, autocast_dtype = bf16}
-    ds.engine @teacher {module = "teacher", precision = "autocast",
-        grad_accum_dtype = f32, autocast_dtype = f16,
-        loss_scaler = {type = "grad_scaler", scale = 65536.0 : f64,
-                       scale_window = 2000 : i64, hysteresis = 1 : i64,
-                       consecutive_hysteresis = false, min_scale = 0.0 : f64}}
+    ds.engine @model {module = "", precision = #ds.precision_mode<fp16>,
+        grad_accum_dtype = f16, loss_scaler = #ds.loss_scaler<kind = dynamic>}
+    ds.engine @student {module = "student",
+        precision = #ds.precision_mode<autocast>, grad_accum_dtype = f32,
+        autocast_dtype = bf16}
+    ds.engine @teacher {module = "teacher",
+        precision = #ds.precision_mode<autocast>, grad_accum_dtype = f32,
+        autocast_dtype = f16,
+        loss_scaler = #ds.loss_scaler<kind = grad_scaler, scale_window = 2000,
+                                      hysteresis = 1, min_scale = 0.0>}
     ```
 
-    The verifier checks the spelling of `precision`, that the other three
-    come only with it (`autocast_dtype` only and always with `"autocast"`,
-    `loss_scaler` only with `"fp16"`, type `"dynamic"` or `"static"`, or
-    with `"autocast"` and `autocast_dtype = f16`, type `"grad_scaler"`),
-    that the types are `f32`, `f16` or `bf16` (`autocast_dtype`: `bf16` or
-    `f16`), and that `loss_scaler` has exactly the six keys above with
-    their types and ranges.
+    The attributes' types fix their spelling and the loss scaler's ranges
+    (`scale` > 0, `scale_window` and `hysteresis` >= 1, `min_scale` >= 0).
+    The verifier checks that `precision` is not `fp32` (an fp32 engine has
+    none), that the other three come only with it (`autocast_dtype` only
+    and always with `autocast`, `loss_scaler` only with `fp16`, kind
+    `dynamic` or `static`, or with `autocast` and `autocast_dtype = f16`,
+    kind `grad_scaler`), that the types are `f32`, `f16` or `bf16`
+    (`autocast_dtype`: `bf16` or `f16`), that the scale is finite, that a
+    `dynamic` or `static` scaler's `min_scale` is finite and > 0, and that a
+    `grad_scaler` has hysteresis 1, no consecutive hysteresis and
+    `min_scale` 0.0.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$module,
                        DefaultValuedStrAttr<StrAttr, "{}">:$config,
                        UnitAttr:$frozen,
                        OptionalAttr<DS_I64Attr>:$zero_stage,
                        OptionalAttr<DS_I64Attr>:$flat_numel,
-                       OptionalAttr<StrAttr>:$precision,
+                       OptionalAttr<DS_PrecisionModeAttr>:$precision,
                        OptionalAttr<TypeAttr>:$grad_accum_dtype,
                        OptionalAttr<TypeAttr>:$autocast_dtype,
-                       OptionalAttr<DictionaryAttr>:$loss_scaler,
+                       OptionalAttr<DS_LossScalerAttr>:$loss_scaler,
                        OptionalAttr<DS_EngineConfigAttr>:$deepspeed);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
@@ -448,45 +453,49 @@ def DS_OptimizerStepOp : DS_Op<"optimizer_step", [
     defaults where the config is silent), so the op alone says what the
     update computes:
 
-    - `type`: `"adamw"` (decoupled weight decay: DeepSpeed's AdamW, and Adam
-      with `adam_w_mode`), `"adam"` (L2 decay added to the gradient:
-      `torch.optim.Adam`) or `"sgd"`;
+    - `type` (`#ds.optimizer_kind`): `adamw` (decoupled weight decay:
+      DeepSpeed's AdamW, and Adam with `adam_w_mode`), `adam` (L2 decay
+      added to the gradient: `torch.optim.Adam`) or `sgd`;
     - `lr` >= 0; `betas` (two values in [0, 1)) and `eps` > 0 for Adam;
       `weight_decay` >= 0; `momentum` >= 0, `dampening` and `nesterov` for
       SGD (nesterov needs momentum > 0 and dampening 0). Fields of the other
       optimizer keep their defaults (the verifier insists for Adam's
       `momentum`, `dampening` and `nesterov`);
     - `gradient_clipping` >= 0;
-    - `scheduler` (optional): a dictionary mirroring DeepSpeed's schedules,
-      keys `type` (`"WarmupLR"`, `"WarmupDecayLR"`, `"WarmupCosineLR"`),
-      `warmup_min_lr`, `warmup_max_lr` (absent: the optimizer's lr),
-      `warmup_num_steps` (>= 1), `warmup_type` (`"log"` or `"linear"`),
-      `total_num_steps` (required by WarmupDecayLR and WarmupCosineLR),
-      `warmup_min_ratio`, `cos_min_ratio` (in [0, 1]).
+    - `scheduler` (optional, `#ds.scheduler`): DeepSpeed's schedule, with
+      `kind` (`WarmupLR`, `WarmupDecayLR`, `WarmupCosineLR`),
+      `warmup_min_lr` (>= 0), `warmup_max_lr` (>= 0; absent: the
+      optimizer's lr; `-ds-lower-optimizer` resolves it for the warmup
+      schedules and leaves it out of the cosine one, which has no maximum),
+      `warmup_num_steps` (>= 1), `warmup_type` (`log` or `linear`),
+      `total_num_steps` (>= 1, required by WarmupDecayLR and
+      WarmupCosineLR), `warmup_min_ratio`, `cos_min_ratio` (in [0, 1]);
+      parameters at the attribute's defaults are elided.
 
-    The custom form lists the hyperparameters in this order, numbers as
-    plain floats (the generic form holds them as `f64` attributes, `betas`
-    as an `array<f64: ...>`):
+    The custom form lists the hyperparameters in this order, the optimizer
+    kind as a bare keyword, numbers as plain floats and the schedule without
+    its `#ds.scheduler` prefix (the generic form holds them as
+    `#ds.optimizer_kind`, `f64` attributes, `betas` as an `array<f64: ...>`
+    and `#ds.scheduler`):
 
     ```mlir
-    ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999],
+    ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999],
         eps = 1.0e-08, weight_decay = 0.01, momentum = 0.0, dampening = 0.0,
         nesterov = false, gradient_clipping = 1.0,
-        scheduler = {type = "WarmupLR", warmup_min_lr = 0.0,
-                     warmup_max_lr = 0.001, warmup_num_steps = 10,
-                     warmup_type = "log", warmup_min_ratio = 0.0,
-                     cos_min_ratio = 0.0001}}
+        scheduler = <kind = WarmupLR, warmup_max_lr = 0.001,
+                     warmup_num_steps = 10>}
     ```
 
     The engine must exist and not be frozen; the op is never inside a
     `ds.if` (every rank takes part in the norm's all-reduce).
   }];
-  let arguments = (ins FlatSymbolRefAttr:$engine, StrAttr:$type, F64Attr:$lr,
+  let arguments = (ins FlatSymbolRefAttr:$engine, DS_OptimizerKindAttr:$type,
+                       F64Attr:$lr,
                        DenseF64ArrayAttr:$betas, F64Attr:$eps,
                        F64Attr:$weight_decay, F64Attr:$momentum,
                        F64Attr:$dampening, BoolAttr:$nesterov,
                        F64Attr:$gradient_clipping,
-                       OptionalAttr<DictionaryAttr>:$scheduler);
+                       OptionalAttr<DS_SchedulerAttr>:$scheduler);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
 }

@@ -104,12 +104,13 @@ def DSAssignPrecision : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
     with `ds.if` results and the functions' result types: the loss of a
     bf16 engine is bf16.
 
-    The engine records the decision: `precision` ("bf16", "fp16" or
-    "autocast"), `grad_accum_dtype`, `autocast_dtype` (autocast) and
-    `loss_scaler` (fp16: type, scale, scale_window, hysteresis,
-    consecutive_hysteresis, min_scale, every default resolved; fp16
-    autocast: type "grad_scaler" with torch.amp.GradScaler's defaults,
-    scale 2^16 and scale_window 2000), and a remark
+    The engine records the decision: `precision` (`#ds.precision_mode`:
+    bf16, fp16 or autocast), `grad_accum_dtype`, `autocast_dtype`
+    (autocast) and `loss_scaler` (the config's `#ds.loss_scaler`; fp16:
+    kind, scale, scale_window, hysteresis, consecutive_hysteresis,
+    min_scale, every default resolved; fp16 autocast: kind grad_scaler
+    with torch.amp.GradScaler's defaults, scale 2^16 and scale_window
+    2000), and a remark
     says what happened:
 
     ```
@@ -171,16 +172,16 @@ def DSLowerOptimizer : Pass<"ds-lower-optimizer", "::mlir::ModuleOp"> {
     frozen and creates `func.func @step()`, the work of the gradient
     accumulation boundary: one `ds.optimizer_step` per trainable engine, in
     engine order, with every hyperparameter as `-ds-assign-engines` resolved
-    it from the DeepSpeed config: `"type": "Adam"` became `"adamw"` unless
-    `"adam_w_mode": false` makes it `"adam"`, `"AdamW"` is `"adamw"`, `"SGD"`
-    is `"sgd"`; DeepSpeed's defaults fill what the config leaves out
+    it from the DeepSpeed config: `"type": "Adam"` became `adamw` unless
+    `"adam_w_mode": false` makes it `adam`, `"AdamW"` is `adamw`, `"SGD"`
+    is `sgd`; DeepSpeed's defaults fill what the config leaves out
     (`weight_decay` 0, or 0.01 for `torch_adam` AdamW; `gradient_clipping`
-    1.0); the `scheduler` section becomes the op's `scheduler` dictionary
-    (`warmup_max_lr` resolved to the optimizer's lr where DeepSpeed does).
+    1.0); the config's `#ds.scheduler` becomes the op's `scheduler`, with
+    `warmup_max_lr` resolved to the optimizer's lr where DeepSpeed does.
 
     ```mlir
     func.func @step() {
-      ds.optimizer_step @model {type = "adamw", lr = 0.001, betas = [0.9, 0.999],
+      ds.optimizer_step @model {type = adamw, lr = 0.001, betas = [0.9, 0.999],
           eps = 1.0e-08, weight_decay = 0.01, momentum = 0.0, dampening = 0.0,
           nesterov = false, gradient_clipping = 1.0}
       return
