@@ -66,6 +66,18 @@ Location GraphImporter::loc(jit::Node *node) {
   return l;
 }
 
+InFlightDiagnostic GraphImporter::error(jit::Node *node) {
+  InFlightDiagnostic diag = emitError(loc(node));
+  if (!moduleStack.empty()) {
+    const auto &[path, cls] = moduleStack.back();
+    if (path.empty())
+      diag.attachNote() << "in the root module (" << cls << ")";
+    else
+      diag.attachNote() << "in module '" << path << "' (" << cls << ")";
+  }
+  return diag;
+}
+
 //===----------------------------------------------------------------------===//
 // Examples
 //===----------------------------------------------------------------------===//
@@ -97,11 +109,14 @@ bool GraphImporter::runOnExamples(jit::Node *node, ArrayRef<Abstract> args,
                                   std::vector<c10::IValue> &outputs,
                                   std::string &errorMessage) {
   jit::Stack stack;
-  for (const Abstract &a : args) {
+  for (auto [i, a] : llvm::enumerate(args)) {
     c10::IValue ex = exampleOf(a);
     if (a.kind == Abstract::Kind::Dynamic && !ex.isTensor() && ex.isNone() &&
         !isa<ds::NoneType>(a.value.getType())) {
-      errorMessage = "an argument has no example value";
+      errorMessage = "argument #" + std::to_string(i) +
+                     " is data-dependent (computed from tensor data in a "
+                     "branch the example inputs do not take), so the "
+                     "compiler cannot specialise on it";
       return false;
     }
     stack.push_back(ex);

@@ -72,7 +72,9 @@ private:
 
   // Diagnostics and tags.
   Location loc(JitNode *node);
-  InFlightDiagnostic error(JitNode *node) { return emitError(loc(node)); }
+  /// An error at `node`'s source line, with a note naming the module whose
+  /// code it is.
+  InFlightDiagnostic error(JitNode *node);
 
   struct Scope {
     llvm::DenseMap<JitValue *, Abstract> map;

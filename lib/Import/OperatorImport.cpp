@@ -258,10 +258,20 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
     if (a.kind == Abstract::Kind::List && !a.isStatic())
       for (const Abstract &e : a.elements)
         if (e.kind == Abstract::Kind::Dynamic &&
-            (!isa<TensorType>(e.value.getType()) ||
-             llvm::is_contained(e.dynamicDims, true)))
+            !isa<TensorType>(e.value.getType()))
           dynamicInputs = true;
   }
+  // A tensor of dynamic shape inside a list argument (an index of
+  // `x[rows, cols]`, a piece of `torch.cat`) makes the result's shape
+  // dynamic too; it does not change how many tensors a list-returning
+  // operator returns (`broadcast_tensors`: one per element).
+  bool dynamicListElement = llvm::any_of(args, [](const Abstract &a) {
+    return a.kind == Abstract::Kind::List &&
+           llvm::any_of(a.elements, [](const Abstract &e) {
+             return e.kind == Abstract::Kind::Dynamic &&
+                    llvm::is_contained(e.dynamicDims, true);
+           });
+  });
   auto dynamicDimsFor = [&](const at::Tensor &t) {
     std::vector<bool> dims(t.dim(), false);
     if (dataDependentShapeOps().contains(schema->name()) ||
@@ -272,7 +282,7 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
         dims.assign(t.dim(), true);
       return dims;
     }
-    if (!dynamicInputs)
+    if (!dynamicInputs && !dynamicListElement)
       return dims;
     // Same shape as a dynamic-shaped input: same dynamic dims (elementwise
     // ops). A static input of the same shape proves nothing: the dynamic

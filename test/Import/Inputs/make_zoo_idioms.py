@@ -1,7 +1,9 @@
 """Writes the models of zoo-idioms.test, each with OUT/NAME.data.pt ([S=2, B=4, ...]):
 OUT/traced_conv.pt (a Conv2d module traced: aten::_convolution), OUT/traced_to_device.pt
 (`y.to(x.device)` and `y.to(x.device, x.dtype)` traced: aten::to.device / to.dtype_layout) and
-OUT/mask_select.pt (scripted `x[m]` with a boolean mask and `torch.where(m)`)."""
+OUT/mask_select.pt (scripted `x[m]` with a boolean mask and `torch.where(m)`), and for the
+error notes OUT/no_grad_rule.pt (torch.diff, which has no gradient rule, in submodule `block`)
+and OUT/bad_op_in_block.pt (torch.fft.rfft, not importable, in submodule `block.inner`)."""
 import os
 import sys
 import warnings
@@ -44,6 +46,33 @@ class MaskSelect(nn.Module):
         return picked.sum() + (x * self.w)[rows, cols].square().sum()
 
 
+class DiffBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.diff(self.fc(x), dim=-1)
+
+
+class FftBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.fft.rfft(self.fc(x), dim=-1).abs()
+
+
+class Wrap(nn.Module):
+    def __init__(self, block):
+        super().__init__()
+        self.block = block
+
+    def forward(self, x):
+        return self.block(x).square().mean()
+
+
 def main(out):
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
@@ -56,6 +85,9 @@ def main(out):
     m = torch.rand(2, 4, 8) < 0.4
     torch.jit.script(MaskSelect()).save(os.path.join(out, "mask_select.pt"))
     torch.save({"x": x, "m": m}, os.path.join(out, "mask_select.data.pt"))
+    torch.jit.script(Wrap(DiffBlock())).save(os.path.join(out, "no_grad_rule.pt"))
+    torch.jit.script(Wrap(Wrap(FftBlock()))).save(os.path.join(out, "bad_op_in_block.pt"))
+    torch.save({"x": x}, os.path.join(out, "x.data.pt"))
 
 
 if __name__ == "__main__":

@@ -139,10 +139,21 @@ LogicalResult Differentiator::backpropAten(AtenOp op) {
   if (!anyNeeds)
     return success();
   const GradientRule *rule = lookupGradientRule(op.getOp());
-  if (!rule)
-    return op.emitOpError() << "operator '" << op.getOp()
-                            << "' has no gradient rule, but a trainable "
-                               "parameter's gradient flows through it";
+  if (!rule) {
+    InFlightDiagnostic diag = op.emitOpError()
+                              << "operator '" << op.getOp()
+                              << "' has no gradient rule, but a trainable "
+                                 "parameter's gradient flows through it";
+    if (!op.getModuleClass().empty()) {
+      if (op.getModule().empty())
+        diag.attachNote() << "in the root module (" << op.getModuleClass()
+                          << ")";
+      else
+        diag.attachNote() << "in module '" << op.getModule() << "' ("
+                          << op.getModuleClass() << ")";
+    }
+    return diag;
+  }
   GradientBuilder gb(b, op, resultGrads, needs, elements);
   if (failed((*rule)(gb)))
     return failure();
