@@ -63,7 +63,7 @@ OptimizerType parseOptimizerType(ObjectReader &section) {
 std::array<double, 2> parseBetas(const ordered_json &value,
                                  const std::string &path) {
   if (!value.is_array() || value.size() != 2)
-    throw ConfigError(path, "expected a list of two numbers, got " +
+    throw ConfigError(path, "expected a list of two numbers, found " +
                                 describeValue(value));
   std::array<double, 2> betas{};
   for (size_t i = 0; i < 2; ++i) {
