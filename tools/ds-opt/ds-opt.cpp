@@ -26,6 +26,11 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
+namespace mlir::ds {
+// lib/Dialect/DS/TestPasses: lit-only passes, registered here alone.
+void registerTestShapeBoundsPass();
+} // namespace mlir::ds
+
 static cl::OptionCategory importCategory("TorchScript import options");
 static cl::opt<std::string>
     exampleInputs("example-inputs",
@@ -87,6 +92,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   mlir::ds::registerDSPasses();
   mlir::ds::registerCompilePipeline();
+  mlir::ds::registerTestShapeBoundsPass();
 
   DialectRegistry registry;
   registry.insert<ds::DSDialect, func::FuncDialect>();
