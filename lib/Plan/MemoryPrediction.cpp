@@ -15,20 +15,34 @@
 
 namespace ds::plan {
 
-std::optional<int64_t> staticValueBytes(const ValueDesc &value) {
-  if (value.type != ValueType::Tensor || !value.dtype || !value.shape)
+/// Bytes of tensor `value` were its shape `shape`; nullopt when a size is
+/// dynamic or unknown.
+static std::optional<int64_t>
+bytesAtShape(const ValueDesc &value,
+             const std::optional<std::vector<int64_t>> &shape) {
+  if (value.type != ValueType::Tensor || !value.dtype || !shape)
     return std::nullopt;
-  std::optional<int64_t> numel = staticNumel(*value.shape);
+  std::optional<int64_t> numel = staticNumel(*shape);
   if (!numel)
     return std::nullopt;
   return *numel * dtypeSize(*value.dtype);
 }
 
+std::optional<int64_t> staticValueBytes(const ValueDesc &value) {
+  return bytesAtShape(value, value.shape);
+}
+
+std::optional<int64_t> valueBytesBound(const ValueDesc &value) {
+  if (std::optional<int64_t> bytes = staticValueBytes(value))
+    return bytes;
+  return bytesAtShape(value, value.bound);
+}
+
 namespace {
 
 /// Bytes of a program's values as the walks count them: state (the results
-/// of `state` ops) is accounted separately, and values of unknown size count
-/// 0.
+/// of `state` ops) is accounted separately, dynamic tensors count their
+/// bound, and values of unknown size count 0.
 class ValueBytes {
 public:
   explicit ValueBytes(const Program &program)
@@ -39,7 +53,21 @@ public:
   int64_t operator()(ValueId id) const {
     if (id < 0 || id >= ValueId(program_.values.size()) || isState_[id])
       return 0;
-    return staticValueBytes(program_.values[id]).value_or(0);
+    return valueBytesBound(program_.values[id]).value_or(0);
+  }
+
+  SizeBasis basis() const {
+    SizeBasis basis;
+    for (size_t id = 0; id < program_.values.size(); ++id) {
+      const ValueDesc &value = program_.values[id];
+      if (value.type != ValueType::Tensor || isState_[id])
+        continue;
+      if (!valueBytesBound(value))
+        ++basis.unboundedValues;
+      else if (!staticValueBytes(value))
+        basis.usesBounds = true;
+    }
+    return basis;
   }
 
 private:
@@ -238,6 +266,10 @@ private:
 };
 
 } // namespace
+
+SizeBasis sizeBasis(const Program &program) {
+  return ValueBytes(program).basis();
+}
 
 int64_t predictPeakBytes(const Program &program) {
   int64_t current = 0;

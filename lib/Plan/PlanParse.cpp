@@ -184,6 +184,8 @@ private:
       desc.dtype = parseDTypeAt(*dtype);
     if (auto shape = cursor.optionalField("shape"))
       desc.shape = shape->toIntArray();
+    if (auto bound = cursor.optionalField("bound"))
+      desc.bound = bound->toIntArray();
     if (auto elem = cursor.optionalField("elem"))
       desc.elem = parseValueTypeAt(*elem);
     return desc;

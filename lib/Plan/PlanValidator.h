@@ -114,6 +114,8 @@ private:
   void checkComputedByForward(ValueId id, const std::string &where) const;
 
   void checkValues() const;
+  /// A dynamic tensor's "bound": one entry per dim, >= 0, static dims equal.
+  void checkBound(const ValueDesc &value, const std::string &where) const;
 
   const ValueDesc &desc(ValueId id) const { return program_.values[id]; }
 

@@ -52,6 +52,8 @@ ordered_json valueToJson(const ValueDesc &value) {
     json["dtype"] = dtypeName(*value.dtype);
   if (value.shape)
     json["shape"] = *value.shape;
+  if (value.bound)
+    json["bound"] = *value.bound;
   if (value.elem)
     json["elem"] = valueTypeName(*value.elem);
   return json;

@@ -302,6 +302,11 @@ Report predictReport(const Plan &plan) {
 
   const Program *program = train ? train : plan.findProgram("eval");
   rank.activationPeakBytes = program ? predictPeakBytes(*program) : 0;
+  if (program) {
+    SizeBasis basis = sizeBasis(*program);
+    rank.activationPeakIsBound = basis.usesBounds;
+    rank.unboundedValues = basis.unboundedValues;
+  }
   // Stage 3's gathered buckets and gradient buffers, walked with the live
   // values (without stage 3 engines: the activation peak, no buffers).
   BufferPeaks stage3 = train ? predictStage3Peaks(plan, *train)
@@ -344,6 +349,10 @@ ordered_json reportToJson(const Report &report) {
     entry["optimizer_state_bytes"] = rank.optimizerStateBytes;
     entry["buffer_bytes"] = rank.bufferBytes;
     entry["activation_peak_bytes"] = rank.activationPeakBytes;
+    if (report.kind == "predicted") {
+      entry["activation_peak_is_bound"] = rank.activationPeakIsBound;
+      entry["unbounded_values"] = rank.unboundedValues;
+    }
     entry["transient_bytes"] = rank.transientBytes;
     entry["peak_bytes"] = rank.peakBytes;
     entry["comm_volume_elements"] = volumeToJson(rank.comm);
@@ -391,6 +400,16 @@ Report reportFromJson(const ordered_json &json) {
       rank.bufferBytes = getInt(entry, "buffer_bytes", where);
     if (entry.contains("activation_peak_bytes"))
       rank.activationPeakBytes = getInt(entry, "activation_peak_bytes", where);
+    if (auto bound = entry.find("activation_peak_is_bound");
+        bound != entry.end()) {
+      if (!bound->is_boolean())
+        throw std::runtime_error(
+            "report: " + where +
+            ": \"activation_peak_is_bound\" must be a boolean");
+      rank.activationPeakIsBound = bound->get<bool>();
+    }
+    if (entry.contains("unbounded_values"))
+      rank.unboundedValues = getInt(entry, "unbounded_values", where);
     if (entry.contains("transient_bytes"))
       rank.transientBytes = getInt(entry, "transient_bytes", where);
     rank.comm = volumeFromJson(entry, where);
@@ -407,6 +426,35 @@ Report reportFromJson(const ordered_json &json) {
     report.ranks.push_back(rank);
   }
   return report;
+}
+
+std::string reportToText(const Report &report) {
+  std::string text = report.kind + " report: world size " +
+                     std::to_string(report.worldSize) + ", ZeRO stage " +
+                     std::to_string(report.zeroStage) +
+                     ", gradient accumulation steps " +
+                     std::to_string(report.gradientAccumulationSteps) + "\n";
+  for (const RankReport &rank : report.ranks) {
+    // Figures over live values: "<= N" on a bound, a note without one.
+    auto live = [&](int64_t bytes) {
+      std::string figure = std::to_string(bytes) + " B";
+      if (rank.unboundedValues > 0)
+        return figure +
+               " (not a bound: " + std::to_string(rank.unboundedValues) +
+               " dynamic tensors without a bound count 0)";
+      return rank.activationPeakIsBound ? "<= " + figure : figure;
+    };
+    text += "rank " + std::to_string(rank.rank) + ": params " +
+            std::to_string(rank.paramBytes) + " B, grads " +
+            std::to_string(rank.gradBytes) + " B, optimizer state " +
+            std::to_string(rank.optimizerStateBytes) + " B, buffers " +
+            std::to_string(rank.bufferBytes) + " B, activation peak " +
+            live(rank.activationPeakBytes) + ", transient " +
+            std::to_string(rank.transientBytes) + " B, peak " +
+            live(rank.peakBytes) + ", comm " +
+            std::to_string(rank.comm.total()) + " elements per step\n";
+  }
+  return text;
 }
 
 void writeReport(const Report &report, const std::string &path) {

@@ -114,6 +114,8 @@ void ProgramValidator::checkValues() const {
           fail(where + ".shape", "dimension " + std::to_string(dim) +
                                      " is negative (-1 marks a dynamic "
                                      "size)");
+    if (value.bound)
+      checkBound(value, where);
     if (value.type == ValueType::List) {
       if (!value.elem)
         fail(where, "a list value needs \"elem\" (its element type)");
@@ -126,6 +128,31 @@ void ProgramValidator::checkValues() const {
                               "this one is ") +
                       valueTypeName(value.type));
     }
+  }
+}
+
+void ProgramValidator::checkBound(const ValueDesc &value,
+                                  const std::string &where) const {
+  const std::vector<int64_t> &bound = *value.bound;
+  if (!value.shape || std::find(value.shape->begin(), value.shape->end(),
+                                kDynamicDim) == value.shape->end())
+    fail(where, "\"bound\" is only allowed on tensor values with a dynamic "
+                "dimension in \"shape\"");
+  const std::vector<int64_t> &shape = *value.shape;
+  if (bound.size() != shape.size())
+    fail(where + ".bound",
+         "has " + std::to_string(bound.size()) + " dimensions, but the shape " +
+             formatShape(shape) + " has " + std::to_string(shape.size()));
+  for (size_t d = 0; d < bound.size(); ++d) {
+    if (bound[d] < 0)
+      fail(where + ".bound", "dimension " + std::to_string(d) + " is " +
+                                 std::to_string(bound[d]) +
+                                 " (a bound is at least 0)");
+    if (shape[d] != kDynamicDim && bound[d] != shape[d])
+      fail(where + ".bound", "dimension " + std::to_string(d) + " is " +
+                                 std::to_string(bound[d]) + ", but the shape " +
+                                 formatShape(shape) + " fixes it to " +
+                                 std::to_string(shape[d]));
   }
 }
 

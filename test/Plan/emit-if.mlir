@@ -25,9 +25,11 @@ func.func @forward_eval(%in: tensor<2x4xf32> {ds.name = "x"}, %c: tensor<i1> {ds
   return %s : tensor<f32>
 }
 
-// Dynamic dims (nonzero) are carried as -1.
-// CHECK: {"id": 5, "type": "tensor", "dtype": "int64", "shape": [-1, 1]}
-// CHECK: {"id": 7, "type": "tensor", "dtype": "float32", "shape": [-1, 4]}
+// Dynamic dims (nonzero) are carried as -1, with their bound: nonzero of 2
+// flags has at most 2 rows; the squeezed dim 0 was 1, so index_select picks
+// at most 1 row.
+// CHECK: {"id": 5, "type": "tensor", "dtype": "int64", "shape": [-1, 1], "bound": [2, 1]}
+// CHECK: {"id": 7, "type": "tensor", "dtype": "float32", "shape": [-1, 4], "bound": [1, 4]}
 // CHECK: "body": [
 // CHECK: {"kind": "call", "op": "aten::index_select", "args": [0, 4, 6], "results": [7], {{.*}}"free": [4, 6, 0]},
 // CHECK-NEXT: {

@@ -2,9 +2,9 @@
 """Predicted against measured memory and communication reports (docs/runtime.md, "Reports").
 
   report_check.py --bin BUILD/bin --models DIR [--launcher 'mpirun -n {W}'] [--world-size 1 2]
-                  [--stages 0 1 2 3 3r] [--gas 1 2] [--bucket N]
+                  [--stages 0 1 2 3 3r] [--gas 1 2] [--bucket N] [--model mlp]
 
-For each stage s, GAS g and W: compiles DIR/mlp.pt with AdamW, `--world-size W --report
+For each stage s, GAS g and W: compiles DIR/mlp.pt (or DIR/MODEL.pt) with AdamW, `--world-size W --report
 predicted.json`, runs 2 steps with `ds-run --report measured.json` (under the launcher for W > 1)
 and checks, with Psi the trainable elements and Psi' the engine's flat buffer
 (plan engines[0].partition.numel: Psi plus the padding that makes every bucket a multiple of W,
@@ -25,7 +25,10 @@ less than W elements per bucket), all float32, ZeRO's formulas for fp32 Adam:
     the first layer's weight and bias are never read by mlp's backward (its input needs no
     gradient), so the backward gathers between 0 and Psi' (checked: strictly between, and
     measured == predicted);
-  - measured peak_bytes <= predicted (static shapes: equal is expected; both are printed).
+  - measured peak_bytes <= predicted (static shapes: equal is expected; both are printed);
+  - measured activation_peak_bytes == predicted, or <= predicted when the prediction marks it
+    as resting on bounds of dynamic tensors (activation_peak_is_bound; --model moe), and a
+    prediction that leaves unbounded dynamic tensors out (unbounded_values > 0) fails.
 
 Prints one summary line per world size; exits 1 on failure.
 """
@@ -69,14 +72,15 @@ def check_world(args, tmp, world, spec, gas):
                    "zero_optimization": zero,
                    "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}, f)
     tag = "s%s-g%d-w%d" % (spec, gas, world)
-    plan_path = os.path.join(tmp, "mlp-%s.plan" % tag)
+    plan_path = os.path.join(tmp, "%s-%s.plan" % (args.model, tag))
     predicted_path = os.path.join(tmp, "predicted-%s.json" % tag)
     measured_path = os.path.join(tmp, "measured-%s.json" % tag)
-    run([os.path.join(args.bin, "ds-compile"), os.path.join(args.models, "mlp.pt"),
-         "--config", config, "--example-inputs", os.path.join(args.models, "mlp.data.pt"),
+    model = os.path.join(args.models, args.model + ".pt")
+    data = os.path.join(args.models, args.model + ".data.pt")
+    run([os.path.join(args.bin, "ds-compile"), model,
+         "--config", config, "--example-inputs", data,
          "--world-size", str(world), "-o", plan_path, "--report", predicted_path])
-    cmd = [os.path.join(args.bin, "ds-run"), plan_path, "--data",
-           os.path.join(args.models, "mlp.data.pt"), "--steps", str(STEPS),
+    cmd = [os.path.join(args.bin, "ds-run"), plan_path, "--data", data, "--steps", str(STEPS),
            "--report", measured_path]
     if world > 1:
         cmd = shlex.split(args.launcher.replace("{W}", str(world))) + cmd
@@ -154,6 +158,18 @@ def check_world(args, tmp, world, spec, gas):
         if m["peak_bytes"] > p["peak_bytes"]:
             failures.append("rank %d: measured peak_bytes %d > predicted %d"
                             % (r, m["peak_bytes"], p["peak_bytes"]))
+        # Dynamic shapes: the prediction counts them at their bound.
+        if p.get("unbounded_values", 0):
+            failures.append("rank %d: the prediction counts %d dynamic tensors without a bound "
+                            "as 0" % (r, p["unbounded_values"]))
+        if p.get("activation_peak_is_bound"):
+            if m["activation_peak_bytes"] > p["activation_peak_bytes"]:
+                failures.append("rank %d: measured activation_peak_bytes %d > the predicted "
+                                "bound %d" % (r, m["activation_peak_bytes"],
+                                              p["activation_peak_bytes"]))
+        else:
+            expect("rank %d measured activation_peak_bytes" % r, m["activation_peak_bytes"],
+                   p["activation_peak_bytes"])
     m0, p0 = measured["ranks"][0], predicted["ranks"][0]
     state = m0["param_bytes"] + m0["grad_bytes"] + m0["optimizer_state_bytes"]
     formula = {0: "16 Psi", 1: "8 Psi + 8 Psi/W", 2: "4 Psi + 12 Psi/W", 3: "16 Psi/W"}[stage]
@@ -184,6 +200,8 @@ def main():
     parser.add_argument("--stages", nargs="+", default=["0"],
                         help="0, 1, 2, 3, or 3r (stage 3 with stage3_max_reuse_distance 0)")
     parser.add_argument("--gas", type=int, nargs="+", default=[1])
+    parser.add_argument("--model", default="mlp",
+                        help="the test model (MODEL.pt, MODEL.data.pt in --models)")
     parser.add_argument("--bucket", type=int, default=0,
                         help="reduce_bucket_size and allgather_bucket_size (elements)")
     args = parser.parse_args()

@@ -61,19 +61,24 @@ TEST(PlanFormatTest, FormatAndVersion) {
   json = base();
   json["version"] = 7;
   expectInvalid(json, "version: plan version 7 is newer than this runtime "
-                      "supports (3)");
+                      "supports (4)");
   json["version"] = 0;
   expectInvalid(json, "plan version 0 is not supported (this runtime reads "
-                      "version 3)");
-  // Older plans (version 2: the engines' settings in their DeepSpeed
-  // config; version 1: no optimizer, partition or programs.step): recompile.
+                      "version 4)");
+  // Older plans (version 3: no bounds of dynamic tensors; version 2: the
+  // engines' settings in their DeepSpeed config; version 1: no optimizer,
+  // partition or programs.step): recompile.
+  json["version"] = 3;
+  expectInvalid(json, "test.json: version: plan version 3 is not supported "
+                      "(this runtime reads version 4): the plan was written "
+                      "by an older ds-compile; recompile it");
   json["version"] = 2;
   expectInvalid(json, "test.json: version: plan version 2 is not supported "
-                      "(this runtime reads version 3): the plan was written "
+                      "(this runtime reads version 4): the plan was written "
                       "by an older ds-compile; recompile it");
   json["version"] = 1;
   expectInvalid(json, "test.json: version: plan version 1 is not supported "
-                      "(this runtime reads version 3): the plan was written "
+                      "(this runtime reads version 4): the plan was written "
                       "by an older ds-compile; recompile it");
   json["version"] = "1";
   expectInvalid(json, "version: expected an integer, found string \"1\"");
@@ -420,4 +425,37 @@ TEST(PlanFormatTest, BackwardStart) {
   EXPECT_NO_THROW(parsePlan(json, "eval"));
   json["programs"]["eval"]["backward_start"] = 9;
   expectInvalid(json, "programs.eval.backward_start: must be in [0, 6]");
+}
+
+TEST(PlanFormatTest, BoundsOfDynamicValues) {
+  ordered_json json = base();
+  ordered_json &relu = json["programs"]["eval"]["values"][4];
+  relu["shape"] = {-1, 16};
+  relu["bound"] = {4, 16};
+  Plan plan = parsePlan(json, "test.json");
+  EXPECT_EQ(plan.programs.at("eval").values[4].bound,
+            (std::vector<int64_t>{4, 16}));
+  EXPECT_EQ(plan.programs.at("eval").values[3].bound, std::nullopt);
+  ordered_json written = toJson(plan);
+  EXPECT_EQ(written["programs"]["eval"]["values"][4]["bound"], relu["bound"]);
+  EXPECT_FALSE(written["programs"]["eval"]["values"][3].contains("bound"));
+
+  // Only on dynamic tensors, one entry per dim, >= 0, static dims equal.
+  json = base();
+  json["programs"]["eval"]["values"][3]["bound"] = {4, 16};
+  expectInvalid(json, "programs.eval.values[3]: \"bound\" is only allowed on "
+                      "tensor values with a dynamic dimension in \"shape\"");
+  json = base();
+  json["programs"]["eval"]["values"][4]["shape"] = {-1, 16};
+  json["programs"]["eval"]["values"][4]["bound"] = {4};
+  expectInvalid(json, "programs.eval.values[4].bound: has 1 dimensions, but "
+                      "the shape [-1, 16] has 2");
+  json["programs"]["eval"]["values"][4]["bound"] = {-1, 16};
+  expectInvalid(json, "programs.eval.values[4].bound: dimension 0 is -1 (a "
+                      "bound is at least 0)");
+  json["programs"]["eval"]["values"][4]["bound"] = {4, 32};
+  expectInvalid(json, "programs.eval.values[4].bound: dimension 1 is 32, but "
+                      "the shape [-1, 16] fixes it to 16");
+  json["programs"]["eval"]["values"][4]["bound"] = "4x16";
+  expectInvalid(json, "programs.eval.values[4].bound: expected an array");
 }

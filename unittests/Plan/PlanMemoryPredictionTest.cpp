@@ -61,3 +61,31 @@ TEST(PlanMemoryPredictionTest, GradOpsProduceNothing) {
   // seed 4 + dy 48 = 216 bytes (grad ops add nothing; state counts 0).
   EXPECT_EQ(predictPeakBytes(*plan.findProgram("train")), 216);
 }
+
+TEST(PlanMemoryPredictionTest, DynamicTensorsCountTheirBound) {
+  ds::test::ProgramBuilder b;
+  ValueId m = b.tensor(DType::Bool, {100});
+  ValueId n = b.tensor(DType::Int64, {-1, 1});
+  ValueId r = b.tensor(DType::Float32, {-1, 4});
+  ValueId s = b.tensor(DType::Float32, {});
+  b.program.values[n].bound = std::vector<int64_t>{100, 1}; // 800 bytes
+  b.add(Op::input(0, m));
+  b.call("aten::nonzero", {m}, {n});        // 900 live
+  b.call("aten::repeat", {n}, {r}, {m, n}); // r unbounded: counts 0
+  b.call("aten::sum", {r}, {s}, {r});
+  b.program.results = {s};
+  EXPECT_EQ(predictPeakBytes(b.program), 900);
+  EXPECT_EQ(valueBytesBound(b.program.values[n]), 800);
+  EXPECT_EQ(valueBytesBound(b.program.values[r]), std::nullopt);
+  EXPECT_EQ(staticValueBytes(b.program.values[n]), std::nullopt);
+  SizeBasis basis = sizeBasis(b.program);
+  EXPECT_TRUE(basis.usesBounds);
+  EXPECT_EQ(basis.unboundedValues, 1);
+
+  // Bounded throughout: an upper bound, nothing left out.
+  b.program.values[r].bound = std::vector<int64_t>{100, 4};
+  EXPECT_EQ(predictPeakBytes(b.program), 100 + 800 + 1600);
+  basis = sizeBasis(b.program);
+  EXPECT_TRUE(basis.usesBounds);
+  EXPECT_EQ(basis.unboundedValues, 0);
+}

@@ -328,3 +328,50 @@ TEST(PlanReportTest, StageThreePersistentBucketsStayWhole) {
   EXPECT_EQ(rank.comm.allGather, 2 * 1024 + 16);
   EXPECT_EQ(rank.comm.reduceScatter, 1024 + 16);
 }
+
+TEST(PlanReportTest, ActivationPeakOnBoundsIsMarked) {
+  ds::test::ProgramBuilder b;
+  ValueId x = b.tensor(DType::Float32, {4, 8});
+  ValueId rows = b.tensor(DType::Float32, {-1, 8});
+  ValueId s = b.tensor(DType::Float32, {});
+  b.program.values[rows].bound = std::vector<int64_t>{4, 8};
+  b.add(Op::input(0, x));
+  b.call("aten::relu", {x}, {rows}, {x});
+  b.call("aten::sum", {rows}, {s}, {rows});
+  b.program.results = {s};
+  Plan plan =
+      ds::test::makePlan({{"x", DType::Float32, {4, 8}, true}}, b.program);
+
+  // x and its rows at their bound: 128 + 128 bytes, an upper bound.
+  Report report = predictReport(plan);
+  const RankReport &rank = report.ranks[0];
+  EXPECT_EQ(rank.activationPeakBytes, 256);
+  EXPECT_TRUE(rank.activationPeakIsBound);
+  EXPECT_EQ(rank.unboundedValues, 0);
+  ordered_json json = reportToJson(report);
+  EXPECT_EQ(json["ranks"][0]["activation_peak_is_bound"], true);
+  EXPECT_EQ(json["ranks"][0]["unbounded_values"], 0);
+  EXPECT_TRUE(reportFromJson(json).ranks[0].activationPeakIsBound);
+  std::string text = reportToText(report);
+  EXPECT_NE(text.find("activation peak <= 256 B"), std::string::npos) << text;
+  EXPECT_NE(text.find("peak <= 256 B"), std::string::npos) << text;
+
+  // Without a bound the dynamic tensor counts 0: not an upper bound.
+  plan.programs["eval"].values[rows].bound.reset();
+  report = predictReport(plan);
+  EXPECT_EQ(report.ranks[0].activationPeakBytes, 128);
+  EXPECT_FALSE(report.ranks[0].activationPeakIsBound);
+  EXPECT_EQ(report.ranks[0].unboundedValues, 1);
+  text = reportToText(report);
+  EXPECT_NE(text.find("activation peak 128 B (not a bound: 1 dynamic tensors "
+                      "without a bound count 0)"),
+            std::string::npos)
+      << text;
+
+  // Measured reports are exact: no such fields.
+  report.kind = "measured";
+  json = reportToJson(report);
+  EXPECT_FALSE(json["ranks"][0].contains("activation_peak_is_bound"));
+  json["ranks"][0]["activation_peak_is_bound"] = "yes";
+  EXPECT_THROW(reportFromJson(json), std::runtime_error);
+}

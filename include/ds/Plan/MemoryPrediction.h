@@ -3,7 +3,9 @@
 // The plan's `free` lists fix every value's lifetime, so the peak of the
 // bytes held by live tensor values can be computed without running it. The
 // runtime measures the same quantity; for static-shape plans the two agree
-// exactly (docs/runtime.md, "Memory accounting").
+// exactly (docs/runtime.md, "Memory accounting"). A dynamic tensor counts
+// its "bound" (the compiler's upper bound of its sizes), so with dynamic
+// shapes the prediction is an upper bound; one without a bound counts 0.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,10 +23,28 @@ namespace ds::plan {
 /// nullopt for dynamic or unknown tensors and for non-tensor values.
 std::optional<int64_t> staticValueBytes(const ValueDesc &value);
 
+/// Bytes of a tensor value with known dtype and a static shape, or a dynamic
+/// one with a bound (its bound's bytes); nullopt otherwise.
+std::optional<int64_t> valueBytesBound(const ValueDesc &value);
+
+/// What the predicted bytes of a program's values rest on.
+struct SizeBasis {
+  /// Some dynamic tensor counts its bound: the figures are upper bounds a
+  /// run may stay below.
+  bool usesBounds = false;
+  /// Tensor values counted as 0: dynamic without a bound, or without dtype
+  /// or shape. When nonzero the figures are not upper bounds.
+  int64_t unboundedValues = 0;
+};
+/// The basis of `program`'s values (`state` results excluded, as the walks
+/// exclude them).
+SizeBasis sizeBasis(const Program &program);
+
 /// Peak of the bytes of live tensor values while `program` runs: walking the
 /// ops in order, each op adds its results' bytes, then subtracts the bytes of
 /// the values it frees. Results of `state` ops are state, not counted;
-/// dynamic or unknown tensors count 0. An `if` counts its larger branch
+/// dynamic tensors count their bound (valueBytesBound), unbounded or
+/// unknown ones 0. An `if` counts its larger branch
 /// (values defined in a branch die at its end) and then adds its results.
 /// `grad` ops produce nothing (gradient buffers are not values). For
 /// programs.train the walk spans forward and backward: value slots persist

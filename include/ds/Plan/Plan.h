@@ -25,7 +25,7 @@ namespace ds::plan {
 using ordered_json = nlohmann::ordered_json;
 
 /// The plan format version this library reads and writes.
-inline constexpr int64_t kPlanFormatVersion = 3;
+inline constexpr int64_t kPlanFormatVersion = 4;
 /// The value of the top-level "format" field.
 inline constexpr const char *kPlanFormatName = "ds-plan";
 
@@ -331,6 +331,10 @@ struct ValueDesc {
   /// Tensors only; absent when even the rank is unknown. kDynamicDim marks
   /// data-dependent sizes.
   std::optional<std::vector<int64_t>> shape;
+  /// Tensors with a kDynamicDim only: the most each dim can hold (the
+  /// compiler's ShapeBounds; static dims repeat their size). Absent:
+  /// unbounded.
+  std::optional<std::vector<int64_t>> bound;
   /// Lists only: the element type (never List).
   std::optional<ValueType> elem;
 

@@ -126,6 +126,12 @@ struct RankReport {
   int64_t bufferBytes = 0;
   /// Live-value bytes of the program at its peak (train, else eval).
   int64_t activationPeakBytes = 0;
+  /// Predicted: activationPeakBytes (and so peakBytes) counts a dynamic
+  /// tensor at its bound, an upper bound the run may stay below ("<= N").
+  bool activationPeakIsBound = false;
+  /// Predicted: dynamic tensors without a bound, counted 0; when nonzero
+  /// activationPeakBytes and peakBytes are not upper bounds.
+  int64_t unboundedValues = 0;
   /// Training buffers that exist only for part of a step: stage 2's full
   /// gradient buffer and reduce-scatter receive buffer (from the first
   /// gradient of a micro-step's backward to its end), stage 1's shard
@@ -188,6 +194,10 @@ int64_t optimizerStatesPerElement(const OptimizerDesc &optimizer);
 Report predictReport(const Plan &plan);
 
 ordered_json reportToJson(const Report &report);
+/// The report for people: one line per rank; a predicted figure that
+/// rests on bounds of dynamic tensors prints as "<= N", one that leaves
+/// unbounded tensors out says so.
+std::string reportToText(const Report &report);
 /// Throws std::runtime_error on a malformed report.
 Report reportFromJson(const ordered_json &json);
 

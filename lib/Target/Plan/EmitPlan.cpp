@@ -20,11 +20,13 @@
 // forward and, where activation gradients flow through it, the backward).
 // Each trainable engine's ds.backward_prologue / ds.backward_epilogue
 // (-ds-engine-backward) become the plan's backward_prologue /
-// backward_epilogue ops.
+// backward_epilogue ops. A tensor value with dynamic dims carries the
+// upper bound ShapeBounds derives for them (`bound`), when every dim has one.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ds/Target/Plan/EmitPlan.h"
+#include "ds/Dialect/DS/Analysis/ShapeBounds.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -116,8 +118,9 @@ struct BucketRef {
 class ProgramEmitter {
 public:
   ProgramEmitter(plan::Program &program, ProgramKind kind,
-                 const llvm::StringMap<BucketRef> &buckets)
-      : program(program), programKind(kind), buckets(buckets) {}
+                 const llvm::StringMap<BucketRef> &buckets,
+                 const ShapeBounds &bounds)
+      : program(program), programKind(kind), buckets(buckets), bounds(bounds) {}
 
   LogicalResult emitFunction(func::FuncOp func);
 
@@ -141,6 +144,7 @@ private:
   plan::Program &program;
   ProgramKind programKind;
   const llvm::StringMap<BucketRef> &buckets;
+  const ShapeBounds &bounds;
   llvm::DenseMap<Value, plan::ValueId> ids;
 };
 
@@ -155,6 +159,11 @@ FailureOr<plan::ValueId> ProgramEmitter::define(Value value) {
       return emitError(value.getLoc()) << "the plan has no dtype for " << type;
     program.values.push_back(
         plan::ValueDesc::tensor(id, *dtype, shapeOf(tensor)));
+    // The memory prediction counts a dynamic tensor at its bound.
+    if (!tensor.hasStaticShape() && bounds.getNumelBound(value)) {
+      SmallVector<int64_t> bound = bounds.getBounds(value);
+      program.values.back().bound.emplace(bound.begin(), bound.end());
+    }
   } else if (auto list = dyn_cast<mlir::ds::ListType>(type)) {
     auto elem = scalarKindOf(list.getElementType());
     if (!elem || *elem == plan::ValueType::None)
@@ -751,13 +760,15 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
     result.outputs.push_back(
         {numResults == 1 ? "loss" : "loss" + std::to_string(i), "loss"});
 
-  ProgramEmitter emitter(result.programs["eval"], ProgramKind::Eval, buckets);
+  ShapeBounds bounds(module);
+  ProgramEmitter emitter(result.programs["eval"], ProgramKind::Eval, buckets,
+                         bounds);
   if (failed(emitter.emitFunction(eval)))
     return failure();
 
   if (hasBackward) {
     ProgramEmitter trainEmitter(result.programs["train"], ProgramKind::Train,
-                                buckets);
+                                buckets, bounds);
     if (failed(trainEmitter.emitFunction(train)))
       return failure();
     if (step.getNumArguments() != 0 || step.getNumResults() != 0)
@@ -765,7 +776,7 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
              << "the accumulation boundary's work takes no arguments and "
                 "returns nothing";
     ProgramEmitter stepEmitter(result.programs["step"], ProgramKind::Step,
-                               buckets);
+                               buckets, bounds);
     if (failed(stepEmitter.emitFunction(step)))
       return failure();
   }

@@ -560,26 +560,24 @@ void addMatmulRules(llvm::StringMap<BoundRule> &t) {
     return x;
   };
   t["aten::matmul"] = matmul;
-  auto mm = [](const BoundQuery &q) -> MaybeBounds {
-    Bounds a = q.tensor(0), b = q.tensor(1);
-    if (a.size() != 2 || b.size() != 2)
-      return std::nullopt;
-    return Bounds{a[0], b[1]};
+  // Rows of operand `a`, columns of operand `a + 1`.
+  auto mm = [](unsigned a) -> BoundRule {
+    return [a](const BoundQuery &q) -> MaybeBounds {
+      Bounds lhs = q.tensor(a), rhs = q.tensor(a + 1);
+      if (lhs.size() != 2 || rhs.size() != 2)
+        return std::nullopt;
+      return Bounds{lhs[0], rhs[1]};
+    };
   };
-  t["aten::mm"] = mm;
-  t["aten::mm.dtype"] = mm;
+  t["aten::mm"] = mm(0);
+  t["aten::mm.dtype"] = mm(0);
   t["aten::bmm"] = [](const BoundQuery &q) -> MaybeBounds {
     Bounds a = q.tensor(0), b = q.tensor(1);
     if (a.size() != 3 || b.size() != 3)
       return std::nullopt;
     return Bounds{maxBounds(a[0], b[0]), a[1], b[2]};
   };
-  t["aten::addmm"] = [](const BoundQuery &q) -> MaybeBounds {
-    Bounds a = q.tensor(1), b = q.tensor(2);
-    if (a.size() != 2 || b.size() != 2)
-      return std::nullopt;
-    return Bounds{a[0], b[1]};
-  };
+  t["aten::addmm"] = mm(1);
 }
 
 void addReductionRules(llvm::StringMap<BoundRule> &t) {
