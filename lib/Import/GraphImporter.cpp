@@ -586,8 +586,11 @@ LogicalResult GraphImporter::importGetAttr(jit::Node *node) {
     bind(node->output(), a);
     return success();
   }
+  // The training step keeps each module's mode as saved (a teacher saved
+  // after .eval() runs without dropout, BatchNorm on running statistics);
+  // the eval forward has every module in eval mode.
   if (name == "training" && attr.isBool())
-    attr = c10::IValue(training);
+    attr = c10::IValue(training && attr.toBool());
   bind(node->output(), Abstract::makeStatic(attr));
   return success();
 }

@@ -89,6 +89,7 @@ mlir::ds::importTorchScript(MLIRContext *context,
                                   builder.getStringAttr(options.modelPath));
   setWorldSize(*module, options.worldSize);
   StateTable state = declareState(builder, fileLoc, model);
+  noteEvalModules(*module, model, fileLoc);
 
   try {
     if (options.importTrain &&

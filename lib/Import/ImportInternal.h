@@ -84,6 +84,11 @@ struct StateTable {
 StateTable declareState(OpBuilder &builder, Location loc,
                         const torch::jit::Module &module);
 
+/// Records the submodules `model` holds in eval mode as `module`'s
+/// `ds.eval_modules` and names them in a remark at `loc`.
+void noteEvalModules(ModuleOp module, const torch::jit::Module &model,
+                     Location loc);
+
 /// What the importer knows about one TorchScript value.
 struct Abstract {
   enum class Kind { Static, Dynamic, Module, Tuple, List };

@@ -1,7 +1,9 @@
 //===- ModuleState.cpp - parameters and buffers of the module tree --------===//
 
 #include "ImportInternal.h"
+#include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
+#include "mlir/IR/BuiltinOps.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -58,4 +60,29 @@ StateTable mlir::ds::import::declareState(OpBuilder &builder, Location loc,
     table.isParam[buffer.name] = false;
   }
   return table;
+}
+
+void mlir::ds::import::noteEvalModules(ModuleOp module,
+                                       const torch::jit::Module &model,
+                                       Location loc) {
+  std::vector<std::string> paths;
+  std::string subtrees;
+  for (const auto &sub : model.named_modules()) {
+    if (sub.value.is_training())
+      continue;
+    // Name the subtrees in the remark, not every module inside them.
+    bool insideListed = llvm::any_of(paths, [&](const std::string &p) {
+      return p.empty() || sub.name.rfind(p + ".", 0) == 0;
+    });
+    paths.push_back(sub.name);
+    if (insideListed)
+      continue;
+    subtrees += subtrees.empty() ? "" : ", ";
+    subtrees += sub.name.empty() ? "the root module" : "'" + sub.name + "'";
+  }
+  setEvalModules(module, paths);
+  if (!paths.empty())
+    emitRemark(loc) << "saved in eval mode, so also in the training step (no "
+                       "dropout, BatchNorm on its running statistics): "
+                    << subtrees << " (with their submodules)";
 }

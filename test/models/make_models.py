@@ -293,6 +293,35 @@ class NoGradDistill(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------
+# eval_teacher: a teacher with BatchNorm and Dropout saved after teacher.eval() (as Accelerate's
+# distillation guide does): it runs dropout-free on its running statistics in the training step
+# ---------------------------------------------------------------------------------------------
+class EvalModeTeacher(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.bn = nn.BatchNorm1d(16)
+        self.drop = nn.Dropout(0.5)
+        self.fc2 = nn.Linear(16, 8)
+
+    def forward(self, x):
+        return self.fc2(self.drop(F.relu(self.bn(self.fc1(x)))))
+
+
+class EvalTeacherDistill(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.student = Student()
+        self.teacher = EvalModeTeacher()
+
+    def forward(self, x, y):
+        s = self.student(x)
+        t = self.teacher(x).detach()
+        kl = F.kl_div(F.log_softmax(s, dim=-1), F.softmax(t, dim=-1), reduction="batchmean")
+        return F.mse_loss(s, y) + 0.5 * kl
+
+
+# ---------------------------------------------------------------------------------------------
 # two_losses: root returns a tuple of two scalar losses
 # ---------------------------------------------------------------------------------------------
 class BranchA(nn.Module):
@@ -676,11 +705,12 @@ def forward_arg_names(module) -> List[str]:
 def check_runs(name: str, module, data: dict) -> None:
     """Micro-step 0, every row: forward must return a finite scalar (or tuple of scalars)."""
     args = [data[n][0] for n in forward_arg_names(module)]
-    was_training = module.training
+    modes = [(m, m.training) for m in module.modules()]
     module.eval()  # must not touch BatchNorm running statistics
     with torch.no_grad():
         out = module(*args)
-    module.train(was_training)
+    for m, training in modes:  # each submodule's own mode (eval_teacher's teacher)
+        m.train(training)
     outs = out if isinstance(out, tuple) else (out,)
     for o in outs:
         assert o.dim() == 0 and bool(torch.isfinite(o)), f"{name}: bad loss {o}"
@@ -783,6 +813,23 @@ def moe_expert_counts(module, x: torch.Tensor) -> List[List[int]]:
             route = module.moe.gate(h).argmax(dim=-1)
             out.append([int((route == e).sum()) for e in range(4)])
     return out
+
+
+def build_eval_teacher():
+    torch.manual_seed(21)
+    m = EvalTeacherDistill()
+    with torch.no_grad():  # running statistics of the teacher's "pre-training"
+        for _ in range(3):
+            m.teacher(torch.randn(16, 8) * 2.0 + 0.5)
+    m.teacher.eval()
+    x = torch.randn(S, B, 8)
+    y = torch.randn(S, B, 8)
+    return torch.jit.script(m), {"x": x, "y": y}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "x, y [S,B,8] f32. As two_models, with a teacher of Linear-BatchNorm1d-ReLU-"
+                 "Dropout(0.5)-Linear saved after teacher.eval() (non-trivial running statistics): "
+                 "in the training step it runs without dropout on its running statistics, which "
+                 "stay unchanged."}
 
 
 def build_two_models():
@@ -1112,6 +1159,7 @@ BUILDERS = [
     ("traced_transformer", build_traced_transformer),
     ("traced_gpt_sdpa", build_traced_gpt_sdpa),
     ("nograd_distill", build_nograd_distill),
+    ("eval_teacher", build_eval_teacher),
 ]
 
 

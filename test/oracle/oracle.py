@@ -32,8 +32,9 @@ for tuple-returning models.
 Training oracle (train)
 -----------------------
 train(model, data, config, steps, world_size, unbatched) -> (lines, final_state) reproduces
-DeepSpeed's training with autograd and torch.optim. Module in train mode; TorchScript's executor
-optimisations off, so autograd's own derivative formulas run. Per optimizer step, for each
+DeepSpeed's training with autograd and torch.optim. Every submodule in the mode it was saved in
+(train unless saved after .eval()); TorchScript's executor optimisations off, so autograd's own
+derivative formulas run. Per optimizer step, for each
 micro-step of the GAS window and each rank, forward on the rank's rows and backward of
 sum(losses) / (W * G). Each rank keeps its own buffers (BatchNorm running statistics move with its
 own rows); the saved buffers are rank 0's. Then, per engine with an optimizer: trainable parameters
@@ -1222,7 +1223,8 @@ def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
     """The LibTorch oracle of DeepSpeed data-parallel training (docs/oracle.md).
 
     config: a DeepSpeed config dict (or a path to a JSON file); {"engines": {...}} with inline
-    engine configs is accepted too. Module in train mode. Per optimizer step k, for each micro-step
+    engine configs is accepted too. Submodules in the modes they were saved in. Per optimizer
+    step k, for each micro-step
     s of the GAS window and each rank r, the forward runs on rank r's rows and back-propagates
     sum(losses) / (W * G) (tuple outputs: the sum of the elements). Every rank keeps its own
     buffers (BatchNorm running statistics updated from its own rows); the returned buffers are
@@ -1249,7 +1251,8 @@ def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
         seed = int(config.get("seed", 0)) if isinstance(config, dict) else 0
     engines_cfg = engine_configs(config)
     module = load_module(model_pt)
-    module.train()
+    # Every submodule keeps the mode it was saved in, as in the user's own loop: a teacher saved
+    # after .eval() runs without dropout and with BatchNorm on its running statistics.
     inputs = bind_inputs(module, load_data(data_pt), unbatched)
     _, B = check_sizes(inputs, world_size, 1, 0)
     gas = None

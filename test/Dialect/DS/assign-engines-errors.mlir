@@ -8,6 +8,10 @@
 // RUN: ds-opt %t/outside.mlir --pass-pipeline='builtin.module(ds-assign-engines{engines=student=student})' -verify-diagnostics
 // RUN: ds-opt %t/unknown-frozen.mlir --pass-pipeline='builtin.module(ds-assign-engines{engines=student=student,teacher=teacher frozen=techer})' -verify-diagnostics
 // RUN: ds-opt %t/name-taken.mlir --pass-pipeline='builtin.module(ds-assign-engines{engines=student=student,forward=})' -verify-diagnostics
+// RUN: ds-opt %t/eval-root.mlir --pass-pipeline='builtin.module(ds-assign-engines)' -verify-diagnostics
+// RUN: ds-opt %t/eval-student.mlir --pass-pipeline='builtin.module(ds-assign-engines{engines=student=student,teacher=teacher frozen=teacher})' -verify-diagnostics
+// RUN: ds-opt %t/eval-teacher-frozen.mlir --pass-pipeline='builtin.module(ds-assign-engines{engines=student=student,teacher=teacher frozen=teacher})' | FileCheck %t/eval-teacher-frozen.mlir
+// RUN: not ds-opt %t/eval-modules-type.mlir 2>&1 | FileCheck %t/eval-modules-type.mlir
 
 // Each rejection of -ds-assign-engines needs its own options, hence one file
 // per rejection. Errors about the options are reported on the module, so each
@@ -77,4 +81,33 @@ module {
   func.func @forward() {
     return
   }
+}
+
+//--- eval-root.mlir
+// A model saved after model.eval() would train without dropout, BatchNorm on
+// running statistics: refused for a trainable engine.
+// expected-error @below {{engine 'model' is trainable, but its module (the root) was saved in eval mode: call .train() on it before torch.jit.save, or make the engine frozen (no optimizer)}}
+module attributes {ds.eval_modules = ["", "fc"]} {
+  ds.param @"fc.weight" : tensor<4x8xf32> {module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+}
+
+//--- eval-student.mlir
+// expected-error @below {{engine 'student' is trainable, but its module 'student' was saved in eval mode}}
+module attributes {ds.eval_modules = ["student", "student.fc"]} {
+  ds.param @"student.fc.weight" : tensor<4x8xf32> {module = "student.fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @"teacher.fc.weight" : tensor<4x8xf32> {module = "teacher.fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+}
+
+//--- eval-teacher-frozen.mlir
+// A frozen teacher in eval mode is what distillation wants.
+// CHECK: ds.engine @student {module = "student"}
+// CHECK: ds.engine @teacher {frozen, module = "teacher"}
+module attributes {ds.eval_modules = ["teacher", "teacher.fc"]} {
+  ds.param @"student.fc.weight" : tensor<4x8xf32> {module = "student.fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @"teacher.fc.weight" : tensor<4x8xf32> {module = "teacher.fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+}
+
+//--- eval-modules-type.mlir
+// CHECK: error: 'ds.eval_modules' must be an array of module paths (strings), got [1]
+module attributes {ds.eval_modules = [1]} {
 }

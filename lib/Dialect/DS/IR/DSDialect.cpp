@@ -30,6 +30,20 @@ Operation *DSDialect::materializeConstant(OpBuilder &builder, Attribute value,
 LogicalResult DSDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attribute) {
   StringRef name = attribute.getName().getValue();
+  if (name == getEvalModulesAttrName()) {
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << "'" << name
+                             << "' is an attribute of builtin.module (the "
+                                "submodules in eval mode), not of '"
+                             << op->getName() << "'";
+    auto paths = dyn_cast<ArrayAttr>(attribute.getValue());
+    if (!paths || !llvm::all_of(paths, llvm::IsaPred<StringAttr>))
+      return op->emitError() << "'" << name
+                             << "' must be an array of module paths "
+                                "(strings), got "
+                             << attribute.getValue();
+    return success();
+  }
   if (name != getWorldSizeAttrName())
     return success();
   if (!isa<ModuleOp>(op))
@@ -48,8 +62,8 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op,
 }
 
 std::optional<int64_t> mlir::ds::getWorldSize(ModuleOp module) {
-  if (auto size = module->getAttrOfType<IntegerAttr>(
-          DSDialect::getWorldSizeAttrName()))
+  if (auto size =
+          module->getAttrOfType<IntegerAttr>(DSDialect::getWorldSizeAttrName()))
     return size.getInt();
   return std::nullopt;
 }
@@ -57,4 +71,26 @@ std::optional<int64_t> mlir::ds::getWorldSize(ModuleOp module) {
 void mlir::ds::setWorldSize(ModuleOp module, int64_t worldSize) {
   module->setAttr(DSDialect::getWorldSizeAttrName(),
                   Builder(module.getContext()).getI64IntegerAttr(worldSize));
+}
+
+SmallVector<StringRef> mlir::ds::getEvalModules(ModuleOp module) {
+  SmallVector<StringRef> paths;
+  if (auto array =
+          module->getAttrOfType<ArrayAttr>(DSDialect::getEvalModulesAttrName()))
+    for (auto path : array.getAsRange<StringAttr>())
+      paths.push_back(path.getValue());
+  return paths;
+}
+
+void mlir::ds::setEvalModules(ModuleOp module, ArrayRef<std::string> paths) {
+  if (paths.empty()) {
+    module->removeAttr(DSDialect::getEvalModulesAttrName());
+    return;
+  }
+  Builder builder(module.getContext());
+  SmallVector<Attribute> names;
+  for (const std::string &path : paths)
+    names.push_back(builder.getStringAttr(path));
+  module->setAttr(DSDialect::getEvalModulesAttrName(),
+                  builder.getArrayAttr(names));
 }

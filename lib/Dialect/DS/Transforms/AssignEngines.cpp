@@ -1,9 +1,9 @@
 //===- AssignEngines.cpp - the config's engines, state grouped into them --===//
 
 #include "ds/Config/Config.h"
+#include "ds/Dialect/DS/Analysis/ShardedParams.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
-#include "ds/Dialect/DS/Analysis/ShardedParams.h"
 #include "ds/Dialect/DS/Utils/EngineConfigAttr.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -186,6 +186,19 @@ void AssignEnginesPass::runOnOperation() {
                            << "' (submodule '" << spec.prefix << "') overlap";
         return signalPassFailure();
       }
+    }
+  // A module saved after .eval() trains dropout-free on running statistics;
+  // that is what a frozen teacher wants, never what a trained root does.
+  SmallVector<StringRef> evalModules = getEvalModules(module);
+  for (const EngineSpec &spec : specs)
+    if (!spec.frozen && llvm::is_contained(evalModules, spec.prefix)) {
+      module.emitError()
+          << "engine '" << spec.name << "' is trainable, but its module "
+          << (spec.prefix.empty() ? std::string("(the root)")
+                                  : "'" + spec.prefix + "'")
+          << " was saved in eval mode: call .train() on it before "
+             "torch.jit.save, or make the engine frozen (no optimizer)";
+      return signalPassFailure();
     }
 
   OpBuilder builder(module.getBodyRegion());

@@ -7,8 +7,11 @@
 
 #include "ds/Dialect/DS/IR/DSOpsDialect.h.inc"
 
+#include "mlir/Support/LLVM.h"
+
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace mlir {
 class ModuleOp;
@@ -22,6 +25,13 @@ std::optional<int64_t> getWorldSize(ModuleOp module);
 
 /// Sets `module`'s `ds.world_size` to `worldSize` (>= 1).
 void setWorldSize(ModuleOp module, int64_t worldSize);
+
+/// The submodules (paths, "" for the root) `module`'s archive holds in eval
+/// mode: its `ds.eval_modules`, empty when absent.
+SmallVector<StringRef> getEvalModules(ModuleOp module);
+
+/// Sets `module`'s `ds.eval_modules` (removes it when `paths` is empty).
+void setEvalModules(ModuleOp module, ArrayRef<std::string> paths);
 
 } // namespace mlir::ds
 

@@ -38,6 +38,17 @@ def DS_Dialect : Dialect {
     ```mlir
     module attributes {ds.world_size = 2 : i64} { ... }
     ```
+
+    `ds.eval_modules` on the `builtin.module` lists the submodules (by path,
+    `""` for the root) that the archive holds in eval mode: saved after
+    `.eval()`, their `training` flag is false in the training step too
+    (dropout off, BatchNorm on its running statistics). The importer sets it
+    when there are any; `-ds-assign-engines` refuses a trainable engine whose
+    root is among them.
+
+    ```mlir
+    module attributes {ds.eval_modules = ["teacher"]} { ... }
+    ```
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
@@ -50,6 +61,12 @@ def DS_Dialect : Dialect {
     /// The module attribute holding the world size (getWorldSize).
     static constexpr ::llvm::StringLiteral getWorldSizeAttrName() {
       return ::llvm::StringLiteral("ds.world_size");
+    }
+
+    /// The module attribute listing the submodules in eval mode
+    /// (getEvalModules).
+    static constexpr ::llvm::StringLiteral getEvalModulesAttrName() {
+      return ::llvm::StringLiteral("ds.eval_modules");
     }
   }];
 }
