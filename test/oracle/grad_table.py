@@ -66,10 +66,11 @@ OPS = ["linear", "matmul", "mm", "bmm", "add", "sub", "mul", "div", "neg", "pow"
        # torch 2.x operators (issue 16)
        "scaled_dot_product_attention", "rms_norm", "unflatten",
        # the model zoo's operators (issue 17)
-       "addmm", "index", "repeat_interleave"]
+       "addmm", "index", "repeat_interleave", "index_put"]
 
 # The TorchScript node kinds (after inlining) that count as the op: every case of an op has one.
 OP_KINDS = {op: ["aten::" + op] for op in OPS}
+OP_KINDS["index_put"] = ["aten::index_put", "aten::index_put_"]  # `y[i] = v` is in place
 OP_KINDS.update({"cross_entropy": ["aten::cross_entropy_loss"],
                  "nll_loss": ["aten::nll_loss_nd", "aten::nll_loss"],
                  "pad": ["aten::pad", "aten::constant_pad_nd"]})
@@ -1554,6 +1555,33 @@ class RepeatInterleaveParam(nn.Module):
         return ((x * self.p.repeat_interleave(3, dim=-1)) * t).sum()
 
 
+class IndexPutAssign(nn.Module):
+    """y[i] = v: rows of y overwritten by a parameter (broadcast over the rows)."""
+
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(8)
+        self.p2 = P(8)
+
+    def forward(self, x, i, t):
+        y = x * self.p1
+        y[i] = self.p2 * 2.0
+        return (y * t).sum()
+
+
+class IndexPutAccumulate(nn.Module):
+    """index_put_(..., accumulate=True) with repeated indices into a parameter's copy."""
+
+    def __init__(self):
+        super().__init__()
+        self.p = P(10, 3)
+
+    def forward(self, x, i, t):
+        y = self.p * 1.0
+        y.index_put_((i,), x, accumulate=True)
+        return (y * t).sum()
+
+
 # ---------------------------------------------------------------------------------------------
 # cases: (module, data) built in float64; data tensors are [B, ...] (batched) or [...] (unbatched)
 # ---------------------------------------------------------------------------------------------
@@ -1839,6 +1867,11 @@ case("index", "two_indices_new_axis", unbatched=("a", "b", "t"))(
                             "b": torch.tensor([2, 1, 2, 0, 0]), "t": R(5, 1)}))
 case("index", "bool_mask")(
     lambda: (IndexMask(), {"x": R(B, 8), "m": mask(B, 8), "t": R(B, 8)}))
+case("index_put", "assign_rows_broadcast", unbatched=("i",))(
+    lambda: (IndexPutAssign(), {"x": R(B, 8), "i": torch.tensor([0, 2]), "t": R(B, 8)}))
+case("index_put", "accumulate_repeated", unbatched=("i", "t"))(
+    lambda: (IndexPutAccumulate(), {"x": R(B, 3), "i": torch.tensor([7, 1, 7, 4])[:B],
+                                    "t": R(10, 3)}))
 case("repeat_interleave", "data_dim1")(lambda: _xt(RepeatInterleaveData(), [4, 3], [8, 3]))
 case("repeat_interleave", "param_last_dim")(lambda: _xt(RepeatInterleaveParam(), [3, 12]))
 case("pad", "last_dim")(lambda: _xt(PadM([1, 2], 0.0, 8), [8], [11]))

@@ -68,6 +68,52 @@ LogicalResult concatPieces(GradientBuilder &gb, Value dim) {
   return success();
 }
 
+/// The type of `x[indices]` (advanced indexing, aten::index) for the index
+/// list `indices` (tensors and nones), or null when it cannot be told: the
+/// index tensors broadcast to one shape S, which replaces the dims they index
+/// where they are adjacent and leads the result where nones separate them.
+RankedTensorType indexResultType(RankedTensorType x, ArrayRef<Value> indices) {
+  SmallVector<int64_t> broadcast;
+  int64_t first = -1, last = -1, count = 0;
+  for (auto [d, index] : llvm::enumerate(indices)) {
+    if (isa<ds::NoneType>(index.getType()))
+      continue;
+    auto t = dyn_cast<RankedTensorType>(index.getType());
+    if (!t || !t.getElementType().isSignlessInteger(64))
+      return nullptr; // boolean masks: a data-dependent count
+    if (first < 0)
+      first = d;
+    last = d;
+    ++count;
+    ArrayRef<int64_t> shape = t.getShape();
+    if (shape.size() > broadcast.size())
+      broadcast.insert(broadcast.begin(), shape.size() - broadcast.size(), 1);
+    for (size_t i = 0; i < shape.size(); ++i) {
+      int64_t &b = broadcast[broadcast.size() - shape.size() + i];
+      if (b == 1)
+        b = shape[i];
+      else if (shape[i] != 1 && shape[i] != b)
+        b = ShapedType::kDynamic;
+    }
+  }
+  if (count == 0 || indices.size() > static_cast<size_t>(x.getRank()))
+    return nullptr;
+  ArrayRef<int64_t> xs = x.getShape();
+  SmallVector<int64_t> shape;
+  if (last - first + 1 == count) {
+    shape.append(xs.begin(), xs.begin() + first);
+    shape.append(broadcast);
+    shape.append(xs.begin() + last + 1, xs.end());
+  } else {
+    shape.append(broadcast);
+    for (auto [d, index] : llvm::enumerate(indices))
+      if (isa<ds::NoneType>(index.getType()))
+        shape.push_back(xs[d]);
+    shape.append(xs.begin() + indices.size(), xs.end());
+  }
+  return RankedTensorType::get(shape, x.getElementType());
+}
+
 } // namespace
 
 void mlir::ds::rules::addShapeRules(RuleTable &t) {
@@ -259,6 +305,42 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
                           {zeros, gb.operand(1), gb.resultGradOrZeros(0),
                            gb.constBool(true)},
                           x.getType()));
+    return success();
+  };
+  t["aten::index_put"] = [](GradientBuilder &gb) -> LogicalResult {
+    // index_put(x, indices, values, accumulate): x with values written (or
+    // added) at the indexed positions. x's gradient is g, with the
+    // overwritten positions zeroed unless accumulating; the values' is
+    // g[indices], summed over the dims they were broadcast along.
+    Value x = gb.operand(0), values = gb.operand(2);
+    Value g = gb.resultGradOrZeros(0);
+    auto accumulate = gb.staticInt(gb.operand(3));
+    if (!accumulate)
+      return gb.op.emitOpError()
+             << "gradient of index_put needs a constant accumulate flag";
+    if (gb.needsGrad(0)) {
+      Value keep = g;
+      if (!*accumulate) {
+        Value zeros = gb.aten(
+            "aten::zeros_like",
+            {values, gb.none(), gb.none(), gb.none(), gb.none(), gb.none()},
+            values.getType());
+        keep = gb.aten("aten::index_put",
+                       {g, gb.operand(1), zeros, gb.constBool(false)},
+                       x.getType());
+      }
+      gb.setGrad(0, keep);
+    }
+    if (gb.needsGrad(2)) {
+      RankedTensorType picked = indexResultType(
+          cast<RankedTensorType>(g.getType()), gb.listOperand(1));
+      if (!picked)
+        return gb.op.emitOpError()
+               << "gradient of index_put's values needs integer index "
+                  "tensors (a boolean mask selects a data-dependent count)";
+      Value v = gb.aten("aten::index.Tensor", {g, gb.operand(1)}, picked);
+      gb.setGrad(2, gb.sumToShapeOf(v, values));
+    }
     return success();
   };
   t["aten::repeat_interleave.self_int"] =
