@@ -1,7 +1,7 @@
 //===- ShapeBounds.cpp - upper bounds of data-dependent sizes -------------===//
 //
 // The forward walk: each op's dynamic results get the bounds its rule gives
-// (ShapeBoundRules.cpp), a `ds.if`'s the larger of its branches', a list
+// (*BoundRules.cpp), a `ds.if`'s the larger of its branches', a list
 // unpack's those of the listed elements. Static dims are taken from the
 // types and never stored.
 //

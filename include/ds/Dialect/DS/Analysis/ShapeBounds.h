@@ -5,7 +5,7 @@
 // prediction needs an upper bound for each: `nonzero(x)` has at most numel(x)
 // rows, `index_select(x, d, i)` at most numel(i) entries along d, and so on.
 // This analysis derives them forward, op by op, from rules keyed by the aten
-// operator's name (lib/Dialect/DS/Analysis/ShapeBoundRules.cpp). A dynamic
+// operator's name (lib/Dialect/DS/Analysis/*BoundRules.cpp). A dynamic
 // dim that no rule bounds is unbounded, never 0.
 //
 //===----------------------------------------------------------------------===//
