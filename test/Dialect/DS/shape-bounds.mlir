@@ -77,6 +77,18 @@ func.func @expert(%h: tensor<8x16xf32>, %top: tensor<8xi64>, %w1: tensor<32x16xf
   %dw = ds.aten "aten::mm"(%rt, %x) : (tensor<32x?xf32>, tensor<?x?xf32>) -> tensor<32x16xf32>
   // expected-remark @+1 {{result #0 <= [8, 16], numel <= 128}}
   %dx = ds.aten "aten::matmul"(%sum, %w1) : (tensor<?x?xf32>, tensor<32x16xf32>) -> tensor<?x?xf32>
+  // The backward of a selection has the input's size, a loss gradient the
+  // input's shape.
+  // expected-remark @+1 {{result #0 <= [8], numel <= 8}}
+  %col = ds.aten "aten::select.int"(%x, %c1, %c0) : (tensor<?x?xf32>, i64, i64) -> tensor<?xf32>
+  %xs = ds.aten "aten::size"(%x) : (tensor<?x?xf32>) -> !ds.list<i64>
+  // expected-remark @+1 {{result #0 <= [8, 16], numel <= 128}}
+  %gx = ds.aten "aten::select_backward"(%col, %xs, %c1, %c0) : (tensor<?xf32>, !ds.list<i64>, i64, i64) -> tensor<?x?xf32>
+  %none = ds.constant unit : !ds.none
+  %seed = ds.constant dense<1.000000e+00> : tensor<f32>
+  %m100 = ds.constant -100 : i64
+  // expected-remark @+1 {{result #0 <= [8, 16], numel <= 128}}
+  %gl = ds.aten "aten::nll_loss_backward"(%seed, %x, %sel, %none, %c1, %m100, %seed) : (tensor<f32>, tensor<?x?xf32>, tensor<?xi64>, !ds.none, i64, i64, tensor<f32>) -> tensor<?x?xf32>
   %out = ds.aten "aten::index_add"(%h, %c0, %sel, %dx, %c1) : (tensor<8x16xf32>, i64, tensor<?xi64>, tensor<?x?xf32>, i64) -> tensor<8x16xf32>
   return %out : tensor<8x16xf32>
 }
@@ -103,6 +115,11 @@ func.func @shapes(%m: tensor<4x8xi1>, %x: tensor<4x8xf32>, %c: i1) -> tensor<f32
   %perm = ds.list_construct %c1, %c0 : (i64, i64) -> !ds.list<i64>
   // expected-remark @+1 {{result #0 <= [4, 8], numel <= 32}}
   %p = ds.aten "aten::permute"(%v, %perm) : (tensor<?x4xf32>, !ds.list<i64>) -> tensor<4x?xf32>
+  // A constant entry is exact: the inferred dim is numel over it.
+  %c8 = ds.constant 8 : i64
+  %rows = ds.list_construct %m1, %c8 : (i64, i64) -> !ds.list<i64>
+  // expected-remark @+1 {{result #0 <= [4, 8], numel <= 32}}
+  %v2 = ds.aten "aten::reshape"(%u, %rows) : (tensor<1x?xf32>, !ds.list<i64>) -> tensor<?x?xf32>
   // expected-remark @+1 {{result #0 <= [32], numel <= 32}}
   %f = ds.aten "aten::flatten.using_ints"(%p, %c0, %m1) : (tensor<4x?xf32>, i64, i64) -> tensor<?xf32>
   // cat sums along the dim.

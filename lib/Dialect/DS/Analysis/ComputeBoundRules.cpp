@@ -139,7 +139,8 @@ void bounds::addComputeRules(RuleTable &t, RuleTable &base) {
         "_softmax_backward_data", "_log_softmax_backward_data", "silu_backward",
         "gelu_backward", "sigmoid_backward", "tanh_backward",
         "threshold_backward", "leaky_relu_backward", "hardtanh_backward",
-        "elu_backward", "mse_loss_backward",
+        "elu_backward", "mse_loss_backward", "softplus_backward",
+        "native_dropout_backward",
         // Same shape, new values.
         "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
         "randn_like", "fill", "clone", "contiguous", "detach", "alias"})
@@ -156,4 +157,13 @@ void bounds::addComputeRules(RuleTable &t, RuleTable &base) {
         "aten::roll", "aten::layer_norm", "aten::rms_norm", "aten::group_norm",
         "aten::batch_norm", "aten::instance_norm"})
     base[name] = likeOperand0;
+  // Loss gradients have the shape of the input (operand 1, after the
+  // incoming gradient).
+  for (StringRef name :
+       {"aten::nll_loss_backward", "aten::nll_loss2d_backward"})
+    t[name] = [](const BoundQuery &q) -> MaybeBounds { return q.tensor(1); };
+  // Gradients scattered back into the input's sizes (operand 1).
+  for (StringRef name : {"aten::select_backward", "aten::slice_backward",
+                         "aten::index_select_backward"})
+    t[name] = [](const BoundQuery &q) { return q.intList(1); };
 }

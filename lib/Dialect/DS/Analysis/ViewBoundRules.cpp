@@ -15,10 +15,22 @@ using namespace mlir::ds::bounds;
 
 namespace {
 
+/// An entry of reshape's size list known exactly: a non-negative constant.
+std::optional<int64_t> exactEntry(const BoundQuery &q, int64_t d) {
+  std::optional<SmallVector<Value>> entries = q.listElements(1);
+  if (!entries || d >= int64_t(entries->size()))
+    return std::nullopt;
+  auto constant = (*entries)[d].getDefiningOp<ConstantOp>();
+  auto attr = constant ? dyn_cast<IntegerAttr>(constant.getValue()) : nullptr;
+  if (!attr || attr.getInt() < 0)
+    return std::nullopt;
+  return attr.getInt();
+}
+
 /// reshape / view: a dim the result type leaves dynamic is its list entry's
-/// bound; the inferred one (-1), or the only dynamic one, is numel(x) over
-/// the result's static dims (the others hold at least one element each, or
-/// ATen rejects the -1).
+/// bound; the inferred one (-1), or the only one not known exactly, is
+/// numel(x) over the exact ones (static dims, constant entries; the others
+/// hold at least one element each, or ATen rejects the -1).
 MaybeBounds reshape(const BoundQuery &q) {
   auto type = dyn_cast<RankedTensorType>(q.op->getResult(0).getType());
   if (!type)
@@ -26,16 +38,19 @@ MaybeBounds reshape(const BoundQuery &q) {
   std::optional<Bounds> sizes = q.intList(1);
   if (sizes && int64_t(sizes->size()) != type.getRank())
     sizes.reset();
-  int64_t staticProduct = 1, dynamicDims = 0;
-  for (int64_t size : type.getShape())
-    if (ShapedType::isDynamic(size))
-      ++dynamicDims;
+  int64_t exactProduct = 1, inexactDims = 0;
+  for (auto [d, size] : llvm::enumerate(type.getShape())) {
+    std::optional<int64_t> exact =
+        ShapedType::isDynamic(size) ? exactEntry(q, d) : size;
+    if (exact)
+      exactProduct = mulBounds(exactProduct, *exact);
     else
-      staticProduct = mulBounds(staticProduct, size);
+      ++inexactDims;
+  }
   int64_t rest = kUnbounded;
   std::optional<int64_t> numel = q.numel(0);
-  if (numel && staticProduct > 0 && staticProduct != kUnbounded)
-    rest = *numel / staticProduct;
+  if (numel && exactProduct > 0 && exactProduct != kUnbounded)
+    rest = *numel / exactProduct;
   Bounds out;
   for (auto [d, size] : llvm::enumerate(type.getShape())) {
     int64_t entry = sizes ? (*sizes)[d] : kUnbounded;
@@ -43,7 +58,7 @@ MaybeBounds reshape(const BoundQuery &q) {
       out.push_back(size);
     else if (entry >= 0)
       out.push_back(entry);
-    else if (entry == -1 || dynamicDims == 1)
+    else if (entry == -1 || inexactDims == 1)
       out.push_back(rest);
     else
       out.push_back(kUnbounded);
