@@ -55,7 +55,7 @@ static cl::opt<bool>
 static cl::opt<std::string> reportPath(
     "report",
     cl::desc("Also write the predicted memory and communication report "
-             "(JSON, docs/runtime.md \"Reports\")"),
+             "(JSON, docs/runtime.md \"Reports\") and print its summary"),
     cl::value_desc("FILE.json"), cl::cat(toolCategory));
 
 static int fail(const std::string &message) {
@@ -95,8 +95,13 @@ int main(int argc, char **argv) {
   }
   try {
     ds::plan::writePlan(result->plan, outputPath);
-    if (!reportPath.empty())
-      ds::plan::writeReport(ds::plan::predictReport(result->plan), reportPath);
+    if (!reportPath.empty()) {
+      // The JSON for tools, a summary for people ("<= N" where a figure
+      // rests on bounds of data-dependent sizes).
+      ds::plan::Report report = ds::plan::predictReport(result->plan);
+      ds::plan::writeReport(report, reportPath);
+      llvm::outs() << ds::plan::reportToText(report);
+    }
   } catch (const std::exception &e) {
     return fail(e.what());
   }
