@@ -308,17 +308,10 @@ class EvalModeTeacher(nn.Module):
         return self.fc2(self.drop(F.relu(self.bn(self.fc1(x)))))
 
 
-class EvalTeacherDistill(nn.Module):
+class EvalTeacherDistill(Distill):
     def __init__(self):
         super().__init__()
-        self.student = Student()
         self.teacher = EvalModeTeacher()
-
-    def forward(self, x, y):
-        s = self.student(x)
-        t = self.teacher(x).detach()
-        kl = F.kl_div(F.log_softmax(s, dim=-1), F.softmax(t, dim=-1), reduction="batchmean")
-        return F.mse_loss(s, y) + 0.5 * kl
 
 
 # ---------------------------------------------------------------------------------------------
