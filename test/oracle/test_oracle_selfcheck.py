@@ -23,7 +23,7 @@ REQUIRED_MODELS = ["mlp", "transformer", "encoder", "cnn", "moe", "two_models", 
                    "traced_mlp", "ops_zoo", "ops_zoo_conv", "resnet", "tied_lm",
                    "dropout", "three_engines", "through_frozen", "two_paths", "gpt_sdpa",
                    "mha_lm", "encoder_causal", "traced_transformer", "traced_gpt_sdpa",
-                   "nograd_distill"]
+                   "nograd_distill", "eval_teacher"]
 
 ERROR_FILES = ["bad_unsupported_op.pt", "bad_unsupported_op.data.pt", "bad_dynamic_loop.pt",
                "bad_dynamic_loop.data.pt", "not_torchscript.pt", "truncated.pt",
@@ -86,6 +86,14 @@ def run_oracle(*args):
 # ---------------------------------------------------------------------------------------------
 # make_models.py
 # ---------------------------------------------------------------------------------------------
+def test_eval_teacher_is_saved_in_eval_mode(models):
+    """The archive keeps the teacher's .eval() (make_models must not reset the modes)."""
+    m = torch.jit.load(os.path.join(models, "eval_teacher.pt"))
+    modes = {name: sub.training for name, sub in m.named_modules()}
+    assert modes[""] and modes["student"] and modes["student.fc1"]
+    assert not modes["teacher"] and not modes["teacher.bn"] and not modes["teacher.drop"]
+
+
 def test_manifest_lists_required_models(models, manifest):
     assert sorted(manifest) == sorted(REQUIRED_MODELS)
     for name, entry in manifest.items():
