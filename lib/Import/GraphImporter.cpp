@@ -68,13 +68,9 @@ Location GraphImporter::loc(jit::Node *node) {
 
 InFlightDiagnostic GraphImporter::error(jit::Node *node) {
   InFlightDiagnostic diag = emitError(loc(node));
-  if (!moduleStack.empty()) {
-    const auto &[path, cls] = moduleStack.back();
-    if (path.empty())
-      diag.attachNote() << "in the root module (" << cls << ")";
-    else
-      diag.attachNote() << "in module '" << path << "' (" << cls << ")";
-  }
+  if (!moduleStack.empty())
+    diag.attachNote() << describeModule(moduleStack.back().first,
+                                        moduleStack.back().second);
   return diag;
 }
 

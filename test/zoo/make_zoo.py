@@ -34,6 +34,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
+from make_models import forward_arg_names, own  # noqa: E402
+
 S = 4  # micro-steps in every data file
 B = 4  # global micro-batch: divisible by world sizes 1 and 2
 T = 8  # sequence length
@@ -540,14 +543,6 @@ BUILDERS = [
     ("hf_gpt2", build_hf_gpt2),
     ("hf_llama", build_hf_llama),
 ]
-
-
-def forward_arg_names(module) -> List[str]:
-    return [a.name for a in module.forward.schema.arguments[1:]]
-
-
-def own(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous().clone()
 
 
 def main(argv: List[str]) -> int:

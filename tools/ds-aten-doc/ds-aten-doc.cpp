@@ -16,19 +16,6 @@ using namespace mlir::ds;
 
 namespace {
 
-struct Entry {
-  const char *name;
-  unsigned numArgs;
-  unsigned numResults;
-  AtenEffect effect;
-};
-
-const Entry kEntries[] = {
-#define DS_ATEN_OP(NAME, ARGS, RESULTS, EFFECT, RETURNS_LIST)                  \
-  {NAME, ARGS, RESULTS, AtenEffect::EFFECT},
-#include "ds/Dialect/DS/IR/AtenOps.def"
-};
-
 /// The functional operator an in-place one imports as: "aten::add_.Tensor"
 /// -> "aten::add.Tensor".
 std::string functionalName(llvm::StringRef name) {
@@ -41,10 +28,10 @@ std::string functionalName(llvm::StringRef name) {
   return result;
 }
 
-std::string gradientOf(const Entry &entry) {
+std::string gradientOf(const AtenOpInfo &entry) {
   std::string name = entry.effect == AtenEffect::InPlace
                          ? functionalName(entry.name)
-                         : std::string(entry.name);
+                         : entry.name.str();
   if (lookupGradientRule(name))
     return "rule";
   if (isNonDifferentiable(name))
@@ -72,7 +59,7 @@ int main() {
         "with its rule.\n\n"
      << "| operator | args | results | effect | gradient |\n"
      << "|---|---|---|---|---|\n";
-  for (const Entry &entry : kEntries) {
+  for (const AtenOpInfo &entry : allAtenOps()) {
     const char *effect = "";
     if (entry.effect == AtenEffect::Random)
       effect = "random";

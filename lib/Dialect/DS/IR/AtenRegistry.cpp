@@ -5,13 +5,17 @@
 
 using namespace mlir::ds;
 
+static const AtenOpInfo kAtenOps[] = {
+#define DS_ATEN_OP(NAME, ARGS, RESULTS, EFFECT, RETURNS_LIST)                  \
+  AtenOpInfo{NAME, ARGS, RESULTS, AtenEffect::EFFECT, RETURNS_LIST},
+#include "ds/Dialect/DS/IR/AtenOps.def"
+};
+
 static const llvm::StringMap<AtenOpInfo> &registry() {
   static const llvm::StringMap<AtenOpInfo> table = [] {
     llvm::StringMap<AtenOpInfo> t;
-#define DS_ATEN_OP(NAME, ARGS, RESULTS, EFFECT, RETURNS_LIST)                  \
-  t.try_emplace(NAME,                                                          \
-                AtenOpInfo{NAME, ARGS, RESULTS, AtenEffect::EFFECT, RETURNS_LIST});
-#include "ds/Dialect/DS/IR/AtenOps.def"
+    for (const AtenOpInfo &info : kAtenOps)
+      t.try_emplace(info.name, info);
     return t;
   }();
   return table;
@@ -23,3 +27,5 @@ std::optional<AtenOpInfo> mlir::ds::lookupAtenOp(llvm::StringRef name) {
     return std::nullopt;
   return it->second;
 }
+
+llvm::ArrayRef<AtenOpInfo> mlir::ds::allAtenOps() { return kAtenOps; }

@@ -94,3 +94,9 @@ void mlir::ds::setEvalModules(ModuleOp module, ArrayRef<std::string> paths) {
   module->setAttr(DSDialect::getEvalModulesAttrName(),
                   builder.getArrayAttr(names));
 }
+
+std::string mlir::ds::describeModule(StringRef path, StringRef moduleClass) {
+  if (path.empty())
+    return ("in the root module (" + moduleClass + ")").str();
+  return ("in module '" + path + "' (" + moduleClass + ")").str();
+}

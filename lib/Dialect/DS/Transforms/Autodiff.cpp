@@ -144,14 +144,8 @@ LogicalResult Differentiator::backpropAten(AtenOp op) {
                               << "operator '" << op.getOp()
                               << "' has no gradient rule, but a trainable "
                                  "parameter's gradient flows through it";
-    if (!op.getModuleClass().empty()) {
-      if (op.getModule().empty())
-        diag.attachNote() << "in the root module (" << op.getModuleClass()
-                          << ")";
-      else
-        diag.attachNote() << "in module '" << op.getModule() << "' ("
-                          << op.getModuleClass() << ")";
-    }
+    if (!op.getModuleClass().empty())
+      diag.attachNote() << describeModule(op.getModule(), op.getModuleClass());
     return diag;
   }
   GradientBuilder gb(b, op, resultGrads, needs, elements);

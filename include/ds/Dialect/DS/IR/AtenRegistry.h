@@ -10,6 +10,7 @@
 #ifndef DS_DIALECT_DS_IR_ATENREGISTRY_H
 #define DS_DIALECT_DS_IR_ATENREGISTRY_H
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include <optional>
 
@@ -27,6 +28,9 @@ struct AtenOpInfo {
 
 /// Looks up an operator by its qualified name with overload.
 std::optional<AtenOpInfo> lookupAtenOp(llvm::StringRef qualifiedName);
+
+/// Every operator of the registry, in AtenOps.def's (sorted) order.
+llvm::ArrayRef<AtenOpInfo> allAtenOps();
 
 } // namespace mlir::ds
 

@@ -33,6 +33,11 @@ SmallVector<StringRef> getEvalModules(ModuleOp module);
 /// Sets `module`'s `ds.eval_modules` (removes it when `paths` is empty).
 void setEvalModules(ModuleOp module, ArrayRef<std::string> paths);
 
+/// How diagnostics name the module whose code an op is (its `module` and
+/// `module_class`): "in module 'blocks.0.attn' (Attention)", or "in the root
+/// module (GPT)" for path "".
+std::string describeModule(StringRef path, StringRef moduleClass);
+
 } // namespace mlir::ds
 
 #endif // DS_DIALECT_DS_IR_DSDIALECT_H

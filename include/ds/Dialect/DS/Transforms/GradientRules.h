@@ -36,6 +36,8 @@ public:
   }
   /// Gradient of result `i`, or zeros of its type when none reaches it.
   Value resultGradOrZeros(unsigned i);
+  /// zeros_like(v): v's shape and dtype.
+  Value zerosLike(Value v);
   /// Whether operand `i` needs a gradient (it depends on a trainable
   /// parameter and is a floating-point tensor or a list holding such).
   bool needsGrad(unsigned i) const {

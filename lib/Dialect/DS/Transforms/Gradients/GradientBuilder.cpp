@@ -60,9 +60,12 @@ Value GradientBuilder::boolList(ArrayRef<bool> values) {
 Value GradientBuilder::resultGradOrZeros(unsigned i) {
   if (Value g = resultGrad(i))
     return g;
-  Value r = result(i);
-  return aten("aten::zeros_like", {r, none(), none(), none(), none(), none()},
-              r.getType());
+  return zerosLike(result(i));
+}
+
+Value GradientBuilder::zerosLike(Value v) {
+  return aten("aten::zeros_like", {v, none(), none(), none(), none(), none()},
+              v.getType());
 }
 
 Value GradientBuilder::sumToShapeOf(Value grad, Value like) {

@@ -282,10 +282,7 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
   };
   t["aten::index_select"] = [](GradientBuilder &gb) {
     Value x = gb.operand(0);
-    Value zeros =
-        gb.aten("aten::zeros_like",
-                {x, gb.none(), gb.none(), gb.none(), gb.none(), gb.none()},
-                x.getType());
+    Value zeros = gb.zerosLike(x);
     gb.setGrad(0, gb.aten("aten::index_add",
                           {zeros, gb.operand(1), gb.operand(2),
                            gb.resultGradOrZeros(0), gb.constInt(1)},
@@ -297,10 +294,7 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
     // indexed positions, as autograd's index_backward does (repeated indices
     // add up).
     Value x = gb.operand(0);
-    Value zeros =
-        gb.aten("aten::zeros_like",
-                {x, gb.none(), gb.none(), gb.none(), gb.none(), gb.none()},
-                x.getType());
+    Value zeros = gb.zerosLike(x);
     gb.setGrad(0, gb.aten("aten::index_put",
                           {zeros, gb.operand(1), gb.resultGradOrZeros(0),
                            gb.constBool(true)},
@@ -321,10 +315,7 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
     if (gb.needsGrad(0)) {
       Value keep = g;
       if (!*accumulate) {
-        Value zeros = gb.aten(
-            "aten::zeros_like",
-            {values, gb.none(), gb.none(), gb.none(), gb.none(), gb.none()},
-            values.getType());
+        Value zeros = gb.zerosLike(values);
         keep = gb.aten("aten::index_put",
                        {g, gb.operand(1), zeros, gb.constBool(false)},
                        x.getType());
@@ -387,10 +378,7 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
   };
   t["aten::gather"] = [](GradientBuilder &gb) {
     Value x = gb.operand(0);
-    Value zeros =
-        gb.aten("aten::zeros_like",
-                {x, gb.none(), gb.none(), gb.none(), gb.none(), gb.none()},
-                x.getType());
+    Value zeros = gb.zerosLike(x);
     gb.setGrad(0, gb.aten("aten::scatter_add",
                           {zeros, gb.operand(1), gb.operand(2),
                            gb.resultGradOrZeros(0)},
@@ -413,10 +401,7 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
       indices = gb.aten("aten::unsqueeze", {indices, gb.constInt(dd)},
                         RankedTensorType::get(is, it.getElementType()));
     }
-    Value zeros =
-        gb.aten("aten::zeros_like",
-                {x, gb.none(), gb.none(), gb.none(), gb.none(), gb.none()},
-                x.getType());
+    Value zeros = gb.zerosLike(x);
     return gb.aten("aten::scatter_add", {zeros, dim, indices, values},
                    x.getType());
   };
