@@ -29,6 +29,49 @@ bool endsWith(const std::string &text, const std::string &suffix) {
 
 } // namespace
 
+namespace detail {
+
+/// The trainer's ops with each `grad` value multiplied by a factor:
+/// Engine::backward(seedScale) without recompiling the seed into the plan.
+class SeedScaledOps final : public TrainingOps {
+public:
+  explicit SeedScaledOps(TrainingOps &inner) : inner_(inner) {}
+
+  void setScale(double scale) { scale_ = scale; }
+
+  bool hasGradient(int64_t stateIndex) const override {
+    return inner_.hasGradient(stateIndex);
+  }
+  void accumulateGradient(int64_t stateIndex,
+                          const at::Tensor &value) override {
+    if (scale_ == 1.0 || !value.defined())
+      inner_.accumulateGradient(stateIndex, value);
+    else
+      inner_.accumulateGradient(stateIndex, value.mul(scale_));
+  }
+  c10::IValue startCollective(plan::OpKind kind, size_t engine,
+                              int64_t bucket) override {
+    return inner_.startCollective(kind, engine, bucket);
+  }
+  void wait(const c10::IValue &token) override { inner_.wait(token); }
+  void optimizerStep(size_t engine) override { inner_.optimizerStep(engine); }
+  void release(size_t engine, int64_t bucket) override {
+    inner_.release(engine, bucket);
+  }
+  at::Tensor lossScale(size_t engine) override {
+    return inner_.lossScale(engine);
+  }
+  void liveBytesChanged(int64_t bytes) override {
+    inner_.liveBytesChanged(bytes);
+  }
+
+private:
+  TrainingOps &inner_;
+  double scale_ = 1.0;
+};
+
+} // namespace detail
+
 Engine::Engine() = default;
 Engine::Engine(Engine &&) noexcept = default;
 Engine &Engine::operator=(Engine &&) noexcept = default;
@@ -79,9 +122,11 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
       *engine.plan_, "eval", *engine.state_, origin, executorOptions,
       engine.trainer_ ? &engine.trainer_->evalOps() : nullptr);
   if (engine.plan_->findProgram("train")) {
+    engine.trainOps_ =
+        std::make_unique<detail::SeedScaledOps>(*engine.trainer_);
     engine.train_ = std::make_unique<Executor>(
         *engine.plan_, "train", *engine.state_, origin, executorOptions,
-        engine.trainer_.get());
+        engine.trainOps_.get());
     engine.step_ = std::make_unique<Executor>(
         *engine.plan_, "step", *engine.state_, origin, executorOptions,
         engine.trainer_.get());
@@ -110,6 +155,8 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
     engine.trainer_->bindParameters(*engine.state_);
   return engine;
 }
+
+void Engine::setSeedScale(double scale) { trainOps_->setScale(scale); }
 
 int64_t Engine::worldSize() const {
   return communicator_ ? communicator_->size() : 1;

@@ -111,7 +111,7 @@ std::vector<at::Tensor> Engine::forward(const std::vector<at::Tensor> &inputs) {
   return losses;
 }
 
-void Engine::backward() {
+void Engine::backward(double seedScale) {
   requireTrain("backward");
   Stopwatch stopwatch(trainSeconds_);
   if (phase_ != Phase::Forwarded)
@@ -122,14 +122,22 @@ void Engine::backward() {
                            "call step() next)")
              : std::string()));
   const plan::Program &program = *plan_->findProgram("train");
+  if (!std::isfinite(seedScale))
+    throw RuntimeError(origin_ +
+                       ": backward: the seed scale must be finite, "
+                       "got " +
+                       std::to_string(seedScale));
   at::NoGradGuard noGrad;
   phase_ = Phase::Idle; // A failing backward ends the micro-step.
+  setSeedScale(seedScale);
   try {
     train_->runRange(size_t(*program.backwardStart), train_->size());
   } catch (...) {
+    setSeedScale(1.0);
     trainer_->abandon();
     throw;
   }
+  setSeedScale(1.0);
   train_->finish();
   phase_ = Phase::BackwardDone;
 }

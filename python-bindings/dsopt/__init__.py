@@ -27,7 +27,13 @@ if _torch.__version__ != _BUILT_TORCH:
 
 from ._dsopt import CompileError, ConfigError, EngineError, PlanError
 from ._data import DataFile, load_data, read_safetensors, write_safetensors
+from ._distributed import (all_reduce, barrier, get_rank, get_world_size,
+                           init_distributed)
 from ._engine import Engine
+from ._initialize import initialize
+from ._leaf import (get_z3_leaf_modules, set_z3_leaf_modules,
+                    set_z3_leaf_modules_by_name, set_z3_leaf_modules_by_suffix,
+                    unset_z3_leaf_modules, z3_leaf_module)
 from ._plan import Plan, compile, load_plan
 
 # Defined in the native module; shown as dsopt.X in tracebacks.
@@ -37,6 +43,9 @@ del _error
 
 __all__ = [
     "CompileError", "ConfigError", "DataFile", "Engine", "EngineError", "Plan",
-    "PlanError", "compile", "load_data", "load_plan", "read_safetensors",
-    "write_safetensors",
+    "PlanError", "all_reduce", "barrier", "compile", "get_rank", "get_world_size",
+    "get_z3_leaf_modules", "init_distributed", "initialize", "load_data", "load_plan",
+    "read_safetensors", "set_z3_leaf_modules", "set_z3_leaf_modules_by_name",
+    "set_z3_leaf_modules_by_suffix", "unset_z3_leaf_modules", "write_safetensors",
+    "z3_leaf_module",
 ]

@@ -12,9 +12,12 @@ import collections
 import os
 import warnings
 
-from . import _dsopt
+import torch
+
+from . import _distributed, _dsopt
 from ._plan import Plan, load_plan
 from ._tensors import from_native, from_native_list, to_native_list
+from ._views import LRSchedulerView, OptimizerView
 
 
 class Engine:
@@ -25,11 +28,15 @@ class Engine:
         TorchScript archive), as ``ds-run --weights``.
     seed: overrides the config's ``seed`` (dropout masks, every random draw),
         as ``ds-run --seed``; default: the config's, else 0.
-    rank: this process's data-parallel rank (it picks the micro-step seeds).
+    rank: emulate this data-parallel rank in a process of its own (it picks
+        the micro-step seeds; nothing is reduced across processes). Default:
+        the launcher's rank under mpirun (the engine then trains over MPI,
+        as ds-run does; the plan's world_size must be the number of ranks),
+        else 0.
     check_results: check every op result against the plan (default on).
     """
 
-    def __init__(self, plan, *, weights=None, seed=None, rank=0, check_results=True):
+    def __init__(self, plan, *, weights=None, seed=None, rank=None, check_results=True):
         if not isinstance(plan, Plan):
             if isinstance(plan, (str, bytes, os.PathLike)):
                 plan = load_plan(plan)
@@ -37,8 +44,13 @@ class Engine:
                 raise TypeError("Engine(plan): expected a dsopt.Plan or the path of a "
                                 "plan file, got %s" % type(plan).__name__)
         self._plan = plan  # Keeps a compiled plan's temporary weights alive.
+        communicator = None
+        if rank is None:
+            communicator = _distributed.engine_communicator(plan.world_size)
         self._native = _dsopt.Engine(plan._native, os.fspath(weights or ""), seed,
-                                     int(rank), bool(check_results))
+                                     int(rank or 0), bool(check_results), communicator)
+        if communicator is not None:
+            _distributed.hold(self)
         self._input_names = [i["name"] for i in plan.inputs]
         described = plan.report()["engines"]
         self._trainable_engines = [e["name"] for e in described if not e["frozen"]]
@@ -47,6 +59,16 @@ class Engine:
         self.training = True
         self._last_outputs = None
         self._last_report = None
+        # Autograd: the forward whose losses are live (its number), and where
+        # the micro-step is.
+        self._forwards = 0
+        self._anchor = torch.zeros((), requires_grad=True)
+        self._awaiting_backward = False
+        self._awaiting_step = False
+        can_train = plan.can_train
+        self.optimizer = OptimizerView(self, described) if can_train else None
+        scheduled = any(e["optimizer"] and e["optimizer"]["scheduler"] for e in described)
+        self.lr_scheduler = LRSchedulerView(self) if scheduled else None
 
     # -- DeepSpeed's training API -------------------------------------------
     def __call__(self, *inputs, **named):
@@ -65,30 +87,69 @@ class Engine:
         ``backward`` has run.
         """
         batch = _native_inputs(self._input_names, inputs, named)
-        if not self.training:
+        if not self.training or not self._plan.can_train:
             return _outputs(from_native_list(self._native.forward_eval(batch)))
-        outputs = _outputs(from_native_list(self._native.forward(batch)))
+        if not torch.is_grad_enabled():
+            outputs = self._forward_native(batch)
+        else:
+            # The losses are autograd outputs: loss.backward() (of any sum
+            # of them, across engines) runs this engine's backward.
+            outputs = _CompiledStep.apply(self._anchor, self, batch)
+        outputs = _outputs(list(outputs))
         self._last_outputs = outputs
         return outputs
 
-    def backward(self, loss=None):
-        """Runs the compiled backward of the last forward: gradients of the
-        sum of its losses, already scaled by 1 / gradient_accumulation_steps
-        (as DeepSpeed scales them), accumulate into the gradient buffers.
+    def _forward_native(self, batch):
+        losses = from_native_list(self._native.forward(batch))
+        self._forwards += 1
+        self._awaiting_backward = True
+        self._awaiting_step = False
+        return tuple(losses)
 
-        `loss` is DeepSpeed's argument: pass what the forward returned (or one
-        of its losses, or None). The backward is part of the compiled
-        program, so a loss computed from it in Python (``loss * 2``) cannot be
-        differentiated and is refused with ValueError.
-        """
-        if loss is not None and not _is_output(loss, self._last_outputs):
-            raise ValueError(
-                "backward(loss): pass the loss the last forward returned; the "
-                "backward is compiled into the plan and differentiates the sum of "
-                "the forward's losses, so a value computed from them in Python "
-                "cannot be differentiated")
-        self._native.backward()
+    def _backward_native(self, seed_scale=1.0, forward=None):
+        if forward is not None and forward != self._forwards:
+            raise RuntimeError(
+                "backward: this loss comes from an earlier forward of the engine; the "
+                "engine keeps only its last forward's activations")
+        self._native.backward(float(seed_scale))
         self._last_outputs = None
+        self._awaiting_backward = False
+        self._awaiting_step = True
+
+    def backward(self, loss=None, retain_graph=False, scale_wrt_gas=True):
+        """Runs the compiled backward of the last forward: gradients of the
+        loss, already scaled by 1 / gradient_accumulation_steps (as DeepSpeed
+        scales them), accumulate into the gradient buffers.
+
+        `loss` is DeepSpeed's argument: what the forward returned (or one of
+        its losses, or None): the backward of the sum of the forward's
+        losses. A loss computed from the losses in Python (``loss * 2``,
+        ``loss1 + loss2`` over several engines) is back-propagated by torch's
+        autograd, which runs each engine's compiled backward with its share
+        of the seed (what ``loss.backward()`` does too). A value not computed
+        from the forward's losses is refused with ValueError.
+        """
+        if not scale_wrt_gas:
+            raise ValueError("backward(scale_wrt_gas=False) is not supported: the "
+                             "compiled backward divides by gradient_accumulation_steps")
+        if loss is None or _is_output(loss, self._last_outputs):
+            self._backward_native()
+            return
+        if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
+            raise ValueError(
+                "backward(loss): pass the loss the last forward returned, or a value "
+                "computed from it with torch; this one does not come from the "
+                "engine's forward, so there is nothing to differentiate")
+        loss.backward(retain_graph=retain_graph)
+
+    def _backward_epilogue(self):
+        """DeepSpeed's per-engine epilogue after a shared ``loss.backward()``:
+        the compiled backward has reduced the gradients already, so this only
+        checks that the backward reached this engine's loss."""
+        if self._awaiting_backward:
+            raise RuntimeError(
+                "_backward_epilogue: the last forward's loss has not been "
+                "back-propagated (loss.backward() did not reach it)")
 
     def step(self):
         """Ends the micro-step; on the accumulation boundary clips, updates
@@ -98,6 +159,7 @@ class Engine:
         "lr", "grad_norm"}]}`` (``engines`` empty off the boundary).
         """
         report = self._native.step()
+        self._awaiting_step = False
         if report["updated"]:
             self._last_report = report
         return report
@@ -185,10 +247,24 @@ class Engine:
         objects under "engines" in ``ds-run --report``)."""
         return collections.OrderedDict((r["name"], r) for r in self._native.engine_reports())
 
+    @property
+    def global_rank(self):
+        """This process's data-parallel rank."""
+        return self._native.rank
+
+    @property
+    def world_size(self):
+        """The ranks this engine trains over (1 when it emulates one rank)."""
+        return self._native.world_size
+
     # -- Beyond DeepSpeed ---------------------------------------------------
     @property
     def plan(self):
         return self._plan
+
+    def _release_native(self):
+        """Drops the native engine (at exit, so that MPI can finalise)."""
+        self._native = None
 
     @property
     def seed(self):
@@ -224,10 +300,11 @@ class EngineHandle:
     """One engine of a multi-engine plan, as a DeepSpeed engine of its own.
 
     The session (``Engine``) drives every engine with one ``forward``,
-    ``backward`` and ``step``: there is no per-engine backward or step to call
-    (DeepSpeed's ``_backward_epilogue()`` per engine is placed by the
-    compiler). A handle answers the per-engine questions: ``engine.engines
-    ["student"].get_lr()``.
+    ``backward`` (or ``loss.backward()`` of the sum of its losses) and
+    ``step``: there is no per-engine backward or step to call (DeepSpeed's
+    ``_backward_epilogue()`` per engine is placed by the compiler; the
+    handle's only checks that the backward ran). A handle answers the
+    per-engine questions: ``engine.engines["student"].get_lr()``.
     """
 
     def __init__(self, session, described):
@@ -237,6 +314,9 @@ class EngineHandle:
         self.frozen = described["frozen"]
         self.zero_stage = described["zero_stage"]
         self.parameters = list(described["params"])
+
+    def _backward_epilogue(self):
+        self._session._backward_epilogue()
 
     def get_lr(self):
         """The LR this engine's next update uses (None when frozen)."""
@@ -272,6 +352,44 @@ class EngineHandle:
     def __repr__(self):
         return "EngineHandle(%r, module=%r, frozen=%r, zero_stage=%d)" % (
             self.name, self.module, self.frozen, self.zero_stage)
+
+
+class _CompiledStep(torch.autograd.Function):
+    """The engine's forward as an autograd node: its backward runs the
+    compiled backward, seeded with the gradient that reached the losses."""
+
+    @staticmethod
+    def forward(ctx, anchor, engine, batch):
+        ctx.engine = engine
+        ctx.forward_number = engine._forwards + 1
+        return engine._forward_native(batch)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        ctx.engine._backward_native(_seed_scale(grads), ctx.forward_number)
+        return None, None, None
+
+
+def _seed_scale(grads):
+    """The one factor the compiled backward can take: it seeds every loss of
+    the forward alike (the backward of their sum)."""
+    scales = set()
+    for grad in grads:
+        if grad is None:
+            scales.add(0.0)
+            continue
+        first = grad.reshape(-1)[0]
+        if not bool((grad == first).all()):
+            raise RuntimeError(
+                "backward: the gradient reaching a loss must be the same number for "
+                "each of its elements")
+        scales.add(float(first))
+    if len(scales) != 1:
+        raise RuntimeError(
+            "backward: the compiled backward differentiates the sum of the forward's "
+            "losses, so each must be used with the same weight; got weights %s"
+            % sorted(scales))
+    return scales.pop()
 
 
 def _native_inputs(names, inputs, named):

@@ -10,11 +10,13 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Mapping
 
 import torch
 
 from . import _dsopt
+from ._leaf import marked_paths, with_leaf_names
 from ._tensors import as_tensor
 
 _PathTypes = (str, bytes, os.PathLike)
@@ -150,8 +152,11 @@ def compile(module_or_path, config, example_inputs, world_size=1, *,
         TorchScript archive.
     config: a DeepSpeed config as a dict or the path of its JSON file; the
         multi-engine form ``{"engines": {"student": {...}, "teacher": ...}}``
-        too (relative engine config paths in a dict resolve against the
-        current directory).
+        too, or the same without ``"engines"`` when every key is a submodule
+        path of the model (relative engine config paths in a dict resolve
+        against the current directory). Leaf modules marked on an nn.Module
+        (dsopt.set_z3_leaf_modules...) are added to each engine's
+        ``zero_optimization.leaf_module.names``.
     example_inputs: one micro-step of one rank: a tuple of tensors (or numpy
         arrays) in forward's order, a dict by argument name, or the path of a
         data file (``[S, B, ...]`` per argument, as ds-run reads). From
@@ -173,7 +178,12 @@ def compile(module_or_path, config, example_inputs, world_size=1, *,
 
     tmp = tempfile.TemporaryDirectory(prefix="dsopt-")
     try:
+        leaf_paths = marked_paths(module_or_path)  # Before scripting drops the marks.
         model_path, script = _model_file(module_or_path, tmp.name)
+        config = _engines_form(config, lambda: _module_names(model_path, script))
+        if leaf_paths:
+            config = with_leaf_names(_config_dict(config), leaf_paths,
+                                     _config_dir(config))
         config_path, config_json = _config_args(config)
         data_path = _example_file(example_inputs, model_path, script, world_size,
                                   unbatched, tmp.name)
@@ -197,7 +207,10 @@ def _model_file(module_or_path, folder):
         script = module_or_path
     elif isinstance(module_or_path, torch.nn.Module):
         try:
-            script = torch.jit.script(module_or_path)
+            with warnings.catch_warnings():  # torch 2.x deprecates TorchScript.
+                warnings.filterwarnings("ignore", category=FutureWarning,
+                                        message=r".*is deprecated")
+                script = torch.jit.script(module_or_path)
         except Exception as error:
             raise _dsopt.CompileError(
                 "torch.jit.script cannot script %s (trace it with torch.jit.trace "
@@ -219,6 +232,53 @@ def _config_args(config):
         return "", json.dumps(config)
     raise TypeError("config must be a dict or the path of a JSON file, got %s"
                     % type(config).__name__)
+
+
+def _engines_form(config, module_names):
+    """A dict of per-engine configs keyed by submodule path ({"student":
+    cfg2, "teacher": "zero3.json"}, as Accelerate names its plugins) as the
+    {"engines": {...}} document; any other config unchanged."""
+    if not isinstance(config, Mapping) or not config or "engines" in config:
+        return config
+    if not all(isinstance(v, (Mapping,) + _PathTypes) for v in config.values()):
+        return config
+    names = module_names()
+    if names is None or not all(key in names for key in config):
+        return config
+    return {"engines": dict(config)}
+
+
+def _module_names(model_path, script):
+    """The model's named_modules() paths, or None when TorchScript cannot
+    load it (the compiler reports a bad archive better)."""
+    try:
+        if script is None:
+            script = torch.jit.load(model_path)
+        return {name for name, _ in script.named_modules()}
+    except Exception:
+        return None
+
+
+def _config_dict(config):
+    if isinstance(config, Mapping):
+        return config
+    if isinstance(config, _PathTypes):
+        path = os.fsdecode(os.fspath(config))
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except (OSError, ValueError) as error:
+            raise _dsopt.CompileError(
+                "%s: cannot add the leaf modules marked on the model to this config: %s"
+                % (path, error)) from error
+    return config  # _config_args reports the type.
+
+
+def _config_dir(config):
+    """The folder relative engine config paths resolve against."""
+    if isinstance(config, _PathTypes):
+        return os.path.dirname(os.path.abspath(os.fsdecode(os.fspath(config))))
+    return os.getcwd()
 
 
 def _forward_arg_names(model_path, script):

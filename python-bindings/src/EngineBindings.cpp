@@ -10,6 +10,7 @@
 #include "PyPlan.h"
 #include "Tensors.h"
 
+#include "ds/Runtime/Communicator.h"
 #include "ds/Runtime/Engine.h"
 #include "ds/Runtime/StateStore.h"
 #include "ds/TensorIO/DataFile.h"
@@ -27,13 +28,14 @@ namespace dsopt {
 namespace {
 
 Engine makeEngine(const PyPlan &plan, const std::string &weights,
-                  std::optional<int64_t> seed, int64_t rank,
-                  bool checkResults) {
+                  std::optional<int64_t> seed, int64_t rank, bool checkResults,
+                  std::shared_ptr<ds::runtime::Communicator> communicator) {
   ds::runtime::LoadOptions options;
   options.weightsPath = weights;
   options.seed = seed;
   options.rank = rank;
   options.checkResults = checkResults;
+  options.communicator = std::move(communicator);
   // The Engine keeps its own copy: the Python Plan stays usable.
   py::gil_scoped_release release;
   return Engine::fromPlan(plan.plan, plan.origin, plan.baseDir, options);
@@ -85,7 +87,7 @@ void bindEngineClass(py::module_ &m) {
   py::class_<Engine>(m, "Engine")
       .def(py::init(&makeEngine), py::arg("plan"), py::arg("weights") = "",
            py::arg("seed") = py::none(), py::arg("rank") = 0,
-           py::arg("check_results") = true)
+           py::arg("check_results") = true, py::arg("communicator") = nullptr)
       .def("forward",
            [](Engine &engine, const py::list &inputs) {
              return runTensors(inputs, [&](const auto &tensors) {
@@ -98,8 +100,10 @@ void bindEngineClass(py::module_ &m) {
                return engine.forwardEval(tensors);
              });
            })
-      .def("backward", &Engine::backward,
+      .def("backward", &Engine::backward, py::arg("seed_scale") = 1.0,
            py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("rank", &Engine::rank)
+      .def_property_readonly("world_size", &Engine::worldSize)
       .def("step",
            [](Engine &engine) {
              ds::runtime::StepReport report;
@@ -179,12 +183,12 @@ void bindEngineClass(py::module_ &m) {
               py::arg("param_bytes") = report.paramBytes,
               py::arg("grad_bytes") = report.gradBytes,
               py::arg("optimizer_state_bytes") = report.optimizerStateBytes,
-              py::arg("comm_volume_elements") = py::dict(
-                  py::arg("all_reduce") = comm.allReduce,
-                  py::arg("reduce_scatter") = comm.reduceScatter,
-                  py::arg("all_gather") = comm.allGather,
-                  py::arg("broadcast") = comm.broadcast,
-                  py::arg("total") = comm.total())));
+              py::arg("comm_volume_elements") =
+                  py::dict(py::arg("all_reduce") = comm.allReduce,
+                           py::arg("reduce_scatter") = comm.reduceScatter,
+                           py::arg("all_gather") = comm.allGather,
+                           py::arg("broadcast") = comm.broadcast,
+                           py::arg("total") = comm.total())));
         }
         return reports;
       });

@@ -16,5 +16,6 @@ PYBIND11_MODULE(_dsopt, m) {
             "configs into plans and run them (use the dsopt package)";
   dsopt::registerErrors(m);
   dsopt::bindPlan(m);
+  dsopt::bindComm(m);
   dsopt::bindEngine(m);
 }

@@ -88,10 +88,23 @@ py::dict planReport(const Plan &plan) {
     for (const StateDesc &state : plan.state)
       if (state.kind == StateKind::Param && state.engine == engine.name)
         params.append(state.name);
+    // What dsopt.initialize's optimizer and scheduler views describe.
+    py::object optimizer = py::none();
+    if (engine.optimizer) {
+      const OptimizerDesc &desc = *engine.optimizer;
+      py::object scheduler = py::none();
+      if (desc.scheduler)
+        scheduler = py::str(schedulerTypeName(desc.scheduler->type));
+      optimizer = py::dict(
+          py::arg("type") = optimizerTypeName(desc.type),
+          py::arg("lr") = desc.lr, py::arg("weight_decay") = desc.weightDecay,
+          py::arg("gradient_clipping") = desc.gradientClipping,
+          py::arg("scheduler") = scheduler);
+    }
     engines.append(py::dict(
         py::arg("name") = engine.name, py::arg("module") = engine.module,
         py::arg("frozen") = isFrozen, py::arg("zero_stage") = engine.zeroStage,
-        py::arg("params") = params));
+        py::arg("params") = params, py::arg("optimizer") = optimizer));
   }
   report["engines"] = engines;
 

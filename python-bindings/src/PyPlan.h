@@ -30,6 +30,7 @@ pybind11::dict planReport(const ds::plan::Plan &plan);
 
 void bindPlan(pybind11::module_ &module);
 void bindEngine(pybind11::module_ &module);
+void bindComm(pybind11::module_ &module);
 
 } // namespace dsopt
 

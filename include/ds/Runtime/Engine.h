@@ -34,6 +34,7 @@ class Communicator;
 class Optimizer;
 class StateStore;
 namespace detail {
+class SeedScaledOps;
 class Trainer;
 } // namespace detail
 
@@ -134,8 +135,12 @@ public:
   /// backward() never ran is dropped by the next forward().
   std::vector<at::Tensor> forward(const std::vector<at::Tensor> &inputs);
   /// Runs train body[backward_start, end): `grad` ops add into the
-  /// gradient buffers. Requires a forward() before it.
-  void backward();
+  /// gradient buffers. Requires a forward() before it. `seedScale` scales
+  /// the backward's seed: the gradients are those of seedScale * (the sum of
+  /// the losses), as when a Python loss `c * loss` is back-propagated. Each
+  /// gradient is multiplied by it as it is added (gradients are linear in
+  /// the seed: a power of two gives the seed-scaled gradients bitwise).
+  void backward(double seedScale = 1.0);
   /// True when the next step() updates the parameters, i.e. on the last
   /// micro-step of an accumulation window (DeepSpeed's
   /// is_gradient_accumulation_boundary()).
@@ -211,11 +216,11 @@ public:
                              const std::string &tag = "",
                              const SaveCheckpointOptions &options = {});
   /// Loads DIR/<tag>/ (tag "": DIR/latest's): parameters, buffers (stages
-  /// 0-2: rank 0's, as DeepSpeed saves them), optimizer state, LR schedule, step counters and seed,
-  /// so that training goes on bitwise as if it had not stopped. Checks the
-  /// ZeRO stage, accumulation steps, flat layout and every shape first and
-  /// throws RuntimeError naming what differs, changing nothing. A
-  /// checkpoint of another world size is re-sharded (every rank reads every
+  /// 0-2: rank 0's, as DeepSpeed saves them), optimizer state, LR schedule,
+  /// step counters and seed, so that training goes on bitwise as if it had not
+  /// stopped. Checks the ZeRO stage, accumulation steps, flat layout and every
+  /// shape first and throws RuntimeError naming what differs, changing nothing.
+  /// A checkpoint of another world size is re-sharded (every rank reads every
   /// shard). Frozen engines are loaded when their folder exists. Returns
   /// the folder loaded: DIR/<tag>, or DIR itself for a multi-engine plan
   /// (whose engines load from DIR/<engine>/<tag>).
@@ -278,6 +283,8 @@ private:
   /// Whether every rank's `ok` is true (a collective; `ok` alone on one
   /// rank).
   bool allRanksOk(bool ok) const;
+  /// The factor backward() gives the train program's `grad` ops.
+  void setSeedScale(double scale);
 
   std::unique_ptr<plan::Plan> plan_;
   std::string origin_;
@@ -287,6 +294,9 @@ private:
 
   // Training; null without programs.train.
   std::unique_ptr<detail::Trainer> trainer_;
+  /// The trainer's ops as the train program sees them (its `grad` ops
+  /// scaled by backward()'s seedScale).
+  std::unique_ptr<detail::SeedScaledOps> trainOps_;
   std::unique_ptr<Executor> train_;
   /// programs.step, run at the accumulation boundary.
   std::unique_ptr<Executor> step_;

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Knowledge distillation, Accelerate style: a trained student, a frozen teacher.
+
+    .venv/bin/python examples/distillation/train.py [--steps N]
+    mpirun -n 2 .venv/bin/python examples/distillation/train.py
+
+Accelerate's multiple-model guide gives the student a ZeRO-2 config with an
+optimizer and a scheduler and the teacher a ZeRO-3 config without one, then
+trains with `optimizer.step(); scheduler.step(); optimizer.zero_grad()`. Here
+each model gets its engine from dsopt.initialize with its own config (a config
+without "optimizer" makes a frozen engine that only runs forwards); the
+teacher's outputs are an input of the student's loss. The optimizer and
+scheduler are the student engine's: optimizer.step() ends the micro-step as
+engine.step() would, scheduler.step() has nothing to do (the engine advances
+the schedule when it updates).
+"""
+
+import argparse
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import dsopt
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from oracle_check import Recorder, check, rank_rows  # noqa: E402
+
+MICRO_BATCH = 4
+
+STUDENT_CONFIG = {  # zero2_config.json, with the values "auto" would fill in
+    "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.0,
+                                              "torch_adam": True, "adam_w_mode": True}},
+    "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0.0,
+                                                 "warmup_max_lr": 0.01,
+                                                 "warmup_num_steps": 2}},
+    "zero_optimization": {"stage": 2},
+    "gradient_accumulation_steps": 1,
+    "gradient_clipping": 1.0,
+    "train_micro_batch_size_per_gpu": MICRO_BATCH,
+}
+TEACHER_CONFIG = {  # zero3_config.json: inference only
+    "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0},
+    "train_micro_batch_size_per_gpu": MICRO_BATCH,
+}
+
+
+class Teacher(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(10, 32)
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class Student(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(10, 4)
+
+    def forward(self, x, labels, teacher_logits):
+        logits = self.fc(x)
+        task = F.cross_entropy(logits, labels)
+        distill = F.kl_div(F.log_softmax(logits, dim=-1),
+                           F.softmax(teacher_logits, dim=-1), reduction="batchmean")
+        return task + distill
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=6, help="optimizer steps")
+    p.add_argument("--check", metavar="ORACLE_DIR", help="compare with the oracle")
+    args = p.parse_args()
+
+    torch.manual_seed(3)
+    teacher, student = Teacher(), Student()
+    rank, world = dsopt.get_rank(), dsopt.get_world_size()
+    data = {"x": torch.randn(args.steps, world * MICRO_BATCH, 10),
+            "labels": torch.randint(0, 4, (args.steps, world * MICRO_BATCH))}
+
+    def batch(s):
+        return (rank_rows(data["x"][s], rank, world),
+                rank_rows(data["labels"][s], rank, world))
+
+    teacher.eval()
+    teacher_model, _, _, _ = dsopt.initialize(model=teacher, config=TEACHER_CONFIG,
+                                              example_inputs=batch(0)[:1])
+    x0, labels0 = batch(0)
+    student_model, optimizer, _, scheduler = dsopt.initialize(
+        model=student, config=STUDENT_CONFIG,
+        example_inputs=(x0, labels0, teacher_model(x0)))
+
+    record = Recorder(1)
+    teacher_logits = []
+    for s in range(args.steps):
+        x, labels = batch(s)
+        with torch.no_grad():
+            output_teacher = teacher_model(x)
+        loss = student_model(x, labels, output_teacher)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        record.add(loss.detach())
+        teacher_logits.append(output_teacher.clone())
+        if rank == 0:
+            print("step %d  loss %.5f  next lr %.5f" % (
+                s + 1, record.steps[-1], scheduler.get_last_lr()[0]))
+
+    if args.check:
+        # The teacher's outputs as torch computes them; the oracle trains the
+        # student on them.
+        with torch.no_grad():
+            expected = teacher(data["x"])
+        ours = torch.stack(teacher_logits)
+        mine = rank_rows(expected.transpose(0, 1), rank, world).transpose(0, 1)
+        if not torch.allclose(ours, mine, rtol=1e-5, atol=1e-6):
+            sys.exit("teacher: outputs differ from torch's by %g"
+                     % float((ours - mine).abs().max()))
+        data["teacher_logits"] = expected
+        check(args.check, "distillation student", student, data, STUDENT_CONFIG,
+              args.steps, student_model.state_dict(), record.steps)
+
+
+if __name__ == "__main__":
+    main()
