@@ -4,10 +4,12 @@
     dsopt.set_z3_leaf_modules_by_name(model, ["blocks.0.moe"])
     dsopt.set_z3_leaf_modules_by_suffix(model, ["moe"])
 
-A mark is DeepSpeed's attribute (``module._z3_leaf = True``) on the Python
-module object. TorchScript does not save it, so ``dsopt.compile`` reads the
-marks from the module it is given and adds the marked paths to the config's
+A mark is DeepSpeed's attribute (``module._z3_leaf = True``) on the module
+object. The compiler does not read module attributes, so ``dsopt.compile``
+reads the marks from the module it is given (an nn.Module, or a ScriptModule:
+scripting keeps the attribute) and adds the marked paths to the config's
 ``zero_optimization.leaf_module.names`` (docs/leaf-modules.md), per engine.
+A model given as an archive path is not searched for marks.
 """
 
 import copy

@@ -1,0 +1,285 @@
+"""dsopt as DeepSpeed users write it: initialize's 4-tuple, losses that are
+autograd nodes (engine.backward of a computed loss, a shared loss.backward()),
+per-engine config dicts, leaf-module marks, ranks.
+
+The examples (examples/*/train.py, ctest example-*) train each pattern
+against the oracle; these tests hold the API pieces to the existing paths.
+"""
+
+import json
+import os
+import types
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import dsopt
+
+SGD = {"train_micro_batch_size_per_gpu": 4,
+       "optimizer": {"type": "SGD", "params": {"lr": 0.1}}}
+WARMUP = dict(SGD, scheduler={"type": "WarmupLR", "params": {
+    "warmup_min_lr": 0.0, "warmup_max_lr": 0.1, "warmup_num_steps": 4,
+    "warmup_type": "linear"}})
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1 = nn.Linear(6, 8)
+        self.fc2 = nn.Linear(8, 3)
+
+    def forward(self, x, y):
+        return F.mse_loss(self.fc2(torch.tanh(self.fc1(x))), y)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+class Pair(nn.Module):
+    """Two submodules, each an engine of the {"engines": ...} form."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1)
+        self.a = nn.Sequential(Block(), nn.Tanh(), Block())
+        self.b = Block()
+
+    def forward(self, x, y):
+        return F.mse_loss(self.a(x), y), F.mse_loss(self.b(x), y)
+
+
+def batch(seed=0, features=6, outputs=3):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(4, features, generator=g), torch.randn(4, outputs, generator=g)
+
+
+def pair_batch(seed=0):
+    return batch(seed, 4, 4)
+
+
+@pytest.fixture(scope="module")
+def net_plan():
+    return dsopt.compile(Net(), SGD, batch())
+
+
+def gradients(engine):
+    return {name: engine.gradient(name).clone() for name in engine.state_dict()}
+
+
+def test_initialize_returns_deepspeeds_tuple():
+    engine, optimizer, loader, scheduler = dsopt.initialize(
+        model=Net(), config=WARMUP, example_inputs=batch())
+    assert isinstance(engine, dsopt.Engine) and loader is None
+    assert optimizer is engine.optimizer and scheduler is engine.lr_scheduler
+    assert engine.world_size == 1 and engine.global_rank == 0
+    for step in range(3):
+        loss = engine(*batch(step))
+        engine.backward(loss)
+        engine.step()
+        # The views read the engine: the LR of the next update.
+        assert scheduler.get_last_lr() == engine.get_lr()
+        assert optimizer.param_groups[0]["lr"] == engine.get_lr()[0]
+        assert scheduler.last_batch_iteration == step
+    assert optimizer.param_groups[0]["type"] == "sgd"
+
+    # args.deepspeed_config, as DeepSpeed reads it; no scheduler -> None.
+    args = types.SimpleNamespace(deepspeed_config=SGD)
+    engine, optimizer, _, scheduler = dsopt.initialize(args, model=Net(),
+                                                       example_inputs=batch())
+    assert scheduler is None and optimizer is not None
+    # A config without "optimizer": a frozen engine, forwards only, no optimizer.
+    frozen, optimizer, _, _ = dsopt.initialize(
+        model=Net(), config={"train_micro_batch_size_per_gpu": 4}, example_inputs=batch())
+    assert optimizer is None
+    assert torch.equal(frozen(*batch(1)), engine.eval()(*batch(1)))
+
+    with pytest.raises(TypeError, match="example_inputs"):
+        dsopt.initialize(model=Net(), config=SGD)
+    with pytest.raises(TypeError, match="optimizer=...\\): not supported"):
+        dsopt.initialize(model=Net(), config=SGD, example_inputs=batch(),
+                         optimizer=torch.optim.SGD(Net().parameters(), lr=0.1))
+
+
+def test_optimizer_step_ends_the_micro_step_once(net_plan):
+    """Accelerate's loop (backward, optimizer.step(), scheduler.step(), zero_grad())
+    and DeepSpeed's (engine.step(), then optimizer.step() is a no-op) both take one
+    step per micro-step."""
+    deepspeed, accelerate = dsopt.Engine(net_plan), dsopt.Engine(net_plan)
+    for step in range(3):
+        loss = deepspeed(*batch(step))
+        deepspeed.backward(loss)
+        deepspeed.step()
+        deepspeed.optimizer.step()
+        loss = accelerate(*batch(step))
+        loss.backward()
+        accelerate.optimizer.step()
+        accelerate.optimizer.zero_grad()
+    assert deepspeed.global_steps == accelerate.global_steps == 3
+    for name, tensor in deepspeed.state_dict().items():
+        assert torch.equal(tensor, accelerate.state_dict()[name]), name
+
+
+def test_backward_of_a_computed_loss_scales_the_seed(net_plan):
+    """backward(c * loss) and (c * loss).backward() give c times the gradients of
+    backward(loss): bitwise for a power of two."""
+    plain, scaled, autograd = (dsopt.Engine(net_plan) for _ in range(3))
+    plain.backward(plain(*batch()))
+    scaled.backward(scaled(*batch()) * 4)
+    (autograd(*batch()) / 3).backward()
+    expected = gradients(plain)
+    for name, grad in gradients(scaled).items():
+        assert torch.equal(grad, expected[name] * 4), name
+    for name, grad in gradients(autograd).items():
+        torch.testing.assert_close(grad, expected[name] / 3, rtol=1e-6, atol=0)
+
+
+def test_independent_engines_equal_engines_trained_alone(net_plan):
+    """The seed's independent loop (every forward, then every backward and step)
+    leaves each engine as if it had trained alone."""
+    second_plan = dsopt.compile(Net(), dict(SGD, gradient_accumulation_steps=2), batch())
+    together = [dsopt.Engine(net_plan), dsopt.Engine(second_plan)]
+    alone = [dsopt.Engine(net_plan), dsopt.Engine(second_plan)]
+    for step in range(4):
+        losses = [engine(*batch(step)) for engine in together]
+        for engine, loss in zip(together, losses):
+            engine.backward(loss)
+            engine.step()
+    for engine in alone:
+        for step in range(4):
+            engine.backward(engine(*batch(step)))
+            engine.step()
+    assert [e.global_steps for e in together] == [4, 2]
+    for mine, reference in zip(together, alone):
+        for name, tensor in mine.state_dict().items():
+            assert torch.equal(tensor, reference.state_dict()[name]), name
+
+
+def test_shared_loss_through_the_engines(net_plan):
+    """loss = l1 + l2 / 2; loss.backward() runs each engine's backward with its
+    weight; _backward_epilogue checks that the backward reached the engine."""
+    shared = [dsopt.Engine(net_plan), dsopt.Engine(net_plan)]
+    separate = [dsopt.Engine(net_plan), dsopt.Engine(net_plan)]
+    losses = [engine(*batch()) for engine in shared]
+    with pytest.raises(RuntimeError, match="has not been back-propagated"):
+        shared[0]._backward_epilogue()
+    (losses[0] + losses[1] / 2).backward()
+    for engine in shared:
+        engine._backward_epilogue()
+    separate[0].backward(separate[0](*batch()))
+    separate[1].backward(separate[1](*batch()) / 2)
+    for mine, reference in zip(shared, separate):
+        expected = gradients(reference)
+        for name, grad in gradients(mine).items():
+            assert torch.equal(grad, expected[name]), name
+
+    # A loss whose forward the engine has moved past.
+    engine = shared[0]
+    engine.step()
+    stale = engine(*batch(1))
+    engine(*batch(2))
+    with pytest.raises(RuntimeError, match="earlier forward"):
+        stale.backward()
+
+
+def without_weights(plan):
+    document = json.loads(plan.to_json())
+    del document["weights"]  # A temporary archive of its own.
+    return document
+
+
+def test_session_shared_loss():
+    """A multi-engine plan (one root): loss.backward() of the sum of its losses is
+    backward(); weights that differ are refused (one compiled seed)."""
+    engines = {"a": SGD, "b": dict(SGD, optimizer={"type": "AdamW",
+                                                    "params": {"lr": 0.01}})}
+    plan = dsopt.compile(Pair(), {"engines": engines}, pair_batch())
+    # The same engines as a dict keyed by submodule (Accelerate's plugin names).
+    assert without_weights(dsopt.compile(Pair(), engines, pair_batch())) == \
+        without_weights(plan)
+    summed, reference = dsopt.Engine(plan), dsopt.Engine(plan)
+    loss_a, loss_b = summed(*pair_batch())
+    (loss_a + loss_b).backward()
+    summed.engines["a"]._backward_epilogue()
+    reference(*pair_batch())
+    reference.backward()
+    expected = gradients(reference)
+    for name, grad in gradients(summed).items():
+        assert torch.equal(grad, expected[name]), name
+    loss_a, loss_b = summed(*pair_batch())
+    with pytest.raises(RuntimeError, match="same weight"):
+        (loss_a + loss_b / 2).backward()
+
+
+def test_config_dicts_that_are_not_engines(tmp_path):
+    # Keys that are no submodule of the model: an ordinary DeepSpeed config
+    # (which has no batch size).
+    with pytest.raises(dsopt.CompileError, match="config dict: train_micro_batch"):
+        dsopt.compile(Pair(), {"a": SGD, "bogus": SGD}, pair_batch())
+    # Engine configs by path, relative to the current directory.
+    (tmp_path / "b.json").write_text(json.dumps(SGD))
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        plan = dsopt.compile(Pair(), {"a": SGD, "b": "b.json"}, pair_batch())
+    finally:
+        os.chdir(cwd)
+    assert [e["name"] for e in plan.report()["engines"]] == ["a", "b"]
+
+
+def leaf_names(plan):
+    return {e["name"]: e["ds_config"]["zero_optimization"].get("leaf_module", {}).get("names")
+            for e in json.loads(plan.to_json())["engines"]}
+
+
+def test_leaf_module_marks():
+    model = Pair()
+    assert dsopt.set_z3_leaf_modules(model, [Block]) == [model.a[0], model.a[2], model.b]
+    assert dsopt.get_z3_leaf_modules(model) == [model.a[0], model.a[2], model.b]
+    dsopt.unset_z3_leaf_modules(model, ["Block"])
+    assert dsopt.get_z3_leaf_modules(model) == []
+    dsopt.set_z3_leaf_modules(model, ["%s.Block" % __name__])
+    assert dsopt.z3_leaf_module(model.b)
+    dsopt.unset_z3_leaf_modules(model, [Block])
+    assert dsopt.set_z3_leaf_modules_by_name(model, ["a.2"]) == [model.a[2]]
+    assert dsopt.set_z3_leaf_modules_by_suffix(model, ["b"]) == [model.b]
+    with pytest.raises(ValueError, match="no module of Pair matches 'c'"):
+        dsopt.set_z3_leaf_modules_by_name(model, ["c"])
+    assert dsopt.set_z3_leaf_modules_by_suffix(model, ["c"], raise_if_not_found=False) == []
+
+    # compile: the marked paths become leaf_module names, from the root for one
+    # engine (names already in the config are kept) ...
+    stage3 = dict(SGD, zero_optimization={"stage": 3})
+    config = dict(stage3, zero_optimization={"stage": 3, "leaf_module": {"names": ["a.0"]}})
+    plan = dsopt.compile(model, config, pair_batch())
+    assert leaf_names(plan) == {"model": ["a.0", "a.2", "b"]}
+    # ... relative to its engine's module for several; an engine's own module
+    # cannot be its leaf.
+    with pytest.raises(ValueError, match="'b' is the module of engine 'b' itself"):
+        dsopt.compile(model, {"a": stage3, "b": stage3}, pair_batch())
+    dsopt.set_z3_leaf_modules_by_suffix(model, ["b"], flag=False)
+    plan = dsopt.compile(model, {"a": stage3, "b": stage3}, pair_batch())
+    assert leaf_names(plan) == {"a": ["2"], "b": None}
+    # TorchScript keeps the marks as attributes of a scripted module, and compile
+    # reads them there too.
+    plan = dsopt.compile(torch.jit.script(model), {"a": stage3, "b": stage3}, pair_batch())
+    assert leaf_names(plan) == {"a": ["2"], "b": None}
+
+
+def test_ranks_without_a_launcher(net_plan):
+    assert (dsopt.get_rank(), dsopt.get_world_size()) == (0, 1)
+    # rank= emulates one rank of several in this process (no communicator).
+    plan = dsopt.compile(Net(), SGD, batch(), world_size=2)
+    engine = dsopt.Engine(plan, rank=1)
+    assert (engine.global_rank, engine.world_size) == (1, 1)
+    # all_reduce over one rank is the identity.
+    value = torch.tensor([3.0])
+    assert torch.equal(dsopt.all_reduce(value), torch.tensor([3.0]))
