@@ -8,7 +8,7 @@ ds-run comparable bit for bit.
 import collections
 import os
 
-from . import _dsopt
+from . import _distributed, _dsopt
 from ._tensors import from_native, from_native_list, to_native
 
 
@@ -16,8 +16,9 @@ class DataFile:
     """A data file (``torch.save`` dict or ``.safetensors``; ``[S, B, ...]``
     per forward argument) checked against a plan, as ds-run loads it.
 
-    ``data[s]`` / ``data.micro_step(s, rank)`` is micro-step s of a rank: a
-    tuple of tensors in forward's order, views into the file's tensors.
+    ``data[s]`` / ``data.micro_step(s, rank)`` is micro-step s of a rank (by
+    default this process's: its MPI rank under mpirun, else 0): a tuple of
+    tensors in forward's order, views into the file's tensors.
     """
 
     def __init__(self, path, plan, unbatched=()):
@@ -32,7 +33,9 @@ class DataFile:
     def num_micro_steps(self):
         return self._native.num_micro_steps
 
-    def micro_step(self, step, rank=0):
+    def micro_step(self, step, rank=None):
+        if rank is None:
+            rank = _distributed.get_rank()
         return tuple(from_native_list(self._native.micro_step(int(step), int(rank))))
 
     def __len__(self):
