@@ -27,15 +27,24 @@ Operation *DSDialect::materializeConstant(OpBuilder &builder, Attribute value,
   return ConstantOp::create(builder, loc, type, value);
 }
 
+/// The module attributes that list module paths, and what the list means.
+static std::optional<StringRef> describePathList(StringRef name) {
+  if (name == DSDialect::getEvalModulesAttrName())
+    return StringRef("the submodules in eval mode");
+  if (name == DSDialect::getCheckpointModulesAttrName())
+    return StringRef("the activation-checkpointed modules");
+  return std::nullopt;
+}
+
 LogicalResult DSDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attribute) {
   StringRef name = attribute.getName().getValue();
-  if (name == getEvalModulesAttrName()) {
+  if (std::optional<StringRef> meaning = describePathList(name)) {
     if (!isa<ModuleOp>(op))
       return op->emitError() << "'" << name
-                             << "' is an attribute of builtin.module (the "
-                                "submodules in eval mode), not of '"
-                             << op->getName() << "'";
+                             << "' is an attribute of builtin.module ("
+                             << *meaning << "), not of '" << op->getName()
+                             << "'";
     auto paths = dyn_cast<ArrayAttr>(attribute.getValue());
     if (!paths || !llvm::all_of(paths, llvm::IsaPred<StringAttr>))
       return op->emitError() << "'" << name
@@ -73,26 +82,42 @@ void mlir::ds::setWorldSize(ModuleOp module, int64_t worldSize) {
                   Builder(module.getContext()).getI64IntegerAttr(worldSize));
 }
 
-SmallVector<StringRef> mlir::ds::getEvalModules(ModuleOp module) {
+static SmallVector<StringRef> getPathList(ModuleOp module, StringRef name) {
   SmallVector<StringRef> paths;
-  if (auto array =
-          module->getAttrOfType<ArrayAttr>(DSDialect::getEvalModulesAttrName()))
+  if (auto array = module->getAttrOfType<ArrayAttr>(name))
     for (auto path : array.getAsRange<StringAttr>())
       paths.push_back(path.getValue());
   return paths;
 }
 
-void mlir::ds::setEvalModules(ModuleOp module, ArrayRef<std::string> paths) {
+static void setPathList(ModuleOp module, StringRef name,
+                        ArrayRef<std::string> paths) {
   if (paths.empty()) {
-    module->removeAttr(DSDialect::getEvalModulesAttrName());
+    module->removeAttr(name);
     return;
   }
   Builder builder(module.getContext());
   SmallVector<Attribute> names;
   for (const std::string &path : paths)
     names.push_back(builder.getStringAttr(path));
-  module->setAttr(DSDialect::getEvalModulesAttrName(),
-                  builder.getArrayAttr(names));
+  module->setAttr(name, builder.getArrayAttr(names));
+}
+
+SmallVector<StringRef> mlir::ds::getEvalModules(ModuleOp module) {
+  return getPathList(module, DSDialect::getEvalModulesAttrName());
+}
+
+void mlir::ds::setEvalModules(ModuleOp module, ArrayRef<std::string> paths) {
+  setPathList(module, DSDialect::getEvalModulesAttrName(), paths);
+}
+
+SmallVector<StringRef> mlir::ds::getCheckpointModules(ModuleOp module) {
+  return getPathList(module, DSDialect::getCheckpointModulesAttrName());
+}
+
+void mlir::ds::setCheckpointModules(ModuleOp module,
+                                    ArrayRef<std::string> paths) {
+  setPathList(module, DSDialect::getCheckpointModulesAttrName(), paths);
 }
 
 std::string mlir::ds::describeModule(StringRef path, StringRef moduleClass) {

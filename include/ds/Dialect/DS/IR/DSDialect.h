@@ -33,6 +33,13 @@ SmallVector<StringRef> getEvalModules(ModuleOp module);
 /// Sets `module`'s `ds.eval_modules` (removes it when `paths` is empty).
 void setEvalModules(ModuleOp module, ArrayRef<std::string> paths);
 
+/// The modules (paths) whose activations are recomputed in the backward:
+/// `module`'s `ds.checkpoint_modules`, empty when absent.
+SmallVector<StringRef> getCheckpointModules(ModuleOp module);
+
+/// Sets `module`'s `ds.checkpoint_modules` (removes it when `paths` is empty).
+void setCheckpointModules(ModuleOp module, ArrayRef<std::string> paths);
+
 /// How diagnostics name the module whose code an op is (its `module` and
 /// `module_class`): "in module 'blocks.0.attn' (Attention)", or "in the root
 /// module (GPT)" for path "".

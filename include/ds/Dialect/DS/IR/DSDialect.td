@@ -49,6 +49,14 @@ def DS_Dialect : Dialect {
     ```mlir
     module attributes {ds.eval_modules = ["teacher"]} { ... }
     ```
+
+    `ds.checkpoint_modules` lists the modules (by path) whose activations
+    `-ds-rematerialize` recomputes in the backward instead of keeping them
+    from the forward (activation checkpointing).
+
+    ```mlir
+    module attributes {ds.checkpoint_modules = ["blocks.0", "blocks.1"]} { ... }
+    ```
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
@@ -67,6 +75,12 @@ def DS_Dialect : Dialect {
     /// (getEvalModules).
     static constexpr ::llvm::StringLiteral getEvalModulesAttrName() {
       return ::llvm::StringLiteral("ds.eval_modules");
+    }
+
+    /// The module attribute listing the activation-checkpointed modules
+    /// (getCheckpointModules).
+    static constexpr ::llvm::StringLiteral getCheckpointModulesAttrName() {
+      return ::llvm::StringLiteral("ds.checkpoint_modules");
     }
   }];
 }

@@ -357,6 +357,57 @@ def DSScaleLoss : Pass<"ds-scale-loss", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def DSRematerialize : Pass<"ds-rematerialize", "::mlir::ModuleOp"> {
+  let summary = "Recompute checkpointed modules' activations in the backward";
+  let description = [{
+    Activation checkpointing as a rewrite. The module attribute
+    `ds.checkpoint_modules` lists module paths (as ops carry them in
+    `module`); each names a segment: the ops of the forward of `func` that
+    ran in that module or below it. A value a segment computes and the
+    backward reads is no longer kept from the forward to the backward:
+    the ops that compute it are cloned, from the segment's inputs, right
+    before the first backward op that reads one of the segment's values,
+    and the backward reads the clones. The segment's inputs and outputs
+    (values used by the forward outside it, or returned) stay alive as
+    before, which is what `torch.utils.checkpoint` keeps.
+
+    ```mlir
+    %h = ds.aten "aten::linear"(%x, %w1, %b1) {module = "block.fc1"} ...
+    %a = ds.aten "aten::gelu"(%h, %approx) {module = "block"} ...
+    %y = ds.aten "aten::linear"(%a, %w2, %b2) {module = "block.fc2"} ...
+    ...
+    ds.backward_begin
+    ...
+    // with ds.checkpoint_modules = ["block"]: %h and %a are recomputed here
+    %h2 = ds.aten "aten::linear"(%x, %w1, %b1) {module = "block.fc1"} ...
+    %a2 = ds.aten "aten::gelu"(%h2, %approx) {module = "block"} ...
+    %ga = ds.aten "aten::matmul"(%gy, %w2) {module = "block.fc2"} ...
+    %gh = ds.aten "aten::gelu_backward"(%ga, %h2, %approx) ...
+    ```
+
+    Only pure operators are recomputed (the registry's `Pure` effect, and
+    lists built from them): a random draw (dropout's `bernoulli`), an op
+    with side effects or a `ds.if` inside a segment keeps its results, so
+    the recomputation reads the very draws of the forward and a trajectory
+    is bitwise the one without checkpointing. Each segment gets a remark
+    saying how many ops it recomputes and what it keeps.
+
+    Run it after `-cse` (which would merge the clones back into the
+    forward's ops) and before `-ds-zero-partition` (which gathers ZeRO-3
+    parameters for the recomputation as for any backward op). Rejects: a
+    path that is empty (the root module: nothing outside it would keep its
+    inputs), one inside another listed path, and one that runs no op in the
+    forward. A function without `ds.backward_begin` or a module without
+    the attribute is left unchanged.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"forward\"",
+           "The training function whose forward is checkpointed">
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def DSEngineBackward : Pass<"ds-engine-backward", "::mlir::ModuleOp"> {
   let summary = "Mark each trainable engine's share of the joint backward";
   let description = [{

@@ -1,0 +1,109 @@
+// RUN: ds-opt %s -split-input-file -ds-rematerialize | ds-opt -split-input-file | FileCheck %s --check-prefix=ROUND
+// RUN: ds-opt %s -split-input-file -ds-autodiff=grad-scale=1 -canonicalize -cse -ds-rematerialize 2>&1 | FileCheck %s
+// RUN: ds-opt %s -split-input-file -ds-autodiff=grad-scale=1 -canonicalize -cse -ds-rematerialize -verify-diagnostics -o /dev/null
+
+// Round trip: without a backward, the attribute is kept and nothing changes.
+// ROUND: module attributes {ds.checkpoint_modules = ["block"]}
+// ROUND: ds.aten "aten::gelu"
+// ROUND-NOT: ds.backward_begin
+
+// A block (fc1, gelu, fc2) checkpointed under a head: fc1's and gelu's
+// results, which the backward reads, are computed again from the block's
+// input %x right before the first backward op that reads one (fc2's weight
+// gradient); the backward reads the copies. The block's output %y, which the
+// head reads in the forward, stays as it was.
+// CHECK-LABEL: func.func @forward(%arg0: tensor<4x4xf32>
+// CHECK:         %[[W1:.*]] = ds.get_param @block.fc1.weight
+// CHECK-NEXT:    %[[H:.*]] = ds.aten "aten::linear"(%arg0, %[[W1]],
+// CHECK-NEXT:    %[[A:.*]] = ds.aten "aten::gelu"(%[[H]],
+// CHECK-NEXT:    %[[W2:.*]] = ds.get_param @block.fc2.weight
+// CHECK-NEXT:    %[[Y:.*]] = ds.aten "aten::linear"(%[[A]], %[[W2]],
+// CHECK:         ds.backward_begin
+// CHECK-NOT:     %[[H]]
+// CHECK-NOT:     %[[A]]
+// CHECK:         ds.aten "aten::reshape"(%[[Y]],
+// CHECK:         ds.grad @head.weight
+// CHECK:         %[[H2:.*]] = ds.aten "aten::linear"(%arg0, %[[W1]], {{.*}}module = "block.fc1"
+// CHECK-NEXT:    %[[A2:.*]] = ds.aten "aten::gelu"(%[[H2]], {{.*}}module = "block"
+// CHECK-NEXT:    ds.aten "aten::reshape"(%[[A2]],
+// CHECK:         ds.grad @block.fc2.weight
+// CHECK-NEXT:    ds.aten "aten::gelu_backward"(%{{.*}}, %[[H2]],
+// CHECK-NOT:     %[[H]]
+// CHECK-NOT:     %[[A]]
+// CHECK:         ds.grad @block.fc1.weight
+// CHECK-NEXT:    return
+module attributes {ds.checkpoint_modules = ["block"]} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 4, optimizer = <kind = sgd>>}
+  ds.param @block.fc1.weight : tensor<8x4xf32> {engine = @model, module = "block.fc1", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @block.fc2.weight : tensor<4x8xf32> {engine = @model, module = "block.fc2", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  ds.param @head.weight : tensor<2x4xf32> {engine = @model, module = "head", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  // expected-remark@+1 {{activation checkpoint 'block': 2 ops recomputed in the backward for 2 values; 1 values of the segment stay kept for the backward}}
+  func.func @forward(%x: tensor<4x4xf32> {ds.name = "x"}) -> tensor<f32> {
+    %n = ds.constant unit : !ds.none
+    %approx = ds.constant "tanh" : !ds.str
+    %w1 = ds.get_param @block.fc1.weight : tensor<8x4xf32>
+    %h = ds.aten "aten::linear"(%x, %w1, %n) {module = "block.fc1", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x4xf32>, tensor<8x4xf32>, !ds.none) -> tensor<4x8xf32>
+    %a = ds.aten "aten::gelu"(%h, %approx) {module = "block", module_class = "Block"} : (tensor<4x8xf32>, !ds.str) -> tensor<4x8xf32>
+    %w2 = ds.get_param @block.fc2.weight : tensor<4x8xf32>
+    %y = ds.aten "aten::linear"(%a, %w2, %n) {module = "block.fc2", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<4x8xf32>, !ds.none) -> tensor<4x4xf32>
+    %wh = ds.get_param @head.weight : tensor<2x4xf32>
+    %o = ds.aten "aten::linear"(%y, %wh, %n) {module = "head", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x4xf32>, tensor<2x4xf32>, !ds.none) -> tensor<4x2xf32>
+    %s = ds.aten "aten::sum"(%o, %n) : (tensor<4x2xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
+// Dropout inside a checkpointed module: its random draw (bernoulli) is not
+// run again; the recomputation reads the forward's draw, so the masks are
+// those of the forward. The scaling and the product are recomputed.
+// CHECK-LABEL: func.func @forward(%arg0: tensor<4x8xf32>
+// CHECK:         %[[MASK:.*]] = ds.aten "aten::bernoulli.p"
+// CHECK-NEXT:    %[[SCALED:.*]] = ds.aten "aten::div.Scalar"(%[[MASK]],
+// CHECK-NEXT:    %[[D:.*]] = ds.aten "aten::mul.Tensor"(%{{.*}}, %[[SCALED]])
+// CHECK:         ds.backward_begin
+// CHECK-NOT:     "aten::bernoulli.p"
+// CHECK:         %[[SCALED2:.*]] = ds.aten "aten::div.Scalar"(%[[MASK]],
+// CHECK:         ds.aten "aten::mul.Tensor"(%{{.*}}, %[[SCALED2]])
+// CHECK-NOT:     "aten::bernoulli.p"
+// CHECK:         return
+module attributes {ds.checkpoint_modules = ["drop"]} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 4, optimizer = <kind = sgd>>}
+  ds.param @fc.weight : tensor<2x8xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  // expected-remark@+1 {{activation checkpoint 'drop': 1 ops recomputed in the backward for 1 values; 2 values of the segment stay kept for the backward}}
+  func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %n = ds.constant unit : !ds.none
+    %p = ds.constant 0.5 : f64
+    %w = ds.get_param @fc.weight : tensor<2x8xf32>
+    %hx = ds.aten "aten::linear"(%x, %w, %n) {module = "fc", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<2x8xf32>, !ds.none) -> tensor<4x2xf32>
+    %m = ds.aten "aten::bernoulli.p"(%hx, %p, %n) {module = "drop", module_class = "torch.nn.modules.dropout.Dropout"} : (tensor<4x2xf32>, f64, !ds.none) -> tensor<4x2xf32>
+    %sc = ds.aten "aten::div.Scalar"(%m, %p) {module = "drop", module_class = "torch.nn.modules.dropout.Dropout"} : (tensor<4x2xf32>, f64) -> tensor<4x2xf32>
+    %d = ds.aten "aten::mul.Tensor"(%hx, %sc) {module = "drop", module_class = "torch.nn.modules.dropout.Dropout"} : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+    %sq = ds.aten "aten::mul.Tensor"(%d, %d) : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+    %s = ds.aten "aten::sum"(%sq, %n) : (tensor<4x2xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
+// A checkpointed module whose values the backward does not read (its output
+// is all the backward needs): a remark, no change.
+// CHECK-LABEL: func.func @forward(%arg0: tensor<4x8xf32>
+// CHECK:         ds.backward_begin
+// CHECK-NOT:     "aten::relu"
+// CHECK:         return
+module attributes {ds.checkpoint_modules = ["act"]} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 4, optimizer = <kind = sgd>>}
+  ds.param @fc.weight : tensor<2x8xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  // expected-remark@+1 {{activation checkpoint 'act': the backward reads none of its values; nothing to recompute}}
+  func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %n = ds.constant unit : !ds.none
+    %r = ds.aten "aten::relu"(%x) {module = "act", module_class = "torch.nn.modules.activation.ReLU"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %w = ds.get_param @fc.weight : tensor<2x8xf32>
+    %o = ds.aten "aten::linear"(%r, %w, %n) {module = "fc", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<2x8xf32>, !ds.none) -> tensor<4x2xf32>
+    %s = ds.aten "aten::sum"(%o, %n) : (tensor<4x2xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
