@@ -159,8 +159,7 @@ LogicalResult RematerializePass::checkpoint(func::FuncOp func,
   SmallVector<Value> recomputed;
   for (Operation *op : segment)
     for (Value result : op->getResults())
-      if (!kept.contains(result) &&
-          llvm::any_of(result.getUsers(), isBackward))
+      if (!kept.contains(result) && llvm::any_of(result.getUsers(), isBackward))
         recomputed.push_back(result);
   if (recomputed.empty()) {
     emitRemark(func.getLoc())
@@ -206,9 +205,8 @@ LogicalResult RematerializePass::checkpoint(func::FuncOp func,
     }
   for (Value v : recomputed) {
     Value clone = mapping.lookup(v);
-    v.replaceUsesWithIf(clone, [&](OpOperand &use) {
-      return isBackward(use.getOwner());
-    });
+    v.replaceUsesWithIf(
+        clone, [&](OpOperand &use) { return isBackward(use.getOwner()); });
   }
 
   unsigned keptCount = 0;
