@@ -29,15 +29,23 @@ struct IfTrainingPass
       pipeline.getDependentDialects(registry);
       return;
     }
-    OpPassManager passes(ModuleOp::getOperationName());
-    if (succeeded(parsePassPipeline(pipelineText, passes)))
-      passes.getDependentDialects(registry);
+    // The textual form names its anchor: builtin.module(...).
+    std::string errors;
+    llvm::raw_string_ostream os(errors);
+    if (FailureOr<OpPassManager> passes = parsePassPipeline(pipelineText, os);
+        succeeded(passes))
+      passes->getDependentDialects(registry);
   }
 
   LogicalResult initialize(MLIRContext *) override {
     if (pipeline.size() || pipelineText.empty())
       return success();
-    return parsePassPipeline(pipelineText, pipeline, llvm::errs());
+    FailureOr<OpPassManager> passes =
+        parsePassPipeline(pipelineText, llvm::errs());
+    if (failed(passes))
+      return failure();
+    pipeline = std::move(*passes);
+    return success();
   }
 
   void runOnOperation() override {
