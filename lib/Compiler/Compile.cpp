@@ -10,6 +10,7 @@
 
 #include "DiagnosticCollector.h"
 
+#include "ds/Config/Config.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/CompilePipeline.h"
 #include "ds/Import/Import.h"
@@ -95,16 +96,28 @@ std::optional<CompileResult> run(MLIRContext &context,
   if (options.keepIR)
     result.irAfterPass.emplace_back("import", printIR(*module));
 
-  if (options.configPath.empty() && options.configJson.empty()) {
-    error = "no DeepSpeed config given (a JSON file path or the JSON text)";
-    return std::nullopt;
-  }
   mlir::ds::CompilePipelineOptions pipeline;
   pipeline.config = options.configPath;
   pipeline.configJson = options.configJson;
   pipeline.configName = options.configSourceName;
   pipeline.configBaseDir = options.configBaseDir;
+  if (options.configPath.empty() && options.configJson.empty()) {
+    if (options.engineConfigFiles.empty()) {
+      error = "no DeepSpeed config given (a JSON file path or the JSON text)";
+      return std::nullopt;
+    }
+    try {
+      pipeline.configJson =
+          ::ds::config::engineFilesDocument(options.engineConfigFiles).dump();
+    } catch (const ::ds::config::ConfigError &configError) {
+      error = configError.what();
+      return std::nullopt;
+    }
+    pipeline.configName = "--config";
+  }
   pipeline.worldSize = options.worldSize;
+  pipeline.mixedPrecision = options.mixedPrecision;
+  pipeline.configOverrides = options.configOverrides;
   PassManager pm(&context);
   if (options.keepIR)
     pm.addInstrumentation(std::make_unique<IRSnapshots>(result.irAfterPass));

@@ -32,4 +32,11 @@ ConfigError ConfigError::withFile(const std::string &file) const {
   return ConfigError(keyPath_, detail_, file);
 }
 
+std::string ConfigNote::message() const {
+  std::string where = file;
+  if (line > 0)
+    where += ":" + std::to_string(line);
+  return formatMessage(where, keyPath, detail);
+}
+
 } // namespace ds::config

@@ -89,6 +89,20 @@ void checkGradAccumDtype(const EngineConfig &config) {
                         "DeepSpeed)");
 }
 
+/// The batch sizes resolved from "auto", into the config the plan records.
+void writeBackBatchSizes(EngineConfig &config) {
+  const std::pair<const char *, int64_t> sizes[] = {
+      {"train_batch_size", config.trainBatchSize},
+      {"train_micro_batch_size_per_gpu", config.trainMicroBatchSizePerGpu},
+      {"gradient_accumulation_steps", config.gradientAccumulationSteps},
+  };
+  for (const auto &[key, value] : sizes) {
+    auto it = config.source.find(key);
+    if (it != config.source.end() && isAutoValue(*it))
+      *it = value;
+  }
+}
+
 } // namespace
 } // namespace detail
 
@@ -96,14 +110,15 @@ EngineConfig parseEngineConfig(const ordered_json &json,
                                const ParseContext &context) {
   using namespace detail;
   checkContext(context);
-  ObjectReader root(json, "");
+  EngineConfig config;
+  config.source = json;
+  resolveAutoValues(config.source, context, config.notes);
+  ObjectReader root(config.source, "");
   if (root.has("engines"))
     root.fail("engines", "\"engines\" is allowed only as the single key of "
                          "a session config, not inside an engine's config");
   rejectUnsupportedFeatures(root, unsupportedTopLevelFeatures());
 
-  EngineConfig config;
-  config.source = json;
   resolveBatchSizes(root, context, config);
 
   if (auto clipping = root.number("gradient_clipping")) {
@@ -124,7 +139,7 @@ EngineConfig parseEngineConfig(const ordered_json &json,
   if (auto scheduler = root.object("scheduler"))
     config.scheduler = parseScheduler(*scheduler, config.optimizer);
   if (auto zero = root.object("zero_optimization"))
-    config.zero = parseZero(*zero, context);
+    config.zero = parseZero(*zero, config.notes);
   else
     config.zero.leafModule.classes = defaultLeafModuleClasses();
   parsePrecision(root, context, config);
@@ -139,6 +154,7 @@ EngineConfig parseEngineConfig(const ordered_json &json,
   }
 
   root.rejectUnknownKeys();
+  writeBackBatchSizes(config);
   return config;
 }
 

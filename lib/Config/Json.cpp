@@ -2,7 +2,10 @@
 //
 // nlohmann's parser keeps the last of two equal keys silently; a config with
 // "stage" written twice would then run with whichever came last, so a
-// parser callback rejects duplicated keys, naming their path.
+// parser callback rejects duplicated keys, naming their path. Trailing
+// commas, which Python's json rejects but configs copied from guides carry,
+// are blanked before parsing (nlohmann has no option for them) and warned
+// about.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,10 +83,59 @@ private:
 
 } // namespace
 
+std::string blankTrailingCommas(const std::string &text,
+                                std::vector<int64_t> &lines) {
+  std::string result = text;
+  bool inString = false;
+  int64_t line = 1;
+  // A comma after `{`, `[` or another comma is an error nlohmann reports.
+  char previous = 0;
+  for (size_t i = 0; i < result.size(); ++i) {
+    char c = result[i];
+    if (c == '\n')
+      ++line;
+    if (inString) {
+      if (c == '\\')
+        ++i; // An escaped character (a quote, a backslash) ends no string.
+      else if (c == '"')
+        inString = false;
+      continue;
+    }
+    if (c == '"') {
+      inString = true;
+      previous = c;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\n')
+      continue;
+    if (c == ',' && previous != '{' && previous != '[' && previous != ',' &&
+        previous != 0) {
+      size_t next = result.find_first_not_of(" \t\r\n", i + 1);
+      if (next != std::string::npos &&
+          (result[next] == '}' || result[next] == ']')) {
+        result[i] = ' ';
+        lines.push_back(line);
+        continue;
+      }
+    }
+    previous = c;
+  }
+  return result;
+}
+
 ordered_json parseJsonText(const std::string &text,
-                           const std::string &sourceName) {
+                           const std::string &sourceName, ConfigNotes *notes) {
+  std::vector<int64_t> commaLines;
+  std::string strict = blankTrailingCommas(text, commaLines);
+  if (notes)
+    for (int64_t line : commaLines)
+      notes->warnings.push_back(
+          ConfigNote{"",
+                     "trailing comma accepted (not valid JSON: Python's "
+                     "json.load, and so DeepSpeed, rejects it)",
+                     sourceName, line});
   try {
-    return ordered_json::parse(text, DuplicateKeyChecker(sourceName));
+    return ordered_json::parse(strict, DuplicateKeyChecker(sourceName));
   } catch (const ordered_json::parse_error &error) {
     // what() is "[json.exception.parse_error.101] parse error at line L,
     // column C: ..."; keep the part after the exception id.
@@ -98,7 +150,7 @@ ordered_json parseJsonText(const std::string &text,
   }
 }
 
-ordered_json readJsonFile(const std::string &path) {
+ordered_json readJsonFile(const std::string &path, ConfigNotes *notes) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     throw ConfigError("", "config file not found", path);
@@ -111,7 +163,7 @@ ordered_json readJsonFile(const std::string &path) {
   text << stream.rdbuf();
   if (stream.bad())
     throw ConfigError("", "error while reading config file", path);
-  return parseJsonText(text.str(), path);
+  return parseJsonText(text.str(), path, notes);
 }
 
 } // namespace ds::config

@@ -13,13 +13,10 @@ bool isAutoValue(const ordered_json &value) {
 
 [[noreturn]] void throwAutoNotResolvable(const std::string &path) {
   throw ConfigError(
-      path, "\"auto\" cannot be resolved for this key; \"auto\" is resolved "
-            "only for train_batch_size, train_micro_batch_size_per_gpu, "
-            "gradient_accumulation_steps (from the data and world size) and, "
-            "when the model's hidden size is known, "
-            "zero_optimization.reduce_bucket_size, "
-            "stage3_prefetch_bucket_size and "
-            "stage3_param_persistence_threshold: give a value");
+      path, "\"auto\" cannot be resolved for this key (docs/config.md, "
+            "\"auto\" values, lists the keys where it is resolved and how): "
+            "give a value, or one with --set " +
+                path + "=VALUE");
 }
 
 namespace {

@@ -14,6 +14,12 @@
 
 namespace ds::config::detail {
 
+/// Replaces the "auto" values that --mixed-precision, the hidden size or a
+/// default of the HF Trainer or DeepSpeed resolve (Auto.cpp), noting each;
+/// "auto" for total_num_steps is an error naming the --set that fixes it.
+void resolveAutoValues(ordered_json &json, const ParseContext &context,
+                       ConfigNotes &notes);
+
 /// train_batch_size, train_micro_batch_size_per_gpu and
 /// gradient_accumulation_steps: DeepSpeed's derivation, "auto" from the data,
 /// and the check against the data's global micro-batch.
@@ -26,7 +32,8 @@ OptimizerConfig parseOptimizer(ObjectReader &section);
 SchedulerConfig parseScheduler(ObjectReader &section,
                                const std::optional<OptimizerConfig> &optimizer);
 
-ZeroConfig parseZero(ObjectReader &section, const ParseContext &context);
+/// Offloading to the CPU is noted in `notes` (a remark).
+ZeroConfig parseZero(ObjectReader &section, ConfigNotes &notes);
 
 /// fp16, bf16 (or its old name bfloat16), torch_autocast, data_types and
 /// communication_data_type, with their mutual exclusions.

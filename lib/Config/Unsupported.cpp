@@ -18,13 +18,6 @@ static bool isDisabled(const ordered_json &value,
     return enabled != value.end() && enabled->is_boolean() &&
            !enabled->get<bool>();
   }
-  case DisabledForm::DeviceNone: {
-    if (!value.is_object())
-      return false;
-    auto device = value.find("device");
-    return device != value.end() && device->is_string() &&
-           device->get<std::string>() == "none";
-  }
   case DisabledForm::DefaultValue:
     // Numbers compare by value across int/float (1 == 1.0).
     return value == ordered_json::parse(feature.defaultValue);
@@ -38,8 +31,6 @@ static std::string acceptedForm(const UnsupportedFeature &feature) {
     return "remove the key";
   case DisabledForm::EnabledFalse:
     return "remove it or set \"enabled\": false";
-  case DisabledForm::DeviceNone:
-    return "remove it or set \"device\": \"none\"";
   case DisabledForm::DefaultValue:
     return "remove it or use DeepSpeed's default " + feature.defaultValue;
   }
@@ -109,8 +100,6 @@ const std::vector<UnsupportedFeature> &unsupportedTopLevelFeatures() {
 const std::vector<UnsupportedFeature> &unsupportedZeroFeatures() {
   using F = UnsupportedFeature;
   static const std::vector<F> features = {
-      F{"offload_optimizer", DisabledForm::DeviceNone, ""},
-      F{"offload_param", DisabledForm::DeviceNone, ""},
       F{"zenflow", DisabledForm::Never, ""},
       F{"zeropp_loco_param", DisabledForm::Never, ""},
       F{"stage3_model_persistence_threshold", DisabledForm::Never, ""},

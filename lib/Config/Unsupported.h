@@ -22,7 +22,6 @@ namespace ds::config::detail {
 enum class DisabledForm {
   Never,        ///< Any value is an error.
   EnabledFalse, ///< An object whose "enabled" is false.
-  DeviceNone,   ///< An offload object whose "device" is "none".
   DefaultValue, ///< DeepSpeed's default value, which means "off".
 };
 

@@ -2,10 +2,9 @@
 //
 // Keys and defaults of DeepSpeed's DeepSpeedZeroConfig (runtime/zero/
 // config.py), under their "stage3_" names. Sizes count elements and accept
-// integral floats (5e8). Three sizes may be "auto" when the caller knows the
-// model's hidden size h, resolved as Accelerate and the HF Trainer do:
-// reduce_bucket_size = h*h, stage3_prefetch_bucket_size = int(0.9*h*h),
-// stage3_param_persistence_threshold = 10*h.
+// integral floats (5e8); their "auto" values are resolved before
+// (Auto.cpp). Offloading to the CPU is accepted: the CPU runtime keeps every
+// state in host memory already.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,17 +35,24 @@ std::optional<int64_t> readSize(ObjectReader &zero, const char *key) {
   return size;
 }
 
-/// A size that may be "auto", resolved from the hidden size.
-std::optional<int64_t> readSizeOrAuto(ObjectReader &zero, const char *key,
-                                      const ParseContext &context,
-                                      int64_t (*fromHidden)(int64_t)) {
-  if (!zero.takeAuto(key))
-    return readSize(zero, key);
-  if (!context.hiddenSize)
-    throw ConfigError(zero.keyPath(key),
-                      "\"auto\" needs the model's hidden size, which was not "
-                      "given; give a value");
-  return fromHidden(*context.hiddenSize);
+/// offload_optimizer / offload_param: true when it offloads to the CPU.
+/// "none" (DeepSpeed's default) offloads nothing; other devices are errors.
+/// The CPU form's other keys (pin_memory, buffer_count, ...) tune a copy we
+/// do not make, so they are accepted as they are.
+bool readCpuOffload(ObjectReader &zero, const char *key) {
+  std::optional<ObjectReader> offload = zero.object(key);
+  if (!offload)
+    return false;
+  std::string device = offload->string("device").value_or("none");
+  if (device != "cpu" && device != "none")
+    offload->fail("device",
+                  "offloading to \"" + device +
+                      "\" is not supported (\"cpu\" is accepted: the CPU "
+                      "runtime keeps this state in host memory; \"none\" "
+                      "offloads nothing)");
+  for (const auto &item : offload->json().items())
+    offload->markConsumed(item.key());
+  return device == "cpu";
 }
 
 std::vector<std::string> dedupe(const std::vector<std::string> &items) {
@@ -77,8 +83,22 @@ LeafModuleConfig parseLeafModule(std::optional<ObjectReader> section) {
 
 } // namespace
 
-ZeroConfig parseZero(ObjectReader &zero, const ParseContext &context) {
+ZeroConfig parseZero(ObjectReader &zero, ConfigNotes &notes) {
   rejectUnsupportedFeatures(zero, unsupportedZeroFeatures());
+  std::vector<std::string> offloaded;
+  for (const char *key : {"offload_optimizer", "offload_param"})
+    if (readCpuOffload(zero, key))
+      offloaded.push_back(zero.keyPath(key));
+  if (!offloaded.empty())
+    notes.remarks.push_back(ConfigNote{
+        offloaded.front(),
+        std::string("\"device\": \"cpu\" accepted") +
+            (offloaded.size() > 1 ? " (also for " + offloaded.back() + ")"
+                                  : "") +
+            ": the CPU runtime keeps optimizer states and parameters in host "
+            "memory already, so there is nothing to offload",
+        "", 0});
+
   ZeroConfig config;
   if (auto stage = zero.integer("stage")) {
     requireRange(*stage, 0, 3, zero.keyPath("stage"));
@@ -92,18 +112,13 @@ ZeroConfig parseZero(ObjectReader &zero, const ParseContext &context) {
   // DeepSpeed's validator: overlap_comm defaults to (stage == 3).
   config.overlapComm = zero.boolean("overlap_comm").value_or(config.stage == 3);
 
-  if (auto size = readSizeOrAuto(zero, "reduce_bucket_size", context,
-                                 [](int64_t h) { return h * h; }))
+  if (auto size = readSize(zero, "reduce_bucket_size"))
     config.reduceBucketSize = *size;
   if (auto size = readSize(zero, "allgather_bucket_size"))
     config.allgatherBucketSize = *size;
-  // Python's int(0.9 * h * h): the float product, truncated.
-  if (auto size = readSizeOrAuto(
-          zero, "stage3_prefetch_bucket_size", context,
-          [](int64_t h) { return int64_t(0.9 * double(h) * double(h)); }))
+  if (auto size = readSize(zero, "stage3_prefetch_bucket_size"))
     config.stage3PrefetchBucketSize = *size;
-  if (auto size = readSizeOrAuto(zero, "stage3_param_persistence_threshold",
-                                 context, [](int64_t h) { return 10 * h; }))
+  if (auto size = readSize(zero, "stage3_param_persistence_threshold"))
     config.stage3ParamPersistenceThreshold = *size;
   if (auto size = readSize(zero, "stage3_max_live_parameters"))
     config.stage3MaxLiveParameters = *size;

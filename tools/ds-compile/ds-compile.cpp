@@ -10,6 +10,7 @@
 #include "ds/Plan/PlanFormat.h"
 #include "ds/Plan/Report.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
@@ -21,10 +22,23 @@ static cl::OptionCategory toolCategory("ds-compile options");
 
 static cl::opt<std::string> modelPath(cl::Positional, cl::desc("<model.pt>"),
                                       cl::Required, cl::cat(toolCategory));
-static cl::opt<std::string> configPath("config",
-                                       cl::desc("DeepSpeed config (JSON)"),
-                                       cl::value_desc("CFG.json"), cl::Required,
-                                       cl::cat(toolCategory));
+static cl::list<std::string>
+    configs("config",
+            cl::desc("DeepSpeed config (JSON); or, once per engine, "
+                     "NAME=FILE: the engine of submodule NAME (as Accelerate "
+                     "names its DeepSpeed plugins)"),
+            cl::value_desc("CFG.json"), cl::OneOrMore, cl::cat(toolCategory));
+static cl::list<std::string>
+    overrides("set",
+              cl::desc("Set a config key (repeatable): a dotted path such "
+                       "as optimizer.params.lr, or engines.NAME.PATH for one "
+                       "engine; replaces \"auto\" (docs/config.md)"),
+              cl::value_desc("KEY=VALUE"), cl::cat(toolCategory));
+static cl::opt<std::string> mixedPrecision(
+    "mixed-precision",
+    cl::desc("What \"auto\" in bf16.enabled / fp16.enabled means: bf16, "
+             "fp16 or no (the default)"),
+    cl::value_desc("bf16|fp16|no"), cl::cat(toolCategory));
 static cl::opt<std::string>
     exampleInputs("example-inputs",
                   cl::desc("Data file whose shapes the plan is specialised on"),
@@ -71,7 +85,15 @@ int main(int argc, char **argv) {
 
   ds::compiler::CompileOptions options;
   options.modelPath = modelPath;
-  options.configPath = configPath;
+  // One plain file, or NAME=FILE per engine (a file whose own name holds
+  // '=' still reads as a file).
+  if (configs.size() == 1 && (configs.front().find('=') == std::string::npos ||
+                              llvm::sys::fs::exists(configs.front())))
+    options.configPath = configs.front();
+  else
+    options.engineConfigFiles = configs;
+  options.mixedPrecision = mixedPrecision;
+  options.configOverrides = overrides;
   options.exampleInputsPath = exampleInputs;
   options.worldSize = worldSize;
   options.unbatched = unbatched;

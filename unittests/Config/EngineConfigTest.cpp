@@ -96,8 +96,8 @@ TEST(ConfigEngineTest, ImpossibleTopLevelValuesNameTheKey) {
 
 TEST(ConfigEngineTest, AutoWhereNothingResolvesItIsAnError) {
   ConfigError error = parseError(R"({"train_micro_batch_size_per_gpu": 1,
-                                     "gradient_clipping": "auto"})");
-  EXPECT_EQ(error.keyPath(), "gradient_clipping");
+                                     "steps_per_print": "auto"})");
+  EXPECT_EQ(error.keyPath(), "steps_per_print");
   expectMessageHas(error, {"\"auto\" cannot be resolved"});
 }
 

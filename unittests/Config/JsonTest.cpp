@@ -27,7 +27,7 @@ TEST(ConfigJsonTest, MissingFileNamesTheFile) {
 TEST(ConfigJsonTest, MalformedJsonNamesFileAndPosition) {
   TempDir dir;
   std::string file =
-      dir.write("bad.json", "{\n  \"train_batch_size\": 8,\n}\n");
+      dir.write("bad.json", "{\n  \"train_batch_size\": 8,\n,}\n");
   ConfigError error = configErrorOf([&] { readJsonFile(file); });
   EXPECT_EQ(error.file(), file);
   expectMessageHas(error, {file, "malformed JSON", "line 3, column 1", "byte"});

@@ -143,13 +143,14 @@ TEST(ConfigOptimizerTest, ImpossibleValuesNameTheKey) {
             "optimizer.params.eps");
 }
 
-TEST(ConfigOptimizerTest, MissingTypeAndAutoLrAreErrors) {
+TEST(ConfigOptimizerTest, MissingTypeAndAutoMomentumAreErrors) {
   EXPECT_EQ(optimizerError(R"({"params": {"lr": 0.1}})").keyPath(),
             "optimizer.type");
-  ConfigError autoLr =
-      optimizerError(R"({"type": "AdamW", "params": {"lr": "auto"}})");
-  EXPECT_EQ(autoLr.keyPath(), "optimizer.params.lr");
-  expectMessageHas(autoLr, {"auto"});
+  // "auto" lr is the HF Trainer's (AutoTest.cpp); nothing fills momentum.
+  ConfigError autoMomentum =
+      optimizerError(R"({"type": "SGD", "params": {"momentum": "auto"}})");
+  EXPECT_EQ(autoMomentum.keyPath(), "optimizer.params.momentum");
+  expectMessageHas(autoMomentum, {"auto"});
 }
 
 TEST(ConfigOptimizerTest, MaxGradNormAndAmsgradAreNotSupported) {

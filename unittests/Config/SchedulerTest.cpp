@@ -124,9 +124,9 @@ TEST(ConfigSchedulerTest, InvalidSchedulersAreErrors) {
                 .keyPath(),
             "scheduler.params.warmup_max_lr");
   EXPECT_EQ(schedulerError(R"({"type": "WarmupLR", "params":
-                {"warmup_num_steps": "auto"}})")
+                {"warmup_type": "auto"}})")
                 .keyPath(),
-            "scheduler.params.warmup_num_steps");
+            "scheduler.params.warmup_type");
   EXPECT_EQ(schedulerError(R"({"type": "WarmupCosineLR", "params":
                 {"total_num_steps": 10, "cos_min_ratio": 1.5}})")
                 .keyPath(),

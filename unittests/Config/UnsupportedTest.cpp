@@ -44,8 +44,6 @@ TEST(ConfigUnsupportedTest, TopLevelFeaturesSayNotSupported) {
 
 TEST(ConfigUnsupportedTest, ZeroFeaturesSayNotSupported) {
   const std::pair<const char *, const char *> features[] = {
-      {"offload_optimizer", R"({"device": "cpu", "pin_memory": true})"},
-      {"offload_param", R"({"device": "nvme"})"},
       {"zero_hpz_partition_size", "8"},
       {"mics_shard_size", "4"},
       {"zero_quantized_gradients", "true"},

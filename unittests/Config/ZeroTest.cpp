@@ -99,9 +99,9 @@ TEST(ConfigZeroTest, AutoSizeWithoutHiddenSizeIsAnError) {
 }
 
 TEST(ConfigZeroTest, AutoOnOtherZeroKeysIsAnError) {
-  ConfigError error = zeroError(R"({"stage3_max_live_parameters": "auto"})",
-                                makeContext(1, {}, 1024));
-  EXPECT_EQ(error.keyPath(), "zero_optimization.stage3_max_live_parameters");
+  ConfigError error =
+      zeroError(R"({"sub_group_size": "auto"})", makeContext(1, {}, 1024));
+  EXPECT_EQ(error.keyPath(), "zero_optimization.sub_group_size");
   expectMessageHas(error, {"\"auto\" cannot be resolved"});
 }
 

@@ -36,6 +36,15 @@ struct CompileOptions {
   std::string configJson;
   std::string configBaseDir;
   std::string configSourceName = "<config>";
+  /// ... or, when both are empty, one config file per engine as NAME=FILE
+  /// (ds-compile --config student=zero2.json --config teacher=zero3.json):
+  /// the {"engines": {NAME: FILE}} document, files relative to the current
+  /// directory.
+  std::vector<std::string> engineConfigFiles;
+  /// `--mixed-precision` (bf16, fp16 or no; empty: not given) and `--set`
+  /// KEY=VALUE overrides (docs/config.md).
+  std::string mixedPrecision;
+  std::vector<std::string> configOverrides;
   /// Data file whose shapes the plan is specialised on (`[S, B, ...]`).
   std::string exampleInputsPath;
   /// Data-parallel ranks; B / worldSize rows make one rank's micro-batch.

@@ -19,6 +19,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -56,24 +57,93 @@ private:
   std::string file_;
 };
 
+enum class DType { Float32, Float16, BFloat16 };
+
+//===----------------------------------------------------------------------===//
+// Warnings and remarks
+//===----------------------------------------------------------------------===//
+
+/// A warning or remark, worded as a ConfigError is: "<file>[:<line>]:
+/// <key.path>: <detail>", each part left out when unknown.
+struct ConfigNote {
+  std::string keyPath;
+  std::string detail;
+  std::string file;
+  /// 1-based line in `file`; 0 when the note is about a key.
+  int64_t line = 0;
+
+  std::string message() const;
+};
+
+struct ConfigNotes {
+  /// Values that fell to a default, accepted deviations from strict JSON.
+  std::vector<ConfigNote> warnings;
+  /// How a value was resolved or why a key is ignored.
+  std::vector<ConfigNote> remarks;
+};
+
 //===----------------------------------------------------------------------===//
 // Reading JSON
 //===----------------------------------------------------------------------===//
 
 /// Reads a JSON document preserving key order. A missing or unreadable file,
 /// malformed JSON (reported with line, column and byte offset) and an object
-/// with a duplicated key are ConfigErrors naming the file.
-ordered_json readJsonFile(const std::string &path);
+/// with a duplicated key are ConfigErrors naming the file. Trailing commas
+/// (before `}` or `]`) are accepted with a warning naming the line, added to
+/// `notes` when given.
+ordered_json readJsonFile(const std::string &path,
+                          ConfigNotes *notes = nullptr);
 
 /// Parses JSON text with the same checks; `sourceName` names it in errors.
 ordered_json parseJsonText(const std::string &text,
-                           const std::string &sourceName);
+                           const std::string &sourceName,
+                           ConfigNotes *notes = nullptr);
+
+/// `text` with every comma that directly precedes a `}` or `]` (outside
+/// strings, whitespace between) replaced by a space, so that lines and
+/// columns stay; the 1-based line of each such comma is added to `lines`.
+std::string blankTrailingCommas(const std::string &text,
+                                std::vector<int64_t> &lines);
+
+//===----------------------------------------------------------------------===//
+// Command-line settings: --set KEY=VALUE, --mixed-precision, --config NAME=FILE
+//===----------------------------------------------------------------------===//
+
+/// One `--set KEY=VALUE`: KEY is a dotted path into an engine's config
+/// (`optimizer.params.lr`), or `engines.NAME.PATH` for engine NAME only.
+/// VALUE is JSON when it parses as JSON (1e-4, true, [0.9, 0.95]), else a
+/// string (WarmupLR).
+struct ConfigOverride {
+  /// As given, for messages.
+  std::string text;
+  /// The path, engines.NAME prefix included.
+  std::string key;
+  ordered_json value;
+};
+
+/// Parses "KEY=VALUE"; a ConfigError naming `--set` for a missing `=`, an
+/// empty value or a key with an empty segment.
+ConfigOverride parseConfigOverride(const std::string &text);
+
+/// `--mixed-precision`: "bf16", "fp16" or "no" (fp32); else a ConfigError.
+DType parseMixedPrecision(const std::string &text);
+
+/// The session document of `--config NAME=FILE ...`: {"engines": {NAME:
+/// FILE, ...}} in the order given. A ConfigError for an entry that is not
+/// NAME=FILE and for a name given twice.
+ordered_json engineFilesDocument(const std::vector<std::string> &namedFiles);
 
 //===----------------------------------------------------------------------===//
 // What the caller knows that the config does not
 //===----------------------------------------------------------------------===//
 
 enum class Backend { CPU, CUDA };
+
+/// A model's hidden size and how it was found (for the remark on "auto").
+struct HiddenSize {
+  int64_t value = 0;
+  std::string origin;
+};
 
 struct ParseContext {
   /// Data-parallel world size (number of ranks).
@@ -84,15 +154,27 @@ struct ParseContext {
   std::optional<int64_t> dataMicroBatch;
   /// Model hidden size; resolves "auto" bucket sizes the way Accelerate does.
   std::optional<int64_t> hiddenSize;
+  /// How hiddenSize was found, for the remark on each "auto" it resolves.
+  std::string hiddenSizeOrigin;
+  /// The hidden size of one engine of a session, given its key and every
+  /// engine's key (the root engine "" owns what the others do not own);
+  /// replaces hiddenSize for that engine when it returns a value.
+  std::function<std::optional<HiddenSize>(const std::string &key,
+                                          const std::vector<std::string> &keys)>
+      engineHiddenSize;
   /// Where the plan will run: decides torch_autocast's default dtype.
   Backend backend = Backend::CPU;
+  /// `--mixed-precision`: resolves "auto" in bf16.enabled / fp16.enabled;
+  /// unset means not given (both false, with a warning).
+  std::optional<DType> mixedPrecision;
+  /// `--set` overrides, in order; a session applies `engines.NAME.` ones to
+  /// engine NAME only.
+  std::vector<ConfigOverride> overrides;
 };
 
 //===----------------------------------------------------------------------===//
 // Engine configuration
 //===----------------------------------------------------------------------===//
-
-enum class DType { Float32, Float16, BFloat16 };
 
 /// "fp32", "fp16" or "bf16".
 const char *dtypeName(DType dtype);
@@ -263,8 +345,12 @@ struct EngineConfig {
   bool prescaleGradients = false;
   double gradientPredivideFactor = 1.0;
 
-  /// The JSON this was parsed from (checkpoints record it as ds_config).
+  /// The JSON this was parsed from, with `--set` applied and every "auto"
+  /// replaced by its resolved value (plans and checkpoints record it as
+  /// ds_config).
   ordered_json source;
+  /// What parsing resolved by default or ignored.
+  ConfigNotes notes;
 
   bool frozen() const { return !optimizer.has_value(); }
   /// fp16 or bf16 when those are enabled, else fp32 (torch_autocast keeps
@@ -298,6 +384,9 @@ struct SessionConfig {
   std::vector<EngineEntry> engines;
   /// True when the document used the "engines" form.
   bool multiEngine = false;
+  /// Every engine's notes (key paths under engines.KEY, or naming the
+  /// engine's file) and the documents' own (trailing commas).
+  ConfigNotes notes;
 
   /// The engine with this key, or nullptr.
   const EngineEntry *find(const std::string &key) const;

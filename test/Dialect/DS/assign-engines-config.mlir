@@ -5,12 +5,13 @@
 
 // -ds-assign-engines with a DeepSpeed config: the config's engines, each
 // with its config typed (`deepspeed`, what the passes read; DeepSpeed's
-// defaults are not printed) and as given (`config`, provenance for the plan).
+// defaults are not printed) and as given with "auto" resolved (`config`,
+// provenance for the plan).
 
 // "auto" resolves from the data: the first batched argument of
 // @forward_eval has 8 rows.
 // PLAIN:      module {
-// PLAIN-NEXT:   ds.engine @model {config = "{\22train_micro_batch_size_per_gpu\22:\22auto\22,\22gradient_accumulation_steps\22:2,\22seed\22:7,\22optimizer\22:{\22type\22:\22Adam\22,\22params\22:{\22lr\22:0.002,\22adam_w_mode\22:false}},\22scheduler\22:{\22type\22:\22WarmupLR\22,\22params\22:{\22warmup_num_steps\22:3}},\22zero_optimization\22:{\22stage\22:3,\22leaf_module\22:{\22names\22:[\22student\22]}}}", deepspeed = #ds.engine_config<train_batch_size = 16, train_micro_batch_size_per_gpu = 8, gradient_accumulation_steps = 2, seed = 7, optimizer = <kind = adam, lr = 0.002>, scheduler = <kind = WarmupLR, warmup_num_steps = 3>, zero = <stage = 3, overlap_comm = true, leaf_module = <names = ["student"]>>>, module = ""}
+// PLAIN-NEXT:   ds.engine @model {config = "{\22train_micro_batch_size_per_gpu\22:8,\22gradient_accumulation_steps\22:2,\22seed\22:7,\22optimizer\22:{\22type\22:\22Adam\22,\22params\22:{\22lr\22:0.002,\22adam_w_mode\22:false}},\22scheduler\22:{\22type\22:\22WarmupLR\22,\22params\22:{\22warmup_num_steps\22:3}},\22zero_optimization\22:{\22stage\22:3,\22leaf_module\22:{\22names\22:[\22student\22]}}}", deepspeed = #ds.engine_config<train_batch_size = 16, train_micro_batch_size_per_gpu = 8, gradient_accumulation_steps = 2, seed = 7, optimizer = <kind = adam, lr = 0.002>, scheduler = <kind = WarmupLR, warmup_num_steps = 3>, zero = <stage = 3, overlap_comm = true, leaf_module = <names = ["student"]>>>, module = ""}
 // PLAIN:        ds.param @student.w : tensor<4xf32> {engine = @model,
 
 // The "engines" form: one engine per key, frozen without an optimizer; the

@@ -9,6 +9,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <filesystem>
+#include <map>
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_DSASSIGNENGINES
@@ -60,6 +61,66 @@ static std::optional<int64_t> dataMicroBatch(ModuleOp module,
   return std::nullopt;
 }
 
+/// The hidden size of the state engine `key` owns, as the "auto" bucket
+/// sizes need it (Accelerate reads model.config.hidden_size, which a
+/// TorchScript module does not carry): the most common last dimension of
+/// its 2-D parameters (Linear weights [out, in], embeddings [vocab, h]),
+/// the first in model order on a tie.
+static std::optional<config::HiddenSize>
+inferHiddenSize(ModuleOp module, const std::string &key,
+                const std::vector<std::string> &keys) {
+  auto owns = [&](StringRef name) {
+    if (!key.empty())
+      return isUnderModule(name, key);
+    return llvm::none_of(keys, [&](const std::string &other) {
+      return !other.empty() && isUnderModule(name, other);
+    });
+  };
+  std::map<int64_t, int64_t> counts;
+  std::vector<int64_t> order;
+  int64_t matrices = 0;
+  module.walk([&](ParamOp param) {
+    RankedTensorType type = param.getType();
+    if (type.getRank() != 2 || !owns(param.getSymName()))
+      return;
+    int64_t dim = type.getDimSize(1);
+    if (counts[dim]++ == 0)
+      order.push_back(dim);
+    ++matrices;
+  });
+  if (order.empty())
+    return std::nullopt;
+  int64_t best = order.front();
+  for (int64_t dim : order)
+    if (counts[dim] > counts[best])
+      best = dim;
+  return config::HiddenSize{
+      best, "the most common last dimension of the engine's 2-D parameters "
+            "(" +
+                std::to_string(counts[best]) + " of " +
+                std::to_string(matrices) + ")"};
+}
+
+/// The config library's warnings and remarks, at the file they name (else
+/// the config's).
+static void emitNotes(MLIRContext *context, const config::ConfigNotes &notes,
+                      StringRef configFile) {
+  auto locOf = [&](const config::ConfigNote &note) -> Location {
+    StringRef file = note.file.empty() ? configFile : StringRef(note.file);
+    return FileLineColLoc::get(context, file, 0, 0);
+  };
+  auto text = [&](const config::ConfigNote &note) {
+    std::string message = note.message();
+    if (!note.file.empty() || configFile.empty())
+      return message;
+    return configFile.str() + ": " + message;
+  };
+  for (const config::ConfigNote &note : notes.warnings)
+    emitWarning(locOf(note)) << text(note);
+  for (const config::ConfigNote &note : notes.remarks)
+    emitRemark(locOf(note)) << text(note);
+}
+
 struct AssignEnginesPass
     : public mlir::ds::impl::DSAssignEnginesBase<AssignEnginesPass> {
   using DSAssignEnginesBase::DSAssignEnginesBase;
@@ -106,8 +167,16 @@ AssignEnginesPass::specsFromConfig(ModuleOp module,
   config::ParseContext parseContext;
   parseContext.worldSize = *world;
   parseContext.dataMicroBatch = dataMicroBatch(module, *world);
+  parseContext.engineHiddenSize =
+      [module](const std::string &key, const std::vector<std::string> &keys) {
+        return inferHiddenSize(module, key, keys);
+      };
   config::SessionConfig session;
   try {
+    if (!mixedPrecision.empty())
+      parseContext.mixedPrecision = config::parseMixedPrecision(mixedPrecision);
+    for (const std::string &text : overrides)
+      parseContext.overrides.push_back(config::parseConfigOverride(text));
     if (!configPath.empty()) {
       session = config::loadSessionConfig(configPath, parseContext);
     } else {
@@ -130,6 +199,8 @@ AssignEnginesPass::specsFromConfig(ModuleOp module,
             : Location(FileLineColLoc::get(context, error.file(), 0, 0));
     return emitError(loc) << error.what();
   }
+  emitNotes(context, session.notes,
+            configPath.empty() ? StringRef(configName) : StringRef(configPath));
 
   for (const config::EngineEntry &entry : session.engines) {
     std::string name = session.multiEngine

@@ -19,6 +19,9 @@ void mlir::ds::buildCompilePipeline(OpPassManager &pm,
   engines.configName = options.configName;
   engines.configBaseDir = options.configBaseDir;
   engines.worldSize = options.worldSize;
+  engines.mixedPrecision = options.mixedPrecision;
+  engines.overrides.assign(options.configOverrides.begin(),
+                           options.configOverrides.end());
   pm.addPass(createDSAssignEngines(engines));
   // Mixed precision (fp16 / bf16 / torch_autocast) as casts and dtypes, in
   // the forward the backward is then derived from (no change in fp32).

@@ -13,6 +13,7 @@
 #include "mlir/Pass/PassOptions.h"
 
 #include <string>
+#include <vector>
 
 namespace mlir {
 class OpPassManager;
@@ -36,6 +37,9 @@ struct CompilePipelineOptions
   std::string configJson;
   std::string configName = "<config>";
   std::string configBaseDir;
+  /// -ds-assign-engines' mixed-precision and set.
+  std::string mixedPrecision;
+  std::vector<std::string> configOverrides;
 };
 
 /// -ds-assign-engines (the config enters the IR), -ds-assign-precision, and

@@ -24,7 +24,12 @@ def DSAssignEngines : Pass<"ds-assign-engines", "::mlir::ModuleOp"> {
     is checked for the module's world size (`ds.world_size`, 1 when unset)
     and, when the module has `@forward_eval` (or `@forward`), against the
     global micro-batch of its first batched argument; a bad config is an
-    error naming the file and the key.
+    error naming the file and the key. `mixed-precision` and `set` resolve
+    "auto" values and override keys as ds-compile's options of the same
+    names do; "auto" bucket sizes use each engine's hidden size, the most
+    common last dimension of the 2-D parameters it owns. The config
+    library's warnings (an "auto" that fell to a default, a trailing comma)
+    and remarks (how a value was resolved) become diagnostics at the file.
 
     Without a config, `engines` (`NAME=PREFIX`, in order) and `frozen` name
     the engines, which get no config; without either, one engine `@model`
@@ -49,6 +54,12 @@ def DSAssignEngines : Pass<"ds-assign-engines", "::mlir::ModuleOp"> {
            "Data-parallel ranks the config is checked for (0: the module's "
            "ds.world_size, else 1); set as the module's ds.world_size, which "
            "it must match when the module has one">,
+    Option<"mixedPrecision", "mixed-precision", "std::string", "",
+           "bf16, fp16 or no: resolves \"auto\" in bf16.enabled and "
+           "fp16.enabled (not given: false, with a warning)">,
+    ListOption<"overrides", "set", "std::string",
+               "KEY=VALUE settings of the config (dotted paths; "
+               "engines.NAME.PATH for one engine), applied before parsing">,
     ListOption<"engines", "engines", "std::string",
                "Without a config: engines as NAME=PREFIX, in order">,
     ListOption<"frozen", "frozen", "std::string",
