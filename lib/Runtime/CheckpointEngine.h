@@ -28,6 +28,7 @@
 #include <vector>
 
 namespace ds::runtime {
+class Communicator;
 class Optimizer;
 class StateStore;
 } // namespace ds::runtime
@@ -54,6 +55,9 @@ struct EngineContext {
   Trainer *trainer;
   int64_t rank;
   int64_t worldSize;
+  /// Saving at stages 1-3 gathers the flat buffers into DeepSpeed's
+  /// partitions through it (null: one rank).
+  Communicator *communicator = nullptr;
 
   const plan::EngineDesc &desc() const { return plan.engines[engine]; }
   /// Whether the engine has an optimizer (and a trainer to run it).

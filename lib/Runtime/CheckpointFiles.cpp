@@ -78,13 +78,6 @@ c10::IValue jsonToIValue(const plan::ordered_json &json) {
   return c10::IValue();
 }
 
-c10::IValue shapeValue(const std::vector<int64_t> &shape) {
-  c10::impl::GenericList list = newList();
-  for (int64_t size : shape)
-    list.push_back(size);
-  return list;
-}
-
 namespace {
 
 /// DS_TEST_CHECKPOINT_KILL=RANK:N: the failure test's crash in mid-save.
@@ -249,11 +242,14 @@ at::Tensor fp32PartitionIn(const DictView &optimStates, int64_t stage,
 
 std::vector<int64_t> intList(const c10::IValue &value,
                              const std::string &what) {
-  if (!value.isList())
+  // torch.Size reads as a tuple.
+  if (!value.isList() && !value.isTuple())
     throw RuntimeError(what + ": expected a list of ints, found " +
                        value.tagKind());
   std::vector<int64_t> ints;
-  for (const c10::IValue &item : value.toListRef()) {
+  for (const c10::IValue &item : value.isList()
+                                     ? value.toListRef().vec()
+                                     : value.toTupleRef().elements().vec()) {
     if (!item.isInt())
       throw RuntimeError(what + ": expected a list of ints, found an item " +
                          item.tagKind());

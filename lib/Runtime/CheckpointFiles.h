@@ -44,8 +44,6 @@ c10::impl::GenericList newList();
 /// The JSON value as plain Python objects (dict, list, str, int, float,
 /// bool, None).
 c10::IValue jsonToIValue(const plan::ordered_json &json);
-/// A shape as a list of ints.
-c10::IValue shapeValue(const std::vector<int64_t> &shape);
 
 /// torch::pickle_save of `value`, written atomically (temporary file and
 /// rename). Then the test hook: with DS_TEST_CHECKPOINT_KILL=RANK:N, the
@@ -93,8 +91,8 @@ DictView readOptimStates(const std::string &path, int64_t stage);
 at::Tensor fp32PartitionIn(const DictView &optimStates, int64_t stage,
                            int64_t numel, const std::string &expected);
 
-/// A list of ints from a checkpoint value (a shape); `what` names it in
-/// errors.
+/// A list of ints from a checkpoint value (a shape: a list, or a tuple as
+/// torch.Size reads); `what` names it in errors.
 std::vector<int64_t> intList(const c10::IValue &value, const std::string &what);
 /// "[32, 8]".
 std::string shapeText(const std::vector<int64_t> &shape);

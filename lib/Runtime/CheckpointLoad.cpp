@@ -43,6 +43,8 @@ at::Tensor matching(const at::Tensor &value, const at::Tensor &destination,
   return value;
 }
 
+/// Stage 0: the flat master and per-parameter state lie as the plan lays
+/// them out.
 void checkLayout(const EngineContext &context, const DictView &model) {
   const plan::PartitionDesc &partition = *context.desc().partition;
   DictView layout = model.dict("ds_flat_layout");
@@ -179,11 +181,11 @@ void checkScaler(const EngineContext &context, const DictView &dict,
     own = nullptr;
   if (own) {
     if (!dynamic.isBool() || dynamic.toBool() != own->dynamic())
-      dict.fail("dynamic_loss_scale",
-                std::string("the checkpoint's loss scale is ") +
-                    (dynamic.isBool() && dynamic.toBool() ? "dynamic"
-                                                          : "static") +
-                    ", the plan's " + (own->dynamic() ? "dynamic" : "static"));
+      dict.fail(
+          "dynamic_loss_scale",
+          std::string("the checkpoint's loss scale is ") +
+              (dynamic.isBool() && dynamic.toBool() ? "dynamic" : "static") +
+              ", the plan's " + (own->dynamic() ? "dynamic" : "static"));
     LossScaler::State state;
     state.scale = scaler.number("cur_scale");
     state.iteration = scaler.integer("cur_iter");
@@ -198,8 +200,8 @@ void checkScaler(const EngineContext &context, const DictView &dict,
       dynamic.toBool())
     scaler.fail("cur_scale",
                 "a loss scale other than a static 1.0 needs an fp16 engine "
-                "with a loss scaler, and engine \"" + context.desc().name +
-                    "\" has none");
+                "with a loss scaler, and engine \"" +
+                    context.desc().name + "\" has none");
 }
 
 /// A flat buffer in the saved layout -> this plan's: each parameter's
@@ -214,9 +216,8 @@ at::Tensor relaidFlat(const EngineContext &context, const DictView &model,
     if (found == layout.offsets.end())
       model.fail("ds_flat_layout.offsets",
                  "parameter '" + name + "' has no offset");
-    int64_t numel =
-        plan::staticNumel(context.plan.findState(param.name)->shape)
-            .value_or(0);
+    int64_t numel = plan::staticNumel(context.plan.findState(param.name)->shape)
+                        .value_or(0);
     if (found->second + numel > saved.numel())
       model.fail("ds_flat_layout.offsets." + name,
                  "lies outside the flat buffer");
@@ -245,11 +246,10 @@ void readFrozenPartition(const EngineContext &context,
                          int64_t savedWorld, LoadedEngine &loaded) {
   const SavedLayout layout = readSavedLayout(model, savedWorld);
   std::vector<at::Tensor> parameters = myBlocksOf(
-      context,
-      relaidFlat(context, model, layout,
-                 unshard(readAllFrozenPartitions(folder, savedWorld,
-                                                 layout.shardNumel),
-                         layout)));
+      context, relaidFlat(context, model, layout,
+                          unshard(readAllFrozenPartitions(folder, savedWorld,
+                                                          layout.shardNumel),
+                                  layout)));
   const std::vector<at::Tensor> &blocks = context.zeroState().parameterBlocks();
   for (size_t b = 0; b < blocks.size(); ++b)
     loaded.copies.emplace_back(
@@ -257,61 +257,131 @@ void readFrozenPartition(const EngineContext &context,
         matching(parameters[b], blocks[b], folder + ": ds_frozen_partition"));
 }
 
-/// The optimizer shards and fp32 partitions of a checkpoint saved by
-/// another number of ranks: every rank reads all of them, makes each flat
-/// buffer whole in the saved layout, moves every parameter's slice to its
-/// offset in this plan's layout (whose buckets are padded for this world
-/// size) and keeps its own block of each bucket. Pure data movement: the
-/// state is the saved one, bit for bit.
-void readResharded(const EngineContext &context, const std::string &folder,
-                   const DictView &model, int64_t savedWorld,
-                   LoadedEngine &loaded) {
+/// The base optimizer state's per-group entries: torch.optim's
+/// {"state": {i: {...}}} or DeepSpeed's elastic list of states.
+std::vector<DictView> optimizerEntries(const DictView &base,
+                                       const c10::IValue &value) {
+  std::vector<DictView> entries;
+  if (value.isList()) {
+    for (const c10::IValue &entry : value.toListRef())
+      entries.emplace_back(entry, base.file(), "base_optimizer_state");
+    return entries;
+  }
+  DictView dict(value, base.file(), "");
+  c10::IValue state = dict.get("state");
+  if (!state.isGenericDict())
+    dict.fail("state", "expected a dict of parameter states");
+  for (const auto &entry : state.toGenericDict())
+    entries.emplace_back(entry.value(), base.file(),
+                         "state." + (entry.key().isInt()
+                                         ? std::to_string(entry.key().toInt())
+                                         : std::string("?")));
+  return entries;
+}
+
+/// Stages 1-3 of a trainable engine, saved by any number of ranks in
+/// DeepSpeed's partitions (ours or DeepSpeed's own): every rank reads every
+/// saved rank's optim states, rebuilds each parameter's fp32 weights and
+/// optimizer state whole (by name, so the saved order and bucket sizes do
+/// not matter), lays them into this plan's flat buffers and keeps its
+/// shard. Pure data movement: the state is the saved one, bit for bit.
+void readPartitions(const EngineContext &context, const std::string &folder,
+                    const DictView &model, int64_t savedWorld,
+                    LoadedEngine &loaded) {
   const int64_t stage = context.stage();
-  const SavedLayout layout = readSavedLayout(model, savedWorld);
   const std::vector<DictView> states =
       readAllOptimStates(folder, stage, savedWorld);
-  std::vector<at::Tensor> partitions;
+  const std::vector<ParamGroupLayout> groups =
+      savedGroups(model, states[0], stage);
+  const char *fp32Key =
+      stage == 3 ? "fp32_flat_groups" : "single_partition_of_fp32_groups";
+  // [rank][group]
+  std::vector<std::vector<at::Tensor>> fp32;
+  std::vector<std::vector<DictView>> entries;
   for (const DictView &state : states) {
     checkScaler(context, state, loaded);
-    partitions.push_back(fp32PartitionIn(state, stage, layout.shardNumel,
-                                         "the rank's block of each bucket at " +
-                                             std::to_string(savedWorld) +
-                                             " ranks"));
+    fp32.push_back(groupTensors(state, fp32Key, state.list(fp32Key), stage));
+    if (fp32.back().size() != groups.size())
+      state.fail(fp32Key, std::to_string(fp32.back().size()) +
+                              " partitions for " +
+                              std::to_string(groups.size()) +
+                              " param groups of param_shapes");
+    entries.push_back(optimizerEntries(state, state.get(baseStateKey(stage))));
   }
-  auto relaid = [&](const at::Tensor &saved) {
-    return relaidFlat(context, model, layout, saved);
+  // Whole tensors by name: "" the fp32 weights, else an optimizer key.
+  std::map<std::string, std::map<std::string, at::Tensor>> whole;
+  auto rebuild = [&](const std::string &kind, size_t g,
+                     const std::vector<at::Tensor> &partitions,
+                     const std::vector<int64_t> &contents) {
+    std::vector<at::Tensor> params =
+        paramsOf(groups[g], partitions, contents, stage,
+                 folder + ": " + (kind.empty() ? fp32Key : kind) +
+                     " of param group " + std::to_string(g));
+    for (size_t k = 0; k < params.size(); ++k)
+      whole[kind][groups[g].names[k]] = params[k];
   };
-  auto myBlocks = [&](const at::Tensor &full) {
-    return myBlocksOf(context, full);
-  };
-  std::vector<at::Tensor> parameters =
-      myBlocks(relaid(unshard(partitions, layout)));
-  const std::vector<at::Tensor> &blocks = context.zeroState().fp32Blocks();
-  for (size_t b = 0; b < blocks.size(); ++b)
-    loaded.copies.emplace_back(
-        blocks[b],
-        matching(parameters[b], blocks[b], folder + ": fp32 partitions"));
-
   Optimizer &optimizer = *context.zeroState().optimizer();
-  for (auto &[key, buffer] : optimizerBuffers(optimizer)) {
-    std::vector<at::Tensor> shards;
-    for (const DictView &state : states) {
-      DictView entry = stateEntry(state.dict(baseStateKey(stage)), 0);
-      at::Tensor shard = entry.tensor(key);
-      if (shard.dim() != 1 || shard.numel() != layout.shardNumel)
-        entry.fail(key, "shape " + shapeText(shard.sizes().vec()) +
-                            ", expected [" + std::to_string(layout.shardNumel) +
-                            "]");
-      shards.push_back(shard);
+  auto buffers = optimizerBuffers(optimizer);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<at::Tensor> partitions;
+    std::vector<int64_t> contents;
+    for (int64_t r = 0; r < savedWorld; ++r) {
+      partitions.push_back(fp32[size_t(r)][g]);
+      contents.push_back(fp32[size_t(r)][g].numel());
     }
-    std::vector<at::Tensor> mine = myBlocks(relaid(unshard(shards, layout)));
+    rebuild("", g, partitions, contents);
+    for (auto &[key, buffer] : buffers) {
+      std::vector<at::Tensor> shards;
+      for (int64_t r = 0; r < savedWorld; ++r) {
+        const std::vector<DictView> &mine = entries[size_t(r)];
+        std::vector<c10::IValue> pieces;
+        // Stage 3: the sub-groups' states joined; stages 1-2: group g's.
+        for (size_t e = stage == 3 ? 0 : g;
+             e < (stage == 3 ? mine.size() : std::min(g + 1, mine.size())); ++e)
+          pieces.push_back(mine[e].tensor(key));
+        if (pieces.empty())
+          states[size_t(r)].fail(baseStateKey(stage),
+                                 "no optimizer state for param group " +
+                                     std::to_string(g));
+        shards.push_back(
+            groupTensors(states[size_t(r)], key, pieces, 3).front());
+      }
+      rebuild(key, g, shards, contents);
+    }
+  }
+  const ParamGroupLayout own = engineGroup(context);
+  auto ownParams = [&](const std::string &kind) {
+    std::vector<at::Tensor> params;
+    for (size_t k = 0; k < own.names.size(); ++k) {
+      auto found = whole[kind].find(own.names[k]);
+      if (found == whole[kind].end())
+        model.fail("param_shapes", "parameter '" + own.names[k] +
+                                       "' of the plan is not in the "
+                                       "checkpoint's param groups");
+      params.push_back(found->second);
+    }
+    return params;
+  };
+  at::Tensor parameters =
+      shardOfParams(context, own, ownParams(""), fp32[0][0].options());
+  int64_t offset = 0;
+  for (const at::Tensor &block : context.zeroState().fp32Blocks()) {
+    loaded.copies.emplace_back(
+        block, matching(parameters.narrow(0, offset, block.numel()), block,
+                        folder + ": fp32 partitions"));
+    offset += block.numel();
+  }
+  for (auto &[key, buffer] : buffers)
     loaded.copies.emplace_back(
         *buffer,
-        matching(mine.empty() ? buffer->narrow(0, 0, 0) : at::cat(mine),
+        matching(shardOfParams(context, own, ownParams(key), buffer->options()),
                  *buffer, folder + ": " + key));
-  }
-  loaded.optimizerSteps = int64_t(
-      stateEntry(states[0].dict(baseStateKey(stage)), 0).number("step"));
+  const DictView &first = entries[0].empty() ? states[0] : entries[0][0];
+  if (first.has("step"))
+    loaded.optimizerSteps = int64_t(first.number("step"));
+  else
+    loaded.optimizerSteps =
+        int64_t(states[0].number("base_optimizer_state_step"));
 }
 
 } // namespace
@@ -328,8 +398,7 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
   // Stage 3 saves per-rank model states, stages 0-2 one file: a checkpoint
   // of the other kind says so by its files; name both stages.
   if (!isFile(modelPath)) {
-    std::string other =
-        folder + "/" + modelStatesFile(stage == 3 ? 0 : 3, 0);
+    std::string other = folder + "/" + modelStatesFile(stage == 3 ? 0 : 3, 0);
     if (isFile(other)) {
       DictView saved(readTorchFile(other), other);
       saved.fail("ds_zero_stage",
@@ -351,9 +420,9 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
                        "checkpoint was saved by " +
                        std::to_string(savedWorld) +
                        " ranks; each writes its own)");
-  // Another world size: stage 0 and frozen engines hold whole tensors;
-  // stages 1-3 are re-sharded (readResharded).
-  const bool reshard = savedWorld != context.worldSize;
+  // Any world size: stage 0 and frozen engines below stage 3 hold whole
+  // tensors; stages 1-3 are rebuilt from every saved rank's partition
+  // (readPartitions, readFrozenPartition).
   // Before the layout and dtypes, which a change of precision also
   // changes. Checkpoints older than the key are fp32.
   const std::string savedPrecision =
@@ -377,7 +446,7 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
                                    "\" trains in one of the checkpoint and "
                                    "the plan and is frozen in the other");
   checkShapes(context, model);
-  if (context.trains() && !reshard)
+  if (context.trains() && stage == 0)
     checkLayout(context, model);
 
   // Parameters and buffers the module holds whole.
@@ -424,27 +493,8 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
       loaded.copies.emplace_back(
           master, matching(optimizer.tensor("ds_fp32_master"), master,
                            optimizer.where("ds_fp32_master")));
-  } else if (reshard) {
-    readResharded(context, folder, model, savedWorld, loaded);
   } else {
-    std::string optimPath =
-        folder + "/" + findOptimStatesFile(folder, context.rank);
-    DictView inner = readOptimStates(optimPath, stage);
-    checkScaler(context, inner, loaded);
-    readOptimizer(context, inner.dict(baseStateKey(stage)), loaded);
-    const std::vector<at::Tensor> &blocks = context.zeroState().fp32Blocks();
-    int64_t numel = 0;
-    for (const at::Tensor &block : blocks)
-      numel += block.numel();
-    at::Tensor partition =
-        fp32PartitionIn(inner, stage, numel, "this rank's shard");
-    int64_t offset = 0;
-    for (const at::Tensor &block : blocks) {
-      loaded.copies.emplace_back(
-          block, matching(partition.narrow(0, offset, block.numel()), block,
-                          optimPath + ": fp32 partition"));
-      offset += block.numel();
-    }
+    readPartitions(context, folder, model, savedWorld, loaded);
   }
   if (context.desc().optimizer->scheduler) {
     c10::IValue scheduler = model.get("lr_scheduler");

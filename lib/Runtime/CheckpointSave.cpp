@@ -1,23 +1,26 @@
 //===- CheckpointSave.cpp - One plan engine's checkpoint dicts
 //-------------===//
 //
-// Key names and nesting follow DeepSpeed 0.19's engine.py and
-// stage_1_and_2.py / stage3.py state_dict(); values DeepSpeed keeps as Python
-// objects (torch.Size, the LossScaler) are plain lists and dicts here, which
-// LibTorch's pickler can write. Keys of our own start with "ds_": the flat
-// layout (which DeepSpeed keeps implicit in its param groups), the micro-step
-// counter and the seed.
+// Key names, nesting and the ZeRO partitions follow DeepSpeed 0.19's
+// engine.py and stage_1_and_2.py / stage3.py state_dict() (CheckpointShards.h):
+// param_shapes is a list of OrderedDicts of torch.Size, so DeepSpeed's
+// zero_to_fp32 reads the files. The loss scaler, a Python object in
+// DeepSpeed's files, is a dict of its attributes here. Keys of our own start
+// with "ds_": the stage, precision, micro-step counter and seed, and a frozen
+// ZeRO-3 engine's blocks with their flat layout.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CheckpointEngine.h"
 
 #include "CheckpointFiles.h"
+#include "CheckpointShards.h"
 #include "Trainer.h"
 
 #include "ds/Runtime/Optimizer.h"
 #include "ds/Runtime/StateStore.h"
 #include "ds/TensorIO/RuntimeError.h"
+#include "ds/TensorIO/TorchSave.h"
 
 #include <ATen/ATen.h>
 
@@ -27,13 +30,24 @@ namespace {
 
 constexpr const char *kVersion = "ds 0.1 (DeepSpeed 0.19 checkpoint layout)";
 
-/// This rank's fp32 partition: its block of every bucket, in bucket order
-/// (native bf16 / fp16 engines: of the float32 master).
-at::Tensor fp32Partition(const EngineContext &context) {
+/// This rank's shard of the plan's flat fp32 parameters: its block of
+/// every bucket (native bf16 / fp16 engines: of the float32 master).
+at::Tensor fp32Shard(const EngineContext &context) {
   const std::vector<at::Tensor> &blocks = context.zeroState().fp32Blocks();
   if (blocks.empty())
     return at::empty({0}, at::TensorOptions().dtype(at::kFloat));
   return at::cat(blocks);
+}
+
+/// This rank's DeepSpeed partition of a flat buffer of which it holds
+/// `shard` (stages 1-2: padding included). A collective: every rank
+/// gathers the whole buffer first.
+at::Tensor deepSpeedPartition(const EngineContext &context,
+                              const ParamGroupLayout &group,
+                              const at::Tensor &shard) {
+  return partitionOf(group,
+                     groupParams(context, group, gatherFlat(context, shard)),
+                     context.stage(), context.worldSize, context.rank);
 }
 
 c10::IValue paramGroup(const EngineContext &context, c10::IValue params) {
@@ -58,7 +72,7 @@ c10::IValue paramGroup(const EngineContext &context, c10::IValue params) {
 }
 
 /// torch.optim's state_dict(): {"state": {i: {...}}, "param_groups": [..]};
-/// stage 0 per parameter, stages 1-3 one flat shard.
+/// stage 0 per parameter, stages 1-3 the rank's DeepSpeed partition.
 c10::IValue baseOptimizerState(const EngineContext &context) {
   Optimizer &optimizer = *context.zeroState().optimizer();
   auto buffers = optimizerBuffers(optimizer);
@@ -79,10 +93,11 @@ c10::IValue baseOptimizerState(const EngineContext &context) {
       ids.push_back(int64_t(k));
     }
   } else {
+    const ParamGroupLayout group = engineGroup(context);
     c10::impl::GenericDict entry = newDict();
     entry.insert("step", step);
     for (auto &[key, buffer] : buffers)
-      entry.insert(key, buffer->clone());
+      entry.insert(key, deepSpeedPartition(context, group, *buffer));
     state.insert(0, entry);
     ids.push_back(int64_t(0));
   }
@@ -170,6 +185,19 @@ c10::IValue flatLayout(const plan::PartitionDesc &partition,
   return layout;
 }
 
+/// A frozen parameter as DeepSpeed saves it: whole at stages 1-2, the
+/// rank's chunk of ceil(numel / W) elements (padded with zeros) at stage 3.
+at::Tensor frozenFragment(const EngineContext &context,
+                          const at::Tensor &value) {
+  if (context.stage() != 3)
+    return value.clone();
+  ParamGroupLayout one;
+  one.names.push_back("");
+  one.shapes.push_back(value.sizes().vec());
+  one.paddings.push_back(0);
+  return partitionOf(one, {value}, 3, context.worldSize, context.rank);
+}
+
 bool inPartition(const plan::EngineDesc &desc, const std::string &name) {
   if (!desc.partition)
     return false;
@@ -188,6 +216,7 @@ c10::IValue buildModelStates(const EngineContext &context,
   c10::impl::GenericList bufferNames = newList();
   c10::impl::GenericDict paramShapes = newDict();
   c10::impl::GenericDict frozenShapes = newDict();
+  c10::impl::GenericDict frozenFragments = newDict();
   for (int64_t index : context.stateIndices()) {
     const plan::StateDesc &state = context.plan.state[size_t(index)];
     std::string name = context.localName(state.name);
@@ -195,18 +224,25 @@ c10::IValue buildModelStates(const EngineContext &context,
     // leaves an empty placeholder; a missing key says the same).
     if (!context.state.sharded(index))
       module.insert(name, context.state.tensor(index).clone());
-    if (state.kind == plan::StateKind::Buffer)
+    if (state.kind == plan::StateKind::Buffer) {
       bufferNames.push_back(name);
-    else if (!inPartition(desc, state.name))
-      frozenShapes.insert(name, shapeValue(state.shape));
+    } else if (!inPartition(desc, state.name)) {
+      frozenShapes.insert(name, torchSize(state.shape));
+      if (context.trains() && context.stage() >= 1 &&
+          !context.state.sharded(index))
+        frozenFragments.insert(
+            name, frozenFragment(context, context.state.tensor(index)));
+    }
   }
-  // DeepSpeed: one ordered dict of shapes per param group, in flat order.
-  if (desc.partition)
-    for (const plan::FlatParamDesc &param : desc.partition->params)
-      paramShapes.insert(context.localName(param.name),
-                         shapeValue(context.plan.findState(param.name)->shape));
+  // DeepSpeed: one ordered dict of torch.Size per param group, in the
+  // group's order (model.parameters()).
+  if (desc.partition) {
+    const ParamGroupLayout group = engineGroup(context);
+    for (size_t k = 0; k < group.names.size(); ++k)
+      paramShapes.insert(group.names[k], torchSize(group.shapes[k]));
+  }
   c10::impl::GenericList paramShapeGroups = newList();
-  paramShapeGroups.push_back(paramShapes);
+  paramShapeGroups.push_back(orderedDict(paramShapes));
 
   c10::impl::GenericDict dict = newDict();
   dict.insert("module", module);
@@ -225,9 +261,13 @@ c10::IValue buildModelStates(const EngineContext &context,
   }
   dict.insert("optimizer", optimizer);
   dict.insert("param_shapes", paramShapeGroups);
-  dict.insert("frozen_param_shapes", frozenShapes);
+  dict.insert("frozen_param_shapes", orderedDict(frozenShapes));
   dict.insert("shared_params", newDict());
-  dict.insert("frozen_param_fragments", c10::IValue());
+  // Trainable engines: DeepSpeed's script takes the frozen parameters from
+  // here (stage 3: every rank's chunk).
+  dict.insert("frozen_param_fragments", context.trains() && context.stage() >= 1
+                                            ? orderedDict(frozenFragments)
+                                            : c10::IValue());
   // A frozen ZeRO-3 engine: this rank's block of every bucket (what the
   // optimizer shards carry for a trainable one).
   if (!context.trains() && desc.partition && context.trainer) {
@@ -264,9 +304,13 @@ c10::IValue buildModelStates(const EngineContext &context,
   dict.insert("ds_zero_stage", context.stage());
   dict.insert("ds_precision", precisionMode(desc));
   dict.insert("ds_trainable", context.trains());
-  dict.insert("ds_flat_layout", desc.partition
-                                    ? flatLayout(*desc.partition, context)
-                                    : c10::IValue());
+  // Where a stage 0 engine's flat master and a frozen ZeRO-3 engine's
+  // blocks (ds_frozen_partition) lie; the optimizer shards of stages 1-3
+  // hold DeepSpeed's partitions.
+  dict.insert("ds_flat_layout",
+              desc.partition && (!context.trains() || context.stage() == 0)
+                  ? flatLayout(*desc.partition, context)
+                  : c10::IValue());
   dict.insert("ds_micro_steps", counters.microSteps);
   // The last applied update's gradient norm: what an fp16 step skipped
   // after resuming reports, as the uninterrupted run would.
@@ -282,9 +326,11 @@ c10::IValue buildOptimStates(const EngineContext &context,
   c10::impl::GenericDict inner = newDict();
   inner.insert("zero_stage", stage);
   addScalerKeys(inner, context, counters);
+  const ParamGroupLayout group = engineGroup(context);
+  at::Tensor partition = deepSpeedPartition(context, group, fp32Shard(context));
   c10::impl::GenericList partitions = newList();
-  partitions.push_back(fp32Partition(context));
   if (stage == 3) {
+    partitions.push_back(partition);
     inner.insert("partition_count", context.worldSize);
     inner.insert("optimizer_state_dict", baseOptimizerState(context));
     inner.insert("fp32_flat_groups", partitions);
@@ -293,15 +339,18 @@ c10::IValue buildOptimStates(const EngineContext &context,
     counts.push_back(context.worldSize);
     inner.insert("partition_count", counts);
     inner.insert("base_optimizer_state", baseOptimizerState(context));
+    // Without the end padding, which group_paddings counts.
+    const int64_t content =
+        zero2ContentNumel(group, context.worldSize, context.rank);
+    partitions.push_back(partition.narrow(0, 0, content));
     inner.insert("single_partition_of_fp32_groups", partitions);
     c10::impl::GenericList paddings = newList();
-    const plan::PartitionDesc &partition = *context.desc().partition;
-    int64_t used = 0;
-    for (const plan::FlatParamDesc &param : partition.params)
-      used += plan::staticNumel(context.plan.findState(param.name)->shape)
-                  .value_or(0);
-    paddings.push_back(partition.numel - used);
+    paddings.push_back(partition.numel() - content);
     inner.insert("group_paddings", paddings);
+    c10::List<int64_t> alignment(std::vector<int64_t>(group.names.size(), 0));
+    c10::impl::GenericList alignments = newList();
+    alignments.push_back(alignment);
+    inner.insert("param_alignment_paddings", alignments);
   }
   inner.insert("ds_version", kVersion);
   c10::impl::GenericDict dict = newDict();

@@ -128,11 +128,22 @@ std::string Engine::saveCheckpoint(const std::string &dir,
   agreed(
       [&] {
         for (size_t e : saved) {
-          EngineContext context{*plan_,         e,     *state_,
-                                trainer_.get(), rank_, worldSize()};
+          EngineContext context{*plan_,
+                                e,
+                                *state_,
+                                trainer_.get(),
+                                rank_,
+                                worldSize(),
+                                communicator_.get()};
           std::string staging =
               detail::stagingFolder(engineFolder(*plan_, dir, e), tag);
           const int64_t stage = context.stage();
+          // First the optim states: building them is a collective (the
+          // ranks gather DeepSpeed's partitions), which every rank must
+          // reach before any can fail on a file.
+          c10::IValue optimStates;
+          if (context.trains() && stage >= 1)
+            optimStates = detail::buildOptimStates(context, counters);
           if (stage == 3 || rank_ == 0)
             detail::writeTorchFile(
                 staging + "/" + detail::modelStatesFile(stage, rank_),
@@ -144,7 +155,7 @@ std::string Engine::saveCheckpoint(const std::string &dir,
                         rank_, context.desc().precision &&
                                    context.desc().precision->mode ==
                                        plan::PrecisionMode::BF16),
-                detail::buildOptimStates(context, counters), rank_);
+                optimStates, rank_);
         }
       },
       "to write its files");

@@ -1,10 +1,11 @@
 //===- ZeroToFp32.cpp - Whole fp32 weights from a checkpoint's shards -----===//
 //
 // DeepSpeed's zero_to_fp32.py for our checkpoints, every stage: stage 0 (and
-// frozen engines) hold the whole module; stages 1-3 hold one fp32 partition
-// per rank, each the rank's block of every bucket of the flat layout
-// (ds_flat_layout in the model states). Rebuilding a bucket concatenates
-// the ranks' blocks; each parameter is then its slice at its offset.
+// frozen engines below stage 3) hold the whole module; stages 1-3 hold one
+// fp32 partition per rank in DeepSpeed's layout (CheckpointShards.h), from
+// which each parameter of param_shapes is rebuilt; a frozen ZeRO-3 engine's
+// ranks hold their block of every bucket of the plan's flat layout
+// (ds_flat_layout).
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,18 +71,41 @@ std::string findModelStates(const std::string &dir, const std::string &folder) {
                      " (not a checkpoint folder)" + multiEngineHint(dir));
 }
 
-/// Every rank's fp32 partition, checked against the layout, as the whole
-/// flat buffer.
-at::Tensor rebuildFlat(const std::string &folder, const SavedLayout &layout,
-                       int64_t stage) {
-  std::vector<at::Tensor> partitions;
-  for (const DictView &states :
-       detail::readAllOptimStates(folder, stage, layout.worldSize))
-    partitions.push_back(detail::fp32PartitionIn(
-        states, stage, layout.shardNumel,
-        "one block of each bucket of the layout at " +
-            std::to_string(layout.worldSize) + " ranks"));
-  return detail::unshard(partitions, layout);
+/// Every trainable parameter's fp32 weights, whole (1-D), from every rank's
+/// fp32 partition in DeepSpeed's layout.
+std::map<std::string, at::Tensor> rebuildPartitioned(const std::string &folder,
+                                                     const DictView &model,
+                                                     int64_t stage,
+                                                     int64_t worldSize) {
+  const std::vector<DictView> states =
+      detail::readAllOptimStates(folder, stage, worldSize);
+  const std::vector<detail::ParamGroupLayout> groups =
+      detail::savedGroups(model, states[0], stage);
+  const char *key =
+      stage == 3 ? "fp32_flat_groups" : "single_partition_of_fp32_groups";
+  std::vector<std::vector<at::Tensor>> fp32;
+  for (const DictView &state : states) {
+    fp32.push_back(detail::groupTensors(state, key, state.list(key), stage));
+    if (fp32.back().size() != groups.size())
+      state.fail(key, std::to_string(fp32.back().size()) + " partitions for " +
+                          std::to_string(groups.size()) +
+                          " param groups of param_shapes");
+  }
+  std::map<std::string, at::Tensor> params;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<at::Tensor> partitions;
+    std::vector<int64_t> contents;
+    for (const std::vector<at::Tensor> &rank : fp32) {
+      partitions.push_back(rank[g]);
+      contents.push_back(rank[g].numel());
+    }
+    std::vector<at::Tensor> whole = detail::paramsOf(
+        groups[g], partitions, contents, stage,
+        folder + ": " + key + " of param group " + std::to_string(g));
+    for (size_t k = 0; k < whole.size(); ++k)
+      params[groups[g].names[k]] = whole[k];
+  }
+  return params;
 }
 
 } // namespace
@@ -123,9 +147,10 @@ ConsolidatedCheckpoint consolidateCheckpoint(const std::string &dir,
 
   at::Tensor flat;
   SavedLayout layout;
+  std::map<std::string, at::Tensor> partitioned;
   if (trainable && result.stage >= 1) {
-    layout = detail::readSavedLayout(model, result.worldSize);
-    flat = rebuildFlat(result.path, layout, result.stage);
+    partitioned =
+        rebuildPartitioned(result.path, model, result.stage, result.worldSize);
   } else if (trainable && result.stage == 0 &&
              model.get("optimizer").isGenericDict() &&
              DictView(model.get("optimizer"), modelPath, "optimizer")
@@ -139,14 +164,18 @@ ConsolidatedCheckpoint consolidateCheckpoint(const std::string &dir,
              !model.get("ds_flat_layout").isNone()) {
     // A frozen ZeRO-3 engine: the blocks are in the model states.
     layout = detail::readSavedLayout(model, result.worldSize);
-    flat = detail::unshard(detail::readAllFrozenPartitions(
-                               result.path, result.worldSize, layout.shardNumel),
-                           layout);
+    flat =
+        detail::unshard(detail::readAllFrozenPartitions(
+                            result.path, result.worldSize, layout.shardNumel),
+                        layout);
   }
   for (size_t k = 0; k < params.size(); ++k) {
     const auto &[name, shape] = params[k];
     at::Tensor tensor;
-    if (flat.defined() && k < flatCount) {
+    if (auto found = partitioned.find(name);
+        k < flatCount && found != partitioned.end()) {
+      tensor = found->second.view(shape).clone();
+    } else if (flat.defined() && k < flatCount) {
       auto found = layout.offsets.find(name);
       if (found == layout.offsets.end())
         model.fail("ds_flat_layout.offsets",

@@ -2,13 +2,10 @@
 
 #include "ds/TensorIO/TorchSave.h"
 
+#include "Pickle.h"
+
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/export.h>
-#include <torch/csrc/jit/serialization/pickler.h>
-#include <torch/csrc/jit/serialization/unpickler.h>
-
-#include <algorithm>
-#include <cstring>
 
 namespace ds::runtime::detail {
 
@@ -17,39 +14,24 @@ c10::IValue readTorchSave(const std::string &path) {
   at::DataPtr data;
   size_t size = 0;
   std::tie(data, size) = archive.getRecord("data.pkl");
-  const char *pickle = static_cast<const char *>(data.get());
-
-  size_t offset = 0;
-  auto reader = [&](char *buffer, size_t length) -> size_t {
-    length = std::min(length, size - offset);
-    std::memcpy(buffer, pickle + offset, length);
-    offset += length;
-    return length;
+  std::string pickle(static_cast<const char *>(data.get()), size);
+  auto readStorage = [&](const std::string &key, size_t bytes) {
+    at::DataPtr record;
+    size_t recordSize = 0;
+    if (bytes > 0)
+      std::tie(record, recordSize) = archive.getRecord("data/" + key);
+    TORCH_CHECK(recordSize == bytes, "record data/", key, " holds ", recordSize,
+                " bytes, its tensor needs ", bytes);
+    return c10::Storage(c10::Storage::use_byte_size_t(), bytes,
+                        std::move(record), /*allocator=*/nullptr,
+                        /*resizable=*/false);
   };
-  auto readRecord = [&](const std::string &name) {
-    return std::get<0>(archive.getRecord("data/" + name));
-  };
-  torch::jit::Unpickler unpickler(reader, /*type_resolver=*/nullptr,
-                                  /*obj_loader=*/nullptr, readRecord,
-                                  /*device=*/std::nullopt);
-  unpickler.set_version(archive.version());
-  return unpickler.parse_ivalue();
+  return unpickleValue(pickle, readStorage);
 }
 
 std::vector<char> writeTorchSave(const c10::IValue &value) {
-  // torch::jit::pickle_save, but with tag_aggregates off (see the header).
-  std::vector<char> pickle;
-  torch::jit::Pickler pickler(
-      [&](const char *bytes, size_t size) {
-        pickle.insert(pickle.end(), bytes, bytes + size);
-      },
-      /*tensor_table=*/nullptr, /*type_renamer=*/nullptr,
-      /*memoized_class_types=*/nullptr, /*get_tensor_id=*/nullptr,
-      /*tag_aggregates=*/false);
-  pickler.protocol();
-  pickler.pushIValue(value);
-  pickler.stop();
-
+  std::vector<at::Tensor> storages;
+  std::string pickle = pickleValue(value, storages);
   std::vector<char> archive;
   archive.reserve(pickle.size());
   caffe2::serialize::PyTorchStreamWriter writer(
@@ -59,9 +41,28 @@ std::vector<char> writeTorchSave(const c10::IValue &value) {
         return size;
       });
   torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(),
-                                     pickler.tensorData(), writer);
+                                     storages, writer);
   writer.writeEndOfFile();
   return archive;
+}
+
+c10::IValue pythonCall(const std::string &qualifiedName,
+                       std::vector<c10::IValue> args) {
+  return c10::ivalue::Tuple::create(
+      {c10::IValue(kPythonCallTag), c10::IValue(qualifiedName),
+       c10::ivalue::Tuple::create(std::move(args))});
+}
+
+c10::IValue torchSize(const std::vector<int64_t> &shape) {
+  c10::List<int64_t> sizes(shape);
+  return pythonCall("torch.Size", {c10::IValue(sizes)});
+}
+
+c10::IValue orderedDict(const c10::impl::GenericDict &dict) {
+  c10::List<c10::IValue> items(c10::AnyType::get());
+  for (const auto &entry : dict)
+    items.push_back(c10::ivalue::Tuple::create(entry.key(), entry.value()));
+  return pythonCall("collections.OrderedDict", {c10::IValue(items)});
 }
 
 } // namespace ds::runtime::detail
