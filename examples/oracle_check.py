@@ -1,4 +1,4 @@
-"""What the examples' --check does: their results against the LibTorch oracle.
+"""What the examples share: their command line, this rank's rows, and --check.
 
 Not part of the examples' lesson: each example trains as a DeepSpeed user
 would, then, with ``--check ORACLE_DIR`` (test/oracle, as the examples'
@@ -9,6 +9,7 @@ W ranks in one process; parameters must agree within the design tolerance
 (1e-4 + 1e-4 * |oracle|), the mean loss of every optimizer step within 1e-5.
 """
 
+import argparse
 import os
 import sys
 import tempfile
@@ -18,10 +19,24 @@ import torch
 import dsopt
 
 
+def example_args(doc, steps):
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--steps", type=int, default=steps, help="steps (default %d)" % steps)
+    p.add_argument("--check", metavar="ORACLE_DIR", help="compare with the oracle")
+    return p.parse_args()
+
+
 def rank_rows(tensor, rank, world_size):
     """This rank's rows of a global micro-batch, as ds-run slices them."""
     rows = tensor.shape[0] // world_size
     return tensor[rank * rows:(rank + 1) * rows]
+
+
+def rank_batch(data, step):
+    """Micro-step `step` of this rank: its rows of each tensor of `data`
+    ({argument: [S, W*b, ...]}, in forward's order)."""
+    rank, world = dsopt.get_rank(), dsopt.get_world_size()
+    return tuple(rank_rows(tensor[step], rank, world) for tensor in data.values())
 
 
 class Recorder:

@@ -15,7 +15,6 @@ engine.step() would, scheduler.step() has nothing to do (the engine advances
 the schedule when it updates).
 """
 
-import argparse
 import os
 import sys
 
@@ -26,7 +25,7 @@ from torch import nn
 import dsopt
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from oracle_check import Recorder, check, rank_rows  # noqa: E402
+from oracle_check import Recorder, check, example_args, rank_batch  # noqa: E402
 
 MICRO_BATCH = 4
 
@@ -71,10 +70,7 @@ class Student(nn.Module):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=6, help="optimizer steps")
-    p.add_argument("--check", metavar="ORACLE_DIR", help="compare with the oracle")
-    args = p.parse_args()
+    args = example_args(__doc__, 6)
 
     torch.manual_seed(3)
     teacher, student = Teacher(), Student()
@@ -82,14 +78,10 @@ def main():
     data = {"x": torch.randn(args.steps, world * MICRO_BATCH, 10),
             "labels": torch.randint(0, 4, (args.steps, world * MICRO_BATCH))}
 
-    def batch(s):
-        return (rank_rows(data["x"][s], rank, world),
-                rank_rows(data["labels"][s], rank, world))
-
     teacher.eval()
+    x0, labels0 = rank_batch(data, 0)
     teacher_model, _, _, _ = dsopt.initialize(model=teacher, config=TEACHER_CONFIG,
-                                              example_inputs=batch(0)[:1])
-    x0, labels0 = batch(0)
+                                              example_inputs=(x0,))
     student_model, optimizer, _, scheduler = dsopt.initialize(
         model=student, config=STUDENT_CONFIG,
         example_inputs=(x0, labels0, teacher_model(x0)))
@@ -97,7 +89,7 @@ def main():
     record = Recorder(1)
     teacher_logits = []
     for s in range(args.steps):
-        x, labels = batch(s)
+        x, labels = rank_batch(data, s)
         with torch.no_grad():
             output_teacher = teacher_model(x)
         loss = student_model(x, labels, output_teacher)
@@ -117,7 +109,7 @@ def main():
         with torch.no_grad():
             expected = teacher(data["x"])
         ours = torch.stack(teacher_logits)
-        mine = rank_rows(expected.transpose(0, 1), rank, world).transpose(0, 1)
+        mine = torch.stack([rank_batch({"t": expected}, s)[0] for s in range(args.steps)])
         if not torch.allclose(ours, mine, rtol=1e-5, atol=1e-6):
             sys.exit("teacher: outputs differ from torch's by %g"
                      % float((ours - mine).abs().max()))

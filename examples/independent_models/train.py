@@ -12,7 +12,6 @@ Under mpirun both train data-parallel on every rank, each rank on its own
 rows of the batch.
 """
 
-import argparse
 import os
 import sys
 
@@ -23,7 +22,7 @@ from torch import nn
 import dsopt
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from oracle_check import Recorder, check, rank_rows  # noqa: E402
+from oracle_check import Recorder, check, example_args, rank_batch  # noqa: E402
 
 MICRO_BATCH = 4
 
@@ -62,10 +61,7 @@ CONFIGS = [
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=8, help="micro-steps")
-    p.add_argument("--check", metavar="ORACLE_DIR", help="compare with the oracle")
-    args = p.parse_args()
+    args = example_args(__doc__, 8)
 
     torch.manual_seed(1)
     models = [Regressor(), Bilinear()]
@@ -73,16 +69,13 @@ def main():
     data = {"x": torch.randn(args.steps, world * MICRO_BATCH, 8),
             "y": torch.randn(args.steps, world * MICRO_BATCH, 2)}
 
-    def batch(s):
-        return (rank_rows(data["x"][s], rank, world), rank_rows(data["y"][s], rank, world))
-
     model_engines = [engine for engine, _, _, _ in [
-        dsopt.initialize(model=m, config=c, example_inputs=batch(0))
+        dsopt.initialize(model=m, config=c, example_inputs=rank_batch(data, 0))
         for m, c in zip(models, CONFIGS)]]
 
     records = [Recorder(c["gradient_accumulation_steps"]) for c in CONFIGS]
     for s in range(args.steps):
-        losses = [engine(*batch(s)) for engine in model_engines]
+        losses = [engine(*rank_batch(data, s)) for engine in model_engines]
         for engine, loss, record in zip(model_engines, losses, records):
             engine.backward(loss)
             engine.step()

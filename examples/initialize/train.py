@@ -11,7 +11,6 @@ come from the config and belong to the engine: engine.step() updates on the
 accumulation boundary and advances the schedule.
 """
 
-import argparse
 import os
 import sys
 
@@ -22,7 +21,7 @@ from torch import nn
 import dsopt
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from oracle_check import Recorder, check, rank_rows  # noqa: E402
+from oracle_check import Recorder, check, example_args, rank_batch  # noqa: E402
 
 MICRO_BATCH = 4  # rows per rank and micro-step
 
@@ -48,10 +47,7 @@ class Net(nn.Module):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=6, help="optimizer steps")
-    p.add_argument("--check", metavar="ORACLE_DIR", help="compare with the oracle")
-    args = p.parse_args()
+    args = example_args(__doc__, 6)
 
     torch.manual_seed(0)
     model = Net()
@@ -61,15 +57,12 @@ def main():
     data = {"x": torch.randn(args.steps * gas, world * MICRO_BATCH, 6),
             "y": torch.randn(args.steps * gas, world * MICRO_BATCH, 3)}
 
-    def batch(s):
-        return (rank_rows(data["x"][s], rank, world), rank_rows(data["y"][s], rank, world))
-
     engine, optimizer, _, lr_scheduler = dsopt.initialize(
-        model=model, config=CONFIG, example_inputs=batch(0))
+        model=model, config=CONFIG, example_inputs=rank_batch(data, 0))
 
     record = Recorder(gas)
     for s in range(args.steps * gas):
-        loss = engine(*batch(s))
+        loss = engine(*rank_batch(data, s))
         engine.backward(loss)
         updated = engine.step()["updated"]
         record.add(loss)

@@ -13,7 +13,6 @@ dsopt.compile) turns it into the config's zero_optimization.leaf_module
 "names" before compiling.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -25,7 +24,7 @@ from torch import nn
 import dsopt
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from oracle_check import Recorder, check, rank_rows  # noqa: E402
+from oracle_check import Recorder, check, example_args, rank_batch  # noqa: E402
 
 TOKENS = 8  # rows per rank and micro-step
 
@@ -101,10 +100,7 @@ def leaf_bucket_check(plan, prefix):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=5, help="optimizer steps")
-    p.add_argument("--check", metavar="ORACLE_DIR", help="compare with the oracle")
-    args = p.parse_args()
+    args = example_args(__doc__, 5)
 
     torch.manual_seed(4)
     model = Model()
@@ -117,13 +113,11 @@ def main():
     data = {"x": torch.randn(args.steps, world * TOKENS, 6),
             "y": torch.randn(args.steps, world * TOKENS, 6)}
 
-    def batch(s):
-        return (rank_rows(data["x"][s], rank, world), rank_rows(data["y"][s], rank, world))
-
-    engine, _, _, _ = dsopt.initialize(model=model, config=CONFIG, example_inputs=batch(0))
+    engine, _, _, _ = dsopt.initialize(model=model, config=CONFIG,
+                                       example_inputs=rank_batch(data, 0))
     record = Recorder(1)
     for s in range(args.steps):
-        loss = engine(*batch(s))
+        loss = engine(*rank_batch(data, s))
         engine.backward(loss)
         engine.step()
         record.add(loss)

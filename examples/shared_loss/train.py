@@ -13,7 +13,6 @@ reduced the gradients already); `optimizer.zero_grad()` is a no-op (the
 updating step zeroed them).
 """
 
-import argparse
 import os
 import sys
 
@@ -24,7 +23,7 @@ from torch import nn
 import dsopt
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from oracle_check import Recorder, check, rank_rows  # noqa: E402
+from oracle_check import Recorder, check, example_args, rank_batch  # noqa: E402
 
 MICRO_BATCH = 4
 
@@ -60,10 +59,7 @@ class Joint(nn.Module):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=6, help="optimizer steps")
-    p.add_argument("--check", metavar="ORACLE_DIR", help="compare with the oracle")
-    args = p.parse_args()
+    args = example_args(__doc__, 6)
 
     torch.manual_seed(2)
     models = [Member(12), Member(8), Member(16)]
@@ -71,16 +67,13 @@ def main():
     data = {"x": torch.randn(args.steps, world * MICRO_BATCH, 5),
             "y": torch.randn(args.steps, world * MICRO_BATCH, 1)}
 
-    def batch(s):
-        return (rank_rows(data["x"][s], rank, world), rank_rows(data["y"][s], rank, world))
-
     model_engines = [engine for engine, _, _, _ in [
-        dsopt.initialize(model=m, config=c, example_inputs=batch(0))
+        dsopt.initialize(model=m, config=c, example_inputs=rank_batch(data, 0))
         for m, c in zip(models, CONFIGS)]]
 
     record = Recorder(1)
     for s in range(args.steps):
-        x, y = batch(s)
+        x, y = rank_batch(data, s)
         losses = [engine(x, y) for engine in model_engines]
         loss = sum(l / (i + 1) for i, l in enumerate(losses))
         loss.backward()

@@ -9,6 +9,7 @@ start in the same order on every rank, as they must.
 
 import atexit
 import os
+import sys
 import weakref
 
 from . import _dsopt
@@ -37,6 +38,7 @@ def init_distributed():
     if _communicator is None:
         if launched():
             _communicator = _dsopt.mpi_communicator()
+            sys.excepthook = _abort_on_uncaught
             expected = _launcher_size()
             if expected is not None and expected != _communicator.size:
                 raise RuntimeError(
@@ -93,6 +95,15 @@ def _launcher_size():
         if value:
             return int(value)
     return None
+
+
+def _abort_on_uncaught(kind, value, traceback):
+    """An uncaught exception on one rank ends the job: the other ranks would
+    otherwise wait in their next collective until its timeout."""
+    sys.__excepthook__(kind, value, traceback)
+    if _communicator is not None and _communicator.size > 1:
+        sys.stderr.flush()
+        _communicator.abort(1)
 
 
 @atexit.register

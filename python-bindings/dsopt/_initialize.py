@@ -38,7 +38,10 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
     they come from the config.
     """
     if model is None:
-        raise TypeError("initialize: model is required")
+        hint = ""
+        if args is not None and not hasattr(args, "deepspeed_config"):
+            hint = " (the first positional argument is DeepSpeed's args; pass model=...)"
+        raise TypeError("initialize: model is required" + hint)
     for name, value in (("optimizer", optimizer), ("lr_scheduler", lr_scheduler),
                         ("training_data", training_data), ("mpu", mpu),
                         ("collate_fn", collate_fn)):

@@ -75,7 +75,11 @@ void bindComm(py::module_ &m) {
             py::gil_scoped_release release;
             comm.allReduce(native, reduce).wait();
           },
-          py::arg("tensor"), py::arg("op") = "sum");
+          py::arg("tensor"), py::arg("op") = "sum")
+      // Ends every rank (MPI_Abort): for an error after which the ranks
+      // cannot meet again.
+      .def("abort",
+           [](Communicator &comm, int exitCode) { comm.abort(exitCode); });
   m.def("mpi_available", &ds::runtime::mpiCommunicatorAvailable);
   m.def("mpi_communicator", &mpiCommunicator);
   m.def("local_communicator", &ds::runtime::createLocalCommunicator);
