@@ -80,7 +80,8 @@ def engine_communicator(plan_world_size):
     communicator = init_distributed()
     if communicator.size != plan_world_size:
         raise ValueError(
-            "the plan was compiled for world_size %d, but %d rank(s) were launched"
+            "the plan was compiled for world_size %d, but %d rank(s) were launched "
+            "(compile with world_size=dsopt.get_world_size(), as dsopt.initialize does)"
             % (plan_world_size, communicator.size))
     return communicator
 

@@ -11,6 +11,7 @@ only maps DeepSpeed's names and argument forms onto it.
 import collections
 import os
 import warnings
+import weakref
 
 import torch
 
@@ -360,13 +361,17 @@ class _CompiledStep(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, anchor, engine, batch):
-        ctx.engine = engine
+        # Weak: the engine keeps its last outputs, whose graph holds ctx.
+        ctx.engine = weakref.ref(engine)
         ctx.forward_number = engine._forwards + 1
         return engine._forward_native(batch)
 
     @staticmethod
     def backward(ctx, *grads):
-        ctx.engine._backward_native(_seed_scale(grads), ctx.forward_number)
+        engine = ctx.engine()
+        if engine is None:
+            raise RuntimeError("backward: the engine of this loss no longer exists")
+        engine._backward_native(_seed_scale(grads), ctx.forward_number)
         return None, None, None
 
 
