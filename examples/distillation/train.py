@@ -5,16 +5,20 @@
     mpirun -n 2 .venv/bin/python examples/distillation/train.py
 
 Accelerate's multiple-model guide gives the student a ZeRO-2 config with an
-optimizer and a scheduler and the teacher a ZeRO-3 config without one, then
-trains with `optimizer.step(); scheduler.step(); optimizer.zero_grad()`. Here
-each model gets its engine from dsopt.initialize with its own config (a config
-without "optimizer" makes a frozen engine that only runs forwards); the
-teacher's outputs are an input of the student's loss. The optimizer and
+optimizer and a scheduler and the teacher a ZeRO-3 config without one
+(zero2_config.json and zero3_config.json here, as the guide prints them),
+then trains with `optimizer.step(); scheduler.step(); optimizer.zero_grad()`.
+Here each model gets its engine from dsopt.initialize with its own config (a
+config without "optimizer" makes a frozen engine that only runs forwards);
+the "auto" values are filled in as the HF Trainer fills them (its
+TrainingArguments as `overrides`, `mixed_precision`); the teacher's outputs
+are an input of the student's loss. The optimizer and
 scheduler are the student engine's: optimizer.step() ends the micro-step as
 engine.step() would, scheduler.step() has nothing to do (the engine advances
 the schedule when it updates).
 """
 
+import json
 import os
 import sys
 
@@ -29,21 +33,15 @@ from oracle_check import Recorder, check, example_args, rank_batch  # noqa: E402
 
 MICRO_BATCH = 4
 
-STUDENT_CONFIG = {  # zero2_config.json, with the values "auto" would fill in
-    "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.0,
-                                              "torch_adam": True, "adam_w_mode": True}},
-    "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0.0,
-                                                 "warmup_max_lr": 0.01,
-                                                 "warmup_num_steps": 2}},
-    "zero_optimization": {"stage": 2},
-    "gradient_accumulation_steps": 1,
-    "gradient_clipping": 1.0,
-    "train_micro_batch_size_per_gpu": MICRO_BATCH,
-}
-TEACHER_CONFIG = {  # zero3_config.json: inference only
-    "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0},
-    "train_micro_batch_size_per_gpu": MICRO_BATCH,
-}
+HERE = os.path.dirname(os.path.abspath(__file__))
+# The guide's two files, verbatim ("auto" values, trailing commas and all).
+STUDENT_CONFIG = os.path.join(HERE, "zero2_config.json")
+TEACHER_CONFIG = os.path.join(HERE, "zero3_config.json")
+# What the HF Trainer would fill into the student's "auto" values from its
+# TrainingArguments (ds-compile --set); the batch sizes come from the data.
+TRAINING_ARGUMENTS = {"optimizer.params.lr": 0.01, "optimizer.params.weight_decay": 0.0,
+                      "scheduler.params.warmup_min_lr": 0.0,
+                      "scheduler.params.warmup_num_steps": 2, "gradient_clipping": 1.0}
 
 
 class Teacher(nn.Module):
@@ -80,11 +78,15 @@ def main():
 
     teacher.eval()
     x0, labels0 = rank_batch(data, 0)
-    teacher_model, _, _, _ = dsopt.initialize(model=teacher, config=TEACHER_CONFIG,
-                                              example_inputs=(x0,))
+    # DeepSpeed ignores a frozen engine's micro-batch (the guide's 1 is a placeholder);
+    # a plan of its own is compiled for its config's, so it is set to the data's.
+    teacher_model, _, _, _ = dsopt.initialize(
+        model=teacher, config=TEACHER_CONFIG, example_inputs=(x0,), mixed_precision="no",
+        overrides={"train_micro_batch_size_per_gpu": "auto"})
     student_model, optimizer, _, scheduler = dsopt.initialize(
         model=student, config=STUDENT_CONFIG,
-        example_inputs=(x0, labels0, teacher_model(x0)))
+        example_inputs=(x0, labels0, teacher_model(x0)),
+        mixed_precision="no", overrides=TRAINING_ARGUMENTS)
 
     record = Recorder(1)
     teacher_logits = []
@@ -114,7 +116,9 @@ def main():
             sys.exit("teacher: outputs differ from torch's by %g"
                      % float((ours - mine).abs().max()))
         data["teacher_logits"] = expected
-        check(args.check, "distillation student", student, data, STUDENT_CONFIG,
+        # The config as the plan resolved it ("auto" filled in).
+        resolved = json.loads(student_model.plan.to_json())["engines"][0]["ds_config"]
+        check(args.check, "distillation student", student, data, resolved,
               args.steps, student_model.state_dict(), record.steps)
 
 

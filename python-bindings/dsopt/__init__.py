@@ -34,7 +34,7 @@ from ._initialize import initialize
 from ._leaf import (get_z3_leaf_modules, set_z3_leaf_modules,
                     set_z3_leaf_modules_by_name, set_z3_leaf_modules_by_suffix,
                     unset_z3_leaf_modules, z3_leaf_module)
-from ._plan import Plan, compile, load_plan
+from ._plan import CompileWarning, Plan, compile, load_plan
 
 # Defined in the native module; shown as dsopt.X in tracebacks.
 for _error in (CompileError, ConfigError, EngineError, PlanError):
@@ -42,7 +42,7 @@ for _error in (CompileError, ConfigError, EngineError, PlanError):
 del _error
 
 __all__ = [
-    "CompileError", "ConfigError", "DataFile", "Engine", "EngineError", "Plan",
+    "CompileError", "CompileWarning", "ConfigError", "DataFile", "Engine", "EngineError", "Plan",
     "PlanError", "all_reduce", "barrier", "compile", "get_rank", "get_world_size",
     "get_z3_leaf_modules", "init_distributed", "initialize", "load_data", "load_plan",
     "read_safetensors", "set_z3_leaf_modules", "set_z3_leaf_modules_by_name",

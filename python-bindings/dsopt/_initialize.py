@@ -18,7 +18,8 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
                training_data=None, lr_scheduler=None, mpu=None,
                dist_init_required=None, collate_fn=None, config=None,
                config_params=None, *, example_inputs=None, unbatched=(),
-               seed=None, weights=None, check_results=True):
+               mixed_precision=None, overrides=None, seed=None, weights=None,
+               check_results=True):
     """Compiles `model` with `config` and returns DeepSpeed's 4-tuple
     ``(engine, optimizer, training_dataloader, lr_scheduler)``.
 
@@ -28,7 +29,9 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
         keyed by submodule path (dsopt.compile).
     example_inputs: one micro-batch of THIS rank (required: the training
         step is compiled ahead of time for these shapes).
-    unbatched, seed, weights, check_results: as dsopt.compile / dsopt.Engine.
+    unbatched, mixed_precision, overrides: as dsopt.compile (what the HF
+        Trainer's TrainingArguments fill into "auto" values).
+    seed, weights, check_results: as dsopt.Engine.
 
     The world size is the number of ranks mpirun launched (1 without a
     launcher). optimizer is the engine's (OptimizerView; None when every
@@ -60,6 +63,7 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
         raise TypeError("initialize: pass example_inputs= (one micro-batch of this "
                         "rank): dsopt compiles the training step for its shapes")
     plan = _compile(model, config, example_inputs, _distributed.get_world_size(),
-                    unbatched=unbatched, keep_ir=False)
+                    unbatched=unbatched, keep_ir=False, mixed_precision=mixed_precision,
+                    overrides=overrides)
     engine = Engine(plan, weights=weights, seed=seed, check_results=check_results)
     return engine, engine.optimizer, None, engine.lr_scheduler

@@ -9,6 +9,7 @@ in a temporary folder, and calls the same pipeline as ds-compile.
 import json
 import os
 import shutil
+import sys
 import tempfile
 import warnings
 from collections.abc import Mapping
@@ -143,8 +144,13 @@ def load_plan(path):
     return Plan(_dsopt.load_plan(os.fspath(path)))
 
 
+class CompileWarning(UserWarning):
+    """A warning of the compiler (an "auto" config value that fell to a
+    default, ...): what ds-compile prints as "warning:"."""
+
+
 def compile(module_or_path, config, example_inputs, world_size=1, *,
-            unbatched=(), keep_ir=True):
+            unbatched=(), keep_ir=True, mixed_precision=None, overrides=None):
     """Compiles a model with a DeepSpeed config into a Plan.
 
     module_or_path: a ``torch.jit.ScriptModule`` (scripted or traced), an
@@ -166,9 +172,17 @@ def compile(module_or_path, config, example_inputs, world_size=1, *,
     unbatched: names of forward arguments that are not batched (every rank
         gets them whole).
     keep_ir: keep the IR after every pass for ``Plan.mlir(stage)``.
+    mixed_precision: "bf16", "fp16" or "no": what ``"auto"`` in
+        ``bf16.enabled`` / ``fp16.enabled`` means (ds-compile
+        --mixed-precision; None: not given).
+    overrides: ds-compile's ``--set``: a dict of dotted keys to values
+        (``{"optimizer.params.lr": 1e-3, "engines.student.gradient_clipping":
+        0.5}``; values as JSON) or a list of ``"KEY=VALUE"`` strings, applied
+        in order.
 
     Errors the compiler reports raise dsopt.CompileError (a ValueError) with
-    its message; wrong argument types raise TypeError.
+    its message; its warnings are issued as dsopt.CompileWarning (and kept in
+    ``Plan.warnings``); wrong argument types raise TypeError.
     """
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError("world_size must be a positive int, got %r" % (world_size,))
@@ -189,10 +203,14 @@ def compile(module_or_path, config, example_inputs, world_size=1, *,
                                   unbatched, tmp.name)
         native = _dsopt.compile(model_path, config_path, config_json, os.getcwd(),
                                 "config dict", data_path, world_size, unbatched,
-                                bool(keep_ir))
+                                bool(keep_ir), mixed_precision or "",
+                                _override_args(overrides))
     except BaseException:
         tmp.cleanup()
         raise
+    level = _caller_stacklevel()
+    for message in native.warnings:
+        warnings.warn(message, CompileWarning, stacklevel=level)
     if script is None:  # The weights are the user's archive.
         tmp.cleanup()
         return Plan(native)
@@ -232,6 +250,27 @@ def _config_args(config):
         return "", json.dumps(config)
     raise TypeError("config must be a dict or the path of a JSON file, got %s"
                     % type(config).__name__)
+
+
+def _caller_stacklevel():
+    """warnings.warn's stacklevel of the first caller outside this package."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.dirname(
+            os.path.abspath(frame.f_code.co_filename)) == package:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _override_args(overrides):
+    """ds-compile's --set arguments: ["KEY=VALUE", ...]."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, Mapping):
+        return ["%s=%s" % (key, json.dumps(value)) for key, value in overrides.items()]
+    if isinstance(overrides, str):
+        overrides = [overrides]
+    return [str(item) for item in overrides]
 
 
 def _engines_form(config, module_names):

@@ -27,7 +27,9 @@ PyPlan compilePlan(const std::string &modelPath, const std::string &configPath,
                    const std::string &configBaseDir,
                    const std::string &configSourceName,
                    const std::string &exampleInputsPath, unsigned worldSize,
-                   const std::vector<std::string> &unbatched, bool keepIR) {
+                   const std::vector<std::string> &unbatched, bool keepIR,
+                   const std::string &mixedPrecision,
+                   const std::vector<std::string> &configOverrides) {
   ds::compiler::CompileOptions options;
   options.modelPath = modelPath;
   options.configPath = configPath;
@@ -38,6 +40,8 @@ PyPlan compilePlan(const std::string &modelPath, const std::string &configPath,
   options.worldSize = worldSize;
   options.unbatched = unbatched;
   options.keepIR = keepIR;
+  options.mixedPrecision = mixedPrecision;
+  options.configOverrides = configOverrides;
   options.producer = "dsopt";
   std::string error;
   std::optional<ds::compiler::CompileResult> result;
@@ -154,7 +158,9 @@ void bindPlan(py::module_ &m) {
   m.def("compile", &compilePlan, py::arg("model_path"), py::arg("config_path"),
         py::arg("config_json"), py::arg("config_base_dir"),
         py::arg("config_source_name"), py::arg("example_inputs_path"),
-        py::arg("world_size"), py::arg("unbatched"), py::arg("keep_ir"));
+        py::arg("world_size"), py::arg("unbatched"), py::arg("keep_ir"),
+        py::arg("mixed_precision") = "",
+        py::arg("config_overrides") = std::vector<std::string>());
   m.def("load_plan", &loadPlan, py::arg("path"));
 }
 

@@ -283,3 +283,22 @@ def test_ranks_without_a_launcher(net_plan):
     # all_reduce over one rank is the identity.
     value = torch.tensor([3.0])
     assert torch.equal(dsopt.all_reduce(value), torch.tensor([3.0]))
+
+
+def test_auto_values_from_overrides_and_mixed_precision():
+    """ds-compile's --set and --mixed-precision: what TrainingArguments fill in."""
+    config = {"train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": "auto"},
+              "optimizer": {"type": "SGD", "params": {"lr": "auto"}}}
+    with pytest.warns(dsopt.CompileWarning, match="optimizer.params.lr: \"auto\" = 5e-05"):
+        plan = dsopt.compile(Net(), config, batch())
+    assert dsopt.Engine(plan).get_lr() == [5e-05]
+    for overrides in ({"optimizer.params.lr": 0.25}, ["optimizer.params.lr=0.25"]):
+        engine, optimizer, _, _ = dsopt.initialize(
+            model=Net(), config=config, example_inputs=batch(), overrides=overrides,
+            mixed_precision="bf16")
+        assert optimizer.param_groups[0]["lr"] == 0.25
+        recorded = json.loads(engine.plan.to_json())["engines"][0]["ds_config"]
+        assert recorded["bf16"] == {"enabled": True}
+        assert recorded["optimizer"]["params"]["lr"] == 0.25
+    with pytest.raises(dsopt.CompileError, match="mixed"):
+        dsopt.compile(Net(), config, batch(), mixed_precision="fp8")
