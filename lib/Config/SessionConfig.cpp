@@ -234,6 +234,10 @@ void ignoreFrozenMicroBatch(ordered_json &json, const ParseContext &context,
   auto micro = json.find(key);
   if (micro == json.end() || !micro->is_number())
     return;
+  // A micro-batch that agrees with the data's is nothing to ignore.
+  if (*micro == ordered_json(*context.dataMicroBatch / context.worldSize) &&
+      *context.dataMicroBatch % context.worldSize == 0)
+    return;
   notes.remarks.push_back(ConfigNote{
       key,
       micro->dump() + " ignored: the engine is frozen (no optimizer) and runs "

@@ -142,6 +142,14 @@ TEST(ConfigAutoTest, FrozenEngineMicroBatchIsIgnoredWithARemark) {
   EXPECT_TRUE(hasNote(session.notes.remarks,
                       "engines.teacher.train_micro_batch_size_per_gpu",
                       "1 ignored: the engine is frozen"));
+  // One that agrees with the data is nothing to ignore.
+  SessionConfig agreeing = sessionOf(
+      R"({"engines": {
+        "student": {"train_micro_batch_size_per_gpu": "auto",
+                    "optimizer": {"type": "AdamW"}},
+        "teacher": {"train_micro_batch_size_per_gpu": 4}}})",
+      makeContext(2, 8));
+  EXPECT_TRUE(agreeing.notes.remarks.empty());
 }
 
 TEST(ConfigAutoTest, OverridesSetKeysAndNameThemInErrors) {
