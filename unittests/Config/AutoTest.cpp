@@ -128,13 +128,19 @@ TEST(ConfigAutoTest, CpuOffloadIsAcceptedWithOneRemarkOtherDevicesAreNot) {
   expectMessageHas(nvme, {"\"nvme\" is not supported"});
 }
 
-TEST(ConfigAutoTest, FrozenEngineMicroBatchIsIgnoredWithARemark) {
-  SessionConfig session = sessionOf(
-      R"({"engines": {
+/// A trainable student and a frozen teacher with its own micro-batch, on
+/// 2 ranks and data of global micro-batch 8.
+static SessionConfig distillation(int64_t teacherMicroBatch) {
+  return sessionOf(R"({"engines": {
         "student": {"train_micro_batch_size_per_gpu": "auto",
                     "optimizer": {"type": "AdamW"}},
-        "teacher": {"train_micro_batch_size_per_gpu": 1}}})",
-      makeContext(2, 8));
+        "teacher": {"train_micro_batch_size_per_gpu": )" +
+                       std::to_string(teacherMicroBatch) + "}}}",
+                   makeContext(2, 8));
+}
+
+TEST(ConfigAutoTest, FrozenEngineMicroBatchIsIgnoredWithARemark) {
+  SessionConfig session = distillation(1);
   EXPECT_EQ(session.find("teacher")->config.trainMicroBatchSizePerGpu, 4);
   EXPECT_EQ(
       session.find("teacher")->config.source["train_micro_batch_size_per_gpu"],
@@ -143,13 +149,7 @@ TEST(ConfigAutoTest, FrozenEngineMicroBatchIsIgnoredWithARemark) {
                       "engines.teacher.train_micro_batch_size_per_gpu",
                       "1 ignored: the engine is frozen"));
   // One that agrees with the data is nothing to ignore.
-  SessionConfig agreeing = sessionOf(
-      R"({"engines": {
-        "student": {"train_micro_batch_size_per_gpu": "auto",
-                    "optimizer": {"type": "AdamW"}},
-        "teacher": {"train_micro_batch_size_per_gpu": 4}}})",
-      makeContext(2, 8));
-  EXPECT_TRUE(agreeing.notes.remarks.empty());
+  EXPECT_TRUE(distillation(4).notes.remarks.empty());
 }
 
 TEST(ConfigAutoTest, OverridesSetKeysAndNameThemInErrors) {
