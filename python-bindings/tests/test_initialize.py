@@ -128,9 +128,14 @@ def test_optimizer_step_ends_the_micro_step_once(net_plan):
         assert torch.equal(tensor, accelerate.state_dict()[name]), name
 
 
-def test_backward_of_a_computed_loss_scales_the_seed(net_plan):
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_backward_of_a_computed_loss_scales_the_seed(net_plan, precision):
     """backward(c * loss) and (c * loss).backward() give c times the gradients of
-    backward(loss): bitwise for a power of two."""
+    backward(loss): bitwise for a power of two (16-bit gradients too)."""
+    if precision != "fp32":  # fp16: a static scale that does not overflow.
+        settings = {"enabled": True, "loss_scale": 64} if precision == "fp16" else {
+            "enabled": True}
+        net_plan = dsopt.compile(Net(), dict(SGD, **{precision: settings}), batch())
     plain, scaled, autograd = (dsopt.Engine(net_plan) for _ in range(3))
     plain.backward(plain(*batch()))
     scaled.backward(scaled(*batch()) * 4)
@@ -138,8 +143,9 @@ def test_backward_of_a_computed_loss_scales_the_seed(net_plan):
     expected = gradients(plain)
     for name, grad in gradients(scaled).items():
         assert torch.equal(grad, expected[name] * 4), name
+    rtol = {"fp32": 1e-6, "bf16": 2 ** -7, "fp16": 2 ** -10}[precision]
     for name, grad in gradients(autograd).items():
-        torch.testing.assert_close(grad, expected[name] / 3, rtol=1e-6, atol=0)
+        torch.testing.assert_close(grad, expected[name] / 3, rtol=rtol, atol=0)
 
 
 def test_independent_engines_equal_engines_trained_alone(net_plan):
