@@ -95,11 +95,11 @@ py::dict planReport(const Plan &plan) {
       py::object scheduler = py::none();
       if (desc.scheduler)
         scheduler = py::str(schedulerTypeName(desc.scheduler->type));
-      optimizer = py::dict(
-          py::arg("type") = optimizerTypeName(desc.type),
-          py::arg("lr") = desc.lr, py::arg("weight_decay") = desc.weightDecay,
-          py::arg("gradient_clipping") = desc.gradientClipping,
-          py::arg("scheduler") = scheduler);
+      optimizer = py::dict(py::arg("type") = optimizerTypeName(desc.type),
+                           py::arg("lr") = desc.lr,
+                           py::arg("weight_decay") = desc.weightDecay,
+                           py::arg("gradient_clipping") = desc.gradientClipping,
+                           py::arg("scheduler") = scheduler);
     }
     engines.append(py::dict(
         py::arg("name") = engine.name, py::arg("module") = engine.module,
