@@ -70,7 +70,7 @@ class Plan:
         Stages, in pipeline order: ``"import"``, ``"ds-assign-engines"``,
         ``"ds-assign-precision"``, then for a trainable model ``"ds-autodiff"``,
         ``"ds-scale-loss"``, ``"canonicalize"``,
-        ``"cse"``, ``"ds-lower-optimizer"``, ``"ds-zero-partition"``,
+        ``"cse"``, ``"ds-rematerialize"``, ``"ds-lower-optimizer"``, ``"ds-zero-partition"``,
         ``"ds-engine-backward"``, ``"ds-schedule-collectives"``, ``"ds-verify-collectives"``, and
         ``"final"`` (the IR the plan is emitted from). Only
         plans compiled in this process with ``keep_ir=True`` carry IR;

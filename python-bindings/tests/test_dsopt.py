@@ -212,7 +212,8 @@ def test_mlir_after_each_pass(tmp_path):
     plan = tiny_plan()
     assert plan.stages == ["import", "ds-assign-engines", "ds-assign-precision",
                            "ds-autodiff", "ds-scale-loss", "canonicalize",
-                           "cse", "ds-lower-optimizer", "ds-zero-partition",
+                           "cse", "ds-rematerialize", "ds-lower-optimizer",
+                           "ds-zero-partition",
                            "ds-engine-backward", "ds-schedule-collectives",
                            "ds-verify-collectives", "final"]
     assert "ds.backward_epilogue @model" in plan.mlir("ds-engine-backward")
