@@ -107,6 +107,9 @@ struct LoadedEngine {
   /// last_overflow_iter, cur_hysteresis).
   std::optional<LossScaler::State> scaler;
   RunCounters counters;
+  /// False for DeepSpeed's own checkpoints (no ds_seed): the run keeps its
+  /// seed.
+  bool seedSaved = true;
 };
 
 /// Reads `folder` (DIR/<tag> of this engine) as this rank and checks it

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <ftw.h>
+#include <optional>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -214,12 +215,85 @@ std::vector<std::pair<std::string, c10::IValue>> DictView::items() const {
   return items;
 }
 
+namespace {
+
+/// The ds_config's section `key` when the config is a dict holding one.
+std::optional<DictView> configSection(const DictView &model,
+                                      const std::string &key) {
+  if (!model.has("ds_config") || !model.get("ds_config").isGenericDict())
+    return std::nullopt;
+  DictView config = model.dict("ds_config");
+  if (!config.has(key) || !config.get(key).isGenericDict())
+    return std::nullopt;
+  return config.dict(key);
+}
+
+bool sectionEnabled(const DictView &model, const std::string &key) {
+  std::optional<DictView> section = configSection(model, key);
+  return section && section->has("enabled") &&
+         section->get("enabled").isBool() && section->get("enabled").toBool();
+}
+
+} // namespace
+
+int64_t savedZeroStage(const DictView &model, int64_t unknown) {
+  if (model.has("ds_zero_stage"))
+    return model.integer("ds_zero_stage");
+  std::optional<DictView> zero = configSection(model, "zero_optimization");
+  if (!zero)
+    return 0;
+  return zero->has("stage") ? zero->integer("stage") : unknown;
+}
+
+bool savedTrainable(const DictView &model) {
+  if (model.has("ds_trainable"))
+    return model.get("ds_trainable").toBool();
+  return (model.has("param_shapes") && !model.get("param_shapes").isNone()) ||
+         (model.has("optimizer") && !model.get("optimizer").isNone());
+}
+
+std::string savedPrecision(const DictView &model) {
+  if (model.has("ds_precision"))
+    return model.string("ds_precision");
+  if (sectionEnabled(model, "bf16"))
+    return "bf16";
+  return sectionEnabled(model, "fp16") ? "fp16" : "fp32";
+}
+
+std::vector<std::pair<std::string, c10::IValue>>
+frozenParamShapes(const DictView &model) {
+  if (!model.has("frozen_param_shapes") ||
+      model.get("frozen_param_shapes").isNone())
+    return {};
+  return model.dict("frozen_param_shapes").items();
+}
+
+namespace {
+
+/// zero_stage: an int, or DeepSpeed's ZeroStageEnum member by name.
+int64_t zeroStageIn(const DictView &inner) {
+  c10::IValue value = inner.get("zero_stage");
+  if (value.isString()) {
+    const std::string &name = value.toStringRef();
+    const char *members[] = {"disabled", "optimizer_states", "gradients",
+                             "weights"};
+    for (int64_t stage = 0; stage < 4; ++stage) {
+      std::string suffix = std::string("ZeroStageEnum.") + members[stage];
+      if (name.size() >= suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+        return stage;
+    }
+  }
+  return inner.integer("zero_stage");
+}
+
+} // namespace
+
 DictView readOptimStates(const std::string &path, int64_t stage) {
   DictView inner =
       DictView(readTorchFile(path), path).dict("optimizer_state_dict");
-  if (inner.integer("zero_stage") != stage)
-    inner.fail("zero_stage", "stage " +
-                                 std::to_string(inner.integer("zero_stage")) +
+  if (zeroStageIn(inner) != stage)
+    inner.fail("zero_stage", "stage " + std::to_string(zeroStageIn(inner)) +
                                  " in the optimizer shard, but stage " +
                                  std::to_string(stage) + " is expected");
   return inner;

@@ -82,6 +82,20 @@ private:
   std::string path_;
 };
 
+/// Keys of our own that DeepSpeed's model states lack, with what its files
+/// say instead. The ZeRO stage: ds_zero_stage, else the ds_config's
+/// zero_optimization.stage, else `unknown`.
+int64_t savedZeroStage(const DictView &model, int64_t unknown);
+/// ds_trainable, else whether the engine saved optimizer state
+/// (param_shapes at stages 1-3, optimizer at stage 0).
+bool savedTrainable(const DictView &model);
+/// ds_precision, else the ds_config's bf16 / fp16 sections ("fp32" when
+/// neither is enabled).
+std::string savedPrecision(const DictView &model);
+/// frozen_param_shapes's entries (DeepSpeed saves None below stage 2).
+std::vector<std::pair<std::string, c10::IValue>>
+frozenParamShapes(const DictView &model);
+
 /// The "optimizer_state_dict" of the optim states file at `path`, checked
 /// to be ZeRO stage `stage`'s.
 DictView readOptimStates(const std::string &path, int64_t stage);

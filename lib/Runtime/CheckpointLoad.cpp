@@ -93,7 +93,7 @@ void checkShapes(const EngineContext &context, const DictView &model) {
     for (const auto &[name, shape] :
          DictView(group, model.file(), "param_shapes").items())
       saved[name] = intList(shape, model.where("param_shapes." + name));
-  for (const auto &[name, shape] : model.dict("frozen_param_shapes").items())
+  for (const auto &[name, shape] : frozenParamShapes(model))
     saved[name] = intList(shape, model.where("frozen_param_shapes." + name));
   for (int64_t index : context.stateIndices()) {
     const plan::StateDesc &state = context.plan.state[size_t(index)];
@@ -257,6 +257,16 @@ void readFrozenPartition(const EngineContext &context,
         matching(parameters[b], blocks[b], folder + ": ds_frozen_partition"));
 }
 
+/// Whether state entry `index` is a trainable parameter of the engine's
+/// flat buffer.
+bool inPartition(const EngineContext &context, int64_t index) {
+  const std::string &name = context.plan.state[size_t(index)].name;
+  for (const plan::FlatParamDesc &param : context.desc().partition->params)
+    if (param.name == name)
+      return true;
+  return false;
+}
+
 /// The base optimizer state's per-group entries: torch.optim's
 /// {"state": {i: {...}}} or DeepSpeed's elastic list of states.
 std::vector<DictView> optimizerEntries(const DictView &base,
@@ -362,6 +372,18 @@ void readPartitions(const EngineContext &context, const std::string &folder,
     }
     return params;
   };
+  // Whole parameters (stage 3: the persistent ones) in their own dtype;
+  // a 16-bit engine's are its master rounded, as when it saved them.
+  for (int64_t index : context.stateIndices()) {
+    if (context.state.sharded(index) || !inPartition(context, index))
+      continue;
+    const plan::StateDesc &desc = context.plan.state[size_t(index)];
+    const at::Tensor &destination = context.state.tensor(index);
+    loaded.copies.emplace_back(destination,
+                               whole[""][context.localName(desc.name)]
+                                   .view(desc.shape)
+                                   .to(destination.scalar_type()));
+  }
   at::Tensor parameters =
       shardOfParams(context, own, ownParams(""), fp32[0][0].options());
   int64_t offset = 0;
@@ -403,7 +425,7 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
       DictView saved(readTorchFile(other), other);
       saved.fail("ds_zero_stage",
                  "the checkpoint is ZeRO stage " +
-                     std::to_string(saved.integer("ds_zero_stage")) +
+                     std::to_string(savedZeroStage(saved, 3 - stage)) +
                      ", this run's plan stage " + std::to_string(stage) +
                      " (changing the stage on resume is not supported)");
     }
@@ -425,23 +447,24 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
   // (readPartitions, readFrozenPartition).
   // Before the layout and dtypes, which a change of precision also
   // changes. Checkpoints older than the key are fp32.
-  const std::string savedPrecision =
-      model.has("ds_precision") ? model.string("ds_precision") : "fp32";
-  if (savedPrecision != precisionMode(context.desc()))
+  const std::string precision = savedPrecision(model);
+  if (precision != precisionMode(context.desc()))
     model.fail("ds_precision",
                "the checkpoint trained engine \"" + context.desc().name +
-                   "\" in " + savedPrecision + ", this run's plan in " +
+                   "\" in " + precision + ", this run's plan in " +
                    precisionMode(context.desc()) +
                    " (the config's fp16 / bf16 / torch_autocast sections "
                    "differ; to change precision, rebuild the weights with "
                    "ds-zero-to-fp32 and start from them with ds-run "
                    "--weights)");
-  const int64_t savedStage = model.integer("ds_zero_stage");
+  // DeepSpeed's files without a ds_config section for it: the optimizer
+  // shards' zero_stage is checked against the plan's.
+  const int64_t savedStage = savedZeroStage(model, stage);
   if (savedStage != stage)
     model.fail("ds_zero_stage",
                "the checkpoint is ZeRO stage " + std::to_string(savedStage) +
                    ", this run's plan stage " + std::to_string(stage));
-  if (model.get("ds_trainable").toBool() != context.trains())
+  if (savedTrainable(model) != context.trains())
     model.fail("ds_trainable", "engine \"" + context.desc().name +
                                    "\" trains in one of the checkpoint and "
                                    "the plan and is frozen in the other");
@@ -449,10 +472,14 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
   if (context.trains() && stage == 0)
     checkLayout(context, model);
 
-  // Parameters and buffers the module holds whole.
+  // Parameters and buffers the module holds whole. At stages 1-3 the
+  // trainable parameters come from the fp32 partitions (readPartitions):
+  // DeepSpeed's stage 3 module holds empty placeholders for them.
   DictView module = model.dict("module");
+  const bool partitioned = context.trains() && stage >= 1;
   for (int64_t index : context.stateIndices()) {
-    if (context.state.sharded(index))
+    if (context.state.sharded(index) ||
+        (partitioned && inPartition(context, index)))
       continue;
     std::string name =
         context.localName(context.plan.state[size_t(index)].name);
@@ -466,8 +493,14 @@ LoadedEngine readEngineCheckpoint(const EngineContext &context,
   loaded.skippedSteps = model.integer("skipped_steps");
   if (model.has("ds_last_grad_norm"))
     loaded.lastGradNorm = model.number("ds_last_grad_norm");
-  loaded.counters.microSteps = model.integer("ds_micro_steps");
-  loaded.counters.seed = uint64_t(model.integer("ds_seed"));
+  // DeepSpeed's files: GAS micro-steps per step; the run keeps its seed.
+  loaded.counters.microSteps = model.has("ds_micro_steps")
+                                   ? model.integer("ds_micro_steps")
+                                   : loaded.counters.globalSteps *
+                                         context.plan.gradientAccumulationSteps;
+  loaded.seedSaved = model.has("ds_seed");
+  if (loaded.seedSaved)
+    loaded.counters.seed = uint64_t(model.integer("ds_seed"));
   // The data position is steps x GAS micro-steps: GAS must not change.
   const int64_t accumulation = context.plan.gradientAccumulationSteps;
   if (loaded.counters.microSteps != loaded.counters.globalSteps * accumulation)

@@ -210,7 +210,7 @@ std::string Engine::loadCheckpoint(const std::string &dir,
                                  "(its error says why); nothing was loaded"
                            : error);
 
-  std::optional<detail::RunCounters> counters;
+  const detail::LoadedEngine *counters = nullptr;
   for (size_t e = 0; e < plan_->engines.size(); ++e) {
     if (!present[e])
       continue;
@@ -218,12 +218,13 @@ std::string Engine::loadCheckpoint(const std::string &dir,
         EngineContext{*plan_, e, *state_, trainer_.get(), rank_, worldSize()},
         loaded[e]);
     if (!counters && plan_->engines[e].optimizer)
-      counters = loaded[e].counters;
+      counters = &loaded[e];
   }
   if (counters) {
-    globalSteps_ = counters->globalSteps;
-    microSteps_ = counters->microSteps;
-    trainer_->setSeed(counters->seed);
+    globalSteps_ = counters->counters.globalSteps;
+    microSteps_ = counters->counters.microSteps;
+    if (counters->seedSaved)
+      trainer_->setSeed(counters->counters.seed);
   }
   // Several engines: one folder per engine below DIR, each DIR/<engine>/<tag>.
   return plan_->engines.size() > 1 ? dir : dir + "/" + tag;

@@ -20,7 +20,6 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
-
 namespace ds::runtime {
 
 double clipGradientsByGlobalNorm(const std::vector<at::Tensor> &grads,

@@ -1,7 +1,7 @@
 //===- WeightsArchive.cpp - State tensors of a TorchScript archive --------===//
 
-#include <set>
 #include "WeightsArchive.h"
+#include <set>
 
 #include "ds/TensorIO/RuntimeError.h"
 

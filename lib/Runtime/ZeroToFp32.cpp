@@ -125,11 +125,14 @@ ConsolidatedCheckpoint consolidateCheckpoint(const std::string &dir,
                        multiEngineHint(dir));
   std::string modelPath = findModelStates(dir, result.path);
   DictView model(detail::readTorchFile(modelPath), modelPath);
-  result.stage = model.integer("ds_zero_stage");
+  result.stage = detail::savedZeroStage(
+      model, detail::isFile(result.path + "/" + detail::modelStatesFile(3, 0))
+                 ? 3
+                 : 1);
   result.worldSize = model.integer("dp_world_size");
   if (result.worldSize < 1)
     model.fail("dp_world_size", "must be at least 1");
-  const bool trainable = model.get("ds_trainable").toBool();
+  const bool trainable = detail::savedTrainable(model);
   DictView module = model.dict("module");
 
   // Names and shapes: trainable parameters in flat order, then frozen ones.
@@ -140,7 +143,7 @@ ConsolidatedCheckpoint consolidateCheckpoint(const std::string &dir,
       params.emplace_back(
           name, detail::intList(shape, model.where("param_shapes." + name)));
   const size_t flatCount = params.size();
-  for (const auto &[name, shape] : model.dict("frozen_param_shapes").items())
+  for (const auto &[name, shape] : detail::frozenParamShapes(model))
     params.emplace_back(
         name,
         detail::intList(shape, model.where("frozen_param_shapes." + name)));

@@ -2,8 +2,8 @@
 //
 // The opcodes of pickle protocols 2-4 that torch.save (and our pickler)
 // write. Python globals are turned into plain values (TorchSave.h): what
-// DeepSpeed's checkpoints hold (torch.Size, OrderedDict, sets, its loss
-// scaler objects, dtypes) reads without Python.
+// DeepSpeed's checkpoints hold (torch.Size, OrderedDict, sets, enums, its
+// loss scaler objects, dtypes) reads without Python.
 //
 //===----------------------------------------------------------------------===//
 
@@ -227,8 +227,24 @@ private:
     }
     if (name == "torch.device" && !args.empty())
       return args[0];
+    // TorchScript's pickler (torch::jit::pickle_save) tags typed containers:
+    // restore_type_tag(value, "Dict[str, Tensor]"), build_intlist([...]).
+    if (name == "torch.jit._pickle.restore_type_tag" && !args.empty())
+      return args[0];
+    if (global.module == "torch.jit._pickle" && args.size() == 1 &&
+        name.find(".build_") != std::string::npos)
+      return args[0];
     if (name == "copyreg._reconstructor" && !args.empty())
       return object(args[0].isString() ? args[0].toStringRef() : name);
+    // getattr(Class, "name"): how Python 3.11 pickles an enum member
+    // (DeepSpeed's ZeroStageEnum.gradients); reads as "module.Class.name".
+    if ((name == "builtins.getattr" || name == "__builtin__.getattr") &&
+        args.size() == 2 && args[0].isString() && args[1].isString())
+      return args[0].toStringRef() + "." + args[1].toStringRef();
+    // An older enum pickle, Enum(value): reads as the value.
+    if (args.size() == 1 && (args[0].isInt() || args[0].isDouble() ||
+                             args[0].isString() || args[0].isBool()))
+      return args[0];
     // Any other object: its class name, then BUILD adds its state.
     c10::impl::GenericDict dict = object(name);
     if (!args.empty())
@@ -264,16 +280,13 @@ private:
     // (dict_state, slots_state) tuples: take the dict part.
     if (state.isTuple() && state.toTupleRef().elements().size() == 2)
       state = state.toTupleRef().elements()[0];
-    if (target.isTensor() || state.isNone())
-      return; // A tensor's Python attributes; nothing to keep.
+    // Only objects read as dicts keep their state (a tensor's Python
+    // attributes, an enum's, are dropped).
     if (target.isGenericDict() && state.isGenericDict()) {
       c10::impl::GenericDict dict = target.toGenericDict();
       for (const auto &entry : state.toGenericDict())
         dict.insert_or_assign(entry.key(), entry.value());
-      return;
     }
-    TORCH_CHECK(false, "pickle: BUILD of a ", target.tagKind(), " with a ",
-                state.tagKind());
   }
 
   void step(unsigned char code) {

@@ -13,8 +13,10 @@
 // tagged tuple); torchSize() and orderedDict() build the two that
 // checkpoints need. Reading gives plain values back: torch.Size as a tuple of
 // ints, OrderedDict as a dict, a set as a list, a torch.dtype or torch.device
-// as its name ("torch.float32"), and any other object as a dict of its state
-// plus "__class__" (the global's "module.name").
+// as its name ("torch.float32"), an enum member as its name
+// ("module.Class.member"; pickled as Class(value): the value), and any other
+// object as a dict of its state plus "__class__" (the global's
+// "module.name").
 //
 //===----------------------------------------------------------------------===//
 
