@@ -142,6 +142,9 @@ EngineConfig parseEngineConfig(const ordered_json &json,
     config.zero = parseZero(*zero, config.notes);
   else
     config.zero.leafModule.classes = defaultLeafModuleClasses();
+  if (auto checkpointing = root.object("activation_checkpointing"))
+    config.activationCheckpointing =
+        parseActivationCheckpointing(*checkpointing, config.notes);
   parsePrecision(root, context, config);
   checkGradAccumDtype(config);
 

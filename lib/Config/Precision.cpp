@@ -160,13 +160,13 @@ void parsePrecision(ObjectReader &root, const ParseContext &context,
                       "fp16 and bf16 cannot both be enabled");
   if (config.torchAutocast.enabled &&
       (config.fp16.enabled || config.bf16.enabled))
-    throw ConfigError(root.keyPath("torch_autocast.enabled"),
-                      std::string("torch_autocast.enabled cannot be true "
-                                  "together with ") +
-                          (config.fp16.enabled ? "fp16.enabled"
-                                               : "bf16.enabled") +
-                          " (DeepSpeed's mixed-precision modes exclude each "
-                          "other)");
+    throw ConfigError(
+        root.keyPath("torch_autocast.enabled"),
+        std::string("torch_autocast.enabled cannot be true "
+                    "together with ") +
+            (config.fp16.enabled ? "fp16.enabled" : "bf16.enabled") +
+            " (DeepSpeed's mixed-precision modes exclude each "
+            "other)");
 
   DType modelDtype = config.modelDtype();
   config.gradAccumDtype = modelDtype;

@@ -35,6 +35,18 @@ SchedulerConfig parseScheduler(ObjectReader &section,
 /// Offloading to the CPU is noted in `notes` (a remark).
 ZeroConfig parseZero(ObjectReader &section, ConfigNotes &notes);
 
+/// A module selection (`classes`, `names`, `name_suffixes`, each a string
+/// or a list of them; duplicates dropped); `classes` is the default list
+/// until given.
+LeafModuleConfig parseModuleSelection(std::optional<ObjectReader> section,
+                                      const std::vector<std::string> &classes);
+
+/// `activation_checkpointing`: DeepSpeed's switches are accepted, each one
+/// that is on with a remark saying why it changes nothing here; a section
+/// that selects no module is a warning.
+ActivationCheckpointingConfig
+parseActivationCheckpointing(ObjectReader &section, ConfigNotes &notes);
+
 /// fp16, bf16 (or its old name bfloat16), torch_autocast, data_types and
 /// communication_data_type, with their mutual exclusions.
 void parsePrecision(ObjectReader &root, const ParseContext &context,

@@ -55,7 +55,6 @@ const std::vector<UnsupportedFeature> &unsupportedTopLevelFeatures() {
   using F = UnsupportedFeature;
   static const std::vector<F> features = {
       // Sections that have no "off" form of their own.
-      F{"activation_checkpointing", DisabledForm::Never, ""},
       F{"pipeline", DisabledForm::Never, ""},
       F{"compression_training", DisabledForm::Never, ""},
       F{"sparse_attention", DisabledForm::Never, ""},

@@ -64,9 +64,12 @@ std::vector<std::string> dedupe(const std::vector<std::string> &items) {
   return result;
 }
 
-LeafModuleConfig parseLeafModule(std::optional<ObjectReader> section) {
+} // namespace
+
+LeafModuleConfig parseModuleSelection(std::optional<ObjectReader> section,
+                                      const std::vector<std::string> &classes) {
   LeafModuleConfig leaf;
-  leaf.classes = defaultLeafModuleClasses();
+  leaf.classes = classes;
   if (!section)
     return leaf;
   if (auto classes = section->stringList("classes", true)) {
@@ -80,8 +83,6 @@ LeafModuleConfig parseLeafModule(std::optional<ObjectReader> section) {
   section->rejectUnknownKeys();
   return leaf;
 }
-
-} // namespace
 
 ZeroConfig parseZero(ObjectReader &zero, ConfigNotes &notes) {
   rejectUnsupportedFeatures(zero, unsupportedZeroFeatures());
@@ -138,7 +139,8 @@ ZeroConfig parseZero(ObjectReader &zero, ConfigNotes &notes) {
   config.stage3Gather16BitWeightsOnModelSave =
       gather16.value_or(gatherFp16.value_or(false));
 
-  config.leafModule = parseLeafModule(zero.object("leaf_module"));
+  config.leafModule = parseModuleSelection(zero.object("leaf_module"),
+                                           defaultLeafModuleClasses());
   zero.rejectUnknownKeys();
   return config;
 }

@@ -1021,6 +1021,39 @@ def build_dropout():
                  "(seed, step, micro-step, rank) on both sides (runtime and oracle)."}
 
 
+class DropoutBlock(nn.Module):
+    def __init__(self, d: int):
+        super().__init__()
+        self.fc = nn.Linear(d, 4 * d)
+        self.drop = nn.Dropout(0.2)
+        self.out = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return x + self.out(self.drop(F.gelu(self.fc(x))))
+
+
+class DropoutBlocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([DropoutBlock(8) for _ in range(3)])
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        for block in self.blocks:
+            x = block(x)
+        return F.mse_loss(self.head(x), y)
+
+
+def build_dropout_blocks():
+    torch.manual_seed(23)
+    m = DropoutBlocks()
+    return torch.jit.script(m), {"x": torch.randn(S, B, 8), "y": torch.randn(S, B, 4)}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "x [S,B,8], y [S,B,4] f32. Three residual blocks Linear(8,32)-GELU-"
+                 "Dropout(0.2)-Linear(32,8) and a Linear head, mse_loss: activation "
+                 "checkpointing of blocks whose dropout masks the recomputation must reuse."}
+
+
 def build_gpt_sdpa():
     torch.manual_seed(19)
     m = GPTSdpa()
@@ -1143,6 +1176,7 @@ BUILDERS = [
     ("resnet", build_resnet),
     ("tied_lm", build_tied_lm),
     ("dropout", build_dropout),
+    ("dropout_blocks", build_dropout_blocks),
     ("three_engines", build_three_engines),
     ("through_frozen", build_through_frozen),
     ("two_paths", build_two_paths),

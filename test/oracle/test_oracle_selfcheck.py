@@ -23,7 +23,7 @@ REQUIRED_MODELS = ["mlp", "transformer", "encoder", "cnn", "moe", "two_models", 
                    "traced_mlp", "ops_zoo", "ops_zoo_conv", "resnet", "tied_lm",
                    "dropout", "three_engines", "through_frozen", "two_paths", "gpt_sdpa",
                    "mha_lm", "encoder_causal", "traced_transformer", "traced_gpt_sdpa",
-                   "nograd_distill", "eval_teacher"]
+                   "nograd_distill", "eval_teacher", "dropout_blocks"]
 
 ERROR_FILES = ["bad_unsupported_op.pt", "bad_unsupported_op.data.pt", "bad_dynamic_loop.pt",
                "bad_dynamic_loop.data.pt", "not_torchscript.pt", "truncated.pt",

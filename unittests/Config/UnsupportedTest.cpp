@@ -20,7 +20,6 @@ std::string withZeroKey(const std::string &key, const std::string &value) {
 
 TEST(ConfigUnsupportedTest, TopLevelFeaturesSayNotSupported) {
   const std::pair<const char *, const char *> features[] = {
-      {"activation_checkpointing", R"({"partition_activations": true})"},
       {"flops_profiler", R"({"enabled": true})"},
       {"pipeline", R"({"stages": 2})"},
       {"tensorboard", R"({"enabled": true})"},

@@ -242,6 +242,21 @@ struct LeafModuleConfig {
 /// DeepSpeed's default ZeRO-3 leaf classes (HF Mixtral/Qwen2/Qwen3 MoE blocks).
 const std::vector<std::string> &defaultLeafModuleClasses();
 
+/// `activation_checkpointing`: DeepSpeed's keys (accepted; what they tune
+/// has no counterpart on one CPU rank without model parallelism) and our
+/// extension `modules`, the modules whose activations -ds-rematerialize
+/// recomputes in the backward (docs/activation-checkpointing.md).
+struct ActivationCheckpointingConfig {
+  /// Selected like leaf modules; no default classes (`classesGiven` is true
+  /// whenever `classes` holds anything).
+  LeafModuleConfig modules;
+
+  bool selectsAny() const {
+    return !modules.classes.empty() || !modules.names.empty() ||
+           !modules.nameSuffixes.empty();
+  }
+};
+
 struct ZeroConfig {
   int stage = 0;
   bool contiguousGradients = true;
@@ -340,6 +355,8 @@ struct EngineConfig {
   DType gradAccumDtype = DType::Float32;
   /// Resolved: communication_data_type, else the model dtype.
   DType communicationDataType = DType::Float32;
+
+  ActivationCheckpointingConfig activationCheckpointing;
 
   bool wallClockBreakdown = false;
   bool prescaleGradients = false;

@@ -57,6 +57,13 @@ struct Spec {
 FailureOr<SmallVector<LeafModule>>
 mlir::ds::findLeafModules(EngineOp engine,
                           const ::ds::config::LeafModuleConfig &config) {
+  return findSelectedModules(engine, config, "zero_optimization.leaf_module.");
+}
+
+FailureOr<SmallVector<LeafModule>>
+mlir::ds::findSelectedModules(EngineOp engine,
+                              const ::ds::config::LeafModuleConfig &config,
+                              StringRef keyPrefix) {
   auto module = engine->getParentOfType<ModuleOp>();
   StringRef root = engine.getModule();
 
@@ -88,7 +95,7 @@ mlir::ds::findLeafModules(EngineOp engine,
         note(path.getValue(), cls.getValue());
     });
 
-  const char *prefix = "zero_optimization.leaf_module.";
+  std::string prefix = keyPrefix.str();
   SmallVector<Spec> classes, names, suffixes;
   for (auto [i, value] : llvm::enumerate(config.classes))
     classes.push_back({prefix + ("classes[" + Twine(i) + "]").str(), value,

@@ -1,6 +1,7 @@
 //===- AssignEngines.cpp - the config's engines, state grouped into them --===//
 
 #include "ds/Config/Config.h"
+#include "ds/Dialect/DS/Analysis/LeafModules.h"
 #include "ds/Dialect/DS/Analysis/ShardedParams.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
@@ -30,6 +31,8 @@ struct EngineSpec {
   /// From a config: the engine's config, typed and as given.
   EngineConfigAttr typed;
   std::string source;
+  /// From a config: activation_checkpointing.modules.
+  ::ds::config::LeafModuleConfig checkpointModules;
 };
 
 /// Whether two module prefixes overlap (one is the other or a submodule of it).
@@ -133,6 +136,8 @@ private:
                                 SmallVectorImpl<EngineSpec> &specs);
   LogicalResult specsFromOptions(ModuleOp module,
                                  SmallVectorImpl<EngineSpec> &specs);
+  LogicalResult assignCheckpointModules(ModuleOp module,
+                                        ArrayRef<EngineSpec> specs);
 };
 
 } // namespace
@@ -210,6 +215,7 @@ AssignEnginesPass::specsFromConfig(ModuleOp module,
     EngineSpec spec{name, entry.key, entry.config.frozen()};
     spec.typed = buildEngineConfigAttr(context, entry.config);
     spec.source = entry.config.source.dump();
+    spec.checkpointModules = entry.config.activationCheckpointing.modules;
     specs.push_back(std::move(spec));
   }
   return success();
@@ -235,6 +241,44 @@ AssignEnginesPass::specsFromOptions(ModuleOp module,
              << "frozen engine '" << name << "' is not among the engines";
     it->frozen = true;
   }
+  return success();
+}
+
+/// Resolves each engine's activation_checkpointing.modules to module paths,
+/// which -ds-rematerialize reads from ds.checkpoint_modules.
+LogicalResult
+AssignEnginesPass::assignCheckpointModules(ModuleOp module,
+                                           ArrayRef<EngineSpec> specs) {
+  std::vector<std::string> paths;
+  for (const EngineSpec &spec : specs) {
+    const ::ds::config::LeafModuleConfig &selection = spec.checkpointModules;
+    if (selection.classes.empty() && selection.names.empty() &&
+        selection.nameSuffixes.empty())
+      continue;
+    auto engine = SymbolTable::lookupSymbolIn(module, spec.name);
+    FailureOr<SmallVector<LeafModule>> selected = findSelectedModules(
+        cast<EngineOp>(engine), selection, "activation_checkpointing.modules.");
+    if (failed(selected))
+      return failure();
+    for (const LeafModule &selectedModule : *selected) {
+      if (selectedModule.qualified.empty())
+        return module.emitError()
+               << "config of engine @" << spec.name << ": "
+               << selectedModule.matchedBy
+               << " matches the root module: nothing outside it would keep "
+                  "its inputs; select its submodules (the blocks) instead";
+      emitRemark(module.getLoc())
+          << "engine @" << spec.name << ": activation checkpointing of '"
+          << selectedModule.qualified << "'"
+          << (selectedModule.moduleClass.empty()
+                  ? std::string()
+                  : " (" + selectedModule.moduleClass + ")")
+          << ", selected by " << selectedModule.matchedBy;
+      paths.push_back(selectedModule.qualified);
+    }
+  }
+  if (!paths.empty())
+    setCheckpointModules(module, paths);
   return success();
 }
 
@@ -332,6 +376,6 @@ void AssignEnginesPass::runOnOperation() {
       diag << (submodules.empty() ? "none)" : ")");
       failedAny = true;
     }
-  if (failedAny)
+  if (failedAny || failed(assignCheckpointModules(module, specs)))
     signalPassFailure();
 }

@@ -35,6 +35,9 @@ void mlir::ds::buildCompilePipeline(OpPassManager &pm,
   training.addPass(createDSScaleLoss());
   training.addPass(createCanonicalizerPass());
   training.addPass(createCSEPass());
+  // Activation checkpointing: after CSE, which would merge the recomputation
+  // back into the forward.
+  training.addPass(createDSRematerialize());
   // The accumulation boundary: each engine's update, then the flat buffers,
   // buckets and collectives of its ZeRO stage around it.
   training.addPass(createDSLowerOptimizer());

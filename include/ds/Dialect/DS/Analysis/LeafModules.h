@@ -54,6 +54,14 @@ bool leafClassMatches(StringRef spec, StringRef moduleClass);
 FailureOr<SmallVector<LeafModule>>
 findLeafModules(EngineOp engine, const ::ds::config::LeafModuleConfig &config);
 
+/// The outermost modules of `engine` that `selection` matches, by the same
+/// rules; errors name the entries under `keyPrefix`
+/// ("activation_checkpointing.modules.").
+FailureOr<SmallVector<LeafModule>>
+findSelectedModules(EngineOp engine,
+                    const ::ds::config::LeafModuleConfig &selection,
+                    StringRef keyPrefix);
+
 } // namespace mlir::ds
 
 #endif // DS_DIALECT_DS_ANALYSIS_LEAFMODULES_H
