@@ -43,6 +43,16 @@ its forward only). On W data-parallel ranks, launch it with Open MPI:
                         when the run ends, and every --save-every steps
   --save-every N        also save after every N-th optimizer step
   --save-frozen         also save the frozen engines of a multi-engine plan
+  --save-16bit DIR      DeepSpeed's save_16bit_model when the run ends: the
+                        whole weights in their stored dtype as
+                        DIR/pytorch_model.bin (multi-engine plans:
+                        DIR/<engine>/pytorch_model.bin); a ZeRO-3 engine
+                        whose config does not set stage3_gather_16bit_
+                        weights_on_model_save is skipped with a warning
+  --save-16bit-file NAME
+                        the file name instead of pytorch_model.bin
+  --save-16bit-exclude-frozen
+                        leave out the parameters that do not train
   --resume DIR          load DIR's latest checkpoint (parameters, optimizer
                         state, LR schedule, step counters, seed) and go on
                         from its step to --steps, reading the data from
@@ -161,11 +171,18 @@ Options parseOptions(int argc, char **argv) {
     } else if (flag == "--save-checkpoint") {
       options.saveCheckpointDir = args.value(flag, inlineValue);
     } else if (flag == "--save-every") {
-      options.saveEvery = integerAtLeast(flag, args.value(flag, inlineValue),
-                                         1, "a positive integer");
+      options.saveEvery = integerAtLeast(flag, args.value(flag, inlineValue), 1,
+                                         "a positive integer");
     } else if (flag == "--save-frozen") {
       noValue();
       options.saveFrozen = true;
+    } else if (flag == "--save-16bit") {
+      options.save16BitDir = args.value(flag, inlineValue);
+    } else if (flag == "--save-16bit-file") {
+      options.save16BitFile = args.value(flag, inlineValue);
+    } else if (flag == "--save-16bit-exclude-frozen") {
+      noValue();
+      options.save16BitExcludeFrozen = true;
     } else if (flag == "--resume") {
       options.resumeDir = args.value(flag, inlineValue);
     } else if (flag == "--report") {
@@ -192,13 +209,20 @@ Options parseOptions(int argc, char **argv) {
                      "combined with --eval");
   if (options.saveCheckpointDir.empty() &&
       (options.saveEvery || options.saveFrozen))
-    throw UsageError(std::string(options.saveEvery ? "--save-every"
-                                                   : "--save-frozen") +
-                     " needs --save-checkpoint DIR");
+    throw UsageError(
+        std::string(options.saveEvery ? "--save-every" : "--save-frozen") +
+        " needs --save-checkpoint DIR");
+  if (options.save16BitDir.empty() &&
+      (options.save16BitFile || options.save16BitExcludeFrozen))
+    throw UsageError(std::string(options.save16BitFile
+                                     ? "--save-16bit-file"
+                                     : "--save-16bit-exclude-frozen") +
+                     " needs --save-16bit DIR");
   if (options.eval &&
-      !(options.saveCheckpointDir.empty() && options.resumeDir.empty()))
-    throw UsageError("--save-checkpoint and --resume belong to training; "
-                     "they cannot be combined with --eval");
+      !(options.saveCheckpointDir.empty() && options.resumeDir.empty() &&
+        options.save16BitDir.empty()))
+    throw UsageError("--save-checkpoint, --save-16bit and --resume belong to "
+                     "training; they cannot be combined with --eval");
   return options;
 }
 

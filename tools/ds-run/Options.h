@@ -40,6 +40,11 @@ struct Options {
   int64_t saveEvery = 0;
   /// Also save frozen engines.
   bool saveFrozen = false;
+  /// save_16bit_model into this folder when the run ends.
+  std::string save16BitDir;
+  /// Its file name (default DeepSpeed's pytorch_model.bin).
+  std::optional<std::string> save16BitFile;
+  bool save16BitExcludeFrozen = false;
   /// Resume from this folder's latest checkpoint.
   std::string resumeDir;
   /// Overrides the configs' "seed".

@@ -21,16 +21,18 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdio>
+
 namespace ds::run {
 
 namespace {
 
 /// The optimizer's numbers for the step's line: "lr", "grad_norm",
-/// "loss_scale" and "skipped" are the first trainable engine's (null and 0 when every engine is frozen);
-/// with several trainable engines "engines" gives each one's (as the
-/// oracle, test/oracle/oracle.py, reports them). When the forward returns
-/// one loss per engine (independent engines, in the plan's engine order),
-/// each engine's entry also carries its "loss".
+/// "loss_scale" and "skipped" are the first trainable engine's (null and 0 when
+/// every engine is frozen); with several trainable engines "engines" gives each
+/// one's (as the oracle, test/oracle/oracle.py, reports them). When the forward
+/// returns one loss per engine (independent engines, in the plan's engine
+/// order), each engine's entry also carries its "loss".
 void addStepReport(nlohmann::ordered_json &line,
                    const runtime::StepReport &report, const plan::Plan &plan) {
   bool none = report.engines.empty();
@@ -89,12 +91,11 @@ std::vector<int64_t> measureRank(const runtime::Engine &engine,
                                  perStep(stepVolume.broadcast)};
   // Then kEngineFields per engine.
   for (const plan::EngineReport &report : engine.engineReports())
-    values.insert(values.end(),
-                  {report.paramBytes, report.gradBytes,
-                   report.optimizerStateBytes, perStep(report.comm.allReduce),
-                   perStep(report.comm.reduceScatter),
-                   perStep(report.comm.allGather),
-                   perStep(report.comm.broadcast)});
+    values.insert(
+        values.end(),
+        {report.paramBytes, report.gradBytes, report.optimizerStateBytes,
+         perStep(report.comm.allReduce), perStep(report.comm.reduceScatter),
+         perStep(report.comm.allGather), perStep(report.comm.broadcast)});
   return values;
 }
 
@@ -196,6 +197,19 @@ plan::Report gatherReport(const runtime::Engine &engine, const World &world,
   return report;
 }
 
+/// --save-16bit: every rank takes part (a gather at ZeRO stage 3). An
+/// engine that cannot be saved is a warning, as DeepSpeed's is: the run
+/// still succeeds.
+void save16Bit(const Options &options, runtime::Engine &engine,
+               const World &world) {
+  std::string message;
+  bool saved = engine.save16bitModel(
+      options.save16BitDir, options.save16BitFile.value_or("pytorch_model.bin"),
+      options.save16BitExcludeFrozen, &message);
+  if (!saved && world.isLeader())
+    std::fprintf(stderr, "ds-run: warning: %s\n", message.c_str());
+}
+
 /// --resume: loads the checkpoint and returns the first step to run.
 int64_t resumeFrom(const Options &options, runtime::Engine &engine,
                    int64_t steps) {
@@ -277,6 +291,8 @@ void runTrain(const Options &options, const World &world) {
     if (world.isLeader())
       runtime::writeSafetensors(options.saveParamsPath, params);
   }
+  if (!options.save16BitDir.empty())
+    save16Bit(options, engine, world);
 }
 
 } // namespace ds::run
