@@ -45,6 +45,10 @@ void StateStore::loadSafetensors(const std::string &path) {
   } catch (const RuntimeError &error) {
     throw RuntimeError(std::string("cannot load weights: ") + error.what());
   }
+  std::vector<std::string> names;
+  for (const StateDesc &desc : plan_.state)
+    names.push_back(desc.name);
+  detail::prefixWrappedNames(names, tensors, "weights file " + path);
   install({}, {}, tensors, "weights file " + path);
 }
 

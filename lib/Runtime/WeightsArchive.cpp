@@ -1,7 +1,6 @@
-//===- WeightsArchive.cpp - State tensors of a TorchScript archive --------===//
+//===- WeightsArchive.cpp - State tensors of a weights file ---------------===//
 
 #include "WeightsArchive.h"
-#include <set>
 
 #include "ds/TensorIO/RuntimeError.h"
 
@@ -9,6 +8,7 @@
 
 #include <fstream>
 #include <set>
+#include <unordered_set>
 
 namespace ds::runtime::detail {
 
@@ -37,6 +37,49 @@ void readTorchScriptState(const std::string &path, NamedTensors &params,
   for (const auto &item : module.named_buffers(/*recurse=*/true))
     if (seen.insert(item.value.unsafeGetTensorImpl()).second)
       buffers.emplace_back(item.name, item.value.detach());
+}
+
+void prefixWrappedNames(const std::vector<std::string> &planNames,
+                        NamedTensors &tensors, const std::string &source) {
+  std::unordered_set<std::string> plan(planNames.begin(), planNames.end());
+  std::unordered_set<std::string> file;
+  std::vector<std::string *> strays;
+  for (auto &[name, tensor] : tensors) {
+    file.insert(name);
+    if (!plan.count(name))
+      strays.push_back(&name);
+  }
+  if (strays.empty())
+    return;
+  // The candidates come from the first stray: plan names ending in ".name".
+  const std::string &first = *strays.front();
+  std::vector<std::string> prefixes;
+  for (const std::string &planName : planNames) {
+    size_t cut = planName.size() - first.size();
+    if (planName.size() <= first.size() + 1 || planName[cut - 1] != '.' ||
+        planName.compare(cut, std::string::npos, first) != 0)
+      continue;
+    std::string prefix = planName.substr(0, cut);
+    bool fits = true;
+    for (const std::string *stray : strays)
+      fits =
+          fits && plan.count(prefix + *stray) && !file.count(prefix + *stray);
+    if (fits)
+      prefixes.push_back(prefix);
+  }
+  if (prefixes.size() > 1) {
+    std::string list;
+    for (const std::string &prefix : prefixes)
+      list += (list.empty() ? "\"" : ", \"") + prefix + "\"";
+    throw RuntimeError(source +
+                       ": its names match the plan's under several "
+                       "prefixes (" +
+                       list + "); rename them to the plan's");
+  }
+  if (prefixes.empty())
+    return;
+  for (std::string *stray : strays)
+    *stray = prefixes.front() + *stray;
 }
 
 } // namespace ds::runtime::detail

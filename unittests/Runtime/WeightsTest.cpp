@@ -156,6 +156,68 @@ TEST(RuntimeStateStoreTest, KindsMustAgree) {
                     "parameter");
 }
 
+/// twoTensorPlan()'s state once under each prefix (a loss wrapper's
+/// submodule).
+static plan::Plan prefixedPlan(const std::vector<std::string> &prefixes) {
+  plan::Plan plan = twoTensorPlan();
+  std::vector<plan::StateDesc> state;
+  for (const std::string &prefix : prefixes)
+    for (plan::StateDesc desc : plan.state) {
+      desc.name = prefix + desc.name;
+      state.push_back(desc);
+    }
+  plan.state = state;
+  return plan;
+}
+
+TEST(RuntimeStateStoreTest, WrappedModuleNamesTakeTheirPrefix) {
+  TempDir dir;
+  at::Tensor weight = torch::randn({2, 3});
+  at::Tensor running = torch::tensor({7, 8});
+  runtime::writeSafetensors(dir.file("hf.safetensors"),
+                            {{"fc.weight", weight}, {"fc.running", running}});
+  plan::Plan plan = prefixedPlan({"model."});
+  StateStore store(plan);
+  store.loadSafetensors(dir.file("hf.safetensors"));
+  EXPECT_TRUE(store.tensor(store.indexOf("model.fc.weight")).equal(weight));
+  EXPECT_TRUE(store.tensor(store.indexOf("model.fc.running")).equal(running));
+
+  // Names already the plan's stay; the others take the one prefix.
+  runtime::writeSafetensors(
+      dir.file("mixed.safetensors"),
+      {{"model.fc.weight", weight}, {"fc.running", running + 1}});
+  store.loadSafetensors(dir.file("mixed.safetensors"));
+  EXPECT_TRUE(
+      store.tensor(store.indexOf("model.fc.running")).equal(running + 1));
+}
+
+TEST(RuntimeStateStoreTest, WrappedModuleNamesMustFitOnePrefix) {
+  TempDir dir;
+  runtime::writeSafetensors(
+      dir.file("hf.safetensors"),
+      {{"fc.weight", torch::zeros({2, 3})}, {"fc.running", torch::ones({2})}});
+  plan::Plan twice = prefixedPlan({"student.", "teacher.model."});
+  StateStore store(twice);
+  EXPECT_THROW_WITH(store.loadSafetensors(dir.file("hf.safetensors")),
+                    RuntimeError,
+                    "hf.safetensors: its names match the plan's under several "
+                    "prefixes (\"student.\", \"teacher.model.\"); rename them "
+                    "to the plan's");
+
+  // No prefix fits every stray name: the load names each mismatch.
+  runtime::writeSafetensors(
+      dir.file("extra.safetensors"),
+      {{"fc.weight", torch::zeros({2, 3})}, {"fc.extra", torch::ones({2})}});
+  plan::Plan once = prefixedPlan({"model."});
+  StateStore other(once);
+  EXPECT_THROW_WITH(other.loadSafetensors(dir.file("extra.safetensors")),
+                    RuntimeError,
+                    "missing parameter \"model.fc.weight\"; missing buffer "
+                    "\"model.fc.running\"; \"fc.extra\" (tensor) is not in the "
+                    "plan; \"fc.weight\" (tensor) is not in the plan");
+  EXPECT_FALSE(other.loaded());
+}
+
 TEST(RuntimeStateStoreTest, EngineLoadsPlanWeightsRelativeToThePlan) {
   TempDir dir;
   plan::ordered_json json = test::planJson("linear_relu_sum.json");
