@@ -23,7 +23,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
-#include <set>
+#include <map>
 
 namespace ds::runtime {
 
@@ -48,15 +48,38 @@ void checkTag(const std::string &tag) {
                        "'.')");
 }
 
-/// A ZeRO stage 3 engine that does not gather its 16-bit weights on save.
-std::string stage3WithoutGather(const plan::Plan &plan) {
-  for (const plan::EngineDesc &desc : plan.engines) {
-    if (!desc.partition || desc.partition->stage != 3)
-      continue;
-    if (!desc.gather16BitWeightsOnModelSave)
-      return desc.name;
-  }
-  return "";
+/// Whether save_16bit_model skips the engine: ZeRO stage 3 (trainable or
+/// frozen, both sharded) without stage3_gather_16bit_weights_on_model_save.
+bool skips16Bit(const plan::EngineDesc &desc) {
+  return desc.partition && desc.partition->stage == 3 &&
+         !desc.gather16BitWeightsOnModelSave;
+}
+
+/// Whether `name` is a parameter the engine trains (in its flat partition
+/// and the engine has an optimizer).
+bool trainsParam(const plan::EngineDesc &desc, const std::string &name) {
+  if (!desc.optimizer || !desc.partition)
+    return false;
+  for (const plan::FlatParamDesc &param : desc.partition->params)
+    if (param.name == name)
+      return true;
+  return false;
+}
+
+/// Why save_16bit_model left out `skipped` (engine names).
+std::string skipMessage(const std::vector<std::string> &skipped,
+                        bool savedOthers) {
+  const bool several = skipped.size() > 1;
+  std::string names;
+  for (const std::string &name : skipped)
+    names += (names.empty() ? "\"" : ", \"") + name + "\"";
+  return std::string("save_16bit_model: engine") + (several ? "s " : " ") +
+         names +
+         (several ? " are ZeRO stage 3 and their configs do not set "
+                  : " is ZeRO stage 3 and its config does not set ") +
+         "zero_optimization.stage3_gather_16bit_weights_on_model_save: " +
+         (savedOthers ? "not saved (the other engines are)" : "nothing saved") +
+         " (ds-zero-to-fp32 rebuilds the weights from a checkpoint)";
 }
 
 } // namespace
@@ -232,47 +255,57 @@ std::string Engine::loadCheckpoint(const std::string &dir,
 
 bool Engine::save16bitModel(const std::string &dir, const std::string &filename,
                             bool excludeFrozen, std::string *message) {
-  if (std::string engine = stage3WithoutGather(*plan_); !engine.empty()) {
-    if (message)
-      *message = "save_16bit_model: engine \"" + engine +
-                 "\" is ZeRO stage 3 and its config does not set "
-                 "zero_optimization.stage3_gather_16bit_weights_on_model_save"
-                 ": nothing saved (ds-zero-to-fp32 rebuilds the weights from "
-                 "a checkpoint)";
-    return false;
-  }
   if (filename.empty() || filename.find('/') != std::string::npos)
     throw RuntimeError("save_16bit_model: '" + filename +
                        "' is not a file name");
-  NamedTensors named = gatherState();
-  if (excludeFrozen) {
-    std::set<std::string> trainable;
-    for (const plan::EngineDesc &desc : plan_->engines)
-      if (desc.optimizer && desc.partition)
-        for (const plan::FlatParamDesc &param : desc.partition->params)
-          trainable.insert(param.name);
-    NamedTensors kept;
-    for (auto &[name, tensor] : named)
-      if (trainable.count(name) ||
-          state_->desc(state_->indexOf(name)).kind == plan::StateKind::Buffer)
-        kept.emplace_back(name, tensor);
-    named = std::move(kept);
+  // Per plan engine, as DeepSpeed's save_16bit_model is per engine.
+  std::vector<size_t> saved;
+  std::vector<std::string> skipped;
+  for (size_t e = 0; e < plan_->engines.size(); ++e) {
+    if (skips16Bit(plan_->engines[e]))
+      skipped.push_back(plan_->engines[e].name);
+    else
+      saved.push_back(e);
   }
-  std::string error;
-  if (rank_ == 0) {
-    try {
-      detail::makeDirectories(dir);
-      writeTorchStateDict(dir + "/" + filename, named);
-    } catch (const std::exception &caught) {
-      error = caught.what();
+  if (!saved.empty()) {
+    // Stage 3: a collective (each rank holds its shards only).
+    std::map<std::string, at::Tensor> whole;
+    for (auto &[name, tensor] : gatherState())
+      whole.emplace(name, tensor);
+    std::string error;
+    if (rank_ == 0) {
+      try {
+        for (size_t e : saved) {
+          EngineContext context{*plan_,         e,     *state_,
+                                trainer_.get(), rank_, worldSize()};
+          NamedTensors named;
+          for (int64_t index : context.stateIndices()) {
+            const plan::StateDesc &state = plan_->state[size_t(index)];
+            if (excludeFrozen && state.kind != plan::StateKind::Buffer &&
+                !trainsParam(context.desc(), state.name))
+              continue;
+            named.emplace_back(context.localName(state.name),
+                               whole.at(state.name));
+          }
+          const std::string folder = engineFolder(*plan_, dir, e);
+          detail::makeDirectories(folder);
+          writeTorchStateDict(folder + "/" + filename, named);
+        }
+      } catch (const std::exception &caught) {
+        error = caught.what();
+      }
     }
+    if (!allRanksOk(error.empty()))
+      throw RuntimeError(error.empty()
+                             ? "save_16bit_model: rank 0 could not write " +
+                                   dir + "/" + filename
+                             : "save_16bit_model: " + error);
   }
-  if (!allRanksOk(error.empty()))
-    throw RuntimeError(error.empty()
-                           ? "save_16bit_model: rank 0 could not write " + dir +
-                                 "/" + filename
-                           : "save_16bit_model: " + error);
-  return true;
+  if (skipped.empty())
+    return true;
+  if (message)
+    *message = skipMessage(skipped, !saved.empty());
+  return false;
 }
 
 } // namespace ds::runtime

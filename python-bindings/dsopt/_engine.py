@@ -197,10 +197,14 @@ class Engine:
 
     def save_16bit_model(self, save_dir, save_filename="pytorch_model.bin",
                          exclude_frozen_parameters=False):
-        """DeepSpeed's save_16bit_model: the whole state dict (in the training dtype: fp32, since
-        there is no fp16/bf16 training yet) as save_dir/save_filename, by rank 0; every rank must
-        call it. Under ZeRO stage 3 it gathers only when the config sets
-        stage3_gather_16bit_weights_on_model_save; otherwise it warns and returns False."""
+        """DeepSpeed's save_16bit_model, by rank 0; every rank must call it. Each engine's
+        parameters and buffers whole, in the dtype they are stored in (bf16 / fp16 under native
+        mixed precision, else fp32): save_dir/save_filename for a one-engine plan,
+        save_dir/<engine>/save_filename with names relative to the engine for several.
+        exclude_frozen_parameters leaves out the parameters that do not train (buffers stay).
+        A ZeRO stage 3 engine, trainable or frozen, is gathered when its config sets
+        stage3_gather_16bit_weights_on_model_save; otherwise it is skipped (the other engines
+        are saved) with a warning, and the call returns False (docs/checkpoint.md)."""
         saved, message = self._native.save_16bit_model(os.fspath(save_dir), save_filename,
                                                       bool(exclude_frozen_parameters))
         if not saved:

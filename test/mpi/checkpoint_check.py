@@ -32,6 +32,15 @@ drives `ds-run --save-checkpoint/--save-every/--resume` and `ds-zero-to-fp32`:
                 3): bitwise resume, bf16_ shard names, 16-bit module, ds-zero-to-fp32 gives the
                 float32 masters (which round to the saved 16-bit parameters); a bf16 checkpoint
                 resumed by an fp32 plan names ds_precision and both modes.
+  save-16bit    ds-run --save-16bit on W = 2: mlp at stages 0, 2 and 3 (with
+                stage3_gather_16bit_weights_on_model_save), pytorch_model.bin (and a
+                --save-16bit-file name) bitwise equal to --save-params of the same run; stage 3
+                without the gather: a warning on stderr, exit 0, nothing written; bf16 at stage
+                3: the bf16 parameters. two_models (student ZeRO-2, frozen teacher ZeRO-3
+                gathering): DIR/<engine>/pytorch_model.bin with names relative to the engine,
+                the teacher's too; --save-16bit-exclude-frozen leaves the teacher's parameters
+                out; a teacher that does not gather is skipped with a warning, the student saved.
+                Then save16bit_python.py under the launcher: dsopt's save_16bit_model on 2 ranks.
   multi         two_models (student trains at stage 2, teacher frozen) and two_losses (two
                 trainable engines, stages 2 and 1), W = 2: DIR/<engine>/<tag>/ per engine, DIR/latest; the
                 frozen teacher only with --save-frozen; bitwise resume; ds-zero-to-fp32 on an
@@ -598,8 +607,114 @@ def case_multi(r):
         r.check(f"multi-engine {label} W={world}", cell)
 
 
+def case_save_16bit(r):
+    world = 2
+
+    def saved_16bit(folder, name="pytorch_model.bin"):
+        path = os.path.join(folder, name)
+        if not os.path.exists(path):
+            raise Failure(f"{path} was not written")
+        return torch.load(path)
+
+    def same_dict(got, want, what):
+        if list(got) != list(want):
+            raise Failure(f"{what}: keys {list(got)} vs {list(want)}")
+        same_params(got, want, what)
+
+    for stage, gather, precision in ((0, False, None), (2, False, None), (3, True, None),
+                                     (3, False, None), (3, True, "bf16")):
+        def cell(stage=stage, gather=gather, precision=precision):
+            name = f"s16-s{stage}{'g' if gather else ''}{precision or ''}"
+            config = config_for(stage)
+            if gather:
+                config["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] = True
+            if precision:
+                config[precision] = {"enabled": True}
+            plan = r.compile(name, "mlp", config, world)
+            out, params = r.path(name, "out"), r.path(name, "params.safetensors")
+            flags = ["--steps", 2, "--save-16bit", out, "--save-params", params]
+            if stage == 2:
+                flags += ["--save-16bit-file", "model.bin"]
+            proc = r.launch(plan, "mlp", world, flags)
+            want = oracle.load_params(params)
+            if stage == 3 and not gather:
+                expect(proc.stderr, ["warning", "stage3_gather_16bit_weights_on_model_save",
+                                     "nothing saved"], "stage 3 without the gather")
+                if os.path.exists(out):
+                    raise Failure(f"{out} written without the gather")
+                return
+            if proc.stderr.strip():
+                raise Failure(f"unexpected stderr: {proc.stderr.strip()}")
+            got = saved_16bit(out, "model.bin" if stage == 2 else "pytorch_model.bin")
+            if precision:
+                want = {k: v.to(torch.bfloat16) if v.is_floating_point() else v
+                        for k, v in want.items()}
+                if {t.dtype for t in got.values()} != {torch.bfloat16}:
+                    raise Failure(f"bf16: dtypes {sorted({str(t.dtype) for t in got.values()})}")
+            same_dict(got, want, "16-bit model vs --save-params")
+        r.check(f"save-16bit mlp stage {stage}{' gather' if gather else ''} "
+                f"{precision or 'fp32'} W={world}", cell)
+
+    student = config_for(2)
+    teacher = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 2,
+               "zero_optimization": {"stage": 3, "reduce_bucket_size": BUCKET,
+                                     "stage3_param_persistence_threshold": 100,
+                                     "stage3_gather_16bit_weights_on_model_save": True}}
+    for gather, exclude in ((True, False), (True, True), (False, False)):
+        def cell(gather=gather, exclude=exclude):
+            name = f"s16-two_models-{'g' if gather else 'n'}{'x' if exclude else ''}"
+            engine_teacher = copy.deepcopy(teacher)
+            engine_teacher["zero_optimization"][
+                "stage3_gather_16bit_weights_on_model_save"] = gather
+            plan = r.compile(name, "two_models",
+                             {"engines": {"student": student, "teacher": engine_teacher}}, world)
+            out, params = r.path(name, "out"), r.path(name, "params.safetensors")
+            flags = ["--steps", 2, "--save-16bit", out, "--save-params", params]
+            if exclude:
+                flags.append("--save-16bit-exclude-frozen")
+            proc = r.launch(plan, "two_models", world, flags)
+            want = oracle.load_params(params)
+            for engine in ("student", "teacher"):
+                local = {k[len(engine) + 1:]: v for k, v in want.items()
+                         if k.startswith(engine + ".")}
+                if engine == "teacher" and not gather:
+                    expect(proc.stderr, ['"teacher"', "stage3_gather_16bit_weights_on_model_save",
+                                         "the other engines are"], "teacher without the gather")
+                    if os.path.exists(os.path.join(out, engine)):
+                        raise Failure("the teacher was saved without the gather")
+                    continue
+                if engine == "teacher" and exclude:
+                    local = {}  # Every teacher parameter is frozen; it has no buffers.
+                same_dict(saved_16bit(os.path.join(out, engine)), local, f"{engine}'s 16-bit model")
+            if gather and proc.stderr.strip():
+                raise Failure(f"unexpected stderr: {proc.stderr.strip()}")
+        r.check(f"save-16bit two_models (frozen ZeRO-3 teacher, "
+                f"{'gathers' if gather else 'does not gather'}"
+                f"{', exclude frozen' if exclude else ''}) W={world}", cell)
+
+    def python():
+        for plan, model, config in (
+                ("mlp-z3g", "mlp", dict(config_for(3), zero_optimization=dict(
+                    config_for(3)["zero_optimization"],
+                    stage3_gather_16bit_weights_on_model_save=True))),
+                ("mlp-z3n", "mlp", config_for(3)),
+                ("two", "two_models", {"engines": {"student": student, "teacher": teacher}})):
+            compiled = r.compile("python", model, config, world)
+            os.replace(compiled, r.path("python", plan + ".plan"))
+        launcher = r.args.launcher or train_check.default_launcher(world)
+        cmd = launcher.replace("{W}", str(world)).split() + [
+            sys.executable, os.path.join(HERE, "save16bit_python.py"), "--bin", r.args.bin,
+            "--models", r.args.models, "--dir", r.path("python")]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                              env=dict(os.environ, OMP_NUM_THREADS="1"))
+        if proc.returncode != 0:
+            raise Failure("save16bit_python.py failed (exit %d): %s\n%s%s" % (
+                proc.returncode, " ".join(cmd), proc.stdout, proc.stderr[-3000:]))
+    r.check(f"save_16bit_model from Python (dsopt) W={world}", python)
+
+
 CASES = {"resume": case_resume, "precision": case_precision, "reshard": case_reshard, "kill": case_kill, "zero-to-fp32": case_zero_to_fp32,
-         "errors": case_errors, "multi": case_multi}
+         "errors": case_errors, "multi": case_multi, "save-16bit": case_save_16bit}
 
 
 def main(argv=None):

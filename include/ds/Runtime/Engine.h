@@ -31,6 +31,7 @@
 namespace ds::runtime {
 
 class Communicator;
+class ExecutionObserver;
 class Optimizer;
 class StateStore;
 namespace detail {
@@ -226,14 +227,17 @@ public:
   /// (whose engines load from DIR/<engine>/<tag>).
   std::string loadCheckpoint(const std::string &dir,
                              const std::string &tag = "");
-  /// DeepSpeed's save_16bit_model: every parameter and buffer whole, in the
-  /// dtype they are stored in (bf16 / fp16 for native mixed-precision
-  /// engines, whose fp32 master stays in the optimizer; fp32 otherwise),
-  /// written by rank 0 to DIR/FILENAME as a torch.save dict keyed by
-  /// qualified name; `excludeFrozen` leaves out parameters that do not
-  /// train. Under ZeRO stage 3 it gathers (a collective) only when the
-  /// config sets stage3_gather_16bit_weights_on_model_save; otherwise it
-  /// saves nothing and returns false, with the reason in `*message`.
+  /// DeepSpeed's save_16bit_model, per plan engine: its parameters and
+  /// buffers whole, in the dtype they are stored in (bf16 / fp16 for native
+  /// mixed-precision engines, whose fp32 master stays in the optimizer; fp32
+  /// otherwise), written by rank 0 as a torch.save dict to DIR/FILENAME
+  /// (one-engine plan) or DIR/<engine>/FILENAME keyed by names relative to
+  /// the engine's module (several, like their checkpoints). `excludeFrozen`
+  /// leaves out parameters that do not train (buffers stay). A ZeRO stage 3
+  /// engine (trainable or frozen) is gathered, a collective, when its config
+  /// sets stage3_gather_16bit_weights_on_model_save; otherwise it is
+  /// skipped, the others are saved, and the call returns false with the
+  /// reason in `*message`.
   bool save16bitModel(const std::string &dir,
                       const std::string &filename = "pytorch_model.bin",
                       bool excludeFrozen = false,
@@ -245,6 +249,10 @@ public:
   /// backward() and step() (ds-run --report's "overlap").
   plan::OverlapReport overlap() const;
   void resetOverlap();
+
+  /// Calls `observer` (ExecutionObserver.h) around every program part and
+  /// op the engine runs from now on; null stops. It must outlive the runs.
+  void setObserver(ExecutionObserver *observer);
 
   /// Eval program: live-value bytes measured by its executor; state,
   /// gradient and optimizer bytes.
