@@ -219,10 +219,12 @@ Options parseOptions(int argc, char **argv) {
                                      : "--save-16bit-exclude-frozen") +
                      " needs --save-16bit DIR");
   if (options.eval &&
-      !(options.saveCheckpointDir.empty() && options.resumeDir.empty() &&
-        options.save16BitDir.empty()))
-    throw UsageError("--save-checkpoint, --save-16bit and --resume belong to "
-                     "training; they cannot be combined with --eval");
+      !(options.saveCheckpointDir.empty() && options.resumeDir.empty()))
+    throw UsageError("--save-checkpoint and --resume belong to training; "
+                     "they cannot be combined with --eval");
+  if (options.eval && !options.save16BitDir.empty())
+    throw UsageError("--save-16bit saves a training run's weights; it cannot "
+                     "be combined with --eval");
   return options;
 }
 
