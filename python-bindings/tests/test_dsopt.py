@@ -463,6 +463,40 @@ def test_save_16bit_model(tmp_path):
         assert torch.equal(saved[name], tensor), name
 
 
+
+def test_save_16bit_model_per_engine(models, tmp_path):
+    """A multi-engine plan: one file per engine (names relative to it), a frozen ZeRO-3 teacher
+    gathered when its config gathers, exclude_frozen_parameters leaving its parameters out; a
+    teacher that does not gather is skipped with a warning while the student is saved."""
+    student = dict(ADAMW_GAS2, train_micro_batch_size_per_gpu="auto")
+    teacher = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 2,
+               "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0,
+                                     "stage3_gather_16bit_weights_on_model_save": True}}
+    data = os.path.join(models, "two_models.data.pt")
+    engine = dsopt.Engine(dsopt.compile(os.path.join(models, "two_models.pt"),
+                                        {"engines": {"student": student, "teacher": teacher}},
+                                        data))
+    whole = engine.state_dict()
+    for exclude in (False, True):
+        out = tmp_path / ("exclude" if exclude else "all")
+        assert engine.save_16bit_model(out, exclude_frozen_parameters=exclude)
+        for name in ("student", "teacher"):
+            want = {k[len(name) + 1:]: v for k, v in whole.items() if k.startswith(name + ".")}
+            if exclude and name == "teacher":
+                want = {}
+            saved = torch.load(out / name / "pytorch_model.bin")
+            assert list(saved) == list(want), (name, exclude)
+            for key, tensor in want.items():
+                assert torch.equal(saved[key], tensor), (name, key)
+
+    teacher["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] = False
+    engine = dsopt.Engine(dsopt.compile(os.path.join(models, "two_models.pt"),
+                                        {"engines": {"student": student, "teacher": teacher}},
+                                        data))
+    with pytest.warns(UserWarning, match='engine "teacher" is ZeRO stage 3.*the other engines'):
+        assert not engine.save_16bit_model(tmp_path / "skip")
+    assert os.listdir(tmp_path / "skip") == ["student"]
+
 # -- errors -----------------------------------------------------------------------------------
 def test_errors_carry_the_cpp_message(models, tmp_path):
     config = dict(ADAMW_GAS2, train_micro_batch_size_per_gpu=8)
