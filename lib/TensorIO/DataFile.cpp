@@ -26,37 +26,120 @@ bool endsWith(const std::string &text, const std::string &suffix) {
 
 std::string quote(const std::string &text) { return "\"" + text + "\""; }
 
-/// A torch.save'd dict of str -> Tensor, in the file's key order.
-NamedTensors readTorchSave(const std::string &path) {
+/// The value a torch.save file holds.
+c10::IValue readTorchSaveValue(const std::string &path) {
   if (!std::ifstream(path))
     throw RuntimeError("data file " + path + ": cannot open it");
-  c10::IValue value;
   try {
-    value = detail::readTorchSave(path);
+    return detail::readTorchSave(path);
   } catch (const c10::Error &error) {
     std::string message = error.what_without_backtrace();
     throw RuntimeError("data file " + path +
                        ": not a torch.save file or a .safetensors file: " +
                        message.substr(0, message.find('\n')));
   }
+}
+
+/// `value` as a dict of str -> Tensor, in its key order; `what` names it in
+/// errors ("data file d.pt", "data file d.pt: micro-step 3").
+NamedTensors namedTensorsOf(const c10::IValue &value, const std::string &what,
+                            const std::string &expected) {
   if (!value.isGenericDict())
-    throw RuntimeError("data file " + path +
-                       ": expected a dict of str -> Tensor (torch.save({...}))"
-                       ", found " +
+    throw RuntimeError(what + ": expected " + expected + ", found " +
                        value.tagKind());
   NamedTensors tensors;
   for (const auto &entry : value.toGenericDict()) {
     if (!entry.key().isString())
-      throw RuntimeError("data file " + path + ": a key of the dict is " +
+      throw RuntimeError(what + ": a key of the dict is " +
                          entry.key().tagKind() + ", expected str");
     const std::string &key = entry.key().toStringRef();
     if (!entry.value().isTensor())
-      throw RuntimeError("data file " + path + ": key " + quote(key) +
-                         " holds " + entry.value().tagKind() +
-                         ", expected a tensor");
+      throw RuntimeError(what + ": key " + quote(key) + " holds " +
+                         entry.value().tagKind() + ", expected a tensor");
     tensors.emplace_back(key, entry.value().toTensor());
   }
   return tensors;
+}
+
+const char *kDictOrList =
+    "a dict of str -> Tensor (torch.save({...})) or a list of such dicts, "
+    "one per micro-step";
+
+/// A torch.save'd dict of str -> Tensor, in the file's key order.
+NamedTensors readTorchSave(const std::string &path) {
+  return namedTensorsOf(readTorchSaveValue(path), "data file " + path,
+                        kDictOrList);
+}
+
+/// The forward argument names for messages: "x (or in0), table (or in1)".
+std::string inputNamesOf(const plan::Plan &plan) {
+  std::string names;
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    names += (i ? ", " : "") + plan.inputs[i].name + " (or in" +
+             std::to_string(i) + ")";
+  return names;
+}
+
+/// `entries` in the plan's input order, each found by the argument's name or
+/// position; an entry no argument takes is an error.
+NamedTensors inPlanOrder(const NamedTensors &entries, const plan::Plan &plan,
+                         const std::string &file) {
+  std::map<std::string, at::Tensor> byKey(entries.begin(), entries.end());
+  NamedTensors ordered;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    const plan::InputDesc &input = plan.inputs[i];
+    std::string positional = "in" + std::to_string(i);
+    auto named = byKey.find(input.name);
+    auto indexed = byKey.find(positional);
+    if (named != byKey.end() && indexed != byKey.end() &&
+        input.name != positional)
+      throw RuntimeError(file + ": keys " + quote(input.name) + " and " +
+                         quote(positional) + " both name forward argument " +
+                         std::to_string(i) + "; keep one");
+    if (named == byKey.end() && indexed == byKey.end())
+      throw RuntimeError(file + ": missing forward argument " +
+                         std::to_string(i) + " (no key " + quote(input.name) +
+                         " or " + quote(positional) + ")");
+    auto found = named != byKey.end() ? named : indexed;
+    ordered.emplace_back(found->first, found->second);
+    byKey.erase(found);
+  }
+  if (!byKey.empty()) {
+    std::string names = inputNamesOf(plan);
+    throw RuntimeError(
+        file + ": unknown key " + quote(byKey.begin()->first) +
+        " (forward arguments: " + (names.empty() ? "none" : names) + ")");
+  }
+  return ordered;
+}
+
+void checkDType(const at::Tensor &tensor, const plan::InputDesc &input,
+                const std::string &what) {
+  if (tensor.scalar_type() != toScalarType(input.dtype))
+    throw RuntimeError(what + " is " + scalarTypeName(tensor.scalar_type()) +
+                       ", the plan's argument " + quote(input.name) + " is " +
+                       plan::dtypeName(input.dtype));
+}
+
+/// Whether `shape` (one rank's) is the plan's shape of `input`.
+bool matchesInput(const std::vector<int64_t> &shape,
+                  const plan::InputDesc &input) {
+  if (shape.size() != input.shape.size())
+    return false;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (input.shape[d] != plan::kDynamicDim && input.shape[d] != shape[d])
+      return false;
+  return true;
+}
+
+/// "idx [4, 16], targets [4, 16]".
+std::string describeShapes(const plan::Plan &plan,
+                           const std::vector<std::vector<int64_t>> &shapes) {
+  std::string text;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    text += (i ? ", " : "") + plan.inputs[i].name + " " +
+            plan::formatShape(shapes[i]);
+  return text;
 }
 
 /// "[S, B, 8]" / "[S, 8]": what the file must hold for `input`.
@@ -84,12 +167,7 @@ NamedTensors readTensorFile(const std::string &path) {
 DataFile DataFile::load(const std::string &path, const plan::Plan &plan,
                         const DataOptions &options) {
   const std::string file = "data file " + path;
-  NamedTensors entries = readTensorFile(path);
-  std::string inputNames;
-  for (size_t i = 0; i < plan.inputs.size(); ++i)
-    inputNames += (i ? ", " : "") + plan.inputs[i].name + " (or in" +
-                  std::to_string(i) + ")";
-
+  const std::string inputNames = inputNamesOf(plan);
   for (const std::string &name : options.unbatched) {
     auto it =
         std::find_if(plan.inputs.begin(), plan.inputs.end(),
@@ -106,7 +184,19 @@ DataFile DataFile::load(const std::string &path, const plan::Plan &plan,
                          "too");
   }
 
-  std::map<std::string, at::Tensor> byKey(entries.begin(), entries.end());
+  if (!endsWith(path, ".safetensors")) {
+    c10::IValue value = readTorchSaveValue(path);
+    if (value.isList())
+      return loadMicroStepList(path, value.toListRef().vec(), plan);
+    return loadStacked(path, namedTensorsOf(value, file, kDictOrList), plan);
+  }
+  return loadStacked(path, readTensorFile(path), plan);
+}
+
+DataFile DataFile::loadStacked(const std::string &path,
+                               const NamedTensors &entries,
+                               const plan::Plan &plan) {
+  const std::string file = "data file " + path;
   DataFile data;
   data.path_ = path;
   data.microBatchPerRank_ = plan.microBatchPerRank;
@@ -114,30 +204,12 @@ DataFile DataFile::load(const std::string &path, const plan::Plan &plan,
   std::string stepsKey;
   const int64_t globalBatch = plan.microBatchPerRank * plan.worldSize;
 
+  NamedTensors ordered = inPlanOrder(entries, plan, file);
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     const plan::InputDesc &input = plan.inputs[i];
-    std::string positional = "in" + std::to_string(i);
-    auto named = byKey.find(input.name);
-    auto indexed = byKey.find(positional);
-    if (named != byKey.end() && indexed != byKey.end() &&
-        input.name != positional)
-      throw RuntimeError(file + ": keys " + quote(input.name) + " and " +
-                         quote(positional) + " both name forward argument " +
-                         std::to_string(i) + "; keep one");
-    if (named == byKey.end() && indexed == byKey.end())
-      throw RuntimeError(file + ": missing forward argument " +
-                         std::to_string(i) + " (no key " + quote(input.name) +
-                         " or " + quote(positional) + ")");
-    auto found = named != byKey.end() ? named : indexed;
-    std::string key = found->first;
-    at::Tensor tensor = found->second;
-    byKey.erase(found);
-
+    const auto &[key, tensor] = ordered[i];
     std::string what = file + ": key " + quote(key);
-    if (tensor.scalar_type() != toScalarType(input.dtype))
-      throw RuntimeError(what + " is " + scalarTypeName(tensor.scalar_type()) +
-                         ", the plan's argument " + quote(input.name) + " is " +
-                         plan::dtypeName(input.dtype));
+    checkDType(tensor, input, what);
     // [S, B, rest...] for batched arguments, [S, rest...] otherwise; the
     // plan's shape is [b, rest...] or [rest...].
     size_t rank = input.shape.size() + 1;
@@ -173,10 +245,57 @@ DataFile DataFile::load(const std::string &path, const plan::Plan &plan,
     data.tensors_.push_back(tensor);
     data.batched_.push_back(input.batched);
   }
-  if (!byKey.empty())
-    throw RuntimeError(file + ": unknown key " + quote(byKey.begin()->first) +
-                       " (forward arguments: " +
-                       (inputNames.empty() ? "none" : inputNames) + ")");
+  return data;
+}
+
+DataFile DataFile::loadMicroStepList(const std::string &path,
+                                     const std::vector<c10::IValue> &list,
+                                     const plan::Plan &plan) {
+  DataFile data;
+  data.path_ = path;
+  data.microBatchPerRank_ = plan.microBatchPerRank;
+  data.numMicroSteps_ = int64_t(list.size());
+  for (const plan::InputDesc &input : plan.inputs)
+    data.batched_.push_back(input.batched);
+  std::vector<std::vector<int64_t>> compiled;
+  for (const plan::InputDesc &input : plan.inputs)
+    compiled.push_back(input.shape);
+
+  for (size_t step = 0; step < list.size(); ++step) {
+    const std::string what =
+        "data file " + path + ": micro-step " + std::to_string(step);
+    NamedTensors ordered =
+        inPlanOrder(namedTensorsOf(list[step], what, "a dict of str -> Tensor"),
+                    plan, what);
+    std::vector<at::Tensor> tensors;
+    std::vector<std::vector<int64_t>> given, perRank;
+    bool matches = true;
+    for (size_t i = 0; i < plan.inputs.size(); ++i) {
+      const plan::InputDesc &input = plan.inputs[i];
+      const at::Tensor &tensor = ordered[i].second;
+      checkDType(tensor, input, what + ": key " + quote(ordered[i].first));
+      // A batched argument holds every rank's rows: [B, rest...].
+      std::vector<int64_t> shape = tensor.sizes().vec();
+      given.push_back(shape);
+      if (input.batched && !shape.empty()) {
+        matches = matches && shape[0] % plan.worldSize == 0;
+        shape[0] /= plan.worldSize;
+      }
+      matches = matches && matchesInput(shape, input);
+      perRank.push_back(shape);
+      tensors.push_back(tensor);
+    }
+    if (!matches)
+      throw RuntimeError(
+          what + " has shapes " + describeShapes(plan, given) +
+          (plan.worldSize > 1
+               ? " (per rank of " + std::to_string(plan.worldSize) + ": " +
+                     describeShapes(plan, perRank) + ")"
+               : std::string()) +
+          ", which match no compiled program (compiled, per rank: " +
+          describeShapes(plan, compiled) + ")");
+    data.steps_.push_back(std::move(tensors));
+  }
   return data;
 }
 
@@ -198,6 +317,19 @@ std::vector<at::Tensor> DataFile::sliceMicroStep(int64_t step, int64_t rank,
                        " is out of range for world size " +
                        std::to_string(worldSize));
   std::vector<at::Tensor> inputs;
+  if (!steps_.empty()) {
+    // The list form: each micro-step's B rows split evenly over the ranks.
+    for (size_t i = 0; i < steps_[size_t(step)].size(); ++i) {
+      const at::Tensor &micro = steps_[size_t(step)][i];
+      if (!batched_[i]) {
+        inputs.push_back(micro);
+        continue;
+      }
+      int64_t rows = micro.size(0) / worldSize;
+      inputs.push_back(micro.narrow(0, rank * rows, rows));
+    }
+    return inputs;
+  }
   inputs.reserve(tensors_.size());
   for (size_t i = 0; i < tensors_.size(); ++i) {
     at::Tensor micro = tensors_[i].select(0, step);

@@ -145,6 +145,69 @@ TEST(TensorIODataFileTest, ErrorsNameTheFileAndKey) {
   std::vector<char> list = torch::jit::pickle_save(c10::List<int64_t>({1, 2}));
   test::writeText(path, std::string(list.begin(), list.end()));
   EXPECT_THROW_WITH(DataFile::load(path, dataPlan()), RuntimeError,
-                    "expected a dict of str -> Tensor (torch.save({...})), "
-                    "found GenericList");
+                    "micro-step 0: expected a dict of str -> Tensor, found "
+                    "Int");
+  std::vector<char> number = torch::jit::pickle_save(c10::IValue(int64_t(3)));
+  test::writeText(path, std::string(number.begin(), number.end()));
+  EXPECT_THROW_WITH(DataFile::load(path, dataPlan()), RuntimeError,
+                    "expected a dict of str -> Tensor (torch.save({...})) or "
+                    "a list of such dicts, one per micro-step, found Int");
+}
+
+/// torch.save([{...}, {...}]): one dict per micro-step.
+static void saveSteps(
+    const std::string &path,
+    const std::vector<std::vector<std::pair<std::string, at::Tensor>>> &steps) {
+  c10::impl::GenericList list(c10::AnyType::get());
+  for (const auto &items : steps) {
+    c10::Dict<std::string, at::Tensor> dict;
+    for (const auto &[key, tensor] : items)
+      dict.insert(key, tensor);
+    list.push_back(dict);
+  }
+  std::vector<char> bytes = torch::jit::pickle_save(list);
+  test::writeText(path, std::string(bytes.begin(), bytes.end()));
+}
+
+TEST(TensorIODataFileTest, ListOfMicroStepsSplitsEachOverTheRanks) {
+  TempDir dir;
+  std::vector<at::Tensor> xs, tables;
+  std::vector<std::vector<std::pair<std::string, at::Tensor>>> steps;
+  for (int64_t s = 0; s < 3; ++s) {
+    xs.push_back(torch::rand({4, 3}));
+    tables.push_back(torch::arange(5) + s);
+    steps.push_back({{"x", xs.back()}, {"in1", tables.back()}});
+  }
+  saveSteps(dir.file("l.pt"), steps);
+  DataFile data = DataFile::load(dir.file("l.pt"), dataPlan(2));
+  EXPECT_EQ(data.numMicroSteps(), 3);
+  std::vector<at::Tensor> rank1 = data.sliceMicroStep(2, 1, 2);
+  ASSERT_EQ(rank1.size(), 2u);
+  EXPECT_TRUE(rank1[0].equal(xs[2].slice(0, 2, 4)));
+  EXPECT_TRUE(rank1[1].equal(tables[2]));
+  EXPECT_THROW_WITH(data.requireMicroSteps(4, "2 steps x 2"), RuntimeError,
+                    "l.pt has S = 3 micro-steps, but 4 are needed");
+}
+
+TEST(TensorIODataFileTest, ListMicroStepOfAnotherShapeNamesBoth) {
+  TempDir dir;
+  std::string path = dir.file("l.pt");
+  at::Tensor table = torch::zeros({5}, torch::kLong);
+  saveSteps(path, {{{"x", torch::zeros({4, 3})}, {"table", table}},
+                   {{"x", torch::zeros({6, 3})}, {"table", table}}});
+  EXPECT_THROW_WITH(DataFile::load(path, dataPlan(2)), RuntimeError,
+                    "data file " + path +
+                        ": micro-step 1 has shapes x [6, 3], table [5] (per "
+                        "rank of 2: x [3, 3], table [5]), which match no "
+                        "compiled program (compiled, per rank: x [2, 3], "
+                        "table [5])");
+  saveSteps(path,
+            {{{"x", torch::zeros({4, 3})}, {"table", table}},
+             {{"x", torch::zeros({4, 3}, torch::kDouble)}, {"table", table}}});
+  EXPECT_THROW_WITH(DataFile::load(path, dataPlan(2)), RuntimeError,
+                    "micro-step 1: key \"x\" is float64, the plan's "
+                    "argument \"x\" is float32");
+  saveSteps(path, {{{"x", torch::zeros({4, 3})}}});
+  EXPECT_THROW_WITH(DataFile::load(path, dataPlan(2)), RuntimeError,
+                    "micro-step 0: missing forward argument 1");
 }

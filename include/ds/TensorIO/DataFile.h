@@ -5,6 +5,9 @@
 // a .safetensors file. Batched arguments are shaped [S, B, ...] (S
 // micro-steps, B = micro_batch_per_rank * world_size rows), unbatched ones
 // [S, ...]. Rank r of W takes rows [r*b, (r+1)*b) of each micro-step.
+// A torch.save file may instead hold a list of S such dicts without the S
+// dimension, one per micro-step ([B, ...] / [...]), whose shapes may differ
+// from one micro-step to the next; each must match a compiled program.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +22,10 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+namespace c10 {
+struct IValue;
+} // namespace c10
 
 namespace ds::runtime {
 
@@ -55,9 +62,17 @@ public:
 
 private:
   DataFile() = default;
+  static DataFile loadStacked(const std::string &path,
+                              const NamedTensors &entries,
+                              const plan::Plan &plan);
+  static DataFile loadMicroStepList(const std::string &path,
+                                    const std::vector<c10::IValue> &list,
+                                    const plan::Plan &plan);
 
   std::string path_;
   std::vector<at::Tensor> tensors_; // One per plan input, in plan order.
+  /// The list form: each micro-step's tensors, in plan order.
+  std::vector<std::vector<at::Tensor>> steps_;
   std::vector<bool> batched_;
   int64_t microBatchPerRank_ = 1;
   int64_t numMicroSteps_ = 0;
