@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the project builds and tests with:
 #   - Debian packages: MLIR/LLVM 22 (with lit and FileCheck), Open MPI, Ninja, ccache,
-#     nlohmann-json, GoogleTest, pybind11, and Python's venv and headers;
+#     nlohmann-json, GoogleTest, pybind11, protobuf (ds-run's tensorboard monitor), and
+#     Python's venv and headers;
 #   - the project's Python environment .venv/ (git-ignored) with the pinned packages of
 #     requirements.txt: torch 2.x (LibTorch for the build, Python's torch for the tests and
 #     the oracle), numpy, pytest, safetensors, torchvision and transformers (the model
@@ -27,6 +28,7 @@ packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libopenmpi-dev openmpi-bin
   nlohmann-json3-dev libgtest-dev pybind11-dev python3-dev python3-venv
+  libprotobuf-dev protobuf-compiler
 )
 
 missing=()

@@ -150,6 +150,7 @@ EngineConfig parseEngineConfig(const ordered_json &json,
 
   config.wallClockBreakdown =
       root.boolean("wall_clock_breakdown").value_or(false);
+  config.monitor = parseMonitors(root, config.notes);
   config.prescaleGradients = root.boolean("prescale_gradients").value_or(false);
   if (auto factor = root.number("gradient_predivide_factor")) {
     requirePositive(*factor, "gradient_predivide_factor");

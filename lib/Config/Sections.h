@@ -47,6 +47,10 @@ LeafModuleConfig parseModuleSelection(std::optional<ObjectReader> section,
 ActivationCheckpointingConfig
 parseActivationCheckpointing(ObjectReader &section, ConfigNotes &notes);
 
+/// tensorboard, csv_monitor, wandb and comet (Monitoring.cpp); an enabled
+/// wandb or comet is a remark saying it is not written.
+MonitorConfig parseMonitors(ObjectReader &root, ConfigNotes &notes);
+
 /// fp16, bf16 (or its old name bfloat16), torch_autocast, data_types and
 /// communication_data_type, with their mutual exclusions.
 void parsePrecision(ObjectReader &root, const ParseContext &context,

@@ -68,10 +68,6 @@ const std::vector<UnsupportedFeature> &unsupportedTopLevelFeatures() {
       F{"timers", DisabledForm::Never, ""},
       // Sections with an "enabled" switch.
       F{"flops_profiler", DisabledForm::EnabledFalse, ""},
-      F{"tensorboard", DisabledForm::EnabledFalse, ""},
-      F{"wandb", DisabledForm::EnabledFalse, ""},
-      F{"csv_monitor", DisabledForm::EnabledFalse, ""},
-      F{"comet", DisabledForm::EnabledFalse, ""},
       F{"comms_logger", DisabledForm::EnabledFalse, ""},
       F{"amp", DisabledForm::EnabledFalse, ""},
       F{"elasticity", DisabledForm::EnabledFalse, ""},

@@ -18,6 +18,7 @@
 #include "OperatorResolver.h"
 
 #include "ds/Plan/PlanError.h"
+#include "ds/Runtime/ExecutionObserver.h"
 #include "ds/Runtime/StateStore.h"
 #include "ds/TensorIO/DTypes.h"
 #include "ds/TensorIO/RuntimeError.h"
@@ -173,7 +174,10 @@ public:
       : plan_(plan), program_(findProgram(plan, programName, origin)),
         state_(state), training_(training), origin_(std::move(origin)),
         options_(options), path_("programs." + programName),
-        takesInputs_(programName != "step") {
+        takesInputs_(programName != "step"),
+        basePart_(programName == "step"    ? ProgramPart::Step
+                  : programName == "train" ? ProgramPart::Forward
+                                           : ProgramPart::Eval) {
     build(program_.body, path_ + ".body", steps_);
   }
 
@@ -190,6 +194,7 @@ public:
 
   int64_t current_ = 0;
   int64_t peak_ = 0;
+  ExecutionObserver *observer_ = nullptr;
 
 private:
   static const plan::Program &findProgram(const plan::Plan &plan,
@@ -231,6 +236,10 @@ private:
 
   void runBlock(const std::vector<Step> &steps);
   void runStep(const Step &step);
+  void runObservedStep(const Step &step);
+  void runStepBody(const Step &step);
+  /// What runRange(begin, ...) runs, for the observer.
+  ProgramPart partAt(size_t begin) const;
   void execute(const Step &step);
   void executeCall(const Step &step);
   void executeIf(const Step &step);
@@ -283,6 +292,8 @@ private:
   std::string path_;
   /// False for programs.step, which has no inputs.
   bool takesInputs_;
+  /// Forward for programs.train (whose backward starts at backward_start).
+  ProgramPart basePart_;
   std::vector<Step> steps_;
 
   // Per run (kept between the parts of a split run).
@@ -467,15 +478,30 @@ void Executor::Impl::start(const std::vector<c10::IValue> &inputs) {
   current_ = 0;
 }
 
+ProgramPart Executor::Impl::partAt(size_t begin) const {
+  if (basePart_ == ProgramPart::Forward && program_.backwardStart &&
+      int64_t(begin) >= *program_.backwardStart)
+    return ProgramPart::Backward;
+  return basePart_;
+}
+
 void Executor::Impl::runRange(size_t begin, size_t end) {
   end = std::min(end, steps_.size());
+  ExecutionObserver *observer = observer_;
+  ProgramPart part = partAt(begin);
+  if (observer)
+    observer->partBegin(part);
   try {
     for (size_t i = begin; i < end; ++i)
       runStep(steps_[i]);
   } catch (...) {
+    if (observer)
+      observer->partEnd(part);
     finish();
     throw;
   }
+  if (observer)
+    observer->partEnd(part);
 }
 
 std::vector<c10::IValue> Executor::Impl::results() const {
@@ -518,6 +544,25 @@ void Executor::Impl::runBlock(const std::vector<Step> &steps) {
 }
 
 void Executor::Impl::runStep(const Step &step) {
+  // Unobserved runs pay this test only.
+  if (observer_)
+    runObservedStep(step);
+  else
+    runStepBody(step);
+}
+
+void Executor::Impl::runObservedStep(const Step &step) {
+  observer_->opBegin(*step.op);
+  try {
+    runStepBody(step);
+  } catch (...) {
+    observer_->opEnd(*step.op);
+    throw;
+  }
+  observer_->opEnd(*step.op);
+}
+
+void Executor::Impl::runStepBody(const Step &step) {
   try {
     execute(step);
   } catch (const RuntimeError &error) {
@@ -842,6 +887,10 @@ std::vector<c10::IValue> Executor::run(const std::vector<c10::IValue> &inputs) {
 
 void Executor::start(const std::vector<c10::IValue> &inputs) {
   impl_->start(inputs);
+}
+
+void Executor::setObserver(ExecutionObserver *observer) {
+  impl_->observer_ = observer;
 }
 
 void Executor::runRange(size_t begin, size_t end) {

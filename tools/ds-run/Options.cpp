@@ -53,6 +53,10 @@ its forward only). On W data-parallel ranks, launch it with Open MPI:
                         the file name instead of pytorch_model.bin
   --save-16bit-exclude-frozen
                         leave out the parameters that do not train
+  --trace FILE.json     write a Chrome / Perfetto trace of the training run
+                        per rank, FILE.rank<r>.json: each op by module
+                        path, collectives from start to completion, waits,
+                        optimizer steps (docs/tracing.md)
   --resume DIR          load DIR's latest checkpoint (parameters, optimizer
                         state, LR schedule, step counters, seed) and go on
                         from its step to --steps, reading the data from
@@ -185,6 +189,8 @@ Options parseOptions(int argc, char **argv) {
       options.save16BitExcludeFrozen = true;
     } else if (flag == "--resume") {
       options.resumeDir = args.value(flag, inlineValue);
+    } else if (flag == "--trace") {
+      options.tracePath = args.value(flag, inlineValue);
     } else if (flag == "--report") {
       options.reportPath = args.value(flag, inlineValue);
     } else if (flag == "--losses") {
@@ -204,6 +210,9 @@ Options parseOptions(int argc, char **argv) {
     throw UsageError("missing the plan file (ds-run PLAN --data DATA ...)");
   if (options.dataPath.empty())
     throw UsageError("missing required option --data");
+  if (options.eval && !options.tracePath.empty())
+    throw UsageError("--trace traces a training run; it cannot be "
+                     "combined with --eval");
   if (options.eval && !options.reportPath.empty())
     throw UsageError("--report measures a training run; it cannot be "
                      "combined with --eval");

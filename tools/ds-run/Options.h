@@ -45,6 +45,9 @@ struct Options {
   /// Its file name (default DeepSpeed's pytorch_model.bin).
   std::optional<std::string> save16BitFile;
   bool save16BitExcludeFrozen = false;
+  /// Chrome trace-event JSON of the training run, one file per rank
+  /// (TraceWriter::rankPath; docs/tracing.md).
+  std::string tracePath;
   /// Resume from this folder's latest checkpoint.
   std::string resumeDir;
   /// Overrides the configs' "seed".

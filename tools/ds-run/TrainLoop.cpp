@@ -10,8 +10,8 @@
 #include "TrainLoop.h"
 
 #include "LossLog.h"
-#include "Progress.h"
 #include "RunSetup.h"
+#include "TrainMonitor.h"
 
 #include "ds/Plan/Report.h"
 #include "ds/Runtime/Communicator.h"
@@ -249,9 +249,10 @@ void runTrain(const Options &options, const World &world) {
 
   LossMeter meter(engine.plan(), options.planPath);
   LossLog log(world);
-  Progress progress("train");
+  TrainMonitor monitor(options, engine, world, run.steps);
   for (int64_t step = first; step <= run.steps; ++step) {
     world.faultPoint(step); // DS_TEST_FAULT (test/mpi), else nothing.
+    monitor.stepBegin(step);
     runtime::StepReport report;
     for (int64_t micro = 0; micro < accumulation; ++micro) {
       int64_t index = (step - 1) * accumulation + micro;
@@ -269,7 +270,7 @@ void runTrain(const Options &options, const World &world) {
     nlohmann::ordered_json line = meter.line(step, world);
     addStepReport(line, report, engine.plan());
     log.emit(line);
-    progress.update(step, run.steps);
+    monitor.stepEnd(step, line);
     if (!options.saveCheckpointDir.empty() &&
         ((options.saveEvery && step % options.saveEvery == 0) ||
          step == run.steps))
@@ -277,6 +278,7 @@ void runTrain(const Options &options, const World &world) {
   }
   plan::OverlapReport overlap = engine.overlap();
   log.writeFile(options.lossesPath);
+  monitor.finish();
   if (!options.reportPath.empty()) {
     plan::Report measured =
         gatherReport(engine, world, stepVolume, run.steps - first + 1,

@@ -22,9 +22,6 @@ TEST(ConfigUnsupportedTest, TopLevelFeaturesSayNotSupported) {
   const std::pair<const char *, const char *> features[] = {
       {"flops_profiler", R"({"enabled": true})"},
       {"pipeline", R"({"stages": 2})"},
-      {"tensorboard", R"({"enabled": true})"},
-      {"wandb", R"({"enabled": true})"},
-      {"csv_monitor", R"({"enabled": true})"},
       {"comms_logger", R"({"enabled": true})"},
       {"compression_training", "{}"},
       {"sparse_attention", R"({"mode": "fixed"})"},

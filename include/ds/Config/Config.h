@@ -257,6 +257,24 @@ struct ActivationCheckpointingConfig {
   }
 };
 
+/// One of DeepSpeed's file monitors (`tensorboard`, `csv_monitor`): rank 0
+/// writes under outputPath/jobName/ (docs/config.md, "Monitoring").
+struct MonitorOutputConfig {
+  bool enabled = false;
+  /// DeepSpeed's default "" is the working directory.
+  std::string outputPath;
+  std::string jobName = "DeepSpeedJobName";
+};
+
+/// DeepSpeed's monitor sections. `wandb` and `comet` are accepted (their
+/// keys checked) and not written: enabling one is a remark.
+struct MonitorConfig {
+  MonitorOutputConfig tensorboard;
+  MonitorOutputConfig csv;
+
+  bool enabled() const { return tensorboard.enabled || csv.enabled; }
+};
+
 struct ZeroConfig {
   int stage = 0;
   bool contiguousGradients = true;
@@ -358,7 +376,9 @@ struct EngineConfig {
 
   ActivationCheckpointingConfig activationCheckpointing;
 
+  /// Per-phase times (fwd, bwd, ...) every stepsPerPrint steps.
   bool wallClockBreakdown = false;
+  MonitorConfig monitor;
   bool prescaleGradients = false;
   double gradientPredivideFactor = 1.0;
 

@@ -271,7 +271,8 @@ struct EngineDesc {
   /// (zero_optimization.stage3_gather_16bit_weights_on_model_save).
   bool gather16BitWeightsOnModelSave = false;
   /// The engine's DeepSpeed config as given: provenance only (checkpoints
-  /// record it as ds_config); nothing reads keys from it.
+  /// record it as ds_config); only the monitoring keys are read from it
+  /// (ds/Plan/Monitor.h).
   ordered_json dsConfig = ordered_json::object();
   /// Trainable engines of plans with programs.train: both set. Frozen
   /// engines: no optimizer, a partition only at stage 3.

@@ -31,6 +31,7 @@
 namespace ds::runtime {
 
 class Communicator;
+class ExecutionObserver;
 class Optimizer;
 class StateStore;
 namespace detail {
@@ -248,6 +249,10 @@ public:
   /// backward() and step() (ds-run --report's "overlap").
   plan::OverlapReport overlap() const;
   void resetOverlap();
+
+  /// Calls `observer` (ExecutionObserver.h) around every program part and
+  /// op the engine runs from now on; null stops. It must outlive the runs.
+  void setObserver(ExecutionObserver *observer);
 
   /// Eval program: live-value bytes measured by its executor; state,
   /// gradient and optimizer bytes.

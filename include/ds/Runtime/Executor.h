@@ -23,6 +23,7 @@
 
 namespace ds::runtime {
 
+class ExecutionObserver;
 class StateStore;
 
 struct MemoryStats {
@@ -128,6 +129,10 @@ public:
   int64_t currentBytes() const;
   int64_t peakBytes() const;
   void resetPeak();
+
+  /// Calls `observer` around each part run and each op (null: none, the
+  /// default); it must outlive the runs.
+  void setObserver(ExecutionObserver *observer);
 
 private:
   class Impl;
