@@ -45,6 +45,12 @@ class GPT2ForTraining(GPT2LMHeadModel):
         return super().forward(input_ids=input_ids, labels=labels, use_cache=False).loss
 
 
+def tiny_config() -> GPT2Config:
+    return GPT2Config(vocab_size=len(ALPHABET), n_positions=T, n_embd=64, n_layer=2, n_head=4,
+                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                      bos_token_id=0, eos_token_id=0)
+
+
 def corpus(chars: int) -> str:
     """A few KB of generated sentences (seeded): enough structure for the loss to fall."""
     rng = random.Random(0)
@@ -87,9 +93,7 @@ def main() -> int:
 
     # 1. The existing weights: any Hugging Face checkpoint folder does (config.json +
     #    model.safetensors); here a tiny GPT-2 from a config, so that nothing is downloaded.
-    config = GPT2Config(vocab_size=len(ALPHABET), n_positions=T, n_embd=64, n_layer=2, n_head=4,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                        bos_token_id=0, eos_token_id=0)
+    config = tiny_config()
     torch.manual_seed(0)
     GPT2LMHeadModel(config).save_pretrained(out("base"))
 
