@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import warnings
@@ -87,8 +86,7 @@ def main() -> int:
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # for the ranks: one thread each
-    shutil.rmtree(args.out, ignore_errors=True)
-    os.makedirs(args.out)
+    os.makedirs(args.out, exist_ok=True)
     out = lambda *name: os.path.join(args.out, *name)  # noqa: E731
 
     # 1. The existing weights: any Hugging Face checkpoint folder does (config.json +
@@ -113,7 +111,7 @@ def main() -> int:
         "train_micro_batch_size_per_gpu": "auto",
         "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.0}},
         "bf16": {"enabled": True},
-        "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0,
+        "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0,  # shard all
                               "stage3_gather_16bit_weights_on_model_save": True},
     }
     with open(out("ds_config.json"), "w") as f:

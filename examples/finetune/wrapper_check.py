@@ -12,7 +12,6 @@ base/model.safetensors` must give Hugging Face's own loss of those weights on ea
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import warnings
@@ -40,8 +39,7 @@ def main() -> int:
     args = p.parse_args()
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
-    shutil.rmtree(args.out, ignore_errors=True)
-    os.makedirs(args.out)
+    os.makedirs(args.out, exist_ok=True)
     out = lambda *name: os.path.join(args.out, *name)  # noqa: E731
 
     config = finetune.tiny_config()
