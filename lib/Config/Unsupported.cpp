@@ -66,6 +66,9 @@ const std::vector<UnsupportedFeature> &unsupportedTopLevelFeatures() {
       F{"sequence_parallel_size", DisabledForm::Never, ""},
       F{"seq_parallel_communication_data_type", DisabledForm::Never, ""},
       F{"timers", DisabledForm::Never, ""},
+      F{"expert_parallel", DisabledForm::Never, ""},
+      F{"log_level", DisabledForm::Never, ""},
+      F{"vocabulary_size", DisabledForm::Never, ""},
       // Sections with an "enabled" switch.
       F{"flops_profiler", DisabledForm::EnabledFalse, ""},
       F{"comms_logger", DisabledForm::EnabledFalse, ""},
@@ -88,6 +91,11 @@ const std::vector<UnsupportedFeature> &unsupportedTopLevelFeatures() {
       F{"dataloader_drop_last", DisabledForm::DefaultValue, "false"},
       F{"disable_allgather", DisabledForm::DefaultValue, "false"},
       F{"graph_harvesting", DisabledForm::DefaultValue, "false"},
+      F{"disable_python_gc", DisabledForm::DefaultValue, "false"},
+      F{"use_data_before_expert_parallelism", DisabledForm::DefaultValue,
+        "false"},
+      F{"managed_gradient_accumulation", DisabledForm::DefaultValue, "true"},
+      F{"gradient_allreduce_op", DisabledForm::DefaultValue, "\"mean\""},
   };
   return features;
 }
@@ -126,6 +134,8 @@ const std::vector<UnsupportedFeature> &unsupportedZeroFeatures() {
         "false"},
       F{"stage3_allgather_sequential", DisabledForm::DefaultValue, "false"},
       F{"stage3_partition_stream_chunk_size", DisabledForm::DefaultValue, "0"},
+      F{"parameter_alignment", DisabledForm::DefaultValue, "false"},
+      F{"compute_grad_norm", DisabledForm::DefaultValue, "true"},
   };
   return features;
 }
