@@ -74,7 +74,7 @@ def main():
     ax.set_xlabel("ms since the start of step %d" % args.step)
     ax.set_title("%s: step %d (%.1f ms)" % (args.trace, args.step, step["dur"] / 1000.0))
     handles = [plt.Rectangle((0, 0), 1, 1, color=colour[k]) for k in kinds]
-    ax.legend(handles, kinds, loc="upper right", fontsize="small", ncol=2)
+    ax.legend(handles, kinds, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     fig.tight_layout()
     fig.savefig(args.output, dpi=120)
     print("trace_plot: wrote %s" % args.output)

@@ -7,7 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <set>
+#include <unordered_map>
 
 namespace ds::runtime {
 
@@ -116,58 +118,75 @@ ordered_json threadName(int64_t pid, int64_t tid, const std::string &name) {
 } // namespace
 
 void TraceWriter::write(const std::string &path) const {
-  ordered_json events = ordered_json::array();
-  events.push_back({{"name", "process_name"},
+  ordered_json header = ordered_json::array();
+  header.push_back({{"name", "process_name"},
                     {"ph", "M"},
                     {"pid", rank_},
                     {"args", {{"name", "rank " + std::to_string(rank_)}}}});
-  events.push_back({{"name", "process_sort_index"},
+  header.push_back({{"name", "process_sort_index"},
                     {"ph", "M"},
                     {"pid", rank_},
                     {"args", {{"sort_index", rank_}}}});
-  events.push_back(threadName(rank_, 0, "ops"));
+  header.push_back(threadName(rank_, 0, "ops"));
   for (int64_t track = 0; track < tracks_; ++track)
-    events.push_back(threadName(rank_, 1 + track,
+    header.push_back(threadName(rank_, 1 + track,
                                 track ? "collectives " + std::to_string(track)
                                       : std::string("collectives")));
+  std::string text = "{\"traceEvents\":[";
+  for (const ordered_json &event : header)
+    text += event.dump() + ",\n";
+  // Slices are many: each op's name, category and args are formatted once.
+  std::unordered_map<const plan::Op *, std::string> opText;
+  auto describe = [&](const plan::Op &op) -> const std::string & {
+    std::string &entry = opText[&op];
+    if (entry.empty())
+      entry = "\"name\":" + ordered_json(opName(op)).dump() + ",\"cat\":\"" +
+              plan::opKindName(op.kind) + "\"," +
+              "\"args\":" + opArgs(op).dump();
+    return entry;
+  };
+  std::string pid = std::to_string(rank_);
+  char timing[96];
   for (const Event &event : events_) {
-    ordered_json entry;
-    int64_t tid = 0;
+    int64_t tid = event.kind == Kind::Collective ? 1 + event.value : 0;
+    std::snprintf(timing, sizeof(timing),
+                  "\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%s,"
+                  "\"tid\":%lld,",
+                  event.start, event.duration, pid.c_str(),
+                  static_cast<long long>(tid));
+    text += '{';
+    text += timing;
     switch (event.kind) {
     case Kind::Step:
-      entry["name"] = "step " + std::to_string(event.value);
-      entry["cat"] = "step";
+      text += "\"name\":\"step " + std::to_string(event.value) +
+              "\",\"cat\":\"step\"";
       break;
     case Kind::Part:
-      entry["name"] = programPartName(ProgramPart(event.value));
-      entry["cat"] = "part";
+      text += std::string("\"name\":\"") +
+              programPartName(ProgramPart(event.value)) + "\",\"cat\":\"part\"";
       break;
     case Kind::Op:
-      entry["name"] = opName(*event.op);
-      entry["cat"] = plan::opKindName(event.op->kind);
+      text += describe(*event.op);
       break;
-    case Kind::Collective:
-      entry["name"] = opName(*event.op);
-      entry["cat"] = "collective";
-      tid = 1 + event.value;
+    case Kind::Collective: {
+      // The op's own text, its category replaced.
+      std::string entry = describe(*event.op);
+      size_t cat = entry.find(",\"cat\":\"");
+      size_t end = entry.find('"', cat + 8);
+      text +=
+          entry.substr(0, cat) + ",\"cat\":\"collective" + entry.substr(end);
       break;
     }
-    entry["ph"] = "X";
-    entry["ts"] = event.start;
-    entry["dur"] = event.duration;
-    entry["pid"] = rank_;
-    entry["tid"] = tid;
-    if (event.op)
-      entry["args"] = opArgs(*event.op);
-    events.push_back(std::move(entry));
+    }
+    text += "},\n";
   }
-  ordered_json document = {
-      {"traceEvents", std::move(events)},
-      {"displayTimeUnit", "ms"},
-      {"otherData",
-       {{"producer", "ds-run"}, {"plan", plan_.producer}, {"rank", rank_}}}};
+  ordered_json other = {
+      {"producer", "ds-run"}, {"plan", plan_.producer}, {"rank", rank_}};
+  // The header holds at least one event, so the list ends with ",\n".
+  text.resize(text.size() - 2);
+  text += "],\"displayTimeUnit\":\"ms\",\"otherData\":" + other.dump() + "}\n";
   try {
-    plan::writeFileAtomic(path, document.dump() + "\n");
+    plan::writeFileAtomic(path, text);
   } catch (const std::exception &error) {
     throw RuntimeError("--trace " + path + ": " + error.what());
   }
