@@ -2,11 +2,14 @@
 """ds-run --weights reads a Hugging Face file into a plan traced through a loss wrapper.
 
     .venv/bin/python examples/finetune/wrapper_check.py --out DIR [--bin build/bin]
+                                                     [--model gpt2|llama]
 
-The recipe's GPT-2 (finetune.py), traced as test/zoo's CausalLMLoss holds it (self.model: plan
-names model.transformer...), compiled in float32 for one rank; `ds-run --eval --weights
-base/model.safetensors` must give Hugging Face's own loss of those weights on each micro-step
-(within 1e-5: float32 on both sides), where the wrapper's own random weights give another.
+The recipe's GPT-2 (finetune.py), or a Llama of the same size, traced as test/zoo's CausalLMLoss
+holds it (self.model: plan names model.transformer...), compiled in float32 for one rank;
+`ds-run --eval --weights base/model.safetensors` must give Hugging Face's own loss of those
+weights on each micro-step (within 1e-5: float32 on both sides), where the wrapper's own random
+weights give another. Llama's rotary `inv_freq` is a non-persistent buffer that
+`save_pretrained` leaves out: it keeps the plan's value (ds-run says so in a note).
 """
 
 import argparse
@@ -18,7 +21,7 @@ import warnings
 
 import torch
 import transformers
-from transformers import GPT2LMHeadModel
+from transformers import GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 import finetune
 
@@ -36,18 +39,26 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
     p.add_argument("--bin", default=os.path.join(finetune.ROOT, "build", "bin"))
+    p.add_argument("--model", choices=("gpt2", "llama"), default="gpt2")
     args = p.parse_args()
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
     os.makedirs(args.out, exist_ok=True)
     out = lambda *name: os.path.join(args.out, *name)  # noqa: E731
 
-    config = finetune.tiny_config()
+    if args.model == "gpt2":
+        config, model_class = finetune.tiny_config(), GPT2LMHeadModel
+    else:
+        config = LlamaConfig(vocab_size=len(finetune.ALPHABET), hidden_size=64,
+                             intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                             num_key_value_heads=2, max_position_embeddings=finetune.T,
+                             bos_token_id=0, eos_token_id=0)
+        model_class = LlamaForCausalLM
     torch.manual_seed(0)
-    GPT2LMHeadModel(config).save_pretrained(out("base"))
+    model_class(config).save_pretrained(out("base"))
     data = finetune.make_data(finetune.corpus(4096), 2)
     torch.save(data, out("data.pt"))
-    wrapper = CausalLMLoss(GPT2LMHeadModel(config)).train()  # other random weights
+    wrapper = CausalLMLoss(model_class(config)).train()  # other random weights
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         torch.jit.trace(wrapper, (data["input_ids"][0], data["labels"][0]),
@@ -66,7 +77,7 @@ def main() -> int:
 
     ours = eval_losses("--weights", out("base", "model.safetensors"))
     own = eval_losses()
-    hf = GPT2LMHeadModel.from_pretrained(out("base")).eval()
+    hf = model_class.from_pretrained(out("base")).eval()
     with torch.no_grad():
         theirs = [hf(input_ids=i, labels=l).loss.item()
                   for i, l in zip(data["input_ids"], data["labels"])]

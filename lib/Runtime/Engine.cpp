@@ -11,6 +11,8 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <fstream>
+
 namespace ds::runtime {
 
 namespace {
@@ -133,17 +135,24 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
   }
 
   const plan::Plan &loaded = *engine.plan_;
+  std::string planWeights;
+  if (loaded.weights) {
+    planWeights = loaded.weights->path;
+    if (!planWeights.empty() && planWeights[0] != '/')
+      planWeights = baseDir + "/" + planWeights;
+  }
+  // Under --weights, the plan's own file (when it is there) loads first, so
+  // that buffers a state dict leaves out (non-persistent ones, as Llama's
+  // rotary inv_freq) keep the plan's values.
+  if (loaded.weights &&
+      (options.weightsPath.empty() || std::ifstream(planWeights).good()))
+    engine.state_->load(loaded.weights->kind, planWeights);
   if (!options.weightsPath.empty()) {
     engine.state_->load(endsWith(options.weightsPath, ".safetensors")
                             ? "safetensors"
                             : "torchscript",
-                        options.weightsPath);
-  } else if (loaded.weights) {
-    std::string path = loaded.weights->path;
-    if (!path.empty() && path[0] != '/')
-      path = baseDir + "/" + path;
-    engine.state_->load(loaded.weights->kind, path);
-  } else if (!loaded.state.empty()) {
+                        options.weightsPath, engine.state_->loaded());
+  } else if (!loaded.weights && !loaded.state.empty()) {
     throw RuntimeError(origin + ": the plan has " +
                        std::to_string(loaded.state.size()) +
                        " state tensor(s) but names no weights file; pass "

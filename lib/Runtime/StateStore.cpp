@@ -25,20 +25,24 @@ StateStore::StateStore(const plan::Plan &plan)
     index_.emplace(plan.state[i].name, int64_t(i));
 }
 
-void StateStore::load(const std::string &kind, const std::string &path) {
+void StateStore::load(const std::string &kind, const std::string &path,
+                      bool keepMissingBuffers) {
   if (kind == "safetensors")
-    loadSafetensors(path);
+    loadSafetensors(path, keepMissingBuffers);
   else
-    loadTorchScript(path);
+    loadTorchScript(path, keepMissingBuffers);
 }
 
-void StateStore::loadTorchScript(const std::string &path) {
+void StateStore::loadTorchScript(const std::string &path,
+                                 bool keepMissingBuffers) {
   NamedTensors params, buffers;
   detail::readTorchScriptState(path, params, buffers);
-  install(params, buffers, {}, "TorchScript archive " + path);
+  install(params, buffers, {}, "TorchScript archive " + path,
+          keepMissingBuffers);
 }
 
-void StateStore::loadSafetensors(const std::string &path) {
+void StateStore::loadSafetensors(const std::string &path,
+                                 bool keepMissingBuffers) {
   NamedTensors tensors;
   try {
     tensors = readSafetensors(path);
@@ -49,7 +53,7 @@ void StateStore::loadSafetensors(const std::string &path) {
   for (const StateDesc &desc : plan_.state)
     names.push_back(desc.name);
   detail::prefixWrappedNames(names, tensors, "weights file " + path);
-  install({}, {}, tensors, "weights file " + path);
+  install({}, {}, tensors, "weights file " + path, keepMissingBuffers);
 }
 
 namespace {
@@ -88,7 +92,7 @@ const char *kindName(StateKind kind) {
 void StateStore::install(const NamedTensors &params,
                          const NamedTensors &buffers,
                          const NamedTensors &unkinded,
-                         const std::string &source) {
+                         const std::string &source, bool keepMissingBuffers) {
   std::map<std::string, Found> found;
   for (const auto &[name, tensor] : params)
     found[name] = {tensor, "parameter"};
@@ -98,10 +102,16 @@ void StateStore::install(const NamedTensors &params,
     found[name] = {tensor, ""};
 
   Problems problems;
+  std::vector<std::string> kept;
   std::vector<at::Tensor> tensors(plan_.state.size());
   for (size_t i = 0; i < plan_.state.size(); ++i) {
     const StateDesc &desc = plan_.state[i];
     auto it = found.find(desc.name);
+    if (it == found.end() && keepMissingBuffers && loaded_ &&
+        desc.kind == StateKind::Buffer) {
+      kept.push_back(desc.name);
+      continue;
+    }
     if (it == found.end()) {
       problems.add(std::string("missing ") + kindName(desc.kind) + " \"" +
                    desc.name + "\"");
@@ -138,6 +148,8 @@ void StateStore::install(const NamedTensors &params,
                        " does not match the plan's state: " + problems.join());
   at::NoGradGuard noGrad;
   for (size_t i = 0; i < tensors.size(); ++i) {
+    if (!tensors[i].defined())
+      continue; // A kept buffer.
     if (!homes_[i].empty()) {
       // Stage 3: the rank keeps its block; a gathered view sees it too.
       stores_[i](tensors[i]);
@@ -150,6 +162,7 @@ void StateStore::install(const NamedTensors &params,
     }
   }
   loaded_ = true;
+  keptBuffers_ = std::move(kept);
 }
 
 void StateStore::shard(int64_t index, std::string home,

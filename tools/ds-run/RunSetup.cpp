@@ -7,7 +7,10 @@
 
 #include "RunSetup.h"
 
+#include "ds/Runtime/StateStore.h"
 #include "ds/TensorIO/RuntimeError.h"
+
+#include <cstdio>
 
 namespace ds::run {
 
@@ -43,6 +46,16 @@ RunSetup setUpRun(const Options &options, const World &world, bool training) {
   loadOptions.seed = options.seed;
   runtime::Engine engine = runtime::Engine::load(options.planPath, loadOptions);
   const plan::Plan &plan = engine.plan();
+  const std::vector<std::string> &kept = engine.state().keptBuffers();
+  if (!kept.empty() && world.rank == 0) {
+    std::string names;
+    for (const std::string &name : kept)
+      names += (names.empty() ? "\"" : ", \"") + name + "\"";
+    std::fprintf(stderr,
+                 "ds-run: note: --weights %s has no buffer %s: kept the "
+                 "plan's (state dicts leave out non-persistent buffers)\n",
+                 options.weightsPath.c_str(), names.c_str());
+  }
   // The engine checks this against its communicator; a World without one
   // (one rank) is checked here.
   if (plan.worldSize != world.size)

@@ -218,6 +218,38 @@ TEST(RuntimeStateStoreTest, WrappedModuleNamesMustFitOnePrefix) {
   EXPECT_FALSE(other.loaded());
 }
 
+TEST(RuntimeStateStoreTest, BuffersAFileLacksKeepTheirValuesOnRequest) {
+  TempDir dir;
+  at::Tensor weight = torch::randn({2, 3});
+  at::Tensor running = torch::tensor({7, 8});
+  runtime::writeSafetensors(dir.file("all.safetensors"),
+                            {{"fc.weight", weight}, {"fc.running", running}});
+  runtime::writeSafetensors(dir.file("params.safetensors"),
+                            {{"fc.weight", weight + 1}});
+  plan::Plan plan = twoTensorPlan();
+  StateStore store(plan);
+  store.loadSafetensors(dir.file("all.safetensors"));
+  EXPECT_TRUE(store.keptBuffers().empty());
+  // A state dict without its non-persistent buffer, over the plan's weights.
+  store.loadSafetensors(dir.file("params.safetensors"),
+                        /*keepMissingBuffers=*/true);
+  EXPECT_TRUE(store.tensor(store.indexOf("fc.weight")).equal(weight + 1));
+  EXPECT_TRUE(store.tensor(store.indexOf("fc.running")).equal(running));
+  EXPECT_EQ(store.keptBuffers(), std::vector<std::string>{"fc.running"});
+  // Without the request, or for a parameter, a missing entry is an error.
+  EXPECT_THROW_WITH(store.loadSafetensors(dir.file("params.safetensors")),
+                    RuntimeError, "missing buffer \"fc.running\"");
+  runtime::writeSafetensors(dir.file("buffers.safetensors"),
+                            {{"fc.running", running}});
+  EXPECT_THROW_WITH(
+      store.loadSafetensors(dir.file("buffers.safetensors"), true),
+      RuntimeError, "missing parameter \"fc.weight\"");
+  // Before any load there is nothing to keep.
+  StateStore fresh(plan);
+  EXPECT_THROW_WITH(fresh.loadSafetensors(dir.file("params.safetensors"), true),
+                    RuntimeError, "missing buffer \"fc.running\"");
+}
+
 TEST(RuntimeStateStoreTest, EngineLoadsPlanWeightsRelativeToThePlan) {
   TempDir dir;
   plan::ordered_json json = test::planJson("linear_relu_sum.json");

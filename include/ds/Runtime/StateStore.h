@@ -31,15 +31,24 @@ public:
 
   /// Parameters (named_parameters) and buffers (named_buffers) of a
   /// TorchScript archive. Throws RuntimeError on any mismatch.
-  void loadTorchScript(const std::string &path);
+  /// `keepMissingBuffers` (after an earlier load): buffers the file lacks
+  /// keep their values, as non-persistent buffers (Llama's rotary inv_freq)
+  /// are left out of state dicts; keptBuffers() lists them.
+  void loadTorchScript(const std::string &path,
+                       bool keepMissingBuffers = false);
   /// Every state entry from a .safetensors file keyed by qualified name.
-  void loadSafetensors(const std::string &path);
+  void loadSafetensors(const std::string &path,
+                       bool keepMissingBuffers = false);
   /// Either of the above: `kind` is "torchscript" or "safetensors".
-  void load(const std::string &kind, const std::string &path);
+  void load(const std::string &kind, const std::string &path,
+            bool keepMissingBuffers = false);
   /// Checks `tensors` against the plan and takes them. `source` names them
   /// in errors. Entries whose kind is unknown (safetensors) match either.
   void install(const NamedTensors &params, const NamedTensors &buffers,
-               const NamedTensors &unkinded, const std::string &source);
+               const NamedTensors &unkinded, const std::string &source,
+               bool keepMissingBuffers = false);
+  /// The buffers the last load kept because its file lacked them.
+  const std::vector<std::string> &keptBuffers() const { return keptBuffers_; }
 
   bool loaded() const { return loaded_; }
   size_t size() const { return tensors_.size(); }
@@ -95,6 +104,7 @@ private:
   std::vector<std::function<void(const at::Tensor &)>> stores_;
   std::unordered_map<std::string, int64_t> index_;
   bool loaded_ = false;
+  std::vector<std::string> keptBuffers_;
 };
 
 } // namespace ds::runtime
