@@ -16,7 +16,6 @@ absolute + 1e-4 relative). Exits 1 naming every failure.
 import argparse
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -159,14 +158,7 @@ def main(argv=None):
     for stage in STAGES:
         r.check(f"ds-run resumes DeepSpeed's stage {stage} checkpoint, W={WORLD}",
                 lambda stage=stage: resume_case(r, stage))
-    if not args.keep:
-        shutil.rmtree(root, ignore_errors=True)
-    if r.failures:
-        print(f"{len(r.failures)} failure(s):", file=sys.stderr)
-        for failure in r.failures:
-            print("  " + failure, file=sys.stderr)
-        return 1
-    return 0
+    return r.finish()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ failure.
 
 import argparse
 import os
-import shutil
 import sys
 import tempfile
 
@@ -118,14 +117,7 @@ def main(argv=None):
         raise cc.Failure("DeepSpeed's zero_to_fp32 read a stage 0 checkpoint without an error")
     r.check("stage 0: DeepSpeed's zero_to_fp32 fails loudly", stage0_is_loud)
 
-    if not args.keep:
-        shutil.rmtree(root, ignore_errors=True)
-    if r.failures:
-        print(f"{len(r.failures)} failure(s):", file=sys.stderr)
-        for failure in r.failures:
-            print("  " + failure, file=sys.stderr)
-        return 1
-    return 0
+    return r.finish()
 
 
 if __name__ == "__main__":

@@ -102,6 +102,16 @@ class Runner:
     def path(self, *parts):
         return os.path.join(self.root, *parts)
 
+    def finish(self):
+        """Removes the work folder (unless --keep), prints the failures; the exit code."""
+        if not self.args.keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+        if self.failures:
+            print(f"{len(self.failures)} failure(s):\n  " + "\n  ".join(self.failures),
+                  file=sys.stderr)
+            return 1
+        return 0
+
     def compile(self, name, model, config, world_size):
         os.makedirs(self.path(name), exist_ok=True)
         config_path = self.path(name, "ds_config.json")
@@ -738,13 +748,8 @@ def main(argv=None):
     try:
         CASES[args.case](runner)
     finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
-    if runner.failures:
-        print(f"{len(runner.failures)} failure(s):\n  " + "\n  ".join(runner.failures),
-              file=sys.stderr)
-        return 1
-    return 0
+        code = runner.finish()
+    return code
 
 
 if __name__ == "__main__":
