@@ -263,6 +263,15 @@ LogicalResult ProgramEmitter::emitOp(Operation *op,
     call.moduleClass = aten.getModuleClass().str();
     call.loc = locationText(op->getLoc());
     out.push_back(std::move(call));
+  } else if (isa<RngStateGetOp, RngStateSetOp>(op)) {
+    // Operators of the runtime's own `ds` library
+    // (lib/Runtime/RngStateOps.cpp).
+    plan::Op call =
+        isa<RngStateGetOp>(op)
+            ? plan::Op::call("ds::get_rng_state", {}, {results[0]})
+            : plan::Op::call("ds::set_rng_state", args(op->getOperands()), {});
+    call.loc = locationText(op->getLoc());
+    out.push_back(std::move(call));
   } else if (auto grad = dyn_cast<GradOp>(op)) {
     if (programKind != ProgramKind::Train)
       return op->emitOpError()

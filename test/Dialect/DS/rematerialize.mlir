@@ -55,23 +55,35 @@ module attributes {ds.checkpoint_modules = ["block"]} {
 
 // -----
 
-// Dropout inside a checkpointed module: its random draw (bernoulli) is not
-// run again; the recomputation reads the forward's draw, so the masks are
-// those of the forward. The scaling and the product are recomputed.
+// Dropout inside a checkpointed module: the forward saves the generator's
+// state right before the segment's draw (bernoulli); before the
+// recomputation the backward saves its own state and sets the forward's, so
+// the mask drawn again is the forward's, and sets its own back after it. No
+// mask is kept from the forward.
 // CHECK-LABEL: func.func @forward(%arg0: tensor<4x8xf32>
-// CHECK:         %[[MASK:.*]] = ds.aten "aten::bernoulli.p"
+// CHECK:         %[[HX:.*]] = ds.aten "aten::linear"
+// CHECK-NEXT:    %[[SAVED:.*]] = ds.rng_state_get : tensor<5056xui8>
+// CHECK-NEXT:    %[[MASK:.*]] = ds.aten "aten::bernoulli.p"(%[[HX]],
 // CHECK-NEXT:    %[[SCALED:.*]] = ds.aten "aten::div.Scalar"(%[[MASK]],
-// CHECK-NEXT:    %[[D:.*]] = ds.aten "aten::mul.Tensor"(%{{.*}}, %[[SCALED]])
+// CHECK-NEXT:    ds.aten "aten::mul.Tensor"(%[[HX]], %[[SCALED]])
 // CHECK:         ds.backward_begin
-// CHECK-NOT:     "aten::bernoulli.p"
-// CHECK:         %[[SCALED2:.*]] = ds.aten "aten::div.Scalar"(%[[MASK]],
-// CHECK:         ds.aten "aten::mul.Tensor"(%{{.*}}, %[[SCALED2]])
+// CHECK-NOT:     %[[MASK]]
+// CHECK-NOT:     %[[SCALED]]
+// CHECK:         %[[CURRENT:.*]] = ds.rng_state_get : tensor<5056xui8>
+// CHECK-NEXT:    ds.rng_state_set %[[SAVED]] : tensor<5056xui8>
+// CHECK-NEXT:    %[[MASK2:.*]] = ds.aten "aten::bernoulli.p"(%[[HX]], {{.*}}module = "drop"
+// CHECK-NEXT:    %[[SCALED2:.*]] = ds.aten "aten::div.Scalar"(%[[MASK2]],
+// CHECK-NEXT:    ds.rng_state_set %[[CURRENT]] : tensor<5056xui8>
+// CHECK-NEXT:    ds.aten "aten::mul.Tensor"(%{{.*}}, %[[SCALED2]])
+// CHECK-NOT:     %[[MASK]]
+// CHECK-NOT:     %[[SCALED]]
+// CHECK-NOT:     ds.rng_state
 // CHECK-NOT:     "aten::bernoulli.p"
 // CHECK:         return
 module attributes {ds.checkpoint_modules = ["drop"]} {
   ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 4, optimizer = <kind = sgd>>}
   ds.param @fc.weight : tensor<2x8xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
-  // expected-remark@+1 {{activation checkpoint 'drop': 1 ops recomputed in the backward for 1 values; 2 values of the segment stay kept for the backward}}
+  // expected-remark@+1 {{activation checkpoint 'drop': 2 ops recomputed in the backward for 1 values; 1 values of the segment stay kept for the backward (outputs, random draws, side effects); 1 random draws replayed from the generator state saved before the first}}
   func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
     %n = ds.constant unit : !ds.none
     %p = ds.constant 0.5 : f64
@@ -82,6 +94,43 @@ module attributes {ds.checkpoint_modules = ["drop"]} {
     %d = ds.aten "aten::mul.Tensor"(%hx, %sc) {module = "drop", module_class = "torch.nn.modules.dropout.Dropout"} : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
     %sq = ds.aten "aten::mul.Tensor"(%d, %d) : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
     %s = ds.aten "aten::sum"(%sq, %n) : (tensor<4x2xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
+// A draw outside the segment between two of its draws: from the state saved
+// before the first, the recomputation would not draw the second again. The
+// segment's draws stay kept, as every op that cannot run twice; the scaling
+// is recomputed from the kept mask.
+// CHECK-LABEL: func.func @forward(%arg0: tensor<4x8xf32>
+// CHECK-NOT:     ds.rng_state
+// CHECK:         %[[M1:.*]] = ds.aten "aten::bernoulli.p"
+// CHECK:         ds.backward_begin
+// CHECK-NOT:     ds.rng_state
+// CHECK-NOT:     "aten::bernoulli.p"
+// CHECK:         ds.aten "aten::div.Scalar"(%[[M1]],
+// CHECK-NOT:     ds.rng_state
+// CHECK-NOT:     "aten::bernoulli.p"
+// CHECK:         return
+module attributes {ds.checkpoint_modules = ["drop"]} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 4, optimizer = <kind = sgd>>}
+  ds.param @fc.weight : tensor<2x8xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  // expected-remark@+1 {{activation checkpoint 'drop': 1 ops recomputed in the backward for 1 values; 2 values of the segment stay kept for the backward (outputs, random draws, side effects)}}
+  func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %n = ds.constant unit : !ds.none
+    %p = ds.constant 0.5 : f64
+    %w = ds.get_param @fc.weight : tensor<2x8xf32>
+    %hx = ds.aten "aten::linear"(%x, %w, %n) {module = "fc", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<2x8xf32>, !ds.none) -> tensor<4x2xf32>
+    %m1 = ds.aten "aten::bernoulli.p"(%hx, %p, %n) {module = "drop", module_class = "Drop"} : (tensor<4x2xf32>, f64, !ds.none) -> tensor<4x2xf32>
+    %m2 = ds.aten "aten::bernoulli.p"(%hx, %p, %n) {module = "noise", module_class = "Noise"} : (tensor<4x2xf32>, f64, !ds.none) -> tensor<4x2xf32>
+    %m3 = ds.aten "aten::bernoulli.p"(%hx, %p, %n) {module = "drop", module_class = "Drop"} : (tensor<4x2xf32>, f64, !ds.none) -> tensor<4x2xf32>
+    %s1 = ds.aten "aten::div.Scalar"(%m1, %p) {module = "drop", module_class = "Drop"} : (tensor<4x2xf32>, f64) -> tensor<4x2xf32>
+    %a = ds.aten "aten::mul.Tensor"(%hx, %s1) {module = "drop", module_class = "Drop"} : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+    %b = ds.aten "aten::mul.Tensor"(%a, %m3) {module = "drop", module_class = "Drop"} : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+    %c = ds.aten "aten::mul.Tensor"(%b, %m2) : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+    %s = ds.aten "aten::sum"(%c, %n) : (tensor<4x2xf32>, !ds.none) -> tensor<f32>
     return %s : tensor<f32>
   }
 }

@@ -957,6 +957,37 @@ void AtenOp::getEffects(
 }
 
 //===----------------------------------------------------------------------===//
+// RngStateGetOp, RngStateSetOp
+//===----------------------------------------------------------------------===//
+
+RankedTensorType RngStateGetOp::getStateType(MLIRContext *context) {
+  return RankedTensorType::get(
+      {kStateBytes}, IntegerType::get(context, 8, IntegerType::Unsigned));
+}
+
+/// A generator state has the generator's size: set_rng_state refuses any
+/// other, and the plan's liveness counts its bytes.
+static LogicalResult verifyStateType(Operation *op, Type type) {
+  if (type == RngStateGetOp::getStateType(op->getContext()))
+    return success();
+  return op->emitOpError() << "expects the CPU generator's state, "
+                           << RngStateGetOp::getStateType(op->getContext())
+                           << ", got " << type;
+}
+
+LogicalResult RngStateGetOp::verify() {
+  return verifyStateType(*this, getState().getType());
+}
+
+LogicalResult RngStateSetOp::verify() {
+  if (failed(verifyStateType(*this, getState().getType())))
+    return failure();
+  if (!getState().getDefiningOp<RngStateGetOp>())
+    return emitOpError() << "expects a state saved by ds.rng_state_get";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // IfOp
 //===----------------------------------------------------------------------===//
 

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::ds {
@@ -66,18 +67,65 @@ static std::optional<StringRef> moduleOf(Operation *op) {
   return std::nullopt;
 }
 
+/// The registry's effect of `op` when it is a known operator.
+static std::optional<AtenEffect> atenEffectOf(Operation *op) {
+  auto aten = dyn_cast<AtenOp>(op);
+  if (!aten)
+    return std::nullopt;
+  std::optional<AtenOpInfo> info = lookupAtenOp(aten.getOp());
+  if (!info)
+    return std::nullopt;
+  return info->effect;
+}
+
+/// Whether `op`, or an op in its regions, draws from the random number
+/// generator.
+static bool draws(Operation *op) {
+  return op
+      ->walk([](Operation *inner) {
+        return atenEffectOf(inner) == AtenEffect::Random
+                   ? WalkResult::interrupt()
+                   : WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
+/// Whether `op` is a random draw that gives the forward's results again once
+/// the generator is back at the forward's state: an out-of-place random
+/// operator (an in-place one, `dropout_`, would overwrite its input again).
+static bool isReplayable(Operation *op) {
+  if (op->getNumRegions() != 0 || atenEffectOf(op) != AtenEffect::Random)
+    return false;
+  StringRef name = cast<AtenOp>(op).getOp().split('.').first;
+  return !name.ends_with("_");
+}
+
 /// Whether running `op` again gives the same results and changes nothing
-/// else: a pure operator without regions, or a list built or unpacked.
-static bool isRecomputable(Operation *op) {
+/// else: a pure operator without regions, or a list built or unpacked. With
+/// `replay`, also a random draw the generator's saved state repeats.
+static bool isRecomputable(Operation *op, bool replay) {
   if (op->getNumRegions() != 0)
     return false;
   if (isa<ListConstructOp, ListUnpackOp>(op))
     return true;
-  auto aten = dyn_cast<AtenOp>(op);
-  if (!aten)
+  if (replay && isReplayable(op))
+    return true;
+  return atenEffectOf(op) == AtenEffect::Pure;
+}
+
+/// Whether the segment's random draws can be replayed: each is replayable
+/// and nothing outside the segment draws between the first and the last, so
+/// from the state saved before the first the recomputation draws them all
+/// again.
+static bool canReplay(ArrayRef<Operation *> randomOps,
+                      const llvm::SetVector<Operation *> &segment) {
+  if (randomOps.empty() || !llvm::all_of(randomOps, isReplayable))
     return false;
-  std::optional<AtenOpInfo> info = lookupAtenOp(aten.getOp());
-  return info && info->effect == AtenEffect::Pure;
+  for (Operation *op = randomOps.front(); op != randomOps.back();
+       op = op->getNextNode())
+    if (!segment.contains(op) && draws(op))
+      return false;
+  return true;
 }
 
 /// The top-level op of `func`'s body that holds `op` (itself, or the op whose
@@ -136,16 +184,25 @@ LogicalResult RematerializePass::checkpoint(func::FuncOp func,
            << path << "', which runs no op in the forward of @"
            << func.getSymName();
 
+  // Random draws run again from the generator state saved before the
+  // segment's first draw, as torch.utils.checkpoint does; when that cannot
+  // give the forward's draws, they stay kept.
+  SmallVector<Operation *> randomOps;
+  for (Operation *op : segment)
+    if (draws(op))
+      randomOps.push_back(op);
+  bool replay = canReplay(randomOps, segment);
+
   // Values that stay alive as before: the segment's outputs (read by the
   // forward outside it or returned) and the results of what cannot run
-  // twice (random draws, side effects).
+  // twice (side effects, draws that are not replayed).
   auto isBackward = [&](Operation *user) {
     return !forward.contains(topLevelOf(user, &body));
   };
   llvm::DenseSet<Value> kept;
   for (Operation *op : segment)
     for (Value result : op->getResults()) {
-      bool output = !isRecomputable(op) ||
+      bool output = !isRecomputable(op, replay) ||
                     llvm::any_of(result.getUsers(), [&](Operation *user) {
                       Operation *top = topLevelOf(user, &body);
                       return isa<func::ReturnOp>(top) ||
@@ -170,18 +227,33 @@ LogicalResult RematerializePass::checkpoint(func::FuncOp func,
 
   // The ops that compute them from the segment's inputs and kept values.
   llvm::DenseSet<Operation *> needed;
-  SmallVector<Operation *> worklist;
-  for (Value v : recomputed)
-    worklist.push_back(v.getDefiningOp());
-  while (!worklist.empty()) {
-    Operation *op = worklist.pop_back_val();
-    if (!needed.insert(op).second)
-      continue;
-    for (Value operand : op->getOperands()) {
-      Operation *def = operand.getDefiningOp();
-      if (def && segment.contains(def) && !kept.contains(operand))
-        worklist.push_back(def);
+  auto addNeeded = [&](ArrayRef<Operation *> roots) {
+    SmallVector<Operation *> worklist(roots);
+    while (!worklist.empty()) {
+      Operation *op = worklist.pop_back_val();
+      if (!needed.insert(op).second)
+        continue;
+      for (Value operand : op->getOperands()) {
+        Operation *def = operand.getDefiningOp();
+        if (def && segment.contains(def) && !kept.contains(operand))
+          worklist.push_back(def);
+      }
     }
+  };
+  SmallVector<Operation *> roots;
+  for (Value v : recomputed)
+    roots.push_back(v.getDefiningOp());
+  addNeeded(roots);
+  // A replayed draw needs the draws before it in the segment, which advance
+  // the generator to its state.
+  ArrayRef<Operation *> replayed;
+  if (replay) {
+    auto last = llvm::find_if(llvm::reverse(randomOps), [&](Operation *op) {
+      return needed.contains(op);
+    });
+    replayed = ArrayRef<Operation *>(randomOps).take_front(
+        std::distance(last, randomOps.rend()));
+    addNeeded(replayed);
   }
 
   // Clone them in forward order before the first backward op that reads one.
@@ -195,6 +267,16 @@ LogicalResult RematerializePass::checkpoint(func::FuncOp func,
         insertBefore = top;
     }
   OpBuilder builder(insertBefore);
+  Value current;
+  if (!replayed.empty()) {
+    // Saved in the forward, set for the recomputation, and the backward's
+    // own state set back after it.
+    Location loc = replayed.front()->getLoc();
+    OpBuilder forwardBuilder(replayed.front());
+    Value saved = RngStateGetOp::create(forwardBuilder, loc);
+    current = RngStateGetOp::create(builder, loc);
+    RngStateSetOp::create(builder, loc, saved);
+  }
   IRMapping mapping;
   unsigned clones = 0;
   for (Operation *op : segment)
@@ -203,6 +285,8 @@ LogicalResult RematerializePass::checkpoint(func::FuncOp func,
       cloned.push_back(op);
       ++clones;
     }
+  if (current)
+    RngStateSetOp::create(builder, current.getLoc(), current);
   for (Value v : recomputed) {
     Value clone = mapping.lookup(v);
     v.replaceUsesWithIf(
@@ -213,12 +297,16 @@ LogicalResult RematerializePass::checkpoint(func::FuncOp func,
   for (Value v : kept)
     if (llvm::any_of(v.getUsers(), isBackward))
       ++keptCount;
-  emitRemark(func.getLoc())
-      << "activation checkpoint '" << path << "': " << clones
-      << " ops recomputed in the backward for " << recomputed.size()
-      << " values; " << keptCount
-      << " values of the segment stay kept for the backward (outputs, "
-         "random draws, side effects)";
+  InFlightDiagnostic remark = emitRemark(func.getLoc());
+  remark << "activation checkpoint '" << path << "': " << clones
+         << " ops recomputed in the backward for " << recomputed.size()
+         << " values; " << keptCount
+         << " values of the segment stay kept for the backward (outputs, "
+            "random draws, side effects)";
+  if (!replayed.empty())
+    remark << "; " << replayed.size()
+           << " random draws replayed from the generator state saved before "
+              "the first";
   return success();
 }
 
@@ -247,8 +335,9 @@ void RematerializePass::runOnOperation() {
     if (failed(checkpoint(func, forward, path)))
       return signalPassFailure();
 
-  // The forward's copies that only the backward read are dead now.
+  // The forward's copies that only the backward read are dead now; its
+  // draws stay, since they advance the generator.
   for (Operation *op : llvm::reverse(cloned))
-    if (op->use_empty())
+    if (isOpTriviallyDead(op))
       op->erase();
 }

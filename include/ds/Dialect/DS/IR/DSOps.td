@@ -323,6 +323,69 @@ def DS_AtenOp : DS_Op<"aten", [
 }
 
 //===----------------------------------------------------------------------===//
+// Random number generator state
+//===----------------------------------------------------------------------===//
+
+/// The CPU generator's state as LibTorch 2.x serialises it
+/// (`torch.get_rng_state()`): its byte count is fixed by the layout.
+def DS_RngStateType : 1DTensorOf<[UI8]>;
+
+def DS_RngStateGetOp : DS_Op<"rng_state_get", [MemoryEffects<[MemRead]>]> {
+  let summary = "save the state of the random number generator";
+  let description = [{
+    Returns the state of the generator the random operators draw from (the
+    CPU default generator, which the runtime seeds per micro-step), as
+    `torch.get_rng_state()` does: a `tensor<5056xui8>`. With
+    `ds.rng_state_set` it replays random draws: `-ds-rematerialize` saves the
+    state before a checkpointed segment's first random draw in the forward
+    and restores it before the segment's recomputation in the backward, so
+    the recomputed dropout masks are the forward's
+    (docs/activation-checkpointing.md).
+
+    ```mlir
+    %state = ds.rng_state_get : tensor<5056xui8>
+    ```
+
+    It reads the memory the random operators (`ds.aten` with a random draw)
+    write, so no rewrite moves it across one. The verifier checks the type.
+  }];
+  let results = (outs DS_RngStateType:$state);
+  let assemblyFormat = "attr-dict `:` type($state)";
+  let hasVerifier = 1;
+  let builders = [
+    OpBuilder<(ins), [{
+      build($_builder, $_state, getStateType($_builder.getContext()));
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    /// Bytes of the CPU generator's state (`torch.get_rng_state().numel()`).
+    static constexpr int64_t kStateBytes = 5056;
+    /// `tensor<5056xui8>`.
+    static ::mlir::RankedTensorType getStateType(::mlir::MLIRContext *context);
+  }];
+}
+
+def DS_RngStateSetOp : DS_Op<"rng_state_set", [MemoryEffects<[MemWrite]>]> {
+  let summary = "restore a saved state of the random number generator";
+  let description = [{
+    Sets the state of the generator the random operators draw from to
+    `state`, as `torch.set_rng_state(state)` does: the next draws repeat
+    those that followed the `ds.rng_state_get` that saved it.
+
+    ```mlir
+    ds.rng_state_set %state : tensor<5056xui8>
+    ```
+
+    It writes the memory the random operators read, so no rewrite moves it
+    across one or drops it. The state must come from a `ds.rng_state_get`:
+    its bytes are the generator's own layout, which nothing else produces.
+  }];
+  let arguments = (ins DS_RngStateType:$state);
+  let assemblyFormat = "$state attr-dict `:` type($state)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Training
 //===----------------------------------------------------------------------===//
 
