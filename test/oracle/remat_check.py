@@ -137,8 +137,8 @@ def main():
                             f"({states} of it generator states)")
         status = "FAIL" if problems else "PASS"
         print(f"{args.model} stage {stage} W{args.world_size}: activation peak measured "
-              f"{plain[2]} -> {remat[2]} bytes ({remat[2] / plain[2]:.2f}x; {states} of it "
-              f"generator states saved for the backward), predicted {plain[3]} -> {remat[3]}; "
+              f"{plain[2]} -> {remat[2]} bytes ({remat[2] / plain[2]:.2f}x; generator states "
+              f"saved for the backward: {states} bytes), predicted {plain[3]} -> {remat[3]}; "
               f"trajectory bitwise equal: {'yes' if same else 'no'}  {status}")
         failures += [f"stage {stage}: {m}" for m in problems]
     if failures:

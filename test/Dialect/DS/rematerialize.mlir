@@ -100,6 +100,44 @@ module attributes {ds.checkpoint_modules = ["drop"]} {
 
 // -----
 
+// Two draws, of which the backward needs only the second's mask: the first
+// is drawn again too, since it advances the generator to the second's state.
+// CHECK-LABEL: func.func @forward(%arg0: tensor<4x8xf32>
+// CHECK:         %[[SAVED:.*]] = ds.rng_state_get
+// CHECK-NEXT:    ds.aten "aten::bernoulli.p"
+// CHECK-NEXT:    ds.aten "aten::bernoulli.p"
+// CHECK:         ds.backward_begin
+// CHECK:         %[[CURRENT:.*]] = ds.rng_state_get
+// CHECK-NEXT:    ds.rng_state_set %[[SAVED]]
+// CHECK-NEXT:    ds.aten "aten::bernoulli.p"
+// CHECK-NEXT:    %[[M2:.*]] = ds.aten "aten::bernoulli.p"
+// CHECK-NEXT:    ds.aten "aten::div.Scalar"(%[[M2]],
+// CHECK-NEXT:    ds.rng_state_set %[[CURRENT]]
+// CHECK-NOT:     "aten::bernoulli.p"
+// CHECK:         return
+module attributes {ds.checkpoint_modules = ["drop"]} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 4, optimizer = <kind = sgd>>}
+  ds.param @fc.weight : tensor<2x8xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  // expected-remark@+1 {{activation checkpoint 'drop': 3 ops recomputed in the backward for 1 values; 1 values of the segment stay kept for the backward (outputs, random draws, side effects); 2 random draws replayed from the generator state saved before the first}}
+  func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %n = ds.constant unit : !ds.none
+    %p = ds.constant 0.5 : f64
+    %one = ds.constant 1 : i64
+    %w = ds.get_param @fc.weight : tensor<2x8xf32>
+    %hx = ds.aten "aten::linear"(%x, %w, %n) {module = "fc", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<2x8xf32>, !ds.none) -> tensor<4x2xf32>
+    %m1 = ds.aten "aten::bernoulli.p"(%hx, %p, %n) {module = "drop", module_class = "Drop"} : (tensor<4x2xf32>, f64, !ds.none) -> tensor<4x2xf32>
+    %m2 = ds.aten "aten::bernoulli.p"(%hx, %p, %n) {module = "drop", module_class = "Drop"} : (tensor<4x2xf32>, f64, !ds.none) -> tensor<4x2xf32>
+    %s2 = ds.aten "aten::div.Scalar"(%m2, %p) {module = "drop", module_class = "Drop"} : (tensor<4x2xf32>, f64) -> tensor<4x2xf32>
+    %d = ds.aten "aten::mul.Tensor"(%hx, %s2) {module = "drop", module_class = "Drop"} : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+    %e = ds.aten "aten::add.Tensor"(%d, %m1, %one) {module = "drop", module_class = "Drop"} : (tensor<4x2xf32>, tensor<4x2xf32>, i64) -> tensor<4x2xf32>
+    %sq = ds.aten "aten::mul.Tensor"(%e, %e) : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+    %s = ds.aten "aten::sum"(%sq, %n) : (tensor<4x2xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
 // A draw outside the segment between two of its draws: from the state saved
 // before the first, the recomputation would not draw the second again. The
 // segment's draws stay kept, as every op that cannot run twice; the scaling

@@ -3,7 +3,8 @@
 // For each module listed in `ds.checkpoint_modules`, the values its forward
 // ops compute and the backward reads are recomputed right before the
 // backward needs them, so the forward no longer keeps them alive (the plan's
-// liveness frees them after their last forward use).
+// liveness frees them after their last forward use). Random draws run again
+// from the generator state saved before the segment's first one.
 //
 //===----------------------------------------------------------------------===//
 
