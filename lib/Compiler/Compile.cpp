@@ -14,6 +14,7 @@
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/CompilePipeline.h"
 #include "ds/Import/Import.h"
+#include "ds/Plan/PlanFormat.h"
 #include "ds/Target/Plan/EmitPlan.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -23,6 +24,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
 
 using namespace mlir;
 
@@ -70,21 +73,38 @@ std::string absolutePath(const std::string &path) {
   return abs.str().str();
 }
 
-/// The pipeline; a failure sets `error` and returns nullopt. MLIR
-/// diagnostics reach `error` through the collector of the caller's context.
-std::optional<CompileResult> run(MLIRContext &context,
-                                 detail::DiagnosticCollector &diagnostics,
-                                 const CompileOptions &options,
-                                 std::string &error) {
-  CompileResult result;
-  auto fail = [&](const std::string &fallback) -> std::optional<CompileResult> {
+/// One shape to compile: a data file, and the micro-step of it whose
+/// shapes the import takes.
+struct ExampleShape {
+  std::string path;
+  int64_t microStep = 0;
+
+  /// "B.pt" or "B.pt (micro-step 3)" for messages.
+  std::string describe() const {
+    return microStep == 0
+               ? path
+               : path + " (micro-step " + std::to_string(microStep) + ")";
+  }
+};
+
+/// The pipeline for one shape; a failure sets `error` and returns nullopt.
+/// MLIR diagnostics reach `error` through the collector of the caller's
+/// context. `dataMicroBatch`: -ds-assign-engines' (0: from the shape).
+/// Fills `result`'s IR snapshots when asked to.
+std::optional<plan::Plan>
+compileShape(MLIRContext &context, detail::DiagnosticCollector &diagnostics,
+             const CompileOptions &options, const ExampleShape &shape,
+             int64_t dataMicroBatch, bool keepIR, CompileResult &result,
+             std::string &error) {
+  auto fail = [&](const std::string &fallback) -> std::optional<plan::Plan> {
     error = diagnostics.errorText(fallback);
     return std::nullopt;
   };
 
   mlir::ds::ImportOptions importOptions;
   importOptions.modelPath = options.modelPath;
-  importOptions.exampleInputsPath = options.exampleInputsPath;
+  importOptions.exampleInputsPath = shape.path;
+  importOptions.exampleMicroStep = shape.microStep;
   importOptions.worldSize = options.worldSize;
   importOptions.unbatched = options.unbatched;
   importOptions.importTrain = true;
@@ -93,7 +113,7 @@ std::optional<CompileResult> run(MLIRContext &context,
       mlir::ds::importTorchScript(&context, importOptions);
   if (!module)
     return fail(options.modelPath + ": import failed");
-  if (options.keepIR)
+  if (keepIR && options.keepIR)
     result.irAfterPass.emplace_back("import", printIR(*module));
 
   mlir::ds::CompilePipelineOptions pipeline;
@@ -118,14 +138,15 @@ std::optional<CompileResult> run(MLIRContext &context,
   pipeline.worldSize = options.worldSize;
   pipeline.mixedPrecision = options.mixedPrecision;
   pipeline.configOverrides = options.configOverrides;
+  pipeline.dataMicroBatch = dataMicroBatch;
   PassManager pm(&context);
-  if (options.keepIR)
+  if (keepIR && options.keepIR)
     pm.addInstrumentation(std::make_unique<IRSnapshots>(result.irAfterPass));
   mlir::ds::buildCompilePipeline(pm, pipeline);
   if (failed(pm.run(*module)))
     return fail("the pass pipeline failed");
 
-  if (options.keepIR || options.keepFinalIR)
+  if (keepIR && (options.keepIR || options.keepFinalIR))
     result.irAfterPass.emplace_back("final", printIR(*module));
 
   mlir::ds::EmitPlanOptions emitOptions;
@@ -136,9 +157,116 @@ std::optional<CompileResult> run(MLIRContext &context,
   // The weights path is stored absolute so the plan can move.
   if (plan->weights)
     plan->weights->path = absolutePath(plan->weights->path);
+  return std::move(*plan);
+}
+
+/// Adds `other`, compiled for another shape, to `plan` as a variant: unless
+/// its inputs are a shape `plan` has already, it must differ from `plan`
+/// only in its inputs, micro-batch and eval / train programs. Returns the
+/// error otherwise.
+std::optional<std::string> addShape(plan::Plan &plan, plan::Plan other,
+                                    const std::string &what) {
+  for (size_t index = 0; index < plan.numShapes(); ++index) {
+    const std::vector<plan::InputDesc> &inputs = plan.shapeInputs(index);
+    bool same = inputs.size() == other.inputs.size();
+    for (size_t i = 0; same && i < inputs.size(); ++i)
+      same = inputs[i].shape == other.inputs[i].shape;
+    if (same)
+      return std::nullopt;
+  }
+  for (size_t i = 0; i < plan.inputs.size() && i < other.inputs.size(); ++i) {
+    const plan::InputDesc &a = plan.inputs[i], &b = other.inputs[i];
+    if (a.dtype != b.dtype || a.batched != b.batched)
+      return what + ": forward argument '" + b.name + "' is " +
+             plan::dtypeName(b.dtype) + (b.batched ? "" : " (unbatched)") +
+             " there, " + plan::dtypeName(a.dtype) +
+             (a.batched ? "" : " (unbatched)") +
+             " in the first shape; the shapes of one plan differ in their "
+             "sizes only";
+  }
+  plan::ordered_json first = plan::toJson(plan), second = plan::toJson(other);
+  for (const char *key :
+       {"weights", "world_size", "gradient_accumulation_steps", "engines",
+        "state", "outputs"})
+    if (first.value(key, plan::ordered_json()) !=
+        second.value(key, plan::ordered_json()))
+      return what + ": compiled for these shapes, the plan's \"" + key +
+             "\" differ from the first shape's; the shapes of one plan share "
+             "its state, engines and optimizer step (compile a plan per shape "
+             "instead)";
+  if (first["programs"].value("step", plan::ordered_json()) !=
+      second["programs"].value("step", plan::ordered_json()))
+    return what + ": compiled for these shapes, programs.step differs from "
+                  "the first shape's; the shapes of one plan share the "
+                  "optimizer step (compile a plan per shape instead)";
+  plan::ShapeVariant variant;
+  variant.microBatchPerRank = other.microBatchPerRank;
+  variant.inputs = std::move(other.inputs);
+  other.programs.erase("step");
+  variant.programs = std::move(other.programs);
+  plan.variants.push_back(std::move(variant));
+  return std::nullopt;
+}
+
+/// Every shape of the example inputs, first to last: one per stacked file,
+/// one per distinct set of shapes in a list of micro-step dicts.
+std::optional<std::string> exampleShapes(const CompileOptions &options,
+                                         std::vector<ExampleShape> &shapes) {
+  if (options.exampleInputsPaths.empty())
+    return std::string("no example inputs given (a data file whose shapes "
+                       "the plan is specialised on)");
+  for (const std::string &path : options.exampleInputsPaths) {
+    std::vector<int64_t> steps;
+    if (auto failure = mlir::ds::distinctExampleSteps(path, steps))
+      return failure;
+    for (int64_t step : steps)
+      shapes.push_back({path, step});
+  }
+  return std::nullopt;
+}
+
+std::optional<CompileResult> run(MLIRContext &context,
+                                 detail::DiagnosticCollector &diagnostics,
+                                 const CompileOptions &options,
+                                 std::string &error) {
+  std::vector<ExampleShape> shapes;
+  if (auto failure = exampleShapes(options, shapes)) {
+    error = *failure;
+    return std::nullopt;
+  }
+  CompileResult result;
+  std::optional<plan::Plan> plan =
+      compileShape(context, diagnostics, options, shapes.front(), 0,
+                   /*keepIR=*/true, result, error);
+  if (!plan)
+    return std::nullopt;
+  // The first shape's global micro-batch resolves the batch sizes of every
+  // shape: a short last batch keeps the configured micro-batch.
+  const int64_t dataMicroBatch = plan->microBatchPerRank * plan->worldSize;
+  for (size_t i = 1; i < shapes.size(); ++i) {
+    std::optional<plan::Plan> other =
+        compileShape(context, diagnostics, options, shapes[i], dataMicroBatch,
+                     /*keepIR=*/false, result, error);
+    if (!other) {
+      error = "example inputs " + shapes[i].describe() + ": " + error;
+      return std::nullopt;
+    }
+    if (auto failure = addShape(*plan, std::move(*other),
+                                "example inputs " + shapes[i].describe())) {
+      error = *failure;
+      return std::nullopt;
+    }
+  }
   result.plan = std::move(*plan);
-  result.warnings = diagnostics.warnings();
-  result.remarks = diagnostics.remarks();
+  // Each shape compiles the same model: the same warnings once.
+  for (const std::string &warning : diagnostics.warnings())
+    if (std::find(result.warnings.begin(), result.warnings.end(), warning) ==
+        result.warnings.end())
+      result.warnings.push_back(warning);
+  for (const std::string &remark : diagnostics.remarks())
+    if (std::find(result.remarks.begin(), result.remarks.end(), remark) ==
+        result.remarks.end())
+      result.remarks.push_back(remark);
   return result;
 }
 

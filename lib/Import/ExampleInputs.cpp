@@ -1,23 +1,64 @@
 //===- ExampleInputs.cpp - the shapes the import specialises on -----------===//
 //
 // The import specialises on one micro-step of one rank: the data file holds
-// `[S, B, ...]` per forward argument (`[S, ...]` when unbatched); rank 0 of
-// micro-step 0 sees rows [0, B / W).
+// `[S, B, ...]` per forward argument (`[S, ...]` when unbatched), or a list
+// of per-micro-step dicts (`[B, ...]`); rank 0 of the chosen micro-step sees
+// rows [0, B / W).
 //
 //===----------------------------------------------------------------------===//
 
-#include "ds/TensorIO/DataFile.h"
 #include "ImportInternal.h"
+#include "ds/TensorIO/DataFile.h"
+
+#include "ds/Import/Import.h"
+
+#include <set>
 
 using namespace mlir::ds::import;
 
-std::optional<std::string> mlir::ds::import::loadExampleInputs(
-    const std::string &path, const std::vector<std::string> &argNames,
-    const std::vector<std::string> &unbatched, unsigned worldSize,
-    std::vector<ExampleInput> &out) {
-  std::map<std::string, at::Tensor> tensors;
+std::optional<std::string>
+mlir::ds::distinctExampleSteps(const std::string &path,
+                               std::vector<int64_t> &steps) {
   try {
-    for (auto &[key, tensor] : ::ds::runtime::readTensorFile(path))
+    auto list = ::ds::runtime::readMicroStepDicts(path);
+    if (!list) {
+      steps = {0};
+      return std::nullopt;
+    }
+    if (list->empty())
+      return "data file " + path + ": the list of micro-steps is empty";
+    std::set<std::map<std::string, std::vector<int64_t>>> seen;
+    for (size_t step = 0; step < list->size(); ++step) {
+      std::map<std::string, std::vector<int64_t>> shapes;
+      for (const auto &[key, tensor] : (*list)[step])
+        shapes[key] = tensor.sizes().vec();
+      if (seen.insert(std::move(shapes)).second)
+        steps.push_back(int64_t(step));
+    }
+  } catch (const std::exception &e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string>
+mlir::ds::import::loadExampleInputs(const std::string &path, int64_t microStep,
+                                    const std::vector<std::string> &argNames,
+                                    const std::vector<std::string> &unbatched,
+                                    unsigned worldSize,
+                                    std::vector<ExampleInput> &out) {
+  std::map<std::string, at::Tensor> tensors;
+  // The list form holds micro-step tensors without the S dimension.
+  bool listForm = false;
+  try {
+    auto list = ::ds::runtime::readMicroStepDicts(path);
+    listForm = list.has_value();
+    if (listForm && (microStep < 0 || microStep >= int64_t(list->size())))
+      return "data file " + path + ": no micro-step " +
+             std::to_string(microStep) + " (the list has " +
+             std::to_string(list->size()) + ")";
+    for (auto &[key, tensor] : listForm ? (*list)[size_t(microStep)]
+                                        : ::ds::runtime::readTensorFile(path))
       tensors[key] = tensor;
   } catch (const std::exception &e) {
     return std::string(e.what());
@@ -48,13 +89,14 @@ std::optional<std::string> mlir::ds::import::loadExampleInputs(
     at::Tensor all = it->second;
     bool batched =
         std::find(unbatched.begin(), unbatched.end(), name) == unbatched.end();
-    int64_t needRank = batched ? 2 : 1;
+    int64_t needRank = (batched ? 1 : 0) + (listForm ? 0 : 1);
     if (all.dim() < needRank)
       return path + ": '" + it->first + "' has shape " + c10::str(all.sizes()) +
              ", but a " +
-             (batched ? "batched argument needs [S, B, ...]"
+             (batched ? (listForm ? "batched argument needs [B, ...]"
+                                  : "batched argument needs [S, B, ...]")
                       : "unbatched argument needs [S, ...]");
-    at::Tensor step = all[0];
+    at::Tensor step = listForm ? all : all[0];
     if (batched) {
       int64_t b = step.size(0);
       if (b % worldSize != 0)

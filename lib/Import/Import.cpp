@@ -74,9 +74,9 @@ mlir::ds::importTorchScript(MLIRContext *context,
     argNames.push_back(arg.name());
   }
   std::vector<ExampleInput> inputs;
-  if (auto err =
-          loadExampleInputs(options.exampleInputsPath, argNames,
-                            options.unbatched, options.worldSize, inputs)) {
+  if (auto err = loadExampleInputs(
+          options.exampleInputsPath, options.exampleMicroStep, argNames,
+          options.unbatched, options.worldSize, inputs)) {
     emitError(FileLineColLoc::get(context, options.exampleInputsPath, 0, 0))
         << *err;
     return nullptr;

@@ -48,14 +48,16 @@ Location locationOf(MLIRContext *ctx, const torch::jit::SourceRange &range,
 /// One forward argument's example: shape of one micro-step of one rank.
 struct ExampleInput {
   std::string name;
-  at::Tensor example; // rank 0's rows of micro-step 0
+  at::Tensor example; // rank 0's rows of the example micro-step
   bool batched = true;
 };
 
-/// Reads the data file and cuts rank 0's rows of micro-step 0 for every
-/// forward argument. On error returns a message naming the file and key.
+/// Reads the data file and cuts rank 0's rows of micro-step `microStep` (the
+/// list form; the stacked form's micro-steps share one shape: its first)
+/// for every forward argument. On error returns a message naming the file
+/// and key.
 std::optional<std::string>
-loadExampleInputs(const std::string &path,
+loadExampleInputs(const std::string &path, int64_t microStep,
                   const std::vector<std::string> &argNames,
                   const std::vector<std::string> &unbatched, unsigned worldSize,
                   std::vector<ExampleInput> &out);

@@ -415,6 +415,41 @@ const Program *Plan::findProgram(const std::string &name) const {
   return it == programs.end() ? nullptr : &it->second;
 }
 
+Plan Plan::withVariant(size_t index) const {
+  const ShapeVariant &variant = variants.at(index);
+  Plan plan;
+  plan.producer = producer;
+  plan.weights = weights;
+  plan.worldSize = worldSize;
+  plan.microBatchPerRank = variant.microBatchPerRank;
+  plan.gradientAccumulationSteps = gradientAccumulationSteps;
+  plan.engines = engines;
+  plan.state = state;
+  plan.inputs = variant.inputs;
+  plan.outputs = outputs;
+  plan.programs = variant.programs;
+  if (const Program *step = findProgram("step"))
+    plan.programs["step"] = *step;
+  return plan;
+}
+
+const std::vector<InputDesc> &Plan::shapeInputs(size_t index) const {
+  return index == 0 ? inputs : variants.at(index - 1).inputs;
+}
+
+std::optional<size_t>
+Plan::matchShape(const std::vector<std::vector<int64_t>> &shapes) const {
+  for (size_t index = 0; index < numShapes(); ++index) {
+    const std::vector<InputDesc> &descs = shapeInputs(index);
+    bool fits = shapes.size() == descs.size();
+    for (size_t i = 0; fits && i < descs.size(); ++i)
+      fits = shapeFits(shapes[i], descs[i]);
+    if (fits)
+      return index;
+  }
+  return std::nullopt;
+}
+
 const StateDesc *Plan::findState(const std::string &name) const {
   for (const StateDesc &desc : state)
     if (desc.name == name)
@@ -488,6 +523,23 @@ std::string formatShape(const std::vector<int64_t> &shape) {
     text += std::to_string(shape[i]);
   }
   return text + "]";
+}
+
+std::string formatInputShapes(const std::vector<InputDesc> &inputs) {
+  std::string text;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    text +=
+        (i ? ", " : "") + inputs[i].name + " " + formatShape(inputs[i].shape);
+  return text;
+}
+
+bool shapeFits(const std::vector<int64_t> &shape, const InputDesc &input) {
+  if (shape.size() != input.shape.size())
+    return false;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (input.shape[d] != kDynamicDim && input.shape[d] != shape[d])
+      return false;
+  return true;
 }
 
 } // namespace ds::plan

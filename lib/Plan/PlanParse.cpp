@@ -542,6 +542,14 @@ std::vector<T> parseArray(const JsonCursor &cursor, Fn parseOne) {
   return items;
 }
 
+std::map<std::string, Program> parsePrograms(const JsonCursor &cursor) {
+  cursor.requireObject();
+  std::map<std::string, Program> programs;
+  for (const auto &item : cursor.json().items())
+    ProgramParser(programs[item.key()]).parse(cursor.field(item.key().c_str()));
+  return programs;
+}
+
 } // namespace
 
 Plan parsePlan(const ordered_json &json, const std::string &origin) {
@@ -564,12 +572,19 @@ Plan parsePlan(const ordered_json &json, const std::string &origin) {
   plan.inputs = parseArray<InputDesc>(root.field("inputs"), parseInput);
   plan.outputs = parseArray<OutputDesc>(root.field("outputs"), parseOutput);
 
-  JsonCursor programs = root.field("programs");
-  programs.requireObject();
-  for (const auto &item : programs.json().items()) {
-    Program &program = plan.programs[item.key()];
-    ProgramParser(program).parse(programs.field(item.key().c_str()));
-  }
+  plan.programs = parsePrograms(root.field("programs"));
+  if (auto variants = root.optionalField("variants"))
+    plan.variants =
+        parseArray<ShapeVariant>(*variants, [](const JsonCursor &cursor) {
+          cursor.requireObject();
+          ShapeVariant variant;
+          variant.microBatchPerRank =
+              cursor.field("micro_batch_per_rank").toInt();
+          variant.inputs =
+              parseArray<InputDesc>(cursor.field("inputs"), parseInput);
+          variant.programs = parsePrograms(cursor.field("programs"));
+          return variant;
+        });
 
   validatePlan(plan, origin);
   return plan;

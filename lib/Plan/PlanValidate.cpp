@@ -32,6 +32,7 @@ void PlanValidator::run() {
   checkInputs();
   checkOutputs();
   checkPrograms();
+  checkVariants();
 }
 
 void PlanValidator::fail(const std::string &where,
@@ -137,10 +138,56 @@ void PlanValidator::checkPrograms() {
     ProgramValidator(plan_, program, origin_, name).run();
 }
 
+void PlanValidator::checkVariants() const {
+  for (size_t v = 0; v < plan_.variants.size(); ++v) {
+    const ShapeVariant &variant = plan_.variants[v];
+    std::string where = joinIndex("variants", v);
+    if (variant.inputs.size() != plan_.inputs.size())
+      fail(where + ".inputs", "has " + std::to_string(variant.inputs.size()) +
+                                  " input(s), the plan has " +
+                                  std::to_string(plan_.inputs.size()));
+    std::vector<std::vector<int64_t>> shapes;
+    for (size_t i = 0; i < plan_.inputs.size(); ++i) {
+      const InputDesc &input = variant.inputs[i];
+      const InputDesc &first = plan_.inputs[i];
+      if (input.name != first.name || input.dtype != first.dtype ||
+          input.batched != first.batched)
+        fail(joinIndex(where + ".inputs", i),
+             "\"" + input.name + "\" (" + dtypeName(input.dtype) +
+                 (input.batched ? "" : ", unbatched") +
+                 ") differs from the plan's input \"" + first.name + "\" (" +
+                 dtypeName(first.dtype) + (first.batched ? "" : ", unbatched") +
+                 "): a variant changes shapes only");
+      shapes.push_back(input.shape);
+    }
+    // An exact earlier match (the first wins at run time) makes it dead.
+    std::optional<size_t> earlier = plan_.matchShape(shapes);
+    if (earlier && *earlier <= v)
+      fail(where + ".inputs",
+           "the shapes are taken by " +
+               (*earlier == 0 ? std::string("the plan's inputs")
+                              : joinIndex("variants", *earlier - 1)) +
+               " already; the variant would never run");
+    bool trains = plan_.findProgram("train") != nullptr;
+    for (const auto &[name, program] : variant.programs)
+      if (name != "eval" && !(trains && name == "train"))
+        fail(where + ".programs",
+             "unexpected program \"" + name + "\" (a variant has \"eval\"" +
+                 (trains ? std::string(" and \"train\"") : "") +
+                 "; it shares the plan's \"step\")");
+    if (trains && !variant.programs.count("train"))
+      fail(where + ".programs", "missing program \"train\" (the plan trains)");
+  }
+}
+
 } // namespace detail
 
 void validatePlan(const Plan &plan, const std::string &origin) {
   detail::PlanValidator(plan, origin).run();
+  for (size_t v = 0; v < plan.variants.size(); ++v)
+    detail::PlanValidator(plan.withVariant(v),
+                          origin + ": variants[" + std::to_string(v) + "]")
+        .run();
 }
 
 } // namespace ds::plan

@@ -277,6 +277,12 @@ private:
 
   void checkState();
 
+  /// Each variant's inputs are the plan's (names, dtypes, batched) with
+  /// shapes no other shape has, and its programs are eval (and train when
+  /// the plan trains). Their programs are checked by validatePlan on
+  /// Plan::withVariant.
+  void checkVariants() const;
+
   void checkTraining() const;
 
   /// The engine's typed settings: a ZeRO stage the partition agrees with,

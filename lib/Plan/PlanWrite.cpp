@@ -248,6 +248,23 @@ ordered_json programToJson(const Program &program) {
   return json;
 }
 
+ordered_json programsToJson(const std::map<std::string, Program> &programs) {
+  ordered_json json = ordered_json::object();
+  for (const auto &[name, program] : programs)
+    json[name] = programToJson(program);
+  return json;
+}
+
+ordered_json inputsToJson(const std::vector<InputDesc> &inputs) {
+  ordered_json json = ordered_json::array();
+  for (const InputDesc &input : inputs)
+    json.push_back({{"name", input.name},
+                    {"dtype", dtypeName(input.dtype)},
+                    {"shape", input.shape},
+                    {"batched", input.batched}});
+  return json;
+}
+
 /// Nesting depth: 0 for scalars, 1 + the deepest child for containers.
 int height(const ordered_json &json) {
   if (!json.is_structured())
@@ -353,23 +370,22 @@ ordered_json toJson(const Plan &plan) {
          {"module_class", desc.moduleClass}});
   json["state"] = std::move(state);
 
-  ordered_json inputs = ordered_json::array();
-  for (const InputDesc &input : plan.inputs)
-    inputs.push_back({{"name", input.name},
-                      {"dtype", dtypeName(input.dtype)},
-                      {"shape", input.shape},
-                      {"batched", input.batched}});
-  json["inputs"] = std::move(inputs);
+  json["inputs"] = inputsToJson(plan.inputs);
 
   ordered_json outputs = ordered_json::array();
   for (const OutputDesc &output : plan.outputs)
     outputs.push_back({{"name", output.name}, {"kind", output.kind}});
   json["outputs"] = std::move(outputs);
 
-  ordered_json programs = ordered_json::object();
-  for (const auto &[name, program] : plan.programs)
-    programs[name] = programToJson(program);
-  json["programs"] = std::move(programs);
+  json["programs"] = programsToJson(plan.programs);
+  if (!plan.variants.empty()) {
+    ordered_json variants = ordered_json::array();
+    for (const ShapeVariant &variant : plan.variants)
+      variants.push_back({{"micro_batch_per_rank", variant.microBatchPerRank},
+                          {"inputs", inputsToJson(variant.inputs)},
+                          {"programs", programsToJson(variant.programs)}});
+    json["variants"] = std::move(variants);
+  }
   return json;
 }
 

@@ -205,7 +205,10 @@ int64_t optimizerStatesPerElement(const OptimizerDesc &optimizer) {
   return 2; // adam, adamw: exp_avg and exp_avg_sq.
 }
 
-Report predictReport(const Plan &plan) {
+namespace {
+
+/// The report of a plan with one input shape.
+Report predictOneShape(const Plan &plan) {
   Report report;
   report.kind = "predicted";
   report.worldSize = plan.worldSize;
@@ -322,6 +325,29 @@ Report predictReport(const Plan &plan) {
   for (int64_t r = 0; r < worldSize; ++r) {
     rank.rank = r;
     report.ranks.push_back(rank);
+  }
+  return report;
+}
+
+} // namespace
+
+Report predictReport(const Plan &plan) {
+  Report report = predictOneShape(plan);
+  // Every shape holds the same state; the programs' peaks differ. Each
+  // figure is the most over the shapes.
+  for (size_t v = 0; v < plan.variants.size(); ++v) {
+    Report other = predictOneShape(plan.withVariant(v));
+    for (size_t r = 0; r < report.ranks.size(); ++r) {
+      RankReport &rank = report.ranks[r];
+      const RankReport &shape = other.ranks[r];
+      rank.activationPeakBytes =
+          std::max(rank.activationPeakBytes, shape.activationPeakBytes);
+      rank.activationPeakIsBound |= shape.activationPeakIsBound;
+      rank.unboundedValues =
+          std::max(rank.unboundedValues, shape.unboundedValues);
+      rank.transientBytes = std::max(rank.transientBytes, shape.transientBytes);
+      rank.peakBytes = std::max(rank.peakBytes, shape.peakBytes);
+    }
   }
   return report;
 }

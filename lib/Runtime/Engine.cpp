@@ -11,6 +11,7 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <fstream>
 
 namespace ds::runtime {
@@ -120,15 +121,33 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
     engine.trainer_ =
         std::make_unique<detail::Trainer>(*engine.plan_, origin, options.seed,
                                           options.communicator, engine.rank_);
-  engine.eval_ = std::make_unique<Executor>(
-      *engine.plan_, "eval", *engine.state_, origin, executorOptions,
-      engine.trainer_ ? &engine.trainer_->evalOps() : nullptr);
-  if (engine.plan_->findProgram("train")) {
+  if (engine.plan_->findProgram("train"))
     engine.trainOps_ =
         std::make_unique<detail::SeedScaledOps>(*engine.trainer_);
-    engine.train_ = std::make_unique<Executor>(
-        *engine.plan_, "train", *engine.state_, origin, executorOptions,
-        engine.trainOps_.get());
+  // One eval and train executor per input shape, sharing the state, the
+  // trainer (flat buffers, optimizer) and programs.step.
+  for (size_t index = 0; index < engine.plan_->numShapes(); ++index) {
+    ShapePrograms shape;
+    if (index > 0)
+      shape.variantPlan =
+          std::make_unique<plan::Plan>(engine.plan_->withVariant(index - 1));
+    const plan::Plan &shapePlan =
+        index > 0 ? *shape.variantPlan : *engine.plan_;
+    std::string shapeOrigin =
+        index > 0 ? origin + ": variants[" + std::to_string(index - 1) + "]"
+                  : origin;
+    shape.eval = std::make_unique<Executor>(
+        shapePlan, "eval", *engine.state_, shapeOrigin, executorOptions,
+        engine.trainer_ ? &engine.trainer_->evalOps() : nullptr);
+    if (const plan::Program *train = shapePlan.findProgram("train")) {
+      shape.train = std::make_unique<Executor>(
+          shapePlan, "train", *engine.state_, shapeOrigin, executorOptions,
+          engine.trainOps_.get());
+      shape.backwardStart = *train->backwardStart;
+    }
+    engine.shapes_.push_back(std::move(shape));
+  }
+  if (engine.plan_->findProgram("train")) {
     engine.step_ = std::make_unique<Executor>(
         *engine.plan_, "step", *engine.state_, origin, executorOptions,
         engine.trainer_.get());
@@ -193,11 +212,39 @@ void Engine::broadcastState() {
     state_->assign(index, tensor);
 }
 
+size_t Engine::shapeFor(const std::vector<std::vector<int64_t>> &shapes) const {
+  if (plan_->numShapes() == 1)
+    return 0;
+  if (std::optional<size_t> index = plan_->matchShape(shapes))
+    return *index;
+  std::string given;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    given += (i ? ", " : "") +
+             (i < plan_->inputs.size() ? plan_->inputs[i].name
+                                       : "in" + std::to_string(i)) +
+             " " + plan::formatShape(shapes[i]);
+  std::string compiled;
+  for (size_t index = 0; index < plan_->numShapes(); ++index)
+    compiled += (index ? "; " : "") +
+                plan::formatInputShapes(plan_->shapeInputs(index));
+  throw RuntimeError(origin_ + ": inputs of shapes " + given +
+                     " match no compiled program (compiled: " + compiled + ")");
+}
+
+size_t Engine::shapeFor(const std::vector<c10::IValue> &inputs) const {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const c10::IValue &input : inputs)
+    shapes.push_back(input.isTensor() ? input.toTensor().sizes().vec()
+                                      : std::vector<int64_t>());
+  return shapeFor(shapes);
+}
+
 std::vector<c10::IValue>
 Engine::runEval(const std::vector<c10::IValue> &inputs) {
   at::NoGradGuard noGrad;
+  Executor &eval = *shapes_[shapeFor(inputs)].eval;
   if (!trainer_)
-    return eval_->run(inputs);
+    return eval.run(inputs);
   if (phase_ == Phase::Forwarded && trainer_->hasStage3())
     throw RuntimeError(origin_ +
                        ": programs.eval: cannot run between forward() and "
@@ -205,7 +252,7 @@ Engine::runEval(const std::vector<c10::IValue> &inputs) {
                        "micro-step may hold gathered parameters); call "
                        "backward() first");
   try {
-    return eval_->run(inputs);
+    return eval.run(inputs);
   } catch (...) {
     // Its gathers (stage 3) are released; the collectives finished.
     trainer_->abandonGathers();
@@ -304,25 +351,34 @@ std::vector<plan::EngineReport> Engine::engineReports() const {
 }
 
 MemoryStats Engine::memory() const {
+  // One shape runs at a time: the most any of them holds.
   MemoryStats stats;
-  stats.currentBytes = eval_->currentBytes();
-  stats.peakBytes = eval_->peakBytes();
+  for (const ShapePrograms &shape : shapes_) {
+    stats.currentBytes =
+        std::max(stats.currentBytes, shape.eval->currentBytes());
+    stats.peakBytes = std::max(stats.peakBytes, shape.eval->peakBytes());
+  }
   return fillStateBytes(stats);
 }
 
 MemoryStats Engine::trainMemory() const {
   MemoryStats stats;
-  if (train_) {
-    stats.currentBytes = train_->currentBytes();
-    stats.peakBytes = train_->peakBytes();
+  for (const ShapePrograms &shape : shapes_) {
+    if (!shape.train)
+      continue;
+    stats.currentBytes =
+        std::max(stats.currentBytes, shape.train->currentBytes());
+    stats.peakBytes = std::max(stats.peakBytes, shape.train->peakBytes());
   }
   return fillStateBytes(stats);
 }
 
 void Engine::resetPeakMemory() {
-  eval_->resetPeak();
-  if (train_)
-    train_->resetPeak();
+  for (ShapePrograms &shape : shapes_) {
+    shape.eval->resetPeak();
+    if (shape.train)
+      shape.train->resetPeak();
+  }
   if (trainer_)
     trainer_->resetPeaks();
 }

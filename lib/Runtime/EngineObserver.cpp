@@ -5,9 +5,12 @@
 namespace ds::runtime {
 
 void Engine::setObserver(ExecutionObserver *observer) {
-  for (Executor *executor : {eval_.get(), train_.get(), step_.get()})
-    if (executor)
-      executor->setObserver(observer);
+  for (ShapePrograms &shape : shapes_)
+    for (Executor *executor : {shape.eval.get(), shape.train.get()})
+      if (executor)
+        executor->setObserver(observer);
+  if (step_)
+    step_->setObserver(observer);
 }
 
 } // namespace ds::runtime

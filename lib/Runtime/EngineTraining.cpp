@@ -61,7 +61,7 @@ bool StepReport::skipped() const {
 }
 
 void Engine::requireTrain(const char *call) const {
-  if (!train_)
+  if (!canTrain())
     throw RuntimeError(origin_ + ": " + call +
                        ": the plan has no train program (programs.train); "
                        "it was compiled for evaluation only");
@@ -72,13 +72,19 @@ uint64_t Engine::seed() const { return trainer_ ? trainer_->seed() : 0; }
 std::vector<at::Tensor> Engine::forward(const std::vector<at::Tensor> &inputs) {
   requireTrain("forward");
   Stopwatch stopwatch(trainSeconds_);
-  const plan::Program &program = *plan_->findProgram("train");
+  std::vector<std::vector<int64_t>> shapes;
+  for (const at::Tensor &input : inputs)
+    shapes.push_back(input.defined() ? input.sizes().vec()
+                                     : std::vector<int64_t>());
+  size_t shape = shapeFor(shapes);
   // A forward whose backward never ran is dropped with its activations
   // (and whatever collectives its part of the program started).
-  train_->finish();
+  shapes_[forwardShape_].train->finish();
   if (phase_ == Phase::Forwarded)
     trainer_->abandon();
   phase_ = Phase::Idle;
+  forwardShape_ = shape;
+  Executor &train = *shapes_[shape].train;
 
   int64_t accumulation = trainer_->gradientAccumulationSteps();
   at::manual_seed(microStepSeed(trainer_->seed(), uint64_t(globalSteps_),
@@ -86,20 +92,20 @@ std::vector<at::Tensor> Engine::forward(const std::vector<at::Tensor> &inputs) {
                                 uint64_t(rank_)));
   // The program spells out its backward; nothing here needs autograd.
   at::NoGradGuard noGrad;
-  train_->start(std::vector<c10::IValue>(inputs.begin(), inputs.end()));
+  train.start(std::vector<c10::IValue>(inputs.begin(), inputs.end()));
   try {
-    train_->runRange(0, size_t(*program.backwardStart));
+    train.runRange(0, size_t(shapes_[shape].backwardStart));
   } catch (...) {
     // Collectives in flight, stage 3's gathered buckets.
     trainer_->abandon();
     throw;
   }
-  std::vector<c10::IValue> results = train_->results();
+  std::vector<c10::IValue> results = train.results();
   std::vector<at::Tensor> losses;
   losses.reserve(results.size());
   for (size_t i = 0; i < results.size(); ++i) {
     if (!results[i].isTensor()) {
-      train_->finish();
+      train.finish();
       trainer_->abandon();
       throw RuntimeError(origin_ + ": programs.train.results[" +
                          std::to_string(i) + "]: expected a tensor, got " +
@@ -121,7 +127,6 @@ void Engine::backward(double seedScale) {
              ? std::string(" (backward() already ran for this micro-step; "
                            "call step() next)")
              : std::string()));
-  const plan::Program &program = *plan_->findProgram("train");
   if (!std::isfinite(seedScale))
     throw RuntimeError(origin_ +
                        ": backward: the seed scale must be finite, "
@@ -130,15 +135,16 @@ void Engine::backward(double seedScale) {
   at::NoGradGuard noGrad;
   phase_ = Phase::Idle; // A failing backward ends the micro-step.
   setSeedScale(seedScale);
+  Executor &train = *shapes_[forwardShape_].train;
   try {
-    train_->runRange(size_t(*program.backwardStart), train_->size());
+    train.runRange(size_t(shapes_[forwardShape_].backwardStart), train.size());
   } catch (...) {
     setSeedScale(1.0);
     trainer_->abandon();
     throw;
   }
   setSeedScale(1.0);
-  train_->finish();
+  train.finish();
   phase_ = Phase::BackwardDone;
 }
 

@@ -121,17 +121,6 @@ void checkDType(const at::Tensor &tensor, const plan::InputDesc &input,
                        plan::dtypeName(input.dtype));
 }
 
-/// Whether `shape` (one rank's) is the plan's shape of `input`.
-bool matchesInput(const std::vector<int64_t> &shape,
-                  const plan::InputDesc &input) {
-  if (shape.size() != input.shape.size())
-    return false;
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (input.shape[d] != plan::kDynamicDim && input.shape[d] != shape[d])
-      return false;
-  return true;
-}
-
 /// "idx [4, 16], targets [4, 16]".
 std::string describeShapes(const plan::Plan &plan,
                            const std::vector<std::vector<int64_t>> &shapes) {
@@ -164,6 +153,23 @@ NamedTensors readTensorFile(const std::string &path) {
   }
 }
 
+std::optional<std::vector<NamedTensors>>
+readMicroStepDicts(const std::string &path) {
+  if (endsWith(path, ".safetensors"))
+    return std::nullopt;
+  c10::IValue value = readTorchSaveValue(path);
+  if (!value.isList())
+    return std::nullopt;
+  std::vector<NamedTensors> steps;
+  const auto &list = value.toListRef();
+  for (size_t step = 0; step < list.size(); ++step)
+    steps.push_back(namedTensorsOf(list[step],
+                                   "data file " + path + ": micro-step " +
+                                       std::to_string(step),
+                                   "a dict of str -> Tensor"));
+  return steps;
+}
+
 DataFile DataFile::load(const std::string &path, const plan::Plan &plan,
                         const DataOptions &options) {
   const std::string file = "data file " + path;
@@ -184,29 +190,47 @@ DataFile DataFile::load(const std::string &path, const plan::Plan &plan,
                          "too");
   }
 
+  NamedTensors entries;
   if (!endsWith(path, ".safetensors")) {
     c10::IValue value = readTorchSaveValue(path);
     if (value.isList())
       return loadMicroStepList(path, value.toListRef().vec(), plan);
-    return loadStacked(path, namedTensorsOf(value, file, kDictOrList), plan);
+    entries = namedTensorsOf(value, file, kDictOrList);
+  } else {
+    entries = readTensorFile(path);
   }
-  return loadStacked(path, readTensorFile(path), plan);
+  // Every micro-step of the stacked form has one shape: the first compiled
+  // shape it fits; the error names the plan's first shape.
+  std::optional<RuntimeError> firstError;
+  for (size_t shape = 0; shape < plan.numShapes(); ++shape) {
+    try {
+      return loadStacked(path, entries, plan, shape);
+    } catch (const RuntimeError &error) {
+      if (!firstError)
+        firstError = error;
+    }
+  }
+  throw *firstError;
 }
 
 DataFile DataFile::loadStacked(const std::string &path,
                                const NamedTensors &entries,
-                               const plan::Plan &plan) {
+                               const plan::Plan &plan, size_t shape) {
   const std::string file = "data file " + path;
+  const std::vector<plan::InputDesc> &inputs = plan.shapeInputs(shape);
+  const int64_t microBatchPerRank =
+      shape == 0 ? plan.microBatchPerRank
+                 : plan.variants[shape - 1].microBatchPerRank;
   DataFile data;
   data.path_ = path;
-  data.microBatchPerRank_ = plan.microBatchPerRank;
+  data.microBatchPerRank_ = microBatchPerRank;
   data.numMicroSteps_ = std::numeric_limits<int64_t>::max();
   std::string stepsKey;
-  const int64_t globalBatch = plan.microBatchPerRank * plan.worldSize;
+  const int64_t globalBatch = microBatchPerRank * plan.worldSize;
 
   NamedTensors ordered = inPlanOrder(entries, plan, file);
-  for (size_t i = 0; i < plan.inputs.size(); ++i) {
-    const plan::InputDesc &input = plan.inputs[i];
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const plan::InputDesc &input = inputs[i];
     const auto &[key, tensor] = ordered[i];
     std::string what = file + ": key " + quote(key);
     checkDType(tensor, input, what);
@@ -232,7 +256,7 @@ DataFile DataFile::loadStacked(const std::string &path,
                          " rows per micro-step (shape " +
                          plan::formatShape(tensor.sizes().vec()) +
                          "), but micro_batch_per_rank * world_size = " +
-                         std::to_string(plan.microBatchPerRank) + " * " +
+                         std::to_string(microBatchPerRank) + " * " +
                          std::to_string(plan.worldSize) + " = " +
                          std::to_string(globalBatch));
     int64_t steps = tensor.size(0);
@@ -257,9 +281,10 @@ DataFile DataFile::loadMicroStepList(const std::string &path,
   data.numMicroSteps_ = int64_t(list.size());
   for (const plan::InputDesc &input : plan.inputs)
     data.batched_.push_back(input.batched);
-  std::vector<std::vector<int64_t>> compiled;
-  for (const plan::InputDesc &input : plan.inputs)
-    compiled.push_back(input.shape);
+  std::string compiled;
+  for (size_t shape = 0; shape < plan.numShapes(); ++shape)
+    compiled +=
+        (shape ? "; " : "") + plan::formatInputShapes(plan.shapeInputs(shape));
 
   for (size_t step = 0; step < list.size(); ++step) {
     const std::string what =
@@ -281,19 +306,18 @@ DataFile DataFile::loadMicroStepList(const std::string &path,
         matches = matches && shape[0] % plan.worldSize == 0;
         shape[0] /= plan.worldSize;
       }
-      matches = matches && matchesInput(shape, input);
       perRank.push_back(shape);
       tensors.push_back(tensor);
     }
-    if (!matches)
+    if (!matches || !plan.matchShape(perRank))
       throw RuntimeError(
           what + " has shapes " + describeShapes(plan, given) +
           (plan.worldSize > 1
                ? " (per rank of " + std::to_string(plan.worldSize) + ": " +
                      describeShapes(plan, perRank) + ")"
                : std::string()) +
-          ", which match no compiled program (compiled, per rank: " +
-          describeShapes(plan, compiled) + ")");
+          ", which match no compiled program (compiled, per rank: " + compiled +
+          ")");
     data.steps_.push_back(std::move(tensors));
   }
   return data;

@@ -36,7 +36,7 @@ PyPlan compilePlan(const std::string &modelPath, const std::string &configPath,
   options.configJson = configJson;
   options.configBaseDir = configBaseDir;
   options.configSourceName = configSourceName;
-  options.exampleInputsPath = exampleInputsPath;
+  options.exampleInputsPaths = {exampleInputsPath};
   options.worldSize = worldSize;
   options.unbatched = unbatched;
   options.keepIR = keepIR;

@@ -19,6 +19,9 @@ Also written (not in manifest.json, which lists only models that must import and
   cancel_probe.pt, cancel_probe.data.pt  Embedding-LayerNorm-Linear fitted to its own fp32
                                       output: bf16 rounding dominates the loss (see
                                       build_cancel_probe), for test/mpi/precision_check.py.
+  gpt_varlen.pt, gpt_varlen.data.pt  a GPT whose data file is a list of per-micro-step dicts of
+                                      different shapes (see build_gpt_varlen), for the oracle
+                                      test of plans with several shapes.
 
 Every forward returns a scalar loss (two_losses returns a tuple of two scalar losses).
 The script is deterministic: every model and data set is made under its own fixed seed.
@@ -1228,6 +1231,22 @@ def build_fp16_scale():
     return torch.jit.script(m), {"x": x, "t": t}
 
 
+def build_gpt_varlen():
+    """gpt_sdpa's pre-norm GPT with 32 positions, on micro-steps of different shapes, as
+    dynamic padding and a short last batch give them: a data file in the list form (one dict
+    per micro-step, [B, T] each): B = 8 rows at T = 16, 32, 24, then a short last batch of
+    4 rows at T = 24. Micro-steps 4-7 repeat the shapes (new tokens) so that a plan compiled
+    from micro-steps 0-3 trains on every one."""
+    torch.manual_seed(23)
+    m = GPTSdpa(block_size=32)
+    steps = []
+    for rows, T in ((B, 16), (B, 32), (B, 24), (B // 2, 24)) * 2:
+        idx = torch.randint(0, 32, (rows, T), dtype=torch.int64)
+        targets = torch.cat([idx[:, 1:], torch.randint(0, 32, (rows, 1), dtype=torch.int64)], 1)
+        steps.append({"idx": idx, "targets": targets})
+    return torch.jit.script(m), steps
+
+
 class CancelProbe(nn.Module):
     """emb -> LayerNorm -> Linear, loss = mse(fc(ln(emb(idx))), y)."""
 
@@ -1360,6 +1379,12 @@ def main(argv: List[str]) -> int:
     check_runs("cancel_probe", module, data)
     module.save(os.path.join(outdir, "cancel_probe.pt"))
     save_data(os.path.join(outdir, "cancel_probe.data.pt"), data)
+    module, steps = build_gpt_varlen()
+    for step in steps:
+        check_runs("gpt_varlen", module, {k: v[None] for k, v in step.items()})
+    module.save(os.path.join(outdir, "gpt_varlen.pt"))
+    torch.save([{k: own(v) for k, v in step.items()} for step in steps],
+               os.path.join(outdir, "gpt_varlen.data.pt"))
     cases = write_error_cases(outdir)
     with open(os.path.join(outdir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)

@@ -250,8 +250,9 @@ def read_safetensors(path: str) -> Dict[str, torch.Tensor]:
     return out
 
 
-def load_data(path: str) -> Dict[str, torch.Tensor]:
-    """A torch.save'd dict of tensors, or a .safetensors file."""
+def load_data(path: str):
+    """A torch.save'd dict of tensors, or a .safetensors file: Dict[str, Tensor]; or a
+    torch.save'd list of such dicts, one per micro-step (shapes may differ): a list."""
     if not os.path.exists(path):
         raise OracleError(f"data file {path} does not exist")
     if path.endswith(".safetensors"):
@@ -260,8 +261,13 @@ def load_data(path: str) -> Dict[str, torch.Tensor]:
         data = torch.load(path, map_location="cpu")
     except Exception as e:  # torch raises many types for a bad file
         raise OracleError(f"{path}: cannot read as a torch.save file: {e}")
-    if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
-        raise OracleError(f"{path}: expected a dict of tensors, got {type(data).__name__}")
+    def is_dict(d):
+        return isinstance(d, dict) and all(isinstance(v, torch.Tensor) for v in d.values())
+    if isinstance(data, list) and data and all(is_dict(d) for d in data):
+        return [dict(d) for d in data]
+    if not is_dict(data):
+        raise OracleError(f"{path}: expected a dict of tensors or a list of such dicts, got "
+                          f"{type(data).__name__}")
     return dict(data)
 
 
@@ -281,17 +287,26 @@ def forward_arg_names(module) -> List[str]:
 
 
 class Input:
-    """One forward argument: its tensor for all micro-steps and whether it is batched."""
+    """One forward argument: its tensor for all micro-steps ([S, ...], or a list of S tensors
+    whose shapes may differ) and whether it is batched."""
 
-    def __init__(self, name: str, tensor: torch.Tensor, batched: bool):
+    def __init__(self, name: str, tensor, batched: bool):
         self.name = name
         self.tensor = tensor
         self.batched = batched
 
+    def rows(self, s: int) -> int:
+        """Rows of micro-step s (batched inputs)."""
+        return self.tensor[s].shape[0]
 
-def bind_inputs(module, data: Dict[str, torch.Tensor], unbatched: Iterable[str] = ()
-                ) -> List[Input]:
-    """Matches data tensors to forward arguments, by name or else by position (in0, in1, ...)."""
+
+def bind_inputs(module, data, unbatched: Iterable[str] = ()) -> List[Input]:
+    """Matches data tensors to forward arguments, by name or else by position (in0, in1, ...).
+    A list of per-micro-step dicts binds by its first dict; each Input then holds a list."""
+    if isinstance(data, list):
+        first = bind_inputs(module, data[0], unbatched)
+        keys = [next(k for k, v in data[0].items() if v is i.tensor) for i in first]
+        return [Input(i.name, [d[k] for d in data], i.batched) for i, k in zip(first, keys)]
     names = forward_arg_names(module)
     unbatched = list(unbatched)
     for u in unbatched:
@@ -323,6 +338,11 @@ def check_sizes(inputs: Sequence[Input], world_size: int, gas: int, steps: int) 
     B: Optional[int] = None
     for i in inputs:
         t = i.tensor
+        if isinstance(t, list):  # micro-steps of their own shapes: B is the first one's
+            S = len(t) if S is None else S
+            if i.batched and B is None:
+                B = t[0].shape[0]
+            continue
         need = 2 if i.batched else 1
         if t.dim() < need:
             raise OracleError(f"input '{i.name}' has shape {list(t.shape)}; expected "
@@ -346,8 +366,17 @@ def check_sizes(inputs: Sequence[Input], world_size: int, gas: int, steps: int) 
 
 
 def rank_args(inputs: Sequence[Input], s: int, rank: int, b: int) -> List[torch.Tensor]:
-    """Forward arguments of micro-step s on one rank: rows [rank*b, (rank+1)*b) of batched inputs."""
-    return [i.tensor[s, rank * b:(rank + 1) * b] if i.batched else i.tensor[s] for i in inputs]
+    """Forward arguments of micro-step s on one rank: rows [rank*b, (rank+1)*b) of batched inputs.
+    A micro-step of the list form with other rows than the first (a short last batch) splits
+    its rows evenly over the ranks as well."""
+    args = []
+    for i in inputs:
+        t = i.tensor[s]
+        if i.batched:
+            bs = b * t.shape[0] // i.rows(0)
+            t = t[rank * bs:(rank + 1) * bs]
+        args.append(t)
+    return args
 
 
 # ---------------------------------------------------------------------------------------------

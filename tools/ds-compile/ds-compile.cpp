@@ -39,10 +39,13 @@ static cl::opt<std::string> mixedPrecision(
     cl::desc("What \"auto\" in bf16.enabled / fp16.enabled means: bf16, "
              "fp16 or no (the default)"),
     cl::value_desc("bf16|fp16|no"), cl::cat(toolCategory));
-static cl::opt<std::string>
-    exampleInputs("example-inputs",
-                  cl::desc("Data file whose shapes the plan is specialised on"),
-                  cl::value_desc("DATA"), cl::Required, cl::cat(toolCategory));
+static cl::list<std::string> exampleInputs(
+    "example-inputs",
+    cl::desc("Data file whose shapes the plan is specialised on; repeat it, "
+             "or give a list of per-micro-step dicts, for one forward and "
+             "backward per distinct shape (the first: the plan's batch "
+             "size)"),
+    cl::value_desc("DATA"), cl::OneOrMore, cl::cat(toolCategory));
 static cl::opt<unsigned> worldSize("world-size",
                                    cl::desc("Data-parallel ranks"), cl::init(1),
                                    cl::cat(toolCategory));
@@ -94,7 +97,7 @@ int main(int argc, char **argv) {
     options.engineConfigFiles = configs;
   options.mixedPrecision = mixedPrecision;
   options.configOverrides = overrides;
-  options.exampleInputsPath = exampleInputs;
+  options.exampleInputsPaths = exampleInputs;
   options.worldSize = worldSize;
   options.unbatched = unbatched;
   options.keepFinalIR = !dumpIR.empty();

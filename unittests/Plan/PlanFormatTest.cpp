@@ -61,24 +61,28 @@ TEST(PlanFormatTest, FormatAndVersion) {
   json = base();
   json["version"] = 7;
   expectInvalid(json, "version: plan version 7 is newer than this runtime "
-                      "supports (4)");
+                      "supports (5)");
   json["version"] = 0;
   expectInvalid(json, "plan version 0 is not supported (this runtime reads "
-                      "version 4)");
-  // Older plans (version 3: no bounds of dynamic tensors; version 2: the
-  // engines' settings in their DeepSpeed config; version 1: no optimizer,
-  // partition or programs.step): recompile.
+                      "version 5)");
+  // Older plans (version 4: no shape variants; version 3: no bounds of
+  // dynamic tensors; version 2: the engines' settings in their DeepSpeed
+  // config; version 1: no optimizer, partition or programs.step): recompile.
+  json["version"] = 4;
+  expectInvalid(json, "test.json: version: plan version 4 is not supported "
+                      "(this runtime reads version 5): the plan was written "
+                      "by an older ds-compile; recompile it");
   json["version"] = 3;
   expectInvalid(json, "test.json: version: plan version 3 is not supported "
-                      "(this runtime reads version 4): the plan was written "
+                      "(this runtime reads version 5): the plan was written "
                       "by an older ds-compile; recompile it");
   json["version"] = 2;
   expectInvalid(json, "test.json: version: plan version 2 is not supported "
-                      "(this runtime reads version 4): the plan was written "
+                      "(this runtime reads version 5): the plan was written "
                       "by an older ds-compile; recompile it");
   json["version"] = 1;
   expectInvalid(json, "test.json: version: plan version 1 is not supported "
-                      "(this runtime reads version 4): the plan was written "
+                      "(this runtime reads version 5): the plan was written "
                       "by an older ds-compile; recompile it");
   json["version"] = "1";
   expectInvalid(json, "version: expected an integer, found string \"1\"");
@@ -458,4 +462,81 @@ TEST(PlanFormatTest, BoundsOfDynamicValues) {
                       "the shape [-1, 16] fixes it to 16");
   json["programs"]["eval"]["values"][4]["bound"] = "4x16";
   expectInvalid(json, "programs.eval.values[4].bound: expected an array");
+}
+
+TEST(PlanFormatTest, ShapeVariants) {
+  ordered_json json = planJson("linear_mse_train.json");
+  auto withVariant = [&](auto edit) {
+    ordered_json copy = json;
+    ordered_json variant = {
+        {"micro_batch_per_rank", copy["micro_batch_per_rank"]},
+        {"inputs", copy["inputs"]},
+        {"programs",
+         {{"eval", copy["programs"]["eval"]},
+          {"train", copy["programs"]["train"]}}}};
+    edit(variant);
+    copy["variants"] = ordered_json::array({variant});
+    return copy;
+  };
+  // Another batch: the inputs and every value shaped by it.
+  auto batchOf2 = [](ordered_json &variant) {
+    variant["micro_batch_per_rank"] = 2;
+    for (ordered_json &input : variant["inputs"])
+      input["shape"][0] = 2;
+    for (auto &[name, program] : variant["programs"].items())
+      for (ordered_json &value : program["values"])
+        if (value.contains("shape") && !value["shape"].empty() &&
+            value["shape"][0] == 4)
+          value["shape"][0] = 2;
+  };
+  ordered_json smaller = withVariant(batchOf2);
+  Plan plan = parsePlan(smaller, "test.json");
+  ASSERT_EQ(plan.variants.size(), 1u);
+  EXPECT_EQ(plan.numShapes(), 2u);
+  EXPECT_EQ(plan.variants[0].microBatchPerRank, 2);
+  EXPECT_EQ(toJson(parsePlan(ordered_json::parse(toJson(plan).dump()), "rt")),
+            toJson(plan));
+  // withVariant: the variant's inputs and programs, the plan's step.
+  Plan shape = plan.withVariant(0);
+  EXPECT_EQ(shape.microBatchPerRank, 2);
+  EXPECT_EQ(shape.inputs[0].shape, (std::vector<int64_t>{2, 4}));
+  EXPECT_TRUE(shape.variants.empty());
+  EXPECT_NE(shape.findProgram("step"), nullptr);
+  // matchShape: the first shape the per-rank shapes fit.
+  EXPECT_EQ(plan.matchShape({{4, 4}, {4, 3}}), std::optional<size_t>(0));
+  EXPECT_EQ(plan.matchShape({{2, 4}, {2, 3}}), std::optional<size_t>(1));
+  EXPECT_EQ(plan.matchShape({{3, 4}, {3, 3}}), std::nullopt);
+
+  expectInvalid(withVariant([](ordered_json &) {}),
+                "test.json: variants[0].inputs: the shapes are taken by the "
+                "plan's inputs already; the variant would never run");
+  expectInvalid(
+      withVariant([](ordered_json &v) { v["inputs"][0]["dtype"] = "float64"; }),
+      "test.json: variants[0].inputs[0]: \"x\" (float64) differs from the "
+      "plan's input \"x\" (float32): a variant changes shapes only");
+  expectInvalid(
+      withVariant(
+          [](ordered_json &v) { v["inputs"].erase(v["inputs"].begin()); }),
+      "test.json: variants[0].inputs: has 1 input(s), the plan has 2");
+  expectInvalid(withVariant([&](ordered_json &v) {
+                  batchOf2(v);
+                  v["programs"]["step"] = json["programs"]["step"];
+                }),
+                "test.json: variants[0].programs: unexpected program "
+                "\"step\" (a variant has \"eval\" and \"train\"; it shares "
+                "the plan's \"step\")");
+  expectInvalid(
+      withVariant([&](ordered_json &v) {
+        batchOf2(v);
+        v["programs"].erase("train");
+      }),
+      "test.json: variants[0].programs: missing program \"train\" (the plan "
+      "trains)");
+  // The variant's programs are checked against its own inputs.
+  expectInvalid(withVariant([](ordered_json &v) {
+                  v["micro_batch_per_rank"] = 2;
+                  for (ordered_json &input : v["inputs"])
+                    input["shape"][0] = 2;
+                }),
+                "test.json: variants[0]: programs.");
 }

@@ -45,8 +45,12 @@ struct CompileOptions {
   /// KEY=VALUE overrides (docs/config.md).
   std::string mixedPrecision;
   std::vector<std::string> configOverrides;
-  /// Data file whose shapes the plan is specialised on (`[S, B, ...]`).
-  std::string exampleInputsPath;
+  /// Data files whose shapes the plan is specialised on: the stacked form
+  /// (`[S, B, ...]`, one shape) or a list of per-micro-step dicts (each
+  /// distinct set of shapes once). The first shape is the plan's inputs and
+  /// programs, the others its `variants`; its global micro-batch resolves
+  /// the config's batch sizes.
+  std::vector<std::string> exampleInputsPaths;
   /// Data-parallel ranks; B / worldSize rows make one rank's micro-batch.
   unsigned worldSize = 1;
   /// Forward arguments that are not batched (`[S, ...]` in the data file).

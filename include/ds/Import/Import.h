@@ -11,6 +11,8 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,9 @@ struct ImportOptions {
   /// Data file (torch.save dict or .safetensors) with one `[S, B, ...]` tensor
   /// per forward argument. Without it, import fails (shapes are required).
   std::string exampleInputsPath;
+  /// A data file holding a list of per-micro-step dicts: the micro-step
+  /// whose shapes the import specialises on.
+  int64_t exampleMicroStep = 0;
   /// Data-parallel ranks: the import specialises on B / worldSize rows.
   unsigned worldSize = 1;
   /// Forward arguments that are not batched (`[S, ...]` in the data file).
@@ -31,6 +36,13 @@ struct ImportOptions {
   bool importTrain = true;
   bool importEval = false;
 };
+
+/// The micro-steps of a data file to import once each: {0} for the stacked
+/// form (its micro-steps share one shape), else the first micro-step of each
+/// distinct set of shapes in the list. On error returns a message naming the
+/// file.
+std::optional<std::string> distinctExampleSteps(const std::string &path,
+                                                std::vector<int64_t> &steps);
 
 /// Imports the model. On failure, diagnostics have been emitted to `context`
 /// (with the TorchScript source line where one applies) and null is returned.

@@ -25,7 +25,7 @@ namespace ds::plan {
 using ordered_json = nlohmann::ordered_json;
 
 /// The plan format version this library reads and writes.
-inline constexpr int64_t kPlanFormatVersion = 4;
+inline constexpr int64_t kPlanFormatVersion = 5;
 /// The value of the top-level "format" field.
 inline constexpr const char *kPlanFormatName = "ds-plan";
 
@@ -489,6 +489,18 @@ struct Program {
   std::optional<int64_t> backwardStart;
 };
 
+/// One more micro-batch shape of a plan (ds-compile given several example
+/// inputs): the same model, state, engines and programs.step, with the
+/// forward programs compiled again for these inputs. The runtime runs, for
+/// each micro-step, the programs whose inputs its tensors match.
+struct ShapeVariant {
+  int64_t microBatchPerRank = 1;
+  /// The plan's inputs (names, dtypes, batched) with other shapes.
+  std::vector<InputDesc> inputs;
+  /// "eval", and "train" when the plan has programs.train.
+  std::map<std::string, Program> programs;
+};
+
 struct Plan {
   std::string producer;
   /// Absent only in plans without state.
@@ -504,8 +516,22 @@ struct Plan {
   /// "step" (the accumulation boundary's work: required with "train"); other
   /// names are kept, not run.
   std::map<std::string, Program> programs;
+  /// Further input shapes, each with its own eval and train programs; the
+  /// top-level inputs and programs are the first shape.
+  std::vector<ShapeVariant> variants;
 
   const Program *findProgram(const std::string &name) const;
+  /// The plan as if compiled for variants[index] alone: its micro-batch,
+  /// inputs and programs, programs.step this plan's; no variants.
+  Plan withVariant(size_t index) const;
+  /// The index of the shape `shapes` (one per input, one rank's) match:
+  /// 0 for the top-level inputs, i + 1 for variants[i]; nullopt if none.
+  std::optional<size_t>
+  matchShape(const std::vector<std::vector<int64_t>> &shapes) const;
+  /// The inputs of shape `index` (0: the top-level ones).
+  const std::vector<InputDesc> &shapeInputs(size_t index) const;
+  /// 1 + variants.size().
+  size_t numShapes() const { return 1 + variants.size(); }
   const StateDesc *findState(const std::string &name) const;
   const EngineDesc *findEngine(const std::string &name) const;
 };
@@ -514,6 +540,10 @@ struct Plan {
 std::optional<int64_t> staticNumel(const std::vector<int64_t> &shape);
 /// "[4, -1]" for messages.
 std::string formatShape(const std::vector<int64_t> &shape);
+/// "idx [2, 16], targets [2, 16]" for messages.
+std::string formatInputShapes(const std::vector<InputDesc> &inputs);
+/// Whether a tensor of `shape` fits `input`'s (kDynamicDim: any size).
+bool shapeFits(const std::vector<int64_t> &shape, const InputDesc &input);
 
 } // namespace ds::plan
 

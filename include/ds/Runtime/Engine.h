@@ -128,7 +128,7 @@ public:
   //===--------------------------------------------------------------------===//
 
   /// Whether the plan has programs.train.
-  bool canTrain() const { return train_ != nullptr; }
+  bool canTrain() const { return shapes_.front().train != nullptr; }
   /// Seeds the generator for this micro-step (microStepSeed of the seed,
   /// globalSteps(), the position in the accumulation window and the rank),
   /// then runs train body[0, backward_start) on one micro-batch of this
@@ -283,6 +283,11 @@ private:
   Engine();
 
   void requireTrain(const char *call) const;
+  /// The shape whose inputs `shapes` match (one rank's; a plan with one
+  /// shape: 0, the executor checks). Throws RuntimeError naming the shapes
+  /// and the compiled ones.
+  size_t shapeFor(const std::vector<std::vector<int64_t>> &shapes) const;
+  size_t shapeFor(const std::vector<c10::IValue> &inputs) const;
   MemoryStats fillStateBytes(MemoryStats stats) const;
   /// Every state tensor from rank 0 (several ranks only).
   void broadcastState();
@@ -297,7 +302,19 @@ private:
   std::unique_ptr<plan::Plan> plan_;
   std::string origin_;
   std::unique_ptr<StateStore> state_;
-  std::unique_ptr<Executor> eval_;
+  /// The programs of one input shape of the plan: its own (index 0), then
+  /// one per plan variant, run on the plan Plan::withVariant gives.
+  struct ShapePrograms {
+    /// Variants only; the executors point into it.
+    std::unique_ptr<plan::Plan> variantPlan;
+    std::unique_ptr<Executor> eval;
+    /// Null without programs.train.
+    std::unique_ptr<Executor> train;
+    int64_t backwardStart = 0;
+  };
+  std::vector<ShapePrograms> shapes_;
+  /// The shape of the micro-step forward() ran.
+  size_t forwardShape_ = 0;
   std::shared_ptr<Communicator> communicator_;
 
   // Training; null without programs.train.
@@ -305,7 +322,6 @@ private:
   /// The trainer's ops as the train program sees them (its `grad` ops
   /// scaled by backward()'s seedScale).
   std::unique_ptr<detail::SeedScaledOps> trainOps_;
-  std::unique_ptr<Executor> train_;
   /// programs.step, run at the accumulation boundary.
   std::unique_ptr<Executor> step_;
   int64_t rank_ = 0;

@@ -20,6 +20,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,12 @@ struct DataOptions {
 /// torch.save'd dict of str -> Tensor; tensors in the file's key order.
 /// Throws RuntimeError naming the file.
 NamedTensors readTensorFile(const std::string &path);
+
+/// The list form of a data file: one dict per micro-step, in order. nullopt
+/// when the file holds the stacked form (a dict, or a .safetensors file).
+/// Throws RuntimeError naming the file.
+std::optional<std::vector<NamedTensors>>
+readMicroStepDicts(const std::string &path);
 
 class DataFile {
 public:
@@ -64,7 +71,7 @@ private:
   DataFile() = default;
   static DataFile loadStacked(const std::string &path,
                               const NamedTensors &entries,
-                              const plan::Plan &plan);
+                              const plan::Plan &plan, size_t shape);
   static DataFile loadMicroStepList(const std::string &path,
                                     const std::vector<c10::IValue> &list,
                                     const plan::Plan &plan);

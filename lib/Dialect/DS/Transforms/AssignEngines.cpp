@@ -45,8 +45,8 @@ static bool overlaps(StringRef a, StringRef b) {
 /// The global micro-batch of the data: rows of the first batched argument of
 /// `@forward_eval` (else `@forward`) times the world size; unset when that
 /// argument's batch is unknown or every argument is unbatched.
-static std::optional<int64_t> dataMicroBatch(ModuleOp module,
-                                             int64_t worldSize) {
+static std::optional<int64_t> dataMicroBatchOf(ModuleOp module,
+                                               int64_t worldSize) {
   for (StringRef name : {"forward_eval", "forward"}) {
     auto func = module.lookupSymbol<func::FuncOp>(name);
     if (!func)
@@ -171,7 +171,9 @@ AssignEnginesPass::specsFromConfig(ModuleOp module,
     return failure();
   config::ParseContext parseContext;
   parseContext.worldSize = *world;
-  parseContext.dataMicroBatch = dataMicroBatch(module, *world);
+  parseContext.dataMicroBatch = dataMicroBatch > 0
+                                    ? std::optional<int64_t>(dataMicroBatch)
+                                    : dataMicroBatchOf(module, *world);
   parseContext.engineHiddenSize =
       [module](const std::string &key, const std::vector<std::string> &keys) {
         return inferHiddenSize(module, key, keys);

@@ -20,6 +20,7 @@ void mlir::ds::buildCompilePipeline(OpPassManager &pm,
   engines.configBaseDir = options.configBaseDir;
   engines.worldSize = options.worldSize;
   engines.mixedPrecision = options.mixedPrecision;
+  engines.dataMicroBatch = options.dataMicroBatch;
   engines.overrides.assign(options.configOverrides.begin(),
                            options.configOverrides.end());
   pm.addPass(createDSAssignEngines(engines));

@@ -40,6 +40,8 @@ struct CompilePipelineOptions
   /// -ds-assign-engines' mixed-precision and set.
   std::string mixedPrecision;
   std::vector<std::string> configOverrides;
+  /// -ds-assign-engines' data-micro-batch (0: from the module).
+  int64_t dataMicroBatch = 0;
 };
 
 /// -ds-assign-engines (the config enters the IR), -ds-assign-precision, and

@@ -60,6 +60,12 @@ def DSAssignEngines : Pass<"ds-assign-engines", "::mlir::ModuleOp"> {
     ListOption<"overrides", "set", "std::string",
                "KEY=VALUE settings of the config (dotted paths; "
                "engines.NAME.PATH for one engine), applied before parsing">,
+    Option<"dataMicroBatch", "data-micro-batch", "int64_t", "0",
+           "The global micro-batch B that \"auto\" batch sizes and the "
+           "batch consistency check use (0: the first batched argument's "
+           "rows times the world size). ds-compile sets it to the first "
+           "shape's B for the further shapes of one plan (a short last "
+           "batch)">,
     ListOption<"engines", "engines", "std::string",
                "Without a config: engines as NAME=PREFIX, in order">,
     ListOption<"frozen", "frozen", "std::string",
@@ -396,12 +402,16 @@ def DSRematerialize : Pass<"ds-rematerialize", "::mlir::ModuleOp"> {
     %gh = ds.aten "aten::gelu_backward"(%ga, %h2, %approx) ...
     ```
 
-    Only pure operators are recomputed (the registry's `Pure` effect, and
-    lists built from them): a random draw (dropout's `bernoulli`), an op
-    with side effects or a `ds.if` inside a segment keeps its results, so
-    the recomputation reads the very draws of the forward and a trajectory
-    is bitwise the one without checkpointing. Each segment gets a remark
-    saying how many ops it recomputes and what it keeps.
+    Pure operators (the registry's `Pure` effect) and lists built from them
+    are recomputed; random draws (dropout's `bernoulli`) are replayed:
+    `ds.rng_state_get` saves the generator state before the segment's first
+    draw, and the backward sets it before the recomputation and sets its
+    own back after, so the trajectory is bitwise the one without
+    checkpointing. Draws stay kept from the forward where a replay could
+    not repeat them (in place, inside a `ds.if`, or with a draw outside the
+    segment between two of its draws), as do ops with side effects and
+    `ds.if`. Each segment gets a remark saying how many ops it recomputes,
+    what it keeps and how many draws it replays.
 
     Run it after `-cse` (which would merge the clones back into the
     forward's ops) and before `-ds-zero-partition` (which gathers ZeRO-3
