@@ -450,6 +450,17 @@ Plan::matchShape(const std::vector<std::vector<int64_t>> &shapes) const {
   return std::nullopt;
 }
 
+std::string Plan::describeShapes() const {
+  std::string text;
+  for (size_t index = 0; index < numShapes(); ++index) {
+    std::vector<std::vector<int64_t>> shapes;
+    for (const InputDesc &input : shapeInputs(index))
+      shapes.push_back(input.shape);
+    text += (index ? "; " : "") + formatInputShapes(inputs, shapes);
+  }
+  return text;
+}
+
 const StateDesc *Plan::findState(const std::string &name) const {
   for (const StateDesc &desc : state)
     if (desc.name == name)
@@ -525,11 +536,13 @@ std::string formatShape(const std::vector<int64_t> &shape) {
   return text + "]";
 }
 
-std::string formatInputShapes(const std::vector<InputDesc> &inputs) {
+std::string formatInputShapes(const std::vector<InputDesc> &inputs,
+                              const std::vector<std::vector<int64_t>> &shapes) {
   std::string text;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    text +=
-        (i ? ", " : "") + inputs[i].name + " " + formatShape(inputs[i].shape);
+  for (size_t i = 0; i < shapes.size(); ++i)
+    text += (i ? ", " : "") +
+            (i < inputs.size() ? inputs[i].name : "in" + std::to_string(i)) +
+            " " + formatShape(shapes[i]);
   return text;
 }
 

@@ -212,31 +212,19 @@ void Engine::broadcastState() {
     state_->assign(index, tensor);
 }
 
-size_t Engine::shapeFor(const std::vector<std::vector<int64_t>> &shapes) const {
+size_t Engine::shapeFor(const std::vector<c10::IValue> &inputs) const {
   if (plan_->numShapes() == 1)
     return 0;
-  if (std::optional<size_t> index = plan_->matchShape(shapes))
-    return *index;
-  std::string given;
-  for (size_t i = 0; i < shapes.size(); ++i)
-    given += (i ? ", " : "") +
-             (i < plan_->inputs.size() ? plan_->inputs[i].name
-                                       : "in" + std::to_string(i)) +
-             " " + plan::formatShape(shapes[i]);
-  std::string compiled;
-  for (size_t index = 0; index < plan_->numShapes(); ++index)
-    compiled += (index ? "; " : "") +
-                plan::formatInputShapes(plan_->shapeInputs(index));
-  throw RuntimeError(origin_ + ": inputs of shapes " + given +
-                     " match no compiled program (compiled: " + compiled + ")");
-}
-
-size_t Engine::shapeFor(const std::vector<c10::IValue> &inputs) const {
   std::vector<std::vector<int64_t>> shapes;
   for (const c10::IValue &input : inputs)
     shapes.push_back(input.isTensor() ? input.toTensor().sizes().vec()
                                       : std::vector<int64_t>());
-  return shapeFor(shapes);
+  if (std::optional<size_t> index = plan_->matchShape(shapes))
+    return *index;
+  throw RuntimeError(
+      origin_ + ": inputs of shapes " +
+      plan::formatInputShapes(plan_->inputs, shapes) +
+      " match no compiled program (compiled: " + plan_->describeShapes() + ")");
 }
 
 std::vector<c10::IValue>

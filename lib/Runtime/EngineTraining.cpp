@@ -72,11 +72,8 @@ uint64_t Engine::seed() const { return trainer_ ? trainer_->seed() : 0; }
 std::vector<at::Tensor> Engine::forward(const std::vector<at::Tensor> &inputs) {
   requireTrain("forward");
   Stopwatch stopwatch(trainSeconds_);
-  std::vector<std::vector<int64_t>> shapes;
-  for (const at::Tensor &input : inputs)
-    shapes.push_back(input.defined() ? input.sizes().vec()
-                                     : std::vector<int64_t>());
-  size_t shape = shapeFor(shapes);
+  std::vector<c10::IValue> values(inputs.begin(), inputs.end());
+  size_t shape = shapeFor(values);
   // A forward whose backward never ran is dropped with its activations
   // (and whatever collectives its part of the program started).
   shapes_[forwardShape_].train->finish();
@@ -92,7 +89,7 @@ std::vector<at::Tensor> Engine::forward(const std::vector<at::Tensor> &inputs) {
                                 uint64_t(rank_)));
   // The program spells out its backward; nothing here needs autograd.
   at::NoGradGuard noGrad;
-  train.start(std::vector<c10::IValue>(inputs.begin(), inputs.end()));
+  train.start(values);
   try {
     train.runRange(0, size_t(shapes_[shape].backwardStart));
   } catch (...) {

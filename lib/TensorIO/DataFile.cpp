@@ -121,16 +121,6 @@ void checkDType(const at::Tensor &tensor, const plan::InputDesc &input,
                        plan::dtypeName(input.dtype));
 }
 
-/// "idx [4, 16], targets [4, 16]".
-std::string describeShapes(const plan::Plan &plan,
-                           const std::vector<std::vector<int64_t>> &shapes) {
-  std::string text;
-  for (size_t i = 0; i < shapes.size(); ++i)
-    text += (i ? ", " : "") + plan.inputs[i].name + " " +
-            plan::formatShape(shapes[i]);
-  return text;
-}
-
 /// "[S, B, 8]" / "[S, 8]": what the file must hold for `input`.
 std::string expectedShape(const plan::InputDesc &input) {
   std::string text = input.batched ? "[S, B" : "[S";
@@ -281,10 +271,6 @@ DataFile DataFile::loadMicroStepList(const std::string &path,
   data.numMicroSteps_ = int64_t(list.size());
   for (const plan::InputDesc &input : plan.inputs)
     data.batched_.push_back(input.batched);
-  std::string compiled;
-  for (size_t shape = 0; shape < plan.numShapes(); ++shape)
-    compiled +=
-        (shape ? "; " : "") + plan::formatInputShapes(plan.shapeInputs(shape));
 
   for (size_t step = 0; step < list.size(); ++step) {
     const std::string what =
@@ -311,13 +297,13 @@ DataFile DataFile::loadMicroStepList(const std::string &path,
     }
     if (!matches || !plan.matchShape(perRank))
       throw RuntimeError(
-          what + " has shapes " + describeShapes(plan, given) +
+          what + " has shapes " + plan::formatInputShapes(plan.inputs, given) +
           (plan.worldSize > 1
                ? " (per rank of " + std::to_string(plan.worldSize) + ": " +
-                     describeShapes(plan, perRank) + ")"
+                     plan::formatInputShapes(plan.inputs, perRank) + ")"
                : std::string()) +
-          ", which match no compiled program (compiled, per rank: " + compiled +
-          ")");
+          ", which match no compiled program (compiled, per rank: " +
+          plan.describeShapes() + ")");
     data.steps_.push_back(std::move(tensors));
   }
   return data;

@@ -466,30 +466,16 @@ TEST(PlanFormatTest, BoundsOfDynamicValues) {
 
 TEST(PlanFormatTest, ShapeVariants) {
   ordered_json json = planJson("linear_mse_train.json");
-  auto withVariant = [&](auto edit) {
+  // Edits a variant for batches of 2 rows (or, for the first check, keeps
+  // the plan's own shapes).
+  auto withVariant = [&](auto edit, int64_t rows = 2) {
     ordered_json copy = json;
-    ordered_json variant = {
-        {"micro_batch_per_rank", copy["micro_batch_per_rank"]},
-        {"inputs", copy["inputs"]},
-        {"programs",
-         {{"eval", copy["programs"]["eval"]},
-          {"train", copy["programs"]["train"]}}}};
+    ordered_json variant = test::batchVariant(json, rows);
     edit(variant);
     copy["variants"] = ordered_json::array({variant});
     return copy;
   };
-  // Another batch: the inputs and every value shaped by it.
-  auto batchOf2 = [](ordered_json &variant) {
-    variant["micro_batch_per_rank"] = 2;
-    for (ordered_json &input : variant["inputs"])
-      input["shape"][0] = 2;
-    for (auto &[name, program] : variant["programs"].items())
-      for (ordered_json &value : program["values"])
-        if (value.contains("shape") && !value["shape"].empty() &&
-            value["shape"][0] == 4)
-          value["shape"][0] = 2;
-  };
-  ordered_json smaller = withVariant(batchOf2);
+  ordered_json smaller = withVariant([](ordered_json &) {});
   Plan plan = parsePlan(smaller, "test.json");
   ASSERT_EQ(plan.variants.size(), 1u);
   EXPECT_EQ(plan.numShapes(), 2u);
@@ -507,7 +493,7 @@ TEST(PlanFormatTest, ShapeVariants) {
   EXPECT_EQ(plan.matchShape({{2, 4}, {2, 3}}), std::optional<size_t>(1));
   EXPECT_EQ(plan.matchShape({{3, 4}, {3, 3}}), std::nullopt);
 
-  expectInvalid(withVariant([](ordered_json &) {}),
+  expectInvalid(withVariant([](ordered_json &) {}, 4),
                 "test.json: variants[0].inputs: the shapes are taken by the "
                 "plan's inputs already; the variant would never run");
   expectInvalid(
@@ -519,24 +505,20 @@ TEST(PlanFormatTest, ShapeVariants) {
           [](ordered_json &v) { v["inputs"].erase(v["inputs"].begin()); }),
       "test.json: variants[0].inputs: has 1 input(s), the plan has 2");
   expectInvalid(withVariant([&](ordered_json &v) {
-                  batchOf2(v);
                   v["programs"]["step"] = json["programs"]["step"];
                 }),
                 "test.json: variants[0].programs: unexpected program "
                 "\"step\" (a variant has \"eval\" and \"train\"; it shares "
                 "the plan's \"step\")");
   expectInvalid(
-      withVariant([&](ordered_json &v) {
-        batchOf2(v);
-        v["programs"].erase("train");
-      }),
+      withVariant([&](ordered_json &v) { v["programs"].erase("train"); }),
       "test.json: variants[0].programs: missing program \"train\" (the plan "
       "trains)");
   // The variant's programs are checked against its own inputs.
   expectInvalid(withVariant([](ordered_json &v) {
-                  v["micro_batch_per_rank"] = 2;
-                  for (ordered_json &input : v["inputs"])
-                    input["shape"][0] = 2;
+                  v["programs"] =
+                      test::planJson("linear_mse_train.json")["programs"];
+                  v["programs"].erase("step");
                 }),
                 "test.json: variants[0]: programs.");
 }

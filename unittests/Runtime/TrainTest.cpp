@@ -531,3 +531,31 @@ TEST(RuntimeTrainTest, EngineConfigErrorsNameTheEngine) {
   engineConfig(json) = ordered_json::object();
   EXPECT_NO_THROW(load(json, dir));
 }
+
+TEST(RuntimeTrainTest, ShapeVariantsRunByTheInputsShapes) {
+  // A plan of two shapes, batches of 4 and 2 rows: each micro-step runs the
+  // programs of its shape on the one set of parameters and optimizer.
+  TempDir dir;
+  Weights w = writeWeights(dir);
+  ordered_json json = trainPlan();
+  setGas(json, 2);
+  json["variants"] = ordered_json::array({test::batchVariant(json, 2)});
+  Engine engine = load(json, dir);
+  std::vector<Batch> batches = makeBatches(6);
+  for (size_t i = 1; i < batches.size(); i += 2)
+    batches[i] = {batches[i].x.narrow(0, 0, 2), batches[i].t.narrow(0, 0, 2)};
+  Reference reference(w);
+  reference.gas = 2;
+  reference.optimizer = adamw(reference, 0.01, 0.1);
+  trainAndCompare(engine, reference, batches, 3, {0.01, 0.01, 0.01});
+  EXPECT_EQ(engine.forwardEval({batches[1].x, batches[1].t}).size(), 1u);
+
+  // Rows of no compiled shape: the error names them and every shape.
+  at::Tensor x = torch::randn({3, 4}), t = torch::randn({3, 3});
+  EXPECT_THROW_WITH(engine.forward({x, t}), RuntimeError,
+                    "train.json: inputs of shapes x [3, 4], t [3, 3] match no "
+                    "compiled program (compiled: x [4, 4], t [4, 3]; x [2, "
+                    "4], t [2, 3])");
+  EXPECT_THROW_WITH(engine.forwardEval({x, t}), RuntimeError,
+                    "match no compiled program");
+}

@@ -61,6 +61,33 @@ plan::ordered_json planJson(const std::string &name) {
   return plan::ordered_json::parse(readText(fixture("plans/" + name)));
 }
 
+plan::ordered_json batchVariant(const plan::ordered_json &json, int64_t rows) {
+  plan::ordered_json variant = {{"micro_batch_per_rank", rows},
+                                {"inputs", json["inputs"]},
+                                {"programs",
+                                 {{"eval", json["programs"]["eval"]},
+                                  {"train", json["programs"]["train"]}}}};
+  for (plan::ordered_json &input : variant["inputs"])
+    input["shape"][0] = rows;
+  // The inputs' values take the new batch; every other value's shape is
+  // left unknown (which dims follow the batch is the compiler's business).
+  for (auto &[name, program] : variant["programs"].items()) {
+    std::set<int64_t> inputs;
+    for (const plan::ordered_json &op : program["body"])
+      if (op["kind"] == "input")
+        inputs.insert(op["result"].get<int64_t>());
+    for (plan::ordered_json &value : program["values"]) {
+      if (!value.contains("shape"))
+        continue;
+      if (inputs.count(value["id"].get<int64_t>()))
+        value["shape"][0] = rows;
+      else
+        value.erase("shape");
+    }
+  }
+  return variant;
+}
+
 plan::ValueId ProgramBuilder::tensor(plan::DType dtype,
                                      std::vector<int64_t> shape) {
   plan::ValueId id = plan::ValueId(program.values.size());

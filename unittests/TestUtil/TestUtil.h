@@ -45,6 +45,11 @@ std::vector<std::string> listDir(const std::string &dir);
 /// The checked-in plan plans/<name>, parsed but not validated.
 plan::ordered_json planJson(const std::string &name);
 
+/// A plan variant of `json` (a plan JSON with eval and train programs) for
+/// micro-batches of `rows` rows instead of its own: the same programs, the
+/// inputs' values resized and every other value's shape left unknown.
+plan::ordered_json batchVariant(const plan::ordered_json &json, int64_t rows);
+
 /// Builds programs for tests: values are appended with fresh ids.
 class ProgramBuilder {
 public:

@@ -532,6 +532,9 @@ struct Plan {
   const std::vector<InputDesc> &shapeInputs(size_t index) const;
   /// 1 + variants.size().
   size_t numShapes() const { return 1 + variants.size(); }
+  /// Every shape's inputs, per rank, for messages: "x [8, 8], y [8, 4]; x
+  /// [4, 8], y [4, 4]".
+  std::string describeShapes() const;
   const StateDesc *findState(const std::string &name) const;
   const EngineDesc *findEngine(const std::string &name) const;
 };
@@ -540,8 +543,10 @@ struct Plan {
 std::optional<int64_t> staticNumel(const std::vector<int64_t> &shape);
 /// "[4, -1]" for messages.
 std::string formatShape(const std::vector<int64_t> &shape);
-/// "idx [2, 16], targets [2, 16]" for messages.
-std::string formatInputShapes(const std::vector<InputDesc> &inputs);
+/// "idx [2, 16], targets [2, 16]" for messages: `shapes` named by `inputs`
+/// (in<i> past their end).
+std::string formatInputShapes(const std::vector<InputDesc> &inputs,
+                              const std::vector<std::vector<int64_t>> &shapes);
 /// Whether a tensor of `shape` fits `input`'s (kDynamicDim: any size).
 bool shapeFits(const std::vector<int64_t> &shape, const InputDesc &input);
 

@@ -283,10 +283,9 @@ private:
   Engine();
 
   void requireTrain(const char *call) const;
-  /// The shape whose inputs `shapes` match (one rank's; a plan with one
+  /// The shape whose inputs `inputs` match (one rank's; a plan with one
   /// shape: 0, the executor checks). Throws RuntimeError naming the shapes
   /// and the compiled ones.
-  size_t shapeFor(const std::vector<std::vector<int64_t>> &shapes) const;
   size_t shapeFor(const std::vector<c10::IValue> &inputs) const;
   MemoryStats fillStateBytes(MemoryStats stats) const;
   /// Every state tensor from rank 0 (several ranks only).
