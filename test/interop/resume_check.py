@@ -89,6 +89,10 @@ def worker(args):
     if rank == 0:
         oracle.write_safetensors(os.path.join(args.out, "final.safetensors"), final)
         oracle.write_jsonl(os.path.join(args.out, "deepspeed.jsonl"), lines)
+    # Left to interpreter exit, the gloo process group's threads are torn down
+    # unjoined, and now and then the process dies with "terminate called
+    # without an active exception".
+    torch.distributed.destroy_process_group()
 
 
 def free_port():
