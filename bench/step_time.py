@@ -43,7 +43,7 @@ class Block(torch.nn.Module):
         k = k.view(b, t, self.heads, d // self.heads).transpose(1, 2)
         v = v.view(b, t, self.heads, d // self.heads).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / (d // self.heads) ** 0.5)
-        mask = torch.ones(t, t).tril() == 0
+        mask = torch.ones(t, t, device=x.device).tril() == 0
         att = torch.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
         y = (att @ v).transpose(1, 2).contiguous().view(b, t, d)
         x = x + self.proj(y)
@@ -51,19 +51,22 @@ class Block(torch.nn.Module):
 
 
 class GPT(torch.nn.Module):
-    """A few-million-parameter GPT for the benchmark (d=256, 4 blocks, T=64)."""
+    """A few-million-parameter GPT for the benchmark (d=256, 4 blocks, T=64). Its positions and
+    mask are made on the input's device, so the same module runs on a GPU (the GPU check,
+    scripts/gpu/, also builds a ~100M-parameter one from it: d=768, 12 blocks, 12 heads)."""
 
-    def __init__(self, vocab: int = 512, d: int = 256, layers: int = 4, t: int = 64):
+    def __init__(self, vocab: int = 512, d: int = 256, layers: int = 4, t: int = 64,
+                 heads: int = 4):
         super().__init__()
         self.tok = torch.nn.Embedding(vocab, d)
         self.pos = torch.nn.Embedding(t, d)
-        self.blocks = torch.nn.ModuleList([Block(d, 4) for _ in range(layers)])
+        self.blocks = torch.nn.ModuleList([Block(d, heads) for _ in range(layers)])
         self.ln = torch.nn.LayerNorm(d)
         self.head = torch.nn.Linear(d, vocab, bias=False)
 
     def forward(self, idx, targets):
         b, t = idx.shape
-        x = self.tok(idx) + self.pos(torch.arange(t))
+        x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
         for blk in self.blocks:
             x = blk(x)
         logits = self.head(self.ln(x))

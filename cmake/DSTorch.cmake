@@ -19,7 +19,9 @@
 #
 #===----------------------------------------------------------------------===#
 
-set(_ds_venv_python ${PROJECT_SOURCE_DIR}/.venv/bin/python)
+# The repository's .venv (cmake/ sits in the repository root; in the
+# runtime-only build PROJECT_SOURCE_DIR is runtime/).
+get_filename_component(_ds_venv_python "${CMAKE_CURRENT_LIST_DIR}/../.venv/bin/python" ABSOLUTE)
 if(NOT DS_PYTHON)
   if(EXISTS ${_ds_venv_python})
     set(_ds_python ${_ds_venv_python})

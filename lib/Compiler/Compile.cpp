@@ -139,6 +139,7 @@ compileShape(MLIRContext &context, detail::DiagnosticCollector &diagnostics,
   pipeline.mixedPrecision = options.mixedPrecision;
   pipeline.configOverrides = options.configOverrides;
   pipeline.dataMicroBatch = dataMicroBatch;
+  pipeline.device = options.device;
   PassManager pm(&context);
   if (keepIR && options.keepIR)
     pm.addInstrumentation(std::make_unique<IRSnapshots>(result.irAfterPass));
@@ -151,6 +152,7 @@ compileShape(MLIRContext &context, detail::DiagnosticCollector &diagnostics,
 
   mlir::ds::EmitPlanOptions emitOptions;
   emitOptions.producer = options.producer;
+  emitOptions.torchVersion = DS_TORCH_VERSION;
   auto plan = mlir::ds::emitPlan(*module, emitOptions);
   if (failed(plan))
     return fail("the plan cannot be emitted");

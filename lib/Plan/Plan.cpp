@@ -125,6 +125,29 @@ const DTypeInfo &info(DType dtype) {
 
 const char *dtypeName(DType dtype) { return info(dtype).name; }
 
+bool sameTorchRelease(std::string_view a, std::string_view b) {
+  auto release = [](std::string_view version) {
+    return version.substr(0, version.find('+'));
+  };
+  return release(a) == release(b);
+}
+
+std::string torchVersionNote(std::string_view planVersion,
+                             std::string_view runtimeVersion) {
+  if (planVersion.empty() || runtimeVersion.empty() ||
+      sameTorchRelease(planVersion, runtimeVersion))
+    return "";
+  return " (the plan was compiled with torch " + std::string(planVersion) +
+         ", this runtime has torch " + std::string(runtimeVersion) + ")";
+}
+
+bool isPlanDevice(std::string_view device) {
+  for (const char *name : kPlanDevices)
+    if (device == name)
+      return true;
+  return false;
+}
+
 int64_t dtypeSize(DType dtype) { return info(dtype).size; }
 
 std::optional<DType> parseDType(std::string_view name) {
@@ -419,6 +442,8 @@ Plan Plan::withVariant(size_t index) const {
   const ShapeVariant &variant = variants.at(index);
   Plan plan;
   plan.producer = producer;
+  plan.device = device;
+  plan.torchVersion = torchVersion;
   plan.weights = weights;
   plan.worldSize = worldSize;
   plan.microBatchPerRank = variant.microBatchPerRank;

@@ -560,6 +560,9 @@ Plan parsePlan(const ordered_json &json, const std::string &origin) {
 
   Plan plan;
   plan.producer = optionalString(root, "producer");
+  if (auto device = root.optionalField("device"))
+    plan.device = device->toString();
+  plan.torchVersion = optionalString(root, "torch_version");
   if (auto weights = root.optionalField("weights");
       weights && !weights->json().is_null())
     plan.weights = parseWeights(*weights);

@@ -14,6 +14,10 @@ namespace ds::plan {
 namespace detail {
 
 void PlanValidator::run() {
+  if (!isPlanDevice(plan_.device))
+    fail("device", "expected \"cpu\" or \"cuda\" (the device the plan is "
+                   "compiled for), found \"" +
+                       plan_.device + "\"");
   atLeastOne(plan_.worldSize, "world_size");
   atLeastOne(plan_.microBatchPerRank, "micro_batch_per_rank");
   atLeastOne(plan_.gradientAccumulationSteps, "gradient_accumulation_steps");

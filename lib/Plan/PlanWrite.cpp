@@ -324,6 +324,8 @@ ordered_json toJson(const Plan &plan) {
   json["format"] = kPlanFormatName;
   json["version"] = kPlanFormatVersion;
   json["producer"] = plan.producer;
+  json["device"] = plan.device;
+  json["torch_version"] = plan.torchVersion;
   if (plan.weights)
     json["weights"] = {{"kind", plan.weights->kind},
                        {"path", plan.weights->path}};

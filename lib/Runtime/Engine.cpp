@@ -6,6 +6,7 @@
 
 #include "ds/Plan/PlanFormat.h"
 #include "ds/Runtime/Communicator.h"
+#include "ds/Runtime/Device.h"
 #include "ds/Runtime/StateStore.h"
 #include "ds/TensorIO/RuntimeError.h"
 
@@ -97,12 +98,23 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
         std::to_string(options.communicator->size()) +
         (options.communicator->size() == 1 ? " rank was" : " ranks were") +
         " launched");
+  std::shared_ptr<Device> device =
+      options.device ? options.device : createRankDevice(plan.device);
+  if (device->backendName() != plan.device)
+    throw RuntimeError(origin + ": the plan was compiled for device '" +
+                       plan.device + "' (ds-compile --device " + plan.device +
+                       "), but this run is on " + device->device().str() +
+                       ": compile it with --device " + device->backendName() +
+                       ", or run it on its own device");
+  setRunDevice(device);
   Engine engine;
+  engine.device_ = device;
   // The plan lives on the heap: the state store and executors point into it
   // and must survive moves of the Engine.
   engine.plan_ = std::make_unique<plan::Plan>(std::move(plan));
   engine.origin_ = origin;
-  engine.state_ = std::make_unique<StateStore>(*engine.plan_);
+  engine.state_ =
+      std::make_unique<StateStore>(*engine.plan_, device->device());
 
   // Training: configs first (they decide which parameters get gradients),
   // then the operators of every program, grad ops included: an unknown
@@ -111,6 +123,7 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
   // without programs.train (their eval program gathers).
   ExecutorOptions executorOptions;
   executorOptions.checkResults = options.checkResults;
+  executorOptions.device = device->device();
   engine.communicator_ = options.communicator;
   engine.rank_ =
       options.communicator ? options.communicator->rank() : options.rank;
@@ -120,7 +133,8 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
   if (engine.plan_->findProgram("train") || stage3)
     engine.trainer_ =
         std::make_unique<detail::Trainer>(*engine.plan_, origin, options.seed,
-                                          options.communicator, engine.rank_);
+                                          options.communicator, engine.rank_,
+                                          device);
   if (engine.plan_->findProgram("train"))
     engine.trainOps_ =
         std::make_unique<detail::SeedScaledOps>(*engine.trainer_);
@@ -228,8 +242,20 @@ size_t Engine::shapeFor(const std::vector<c10::IValue> &inputs) const {
 }
 
 std::vector<c10::IValue>
-Engine::runEval(const std::vector<c10::IValue> &inputs) {
+Engine::onDevice(std::vector<c10::IValue> values) const {
+  if (device_->device().is_cpu())
+    return values;
+  c10::Stream compute = device_->stream(StreamRole::Compute);
+  for (c10::IValue &value : values)
+    if (value.isTensor() && value.toTensor().device().is_cpu())
+      value = device_->copyFromHost(value.toTensor(), compute);
+  return values;
+}
+
+std::vector<c10::IValue>
+Engine::runEval(const std::vector<c10::IValue> &hostInputs) {
   at::NoGradGuard noGrad;
+  std::vector<c10::IValue> inputs = onDevice(hostInputs);
   Executor &eval = *shapes_[shapeFor(inputs)].eval;
   if (!trainer_)
     return eval.run(inputs);

@@ -72,7 +72,8 @@ uint64_t Engine::seed() const { return trainer_ ? trainer_->seed() : 0; }
 std::vector<at::Tensor> Engine::forward(const std::vector<at::Tensor> &inputs) {
   requireTrain("forward");
   Stopwatch stopwatch(trainSeconds_);
-  std::vector<c10::IValue> values(inputs.begin(), inputs.end());
+  std::vector<c10::IValue> values =
+      onDevice(std::vector<c10::IValue>(inputs.begin(), inputs.end()));
   size_t shape = shapeFor(values);
   // A forward whose backward never ran is dropped with its activations
   // (and whatever collectives its part of the program started).

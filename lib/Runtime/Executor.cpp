@@ -91,11 +91,16 @@ bool accepts(const c10::TypePtr &type, ValueType value) {
 }
 
 /// Argument conversions the boxed kernels need but the plan cannot spell.
-enum class Coercion { None, IntToFloat, ToOptionalTensorList };
+/// RunDevice: the plan writes device arguments as None; every operator runs
+/// on the run's device (ExecutorOptions::device), so a factory op such as
+/// aten::zeros allocates there.
+enum class Coercion { None, IntToFloat, ToOptionalTensorList, RunDevice };
 
 Coercion coercionFor(c10::TypePtr type) {
   if (type->kind() == c10::TypeKind::OptionalType)
     type = type->expectRef<c10::OptionalType>().getElementType();
+  if (type->kind() == c10::TypeKind::DeviceObjType)
+    return Coercion::RunDevice;
   if (type->kind() == c10::TypeKind::FloatType)
     return Coercion::IntToFloat;
   if (type->kind() == c10::TypeKind::ListType) {
@@ -108,7 +113,10 @@ Coercion coercionFor(c10::TypePtr type) {
   return Coercion::None;
 }
 
-c10::IValue coerce(c10::IValue value, Coercion coercion) {
+c10::IValue coerce(c10::IValue value, Coercion coercion,
+                   const c10::Device &device) {
+  if (coercion == Coercion::RunDevice && value.isNone())
+    return device;
   if (coercion == Coercion::IntToFloat && value.isInt())
     return double(value.toInt());
   if (coercion == Coercion::ToOptionalTensorList && value.isTensorList()) {
@@ -120,7 +128,8 @@ c10::IValue coerce(c10::IValue value, Coercion coercion) {
   return value;
 }
 
-c10::IValue makeConstant(const plan::Constant &value) {
+c10::IValue makeConstant(const plan::Constant &value,
+                         const c10::Device &device) {
   switch (value.kind) {
   case plan::Constant::Kind::None:
     return c10::IValue();
@@ -139,7 +148,7 @@ c10::IValue makeConstant(const plan::Constant &value) {
     if (!value.tensorBytes.empty()) // Little-endian bytes on a little host.
       std::memcpy(tensor.data_ptr(), value.tensorBytes.data(),
                   value.tensorBytes.size());
-    return tensor;
+    return device.is_cpu() ? tensor : tensor.to(device);
   }
   }
   return c10::IValue();
@@ -323,7 +332,7 @@ void Executor::Impl::build(const std::vector<Op> &ops, const std::string &path,
       step.stateIndex = state_.indexOf(op.name);
       break;
     case OpKind::Constant:
-      step.constant = makeConstant(op.value);
+      step.constant = makeConstant(op.value, options_.device);
       break;
     case OpKind::Call:
       step.call = resolveCall(op, step.context.where);
@@ -402,7 +411,7 @@ Executor::Impl::resolveCall(const Op &op, const std::string &where) const {
   };
   std::string error;
   std::optional<detail::ResolvedOperator> resolved =
-      detail::OperatorResolver::resolve(op.op, error);
+      detail::OperatorResolver::resolve(op.op, error, plan_.torchVersion);
   if (!resolved)
     fail(error);
   auto info = std::make_unique<CallInfo>();
@@ -420,7 +429,9 @@ Executor::Impl::resolveCall(const Op &op, const std::string &where) const {
       if (!argument.default_value())
         fail("argument " + std::to_string(k) + " (\"" + argument.name() +
              "\") is not passed and has no default: " + schemaText(schema));
-      info->defaults.push_back(*argument.default_value());
+      info->defaults.push_back(coerce(*argument.default_value(),
+                                      coercionFor(argument.type()),
+                                      options_.device));
     }
     for (size_t k = 0; k < op.args.size(); ++k) {
       const ValueDesc &value = program_.values[op.args[k]];
@@ -535,6 +546,10 @@ void Executor::Impl::checkInputs(const std::vector<c10::IValue> &inputs) const {
         !shapeMatches(tensor.sizes(), desc.shape))
       throw RuntimeError(which + ": expected " + expected + ", got " +
                          describeTensor(tensor));
+    if (tensor.device() != options_.device)
+      throw RuntimeError(which + ": the tensor is on " +
+                         tensor.device().str() + ", the program runs on " +
+                         options_.device.str());
   }
 }
 
@@ -654,7 +669,8 @@ void Executor::Impl::executeCall(const Step &step) {
   CallInfo &call = *step.call;
   stack_.clear();
   for (size_t k = 0; k < op.args.size(); ++k)
-    stack_.push_back(coerce(get(op.args[k]), call.coercions[k]));
+    stack_.push_back(
+        coerce(get(op.args[k]), call.coercions[k], options_.device));
   stack_.insert(stack_.end(), call.defaults.begin(), call.defaults.end());
   call.op.call(stack_);
 

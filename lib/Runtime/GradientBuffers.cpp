@@ -24,7 +24,7 @@ void FlatLayout::place(int64_t stateIndex, std::vector<int64_t> shape,
 }
 
 at::Tensor FlatLayout::allocate() const {
-  return at::zeros({numel}, at::TensorOptions().dtype(dtype));
+  return at::zeros({numel}, at::TensorOptions().dtype(dtype).device(device));
 }
 
 std::vector<at::Tensor> FlatLayout::views(const at::Tensor &flat) const {

@@ -2,7 +2,10 @@
 
 #include "OperatorResolver.h"
 
+#include "ds/Plan/Plan.h"
+
 #include <torch/csrc/jit/runtime/operator.h>
+#include <torch/version.h>
 
 #include <set>
 
@@ -42,8 +45,11 @@ std::string knownOverloads(const std::string &name) {
 
 } // namespace
 
+const char *OperatorResolver::runtimeTorchVersion() { return TORCH_VERSION; }
+
 std::optional<ResolvedOperator>
-OperatorResolver::resolve(const std::string &qualified, std::string &error) {
+OperatorResolver::resolve(const std::string &qualified, std::string &error,
+                          const std::string &planTorchVersion) {
   c10::OperatorName name = splitName(qualified);
   std::string overloadText = name.overload_name.empty()
                                  ? "no overload name"
@@ -77,7 +83,8 @@ OperatorResolver::resolve(const std::string &qualified, std::string &error) {
           (overloads.empty()
                ? std::string(" (neither the ATen dispatcher nor the "
                              "TorchScript operator registry has this name)")
-               : " (known overloads: " + overloads + ")");
+               : " (known overloads: " + overloads + ")") +
+          plan::torchVersionNote(planTorchVersion, runtimeTorchVersion());
   return std::nullopt;
 }
 

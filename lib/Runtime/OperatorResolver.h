@@ -44,9 +44,18 @@ class OperatorResolver {
 public:
   /// Resolves "ns::name" or "ns::name.overload". On failure returns nullopt
   /// and sets `error` to a message naming the operator, the overload and,
-  /// when the name exists, its known overloads.
-  static std::optional<ResolvedOperator> resolve(const std::string &qualified,
-                                                 std::string &error);
+  /// when the name exists, its known overloads; for an operator this
+  /// runtime does not have, also `planTorchVersion` (the plan's
+  /// torch_version) and this runtime's TORCH_VERSION when they are different
+  /// releases (plan::torchVersionNote): the operator may be newer than this
+  /// runtime's LibTorch.
+  static std::optional<ResolvedOperator>
+  resolve(const std::string &qualified, std::string &error,
+          const std::string &planTorchVersion = "");
+
+  /// The version of the LibTorch this runtime is built against
+  /// (TORCH_VERSION of <torch/version.h>: "2.15.0").
+  static const char *runtimeTorchVersion();
 };
 
 } // namespace ds::runtime::detail

@@ -1,12 +1,14 @@
 //===- Optimizer.cpp - Adam, AdamW and SGD as torch.optim 2.15 ------------===//
 //
-// Each update mirrors torch/optim/{adam,sgd}.py, _single_tensor_*
+// OptimizerKernel::Reference mirrors torch/optim/{adam,sgd}.py, _single_tensor_*
 // (torch.optim's default path for CPU tensors in 2.15: foreach kernels are used
 // on CUDA only; AdamW is Adam with decoupled_weight_decay), one ATen call per
 // Python tensor op with the same scalar arithmetic in double: the oracle is
 // torch.optim, and only the same operations in the same order round the
 // same way. The updates run per parameter on views of the flat state
 // buffers, so each kernel sees the same tensor shapes as in torch.optim.
+// OptimizerKernel::Fused calls the fused kernels that torch.optim's
+// fused=True calls, with the same arguments (fusedStep).
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,8 +23,19 @@ namespace ds::runtime {
 
 using plan::OptimizerType;
 
-Optimizer::Optimizer(const plan::OptimizerDesc &desc, const FlatLayout &layout)
-    : desc_(desc) {
+const char *optimizerKernelName(OptimizerKernel kernel) {
+  return kernel == OptimizerKernel::Fused ? "fused" : "reference";
+}
+
+OptimizerKernel defaultOptimizerKernel(c10::Device device) {
+  return device.is_cuda() ? OptimizerKernel::Fused
+                          : OptimizerKernel::Reference;
+}
+
+Optimizer::Optimizer(const plan::OptimizerDesc &desc, const FlatLayout &layout,
+                     std::optional<OptimizerKernel> kernel)
+    : desc_(desc),
+      kernel_(kernel.value_or(defaultOptimizerKernel(layout.device))) {
   bool adam = desc.type != OptimizerType::SGD;
   // torch.optim.SGD keeps no state without momentum.
   if (adam || desc.momentum != 0.0) {
@@ -33,6 +46,10 @@ Optimizer::Optimizer(const plan::OptimizerDesc &desc, const FlatLayout &layout)
     second_ = layout.allocate();
     secondViews_ = layout.views(second_);
   }
+  if (adam && kernel_ == OptimizerKernel::Fused)
+    for (size_t i = 0; i < layout.shapes.size(); ++i)
+      stepTensors_.push_back(at::zeros(
+          {}, at::TensorOptions().dtype(at::kFloat).device(layout.device)));
 }
 
 int64_t Optimizer::bytes() const {
@@ -46,7 +63,9 @@ int64_t Optimizer::bytes() const {
 void Optimizer::step(const std::vector<at::Tensor> &params,
                      const std::vector<at::Tensor> &grads, double lr) {
   at::NoGradGuard noGrad;
-  if (desc_.type == OptimizerType::SGD)
+  if (kernel_ == OptimizerKernel::Fused)
+    fusedStep(params, grads, lr);
+  else if (desc_.type == OptimizerType::SGD)
     sgdStep(params, grads, lr);
   else
     adamStep(params, grads, lr);
@@ -110,6 +129,39 @@ void Optimizer::sgdStep(const std::vector<at::Tensor> &params,
     }
     param.add_(direction, -lr);
   }
+}
+
+void Optimizer::fusedStep(const std::vector<at::Tensor> &params,
+                          const std::vector<at::Tensor> &grads, double lr) {
+  // torch/optim/{adam,sgd}.py, _fused_adam / _fused_sgd: one kernel over
+  // the parameter list, the moments in their flat buffers' views.
+  if (params.empty())
+    return;
+  if (desc_.type == OptimizerType::SGD) {
+    const bool momentum = desc_.momentum != 0.0;
+    // torch.optim: the momentum buffers are None before the first update,
+    // and the kernel then starts them as copies of the gradients.
+    at::_fused_sgd_(params, grads,
+                    momentum ? at::TensorList(firstViews_) : at::TensorList(),
+                    desc_.weightDecay, desc_.momentum, lr, desc_.dampening,
+                    desc_.nesterov, /*maximize=*/false,
+                    /*is_first_step=*/momentum && steps_ == 0);
+    return;
+  }
+  // torch.optim adds 1 to each float32 `step` before the kernel; the
+  // counts are whole numbers, exact in float32 up to 2^24.
+  for (at::Tensor &step : stepTensors_)
+    step.fill_(double(steps_ + 1));
+  if (desc_.type == OptimizerType::AdamW)
+    at::_fused_adamw_(params, grads, firstViews_, secondViews_,
+                      /*max_exp_avg_sqs=*/{}, stepTensors_, lr,
+                      desc_.betas[0], desc_.betas[1], desc_.weightDecay,
+                      desc_.eps, /*amsgrad=*/false, /*maximize=*/false);
+  else
+    at::_fused_adam_(params, grads, firstViews_, secondViews_,
+                     /*max_exp_avg_sqs=*/{}, stepTensors_, lr, desc_.betas[0],
+                     desc_.betas[1], desc_.weightDecay, desc_.eps,
+                     /*amsgrad=*/false, /*maximize=*/false);
 }
 
 } // namespace ds::runtime

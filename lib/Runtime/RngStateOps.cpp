@@ -6,14 +6,17 @@
 //   ds::get_rng_state() -> Tensor          torch.get_rng_state()
 //   ds::set_rng_state(Tensor state) -> ()  torch.set_rng_state(state)
 //
-// on the CPU default generator, the one the random operators draw from and
-// the trainer seeds per micro-step. Activation checkpointing replays a
+// on the run device's default generator (ds/Runtime/Device.h, runDevice():
+// the CPU's 5056-byte Mersenne Twister state, CUDA's 16-byte Philox seed and
+// offset), the one the random operators draw from and the trainer seeds per
+// micro-step. Activation checkpointing replays a
 // segment's dropout masks with them (the compiler's ds.rng_state_get and
 // ds.rng_state_set).
 //
 //===----------------------------------------------------------------------===//
 
-#include <ATen/CPUGeneratorImpl.h>
+#include "ds/Runtime/Device.h"
+
 #include <torch/library.h>
 
 #include <mutex>
@@ -21,13 +24,13 @@
 namespace {
 
 at::Tensor getRngState() {
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  at::Generator generator = ds::runtime::runDevice()->generator();
   std::lock_guard<std::mutex> lock(generator.mutex());
   return generator.get_state();
 }
 
 void setRngState(const at::Tensor &state) {
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  at::Generator generator = ds::runtime::runDevice()->generator();
   std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_state(state);
 }

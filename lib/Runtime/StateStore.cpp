@@ -17,8 +17,8 @@ namespace ds::runtime {
 using plan::StateDesc;
 using plan::StateKind;
 
-StateStore::StateStore(const plan::Plan &plan)
-    : plan_(plan), tensors_(plan.state.size()),
+StateStore::StateStore(const plan::Plan &plan, c10::Device device)
+    : plan_(plan), device_(device), tensors_(plan.state.size()),
       bound_(plan.state.size(), false), homes_(plan.state.size()),
       stores_(plan.state.size()) {
   for (size_t i = 0; i < plan.state.size(); ++i)
@@ -158,7 +158,7 @@ void StateStore::install(const NamedTensors &params,
     } else if (bound_[i]) {
       tensors_[i].copy_(tensors[i]); // Stays in its flat buffer.
     } else {
-      tensors_[i] = std::move(tensors[i]);
+      tensors_[i] = tensors[i].to(device_);
     }
   }
   loaded_ = true;

@@ -47,8 +47,10 @@ TrainingOps &Trainer::evalOps() { return *evalOps_; }
 
 Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
                  std::optional<int64_t> seedOverride,
-                 std::shared_ptr<Communicator> communicator, int64_t rank)
-    : origin_(origin), communicator_(std::move(communicator)), rank_(rank),
+                 std::shared_ptr<Communicator> communicator, int64_t rank,
+                 std::shared_ptr<Device> device)
+    : origin_(origin), communicator_(std::move(communicator)),
+      device_(device ? std::move(device) : cpuDevice()), rank_(rank),
       accumulation_(plan.gradientAccumulationSteps) {
   if (communicator_) {
     rank_ = communicator_->rank();
@@ -84,7 +86,8 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
   inFlat_.assign(plan.state.size(), false);
   for (size_t e = 0; e < plan.engines.size(); ++e) {
     const ZeroEngineState &engine = engines_.emplace_back(
-        plan, e, origin, rank_, int64_t(communicator_->size()));
+        plan, e, origin, rank_, int64_t(communicator_->size()),
+        device_->device());
     if (engine.partitioned() && engine.stage() >= 1)
       for (int64_t index : engine.layout().stateIndices)
         inFlat_[size_t(index)] = true;
@@ -244,7 +247,7 @@ c10::IValue Trainer::startCollective(plan::OpKind kind, size_t e,
     if (reduceDtype != input.scalar_type()) {
       pending.sent = input.to(reduceDtype);
       pending.received = at::empty({engine.blockNumel(bucket)},
-                                   at::TensorOptions().dtype(reduceDtype));
+                                   device_->options(reduceDtype));
       pending.target = output;
       handle =
           timed_->reduceScatter(pending.received, pending.sent, ReduceOp::Avg);
@@ -300,7 +303,7 @@ void Trainer::startAllGather(Pending &pending) {
     // cast back (the programs read the rounded parameters).
     pending.sent = mine.to(gatherDtype);
     pending.received =
-        at::empty({desc.numel}, at::TensorOptions().dtype(gatherDtype));
+        at::empty({desc.numel}, device_->options(gatherDtype));
     pending.target = full;
     pending.handle = timed_->allGather(pending.received, pending.sent);
     return;
@@ -316,7 +319,9 @@ void Trainer::wait(const c10::IValue &token) {
     internalError("wait on an unknown token " + std::to_string(token.toInt()));
   Pending pending = std::move(it->second);
   pending_.erase(it);
-  pending.handle.wait();
+  // The compute stream goes on after the collective (a host wait for the
+  // MPI and local backends).
+  pending.handle.waitOn(device_->stream(StreamRole::Compute));
   if (pending.target.defined()) {
     at::NoGradGuard noGrad;
     pending.target.copy_(pending.received);
@@ -345,7 +350,7 @@ at::Tensor Trainer::lossScale(size_t e) {
   if (!scale)
     internalError("loss_scale of engine \"" + engine.name() +
                   "\", which does not scale its loss");
-  return at::scalar_tensor(*scale, at::TensorOptions().dtype(at::kFloat));
+  return at::scalar_tensor(*scale, device_->options(at::kFloat));
 }
 
 //===----------------------------------------------------------------------===//

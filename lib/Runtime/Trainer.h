@@ -17,6 +17,7 @@
 #include "ZeroEngineState.h"
 
 #include "ds/Runtime/Communicator.h"
+#include "ds/Runtime/Device.h"
 #include "ds/Runtime/Engine.h"
 #include "ds/Runtime/Executor.h"
 #include "ds/Runtime/GradientBuffers.h"
@@ -43,9 +44,11 @@ public:
   /// without their communicator); PlanError naming engines[i].seed for
   /// engines whose seeds differ. `seedOverride` replaces the engines' seed.
   /// `communicator` (null: one rank, `rank`) carries the collectives.
+  /// `device` (null: the CPU) holds every buffer.
   Trainer(const plan::Plan &plan, const std::string &origin,
           std::optional<int64_t> seedOverride,
-          std::shared_ptr<Communicator> communicator, int64_t rank);
+          std::shared_ptr<Communicator> communicator, int64_t rank,
+          std::shared_ptr<Device> device = nullptr);
 
   ~Trainer() override;
 
@@ -168,6 +171,8 @@ private:
   /// The ranks' communicator, and the timed view of it that the training
   /// collectives go through.
   std::shared_ptr<Communicator> communicator_;
+  /// Where the flat buffers and the collectives' staging buffers live.
+  std::shared_ptr<Device> device_;
   std::shared_ptr<TimedCommunicator> timed_;
   std::unique_ptr<EvalOps> evalOps_;
   int64_t rank_ = 0;

@@ -17,9 +17,10 @@ namespace ds::runtime::detail {
 
 ZeroEngineState::ZeroEngineState(const plan::Plan &plan, size_t index,
                                  const std::string &origin, int64_t rank,
-                                 int64_t ranks)
+                                 int64_t ranks, c10::Device device)
     : name_(plan.engines[index].name), index_(index), rank_(rank),
-      worldSize_(plan.worldSize) {
+      worldSize_(plan.worldSize), device_(device) {
+  layout_.device = device;
   const plan::EngineDesc &desc = plan.engines[index];
   if (!desc.partition)
     return;
@@ -85,13 +86,13 @@ ZeroEngineState::ZeroEngineState(const plan::Plan &plan, size_t index,
   // element-wise, so blocks give torch.optim's numbers.
   FlatLayout shard;
   shard.dtype = optimizerDtype;
+  shard.device = device_;
   for (size_t b = 0; b < desc.partition->buckets.size(); ++b)
     shard.add(-1, {blockNumel(int64_t(b))});
   optimizer_ = std::make_unique<Optimizer>(*desc.optimizer, shard);
   // Stages 2-3 keep the shard gradient between steps.
   if (stage_ >= 2)
-    shardGradient_ =
-        at::zeros({shardNumel()}, at::TensorOptions().dtype(gradDtype_));
+    shardGradient_ = at::zeros({shardNumel()}, options(gradDtype_));
 }
 
 FlatLayout ZeroEngineState::gradientLayout() const {
@@ -145,7 +146,7 @@ void ZeroEngineState::bindStage3(StateStore &state) {
   // Persistent buckets whole, this rank's block of the others.
   const std::vector<plan::BucketDesc> &buckets = partition_->buckets;
   parameterBlocks_.clear();
-  at::TensorOptions options = at::TensorOptions().dtype(dtype_);
+  at::TensorOptions options = this->options(dtype_);
   int64_t shardedNumel = 0;
   buckets_.assign(buckets.size(), BucketParams());
   for (size_t b = 0; b < buckets.size(); ++b) {
@@ -229,7 +230,7 @@ void ZeroEngineState::initMaster() {
       masterBlocks_[k].copy_(state_->tensor(master.stateIndices[k]));
     return;
   }
-  master_ = at::zeros({shardNumel()}, at::TensorOptions().dtype(masterDtype));
+  master_ = at::zeros({shardNumel()}, options(masterDtype));
   for (size_t b = 0; b < parameterBlocks_.size(); ++b) {
     at::Tensor block =
         master_.narrow(0, shardOffset(int64_t(b)), blockNumel(int64_t(b)));
@@ -273,7 +274,7 @@ bool ZeroEngineState::bucketGathered(int64_t bucket) const {
 at::Tensor ZeroEngineState::beginGather(int64_t bucket, MemoryLedger &ledger) {
   BucketParams &params = buckets_[size_t(bucket)];
   const int64_t numel = partition_->buckets[size_t(bucket)].numel;
-  params.full = at::empty({numel}, at::TensorOptions().dtype(dtype_));
+  params.full = at::empty({numel}, options(dtype_));
   params.status = BucketParams::Status::Gathering;
   ledger.allocated(numel * elementBytes_);
   return params.full;
@@ -317,7 +318,7 @@ void ZeroEngineState::startWholeGathers(
     if (!bucket.sharded)
       continue;
     at::Tensor whole = at::empty({partition_->buckets[b].numel},
-                                 at::TensorOptions().dtype(dtype_));
+                                 options(dtype_));
     handles.push_back(communicator.allGather(whole, parameterBlocks_[b]));
     for (size_t k = 0; k < bucket.stateIndices.size(); ++k) {
       int64_t numel = plan::staticNumel(bucket.shapes[k]).value_or(0);
@@ -345,7 +346,7 @@ void ZeroEngineState::ensureFullGradient(GradientBuffers &gradients,
   int64_t bytes = gradients.bytes(index_);
   if (stage_ >= 2) {
     // Written block by block by the reduce-scatters before it is read.
-    receive_ = at::empty({shardNumel()}, at::TensorOptions().dtype(gradDtype_));
+    receive_ = at::empty({shardNumel()}, options(gradDtype_));
     bytes += shardNumel() * gradElementBytes_;
   }
   ledger.allocated(bytes);
@@ -365,7 +366,7 @@ void ZeroEngineState::ensureShardGradient(MemoryLedger &ledger) {
   if (shardGradient_.defined())
     return;
   shardGradient_ =
-      at::zeros({shardNumel()}, at::TensorOptions().dtype(gradDtype_));
+      at::zeros({shardNumel()}, options(gradDtype_));
   ledger.allocated(shardNumel() * gradElementBytes_);
 }
 

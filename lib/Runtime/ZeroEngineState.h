@@ -40,7 +40,8 @@ public:
   /// RuntimeError for a trainable parameter this runtime cannot train and
   /// for a ZeRO stage 1-3 engine whose plan is for another number of ranks.
   ZeroEngineState(const plan::Plan &plan, size_t index,
-                  const std::string &origin, int64_t rank, int64_t ranks);
+                  const std::string &origin, int64_t rank, int64_t ranks,
+                  c10::Device device = c10::Device(c10::kCPU));
 
   const std::string &name() const { return name_; }
   /// Engines with a partition: trainable ones, and the engines of
@@ -218,6 +219,11 @@ private:
   size_t index_;
   int64_t rank_;
   int64_t worldSize_;
+  /// Where every buffer of the engine lives.
+  c10::Device device_;
+  at::TensorOptions options(at::ScalarType dtype) const {
+    return at::TensorOptions().dtype(dtype).device(device_);
+  }
   const plan::OptimizerDesc *optimizerDesc_ = nullptr;
   const plan::PartitionDesc *partition_ = nullptr;
   const plan::PrecisionDesc *precision_ = nullptr;

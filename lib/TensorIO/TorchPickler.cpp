@@ -81,9 +81,11 @@ private:
   }
 
   void tensor(const at::Tensor &value) {
-    TORCH_CHECK(value.device().is_cpu(), "cannot write a ",
-                value.device().str(), " tensor");
-    at::Tensor data = value.clone(at::MemoryFormat::Contiguous);
+    // A device tensor is written as a host one: the file loads anywhere,
+    // without a GPU or a map_location.
+    at::Tensor data = value.device().is_cpu()
+                          ? value.clone(at::MemoryFormat::Contiguous)
+                          : value.to(at::kCPU).contiguous();
     std::string key = std::to_string(storages_.size());
     storages_.push_back(data);
     global("torch._utils", "_rebuild_tensor_v2");

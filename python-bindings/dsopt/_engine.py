@@ -35,9 +35,13 @@ class Engine:
         as ds-run does; the plan's world_size must be the number of ranks),
         else 0.
     check_results: check every op result against the plan (default on).
+    device: where the plan runs, as ``ds-run --device``: "cpu", "cuda"
+        (cuda:LOCAL_RANK) or "cuda:N"; default: the device the plan was
+        compiled for. Without a visible GPU "cuda" raises, naming why.
     """
 
-    def __init__(self, plan, *, weights=None, seed=None, rank=None, check_results=True):
+    def __init__(self, plan, *, weights=None, seed=None, rank=None, check_results=True,
+                 device=None):
         if not isinstance(plan, Plan):
             if isinstance(plan, (str, bytes, os.PathLike)):
                 plan = load_plan(plan)
@@ -49,7 +53,8 @@ class Engine:
         if rank is None:
             communicator = _distributed.engine_communicator(plan.world_size)
         self._native = _dsopt.Engine(plan._native, os.fspath(weights or ""), seed,
-                                     int(rank or 0), bool(check_results), communicator)
+                                     int(rank or 0), bool(check_results), communicator,
+                                     str(device or ""))  # str(torch.device) too
         if communicator is not None:
             _distributed.hold(self)
         self._input_names = [i["name"] for i in plan.inputs]

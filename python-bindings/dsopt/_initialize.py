@@ -19,7 +19,7 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
                dist_init_required=None, collate_fn=None, config=None,
                config_params=None, *, example_inputs=None, unbatched=(),
                mixed_precision=None, overrides=None, seed=None, weights=None,
-               check_results=True):
+               check_results=True, device="cpu"):
     """Compiles `model` with `config` and returns DeepSpeed's 4-tuple
     ``(engine, optimizer, training_dataloader, lr_scheduler)``.
 
@@ -32,6 +32,9 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
     unbatched, mixed_precision, overrides: as dsopt.compile (what the HF
         Trainer's TrainingArguments fill into "auto" values).
     seed, weights, check_results: as dsopt.Engine.
+    device: where the engine trains, "cpu", "cuda" (cuda:LOCAL_RANK), "cuda:N"
+        or a torch.device: the plan is compiled for its kind (dsopt.compile's
+        device) and runs on it (dsopt.Engine's device).
 
     The world size is the number of ranks mpirun launched (1 without a
     launcher). optimizer is the engine's (OptimizerView; None when every
@@ -64,6 +67,7 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
                         "rank): dsopt compiles the training step for its shapes")
     plan = _compile(model, config, example_inputs, _distributed.get_world_size(),
                     unbatched=unbatched, keep_ir=False, mixed_precision=mixed_precision,
-                    overrides=overrides)
-    engine = Engine(plan, weights=weights, seed=seed, check_results=check_results)
+                    overrides=overrides, device=device)
+    engine = Engine(plan, weights=weights, seed=seed, check_results=check_results,
+                    device=str(device))
     return engine, engine.optimizer, None, engine.lr_scheduler

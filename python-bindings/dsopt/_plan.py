@@ -106,6 +106,17 @@ class Plan:
         return self._native.world_size
 
     @property
+    def device(self):
+        """The device the plan was compiled for: ``"cpu"`` or ``"cuda"``."""
+        return self._native.device
+
+    @property
+    def torch_version(self):
+        """The torch version that compiled the plan (``torch.__version__``
+        of the build's LibTorch); empty for hand-written plans."""
+        return self._native.torch_version
+
+    @property
     def micro_batch_per_rank(self):
         return self._native.micro_batch_per_rank
 
@@ -149,8 +160,21 @@ class CompileWarning(UserWarning):
     default, ...): what ds-compile prints as "warning:"."""
 
 
+def _device_type(device):
+    """"cpu" or "cuda" from compile's ``device`` (a str or a torch.device;
+    "cuda:1" is "cuda": the plan records the kind of device, the run picks
+    one)."""
+    kind = getattr(device, "type", device)
+    if isinstance(kind, str):
+        kind = kind.split(":", 1)[0]
+    if kind not in ("cpu", "cuda"):
+        raise ValueError("device must be 'cpu' or 'cuda', got %r" % (device,))
+    return kind
+
+
 def compile(module_or_path, config, example_inputs, world_size=1, *,
-            unbatched=(), keep_ir=True, mixed_precision=None, overrides=None):
+            unbatched=(), keep_ir=True, mixed_precision=None, overrides=None,
+            device="cpu"):
     """Compiles a model with a DeepSpeed config into a Plan.
 
     module_or_path: a ``torch.jit.ScriptModule`` (scripted or traced), an
@@ -179,6 +203,10 @@ def compile(module_or_path, config, example_inputs, world_size=1, *,
         (``{"optimizer.params.lr": 1e-3, "engines.student.gradient_clipping":
         0.5}``; values as JSON) or a list of ``"KEY=VALUE"`` strings, applied
         in order.
+    device: the device the plan is compiled for, ``"cpu"`` or ``"cuda"``
+        (ds-compile --device; a ``torch.device`` of either type, its index
+        ignored): that device's autocast lists and generator state, recorded
+        as ``Plan.device``.
 
     Errors the compiler reports raise dsopt.CompileError (a ValueError) with
     its message; its warnings are issued as dsopt.CompileWarning (and kept in
@@ -189,6 +217,7 @@ def compile(module_or_path, config, example_inputs, world_size=1, *,
     if isinstance(unbatched, str):
         unbatched = [unbatched]
     unbatched = [str(name) for name in unbatched]
+    device = _device_type(device)
 
     tmp = tempfile.TemporaryDirectory(prefix="dsopt-")
     try:
@@ -204,7 +233,7 @@ def compile(module_or_path, config, example_inputs, world_size=1, *,
         native = _dsopt.compile(model_path, config_path, config_json, os.getcwd(),
                                 "config dict", data_path, world_size, unbatched,
                                 bool(keep_ir), mixed_precision or "",
-                                _override_args(overrides))
+                                _override_args(overrides), device)
     except BaseException:
         tmp.cleanup()
         raise

@@ -11,6 +11,7 @@
 #include "Tensors.h"
 
 #include "ds/Runtime/Communicator.h"
+#include "ds/Runtime/Device.h"
 #include "ds/Runtime/Engine.h"
 #include "ds/Runtime/StateStore.h"
 #include "ds/TensorIO/DataFile.h"
@@ -29,8 +30,11 @@ namespace {
 
 Engine makeEngine(const PyPlan &plan, const std::string &weights,
                   std::optional<int64_t> seed, int64_t rank, bool checkResults,
-                  std::shared_ptr<ds::runtime::Communicator> communicator) {
+                  std::shared_ptr<ds::runtime::Communicator> communicator,
+                  const std::string &device) {
   ds::runtime::LoadOptions options;
+  if (!device.empty())
+    options.device = ds::runtime::createRankDevice(device);
   options.weightsPath = weights;
   options.seed = seed;
   options.rank = rank;
@@ -87,7 +91,8 @@ void bindEngineClass(py::module_ &m) {
   py::class_<Engine>(m, "Engine")
       .def(py::init(&makeEngine), py::arg("plan"), py::arg("weights") = "",
            py::arg("seed") = py::none(), py::arg("rank") = 0,
-           py::arg("check_results") = true, py::arg("communicator") = nullptr)
+           py::arg("check_results") = true, py::arg("communicator") = nullptr,
+           py::arg("device") = "")
       .def("forward",
            [](Engine &engine, const py::list &inputs) {
              return runTensors(inputs, [&](const auto &tensors) {

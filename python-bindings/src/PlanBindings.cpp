@@ -1,15 +1,15 @@
-//===- PlanBindings.cpp - _dsopt.compile, load_plan and Plan --------------===//
+//===- PlanBindings.cpp - _dsopt.load_plan and Plan ----------------------===//
 //
-// The native half of dsopt.compile / dsopt.load_plan / dsopt.Plan. The Python
-// half (dsopt/_plan.py) turns modules, dicts and tensors into the files and
-// JSON text these functions take.
+// The native half of dsopt.load_plan / dsopt.Plan (dsopt.compile's is in
+// CompileBindings.cpp, a module of its own that links the compiler). The
+// Python half (dsopt/_plan.py) turns modules, dicts and tensors into the files
+// and JSON text these functions take.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Errors.h"
 #include "PyPlan.h"
 
-#include "ds/Compiler/Compile.h"
 #include "ds/Plan/PlanFormat.h"
 
 #include <pybind11/stl.h>
@@ -21,42 +21,6 @@ namespace py = pybind11;
 namespace dsopt {
 
 namespace {
-
-PyPlan compilePlan(const std::string &modelPath, const std::string &configPath,
-                   const std::string &configJson,
-                   const std::string &configBaseDir,
-                   const std::string &configSourceName,
-                   const std::string &exampleInputsPath, unsigned worldSize,
-                   const std::vector<std::string> &unbatched, bool keepIR,
-                   const std::string &mixedPrecision,
-                   const std::vector<std::string> &configOverrides) {
-  ds::compiler::CompileOptions options;
-  options.modelPath = modelPath;
-  options.configPath = configPath;
-  options.configJson = configJson;
-  options.configBaseDir = configBaseDir;
-  options.configSourceName = configSourceName;
-  options.exampleInputsPaths = {exampleInputsPath};
-  options.worldSize = worldSize;
-  options.unbatched = unbatched;
-  options.keepIR = keepIR;
-  options.mixedPrecision = mixedPrecision;
-  options.configOverrides = configOverrides;
-  options.producer = "dsopt";
-  std::string error;
-  std::optional<ds::compiler::CompileResult> result;
-  {
-    // Importing and the passes take seconds; other Python threads may run.
-    py::gil_scoped_release release;
-    result = ds::compiler::compile(options, error);
-  }
-  if (!result)
-    throw CompileFailure(error);
-  // What the runtime would refuse on load is better refused here.
-  ds::plan::validatePlan(result->plan, "<compiled plan>");
-  return PyPlan{std::move(result->plan), "<compiled plan>", "",
-                std::move(result->irAfterPass), std::move(result->warnings)};
-}
 
 PyPlan loadPlan(const std::string &path) {
   ds::plan::Plan plan = ds::plan::readPlan(path);
@@ -141,6 +105,11 @@ void bindPlan(py::module_ &m) {
       .def_property_readonly(
           "world_size", [](const PyPlan &plan) { return plan.plan.worldSize; })
       .def_property_readonly(
+          "device", [](const PyPlan &plan) { return plan.plan.device; })
+      .def_property_readonly(
+          "torch_version",
+          [](const PyPlan &plan) { return plan.plan.torchVersion; })
+      .def_property_readonly(
           "micro_batch_per_rank",
           [](const PyPlan &plan) { return plan.plan.microBatchPerRank; })
       .def_property_readonly("gradient_accumulation_steps",
@@ -155,12 +124,6 @@ void bindPlan(py::module_ &m) {
       .def_readonly("base_dir", &PyPlan::baseDir)
       .def_readonly("warnings", &PyPlan::warnings);
 
-  m.def("compile", &compilePlan, py::arg("model_path"), py::arg("config_path"),
-        py::arg("config_json"), py::arg("config_base_dir"),
-        py::arg("config_source_name"), py::arg("example_inputs_path"),
-        py::arg("world_size"), py::arg("unbatched"), py::arg("keep_ir"),
-        py::arg("mixed_precision") = "",
-        py::arg("config_overrides") = std::vector<std::string>());
   m.def("load_plan", &loadPlan, py::arg("path"));
 }
 

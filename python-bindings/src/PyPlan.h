@@ -31,6 +31,8 @@ pybind11::dict planReport(const ds::plan::Plan &plan);
 void bindPlan(pybind11::module_ &module);
 void bindEngine(pybind11::module_ &module);
 void bindComm(pybind11::module_ &module);
+/// dsopt.compile, in the module _dsopt_compile (CompileBindings.cpp).
+void bindCompile(pybind11::module_ &module);
 
 } // namespace dsopt
 

@@ -134,6 +134,43 @@ def test_compile_nn_module():
     assert engine.is_gradient_accumulation_boundary()
 
 
+def test_compile_device(tmp_path):
+    # The default target is the CPU; device="cuda" (or a torch.device of that
+    # type) compiles for CUDA: the plan says so, on file too, and records the
+    # torch version that compiled it.
+    cpu = tiny_plan()
+    assert cpu.device == "cpu"
+    assert cpu.torch_version == torch.__version__
+    for device in ("cuda", torch.device("cuda", 1)):
+        plan = tiny_plan(device=device)
+        assert plan.device == "cuda"
+        assert 'ds.target_device = "cuda"' in plan.mlir("ds-assign-engines")
+    plan.save(tmp_path / "cuda.plan")
+    loaded = dsopt.load_plan(tmp_path / "cuda.plan")
+    assert (loaded.device, loaded.torch_version) == ("cuda", torch.__version__)
+    assert json.loads(loaded.to_json())["device"] == "cuda"
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'cuda', got 'tpu'"):
+        tiny_plan(device="tpu")
+
+
+def test_engine_device(tmp_path):
+    # A plan runs on the kind of device it was compiled for; without a GPU,
+    # "cuda" raises naming why, never trains on the CPU.
+    cpu = tiny_plan()
+    engine = dsopt.Engine(cpu, device="cpu")
+    assert engine(*tiny_batch()).dim() == 0
+    with pytest.raises(RuntimeError, match="unknown device 'tpu'"):
+        dsopt.Engine(cpu, device="tpu")
+    cuda = tiny_plan(device="cuda")
+    with pytest.raises(RuntimeError, match="compiled for device 'cuda' .* this run is on cpu"):
+        dsopt.Engine(cuda, device="cpu")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is visible: the no-GPU error cannot show")
+    for plan, device in ((cpu, "cuda"), (cuda, None), (cuda, "cuda:0")):
+        with pytest.raises(RuntimeError, match="no CUDA device is visible"):
+            dsopt.Engine(plan, device=device)
+
+
 def test_compile_script_module_and_path_agree(tmp_path):
     script = torch.jit.script(TinyNet())
     path = tmp_path / "tiny.pt"

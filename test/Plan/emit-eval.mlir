@@ -15,7 +15,10 @@ func.func @forward_eval(%x: tensor<2x3xf32> {ds.name = "x"}, %t: tensor<3x3xf32>
 }
 
 // CHECK: "format": "ds-plan",
-// CHECK-NEXT: "version": 5,
+// CHECK-NEXT: "version": 6,
+// CHECK-NEXT: "producer": "ds-translate",
+// CHECK-NEXT: "device": "cpu",
+// CHECK-NEXT: "torch_version": "",
 // CHECK: "micro_batch_per_rank": 2,
 // CHECK: "engines": [
 // CHECK-NEXT: {"name": "model", "module": "", "trainable": true, "zero_stage": 0, "seed": null, "batch": {"train_batch_size": 2, "micro_batch_per_gpu": 2, "gradient_accumulation_steps": 1}, "gather_16bit_weights_on_model_save": false, "ds_config": {"train_batch_size": 2}}

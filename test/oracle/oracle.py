@@ -4,10 +4,11 @@
 Run with .venv/bin/python (torch 2.15, installed by scripts/setup.sh).
 
   oracle.py eval --model M.pt --data D.pt|D.safetensors --world-size W --gas G --steps N
-                 [--unbatched NAME ...] --out FILE.jsonl
+                 [--unbatched NAME ...] [--device cpu|cuda[:N]] --out FILE.jsonl
   oracle.py compare --ours OURS.jsonl --oracle ORACLE.jsonl [--rtol 1e-6] [--atol 0]
   oracle.py train --model M.pt --data D.pt --config CFG.json --steps N [--world-size W]
-                  [--unbatched NAME ...] --out FILE.jsonl [--save-params FILE.safetensors]
+                  [--unbatched NAME ...] [--device cpu|cuda[:N]] --out FILE.jsonl
+                  [--save-params FILE.safetensors]
   oracle.py compare-params --ours A.safetensors --oracle B.safetensors [--rtol 1e-4] [--atol 1e-4]
 
 Data-parallel semantics reproduced in one process
@@ -167,6 +168,17 @@ param_atol).
 compare-params: per tensor, elementwise |ours - oracle| <= atol + rtol * |oracle|; names, shapes
 and dtypes must agree; the message names the first failing tensor, the element and both values.
 
+Device (--device, default cpu)
+------------------------------
+--device cuda[:N] runs the same archive and data under this torch's autograd and torch.optim on
+that GPU (scripts/gpu/gpu-check.sh compares ds-run --device cuda with it on the same GPU): the
+module is loaded with map_location=device and the data moved there; TF32 is off (cuBLAS matmuls
+and cuDNN: torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 False), so
+fp32 stays fp32; autocast and the fp16 autocast GradScaler use that device type; the lines and
+saved parameters are the same as on the CPU (parameters copied back to the CPU). Everything
+above describes both; with cpu (the default) nothing changes. The tolerances were measured on
+the CPU; on a GPU they are a claim that gpu-check.sh tests.
+
 Structure: data loading (load_data / read_safetensors), input binding and per-rank slicing
 (bind_inputs / rank_args), running one forward (forward_losses), the evaluation driver
 (eval_losses), JSON-lines IO and comparison (compare_lines), the training oracle (resolve_batch,
@@ -274,11 +286,38 @@ def load_data(path: str):
 # ---------------------------------------------------------------------------------------------
 # module and inputs
 # ---------------------------------------------------------------------------------------------
-def load_module(path: str) -> torch.jit.ScriptModule:
+def load_module(path: str, device: str = "cpu") -> torch.jit.ScriptModule:
     try:
-        return torch.jit.load(path, map_location="cpu")
+        return torch.jit.load(path, map_location=device)
     except Exception as e:
         raise OracleError(f"{path}: cannot load as a TorchScript archive: {e}")
+
+
+def check_device(device: str) -> str:
+    """'cpu', or 'cuda' / 'cuda:N' when this torch sees that GPU; TF32 off on the GPU."""
+    if device == "cpu":
+        return device
+    if not re.fullmatch(r"cuda(:\d+)?", device):
+        raise OracleError(f"--device {device!r}: expected cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        raise OracleError(f"--device {device}: no CUDA device is visible to this torch "
+                          f"({torch.__version__})")
+    index = int(device.split(":")[1]) if ":" in device else 0
+    if index >= torch.cuda.device_count():
+        raise OracleError(f"--device {device}: this torch sees {torch.cuda.device_count()} "
+                          "CUDA device(s)")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return device
+
+
+def data_to(data, device: str):
+    """load_data's result with every tensor on `device` (unchanged on the CPU)."""
+    if device == "cpu":
+        return data
+    if isinstance(data, list):
+        return [data_to(d, device) for d in data]
+    return {k: v.to(device) for k, v in data.items()}
 
 
 def forward_arg_names(module) -> List[str]:
@@ -399,15 +438,16 @@ def forward_losses(module, args: Sequence[torch.Tensor]) -> Tuple[List[torch.Ten
 # evaluation oracle
 # ---------------------------------------------------------------------------------------------
 def eval_losses(model_pt: str, data_pt: str, world_size: int, gas: int, steps: int,
-                unbatched: Iterable[str] = ()) -> List[dict]:
+                unbatched: Iterable[str] = (), device: str = "cpu") -> List[dict]:
     """Per optimizer step, the mean loss over ranks and micro-steps, module in eval mode, no grad.
 
     Note: in eval mode with grad disabled, nn.TransformerEncoderLayer / nn.MultiheadAttention take
     their fused fast path; it agrees with the training (slow) path to ~1e-7 relative.
     """
-    module = load_module(model_pt)
+    device = check_device(device)
+    module = load_module(model_pt, device)
     module.eval()
-    inputs = bind_inputs(module, load_data(data_pt), unbatched)
+    inputs = bind_inputs(module, data_to(load_data(data_pt), device), unbatched)
     _, B = check_sizes(inputs, world_size, gas, steps)
     b = B // world_size
     lines = []
@@ -1106,7 +1146,7 @@ class _MixedEngine(_Engine):
     masters in the model dtype."""
 
     def __init__(self, key: str, cfg: dict, named: List[Tuple[str, torch.Tensor]],
-                 prec: Precision, owner_classes: Dict[str, str]):
+                 prec: Precision, owner_classes: Dict[str, str], device_type: str = "cpu"):
         self.model_params = [p for _, p in named]
         masters = [(n, p.detach().float().clone().requires_grad_(True)) for n, p in named]
         super().__init__(key, cfg, masters)
@@ -1114,7 +1154,8 @@ class _MixedEngine(_Engine):
         self.comm_dtypes = [prec.comm_dtype_for(owner_classes.get(n, "")) for n, _ in named]
         self.scaler = LossScaler(prec.fp16 if prec.mode == "fp16" else None)
         # fp16 autocast: DeepSpeed's torch.amp.GradScaler(device=...), torch's defaults.
-        self.grad_scaler = (torch.amp.GradScaler(device="cpu") if prec.grad_scaler else None)
+        self.grad_scaler = (torch.amp.GradScaler(device=device_type) if prec.grad_scaler
+                            else None)
         self._optimizer_steps = 0
 
         def count_step(*_):
@@ -1146,7 +1187,7 @@ class _MixedEngine(_Engine):
         scale = self.scaler.scale
         reduced = []
         for i, p in enumerate(self.model_params):
-            zeros = torch.zeros(p.shape, dtype=self.prec.grad_accum_dtype)
+            zeros = torch.zeros(p.shape, dtype=self.prec.grad_accum_dtype, device=p.device)
             grads = [acc[i] if acc[i] is not None else zeros for acc in rank_acc]
             reduced.append(reduce_average(grads, self.comm_dtypes[i]).float())
         overflow = self.prec.mode == "fp16" and any(not bool(torch.isfinite(g).all())
@@ -1176,7 +1217,8 @@ class _MixedEngine(_Engine):
         scale = float(scaler.get_scale())
         for i, master in enumerate(self.params):
             grads = [acc[i] if acc[i] is not None
-                     else torch.zeros(master.shape, dtype=self.prec.grad_accum_dtype)
+                     else torch.zeros(master.shape, dtype=self.prec.grad_accum_dtype,
+                                      device=master.device)
                      for acc in rank_acc]
             master.grad = reduce_average(grads, self.comm_dtypes[i]).float()
         lr = scheduler_lr_for_update(self.scheduler, self.base_lr, self.applied)
@@ -1247,7 +1289,7 @@ def micro_step_seed(seed: int, step: int, micro: int, rank: int) -> int:
 
 def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
           unbatched: Iterable[str] = (), seed: Optional[int] = None,
-          masters: Optional[Dict[str, torch.Tensor]] = None
+          masters: Optional[Dict[str, torch.Tensor]] = None, device: str = "cpu"
           ) -> Tuple[List[dict], Dict[str, torch.Tensor]]:
     """The LibTorch oracle of DeepSpeed data-parallel training (docs/oracle.md).
 
@@ -1272,17 +1314,21 @@ def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
     "skipped": false} (+ "losses" for tuple outputs; + "engines": {key: {"lr", "grad_norm"}} when
     there are several trainable engines, the top-level lr/grad_norm then being the first one's),
     final_state all parameters and buffers by qualified name.
+
+    device: "cpu" (the default) or "cuda[:N]" (module docstring, "Device"); final_state and
+    masters are CPU tensors either way.
     """
+    device = check_device(device)
     if isinstance(config, str):
         with open(config) as f:
             config = json.load(f)
     if seed is None:
         seed = int(config.get("seed", 0)) if isinstance(config, dict) else 0
     engines_cfg = engine_configs(config)
-    module = load_module(model_pt)
+    module = load_module(model_pt, device)
     # Every submodule keeps the mode it was saved in, as in the user's own loop: a teacher saved
     # after .eval() runs without dropout and with BatchNorm on its running statistics.
-    inputs = bind_inputs(module, load_data(data_pt), unbatched)
+    inputs = bind_inputs(module, data_to(load_data(data_pt), device), unbatched)
     _, B = check_sizes(inputs, world_size, 1, 0)
     gas = None
     prec: Optional[Precision] = None
@@ -1305,7 +1351,7 @@ def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
     assert prec is not None
     if prec.mode != "fp32":
         return _train_mixed(module, inputs, engines_cfg, prec, steps, world_size, gas, b, seed,
-                            masters)
+                            masters, device)
 
     keys = [k for k, _ in engines_cfg]
     owned: Dict[str, List[Tuple[str, torch.Tensor]]] = {k: [] for k in keys}
@@ -1361,19 +1407,25 @@ def train(model_pt: str, data_pt: str, config, steps: int, world_size: int = 1,
     _load_buffers(module, rank_buffers[0])
     final_state: Dict[str, torch.Tensor] = {}
     for name, p in module.named_parameters():
-        final_state[name] = p.detach().clone()
+        final_state[name] = _on_cpu(p)
     for name, buf in module.named_buffers():
-        final_state[name] = buf.detach().clone()
+        final_state[name] = _on_cpu(buf)
     if masters is not None:
         for e in engines:
             for name, param in zip(e.names, e.params):
-                masters[name] = param.detach().clone()
+                masters[name] = _on_cpu(param)
     return lines, final_state
+
+
+def _on_cpu(t: torch.Tensor) -> torch.Tensor:
+    """A detached copy of t on the CPU (a clone on the CPU, as before devices)."""
+    t = t.detach()
+    return t.clone() if t.device.type == "cpu" else t.cpu()
 
 
 def _train_mixed(module, inputs: Sequence[Input], engines_cfg: List[Tuple[str, dict]],
                  prec: Precision, steps: int, world_size: int, gas: int, b: int, seed: int,
-                 masters: Optional[Dict[str, torch.Tensor]]
+                 masters: Optional[Dict[str, torch.Tensor]], device: str = "cpu"
                  ) -> Tuple[List[dict], Dict[str, torch.Tensor]]:
     """train() under bf16, fp16 or torch_autocast (see the module docstring, "Mixed precision").
 
@@ -1393,7 +1445,8 @@ def _train_mixed(module, inputs: Sequence[Input], engines_cfg: List[Tuple[str, d
         owner = _owner(name, keys)
         if owner is not None and p.requires_grad:
             owned[owner].append((name, p))
-    engines = [_MixedEngine(k, cfg, owned[k], prec, owner_classes)
+    device_type = torch.device(device).type
+    engines = [_MixedEngine(k, cfg, owned[k], prec, owner_classes, device_type)
                for k, cfg in engines_cfg if cfg.get("optimizer")]
     if not engines:
         raise OracleError("no engine has an \"optimizer\" section: nothing to train")
@@ -1426,7 +1479,7 @@ def _train_mixed(module, inputs: Sequence[Input], engines_cfg: List[Tuple[str, d
                         p.grad = None
                     args = [cast_input(t) for t in rank_args(inputs, s, r, b)]
                     try:
-                        with (torch.autocast("cpu", dtype=prec.autocast_dtype)
+                        with (torch.autocast(device_type, dtype=prec.autocast_dtype)
                               if prec.mode == "autocast" else _NullContext()):
                             losses, is_tuple = forward_losses(module, args)
                         grad_scaler = engines[0].grad_scaler
@@ -1434,7 +1487,8 @@ def _train_mixed(module, inputs: Sequence[Input], engines_cfg: List[Tuple[str, d
                             # DeepSpeed's engine.backward: scaler.scale(loss / G).backward().
                             torch.autograd.backward([grad_scaler.scale(l / gas) for l in losses])
                         else:
-                            seeds = [torch.full((), scale / gas, dtype=l.dtype) for l in losses]
+                            seeds = [torch.full((), scale / gas, dtype=l.dtype, device=l.device)
+                                     for l in losses]
                             torch.autograd.backward(losses, seeds)
                     except RuntimeError as err:
                         raise OracleError(f"training step {k + 1}: forward/backward failed at "
@@ -1463,13 +1517,13 @@ def _train_mixed(module, inputs: Sequence[Input], engines_cfg: List[Tuple[str, d
     _load_buffers(module, rank_buffers[0])
     final_state: Dict[str, torch.Tensor] = {}
     for name, p in module.named_parameters():
-        final_state[name] = p.detach().clone()
+        final_state[name] = _on_cpu(p)
     for name, buf in module.named_buffers():
-        final_state[name] = buf.detach().clone()
+        final_state[name] = _on_cpu(buf)
     if masters is not None:
         for e in engines:
             for name, master in zip(e.names, e.params):
-                masters[name] = master.detach().clone()
+                masters[name] = _on_cpu(master)
     return lines, final_state
 
 
@@ -1658,7 +1712,8 @@ def _scale_sequence(lines: List[dict]) -> str:
 # CLI
 # ---------------------------------------------------------------------------------------------
 def _cmd_eval(args) -> int:
-    lines = eval_losses(args.model, args.data, args.world_size, args.gas, args.steps, args.unbatched)
+    lines = eval_losses(args.model, args.data, args.world_size, args.gas, args.steps, args.unbatched,
+                        args.device)
     write_jsonl(args.out, lines)
     print(f"oracle eval: {len(lines)} steps, world size {args.world_size}, gas {args.gas} -> {args.out}")
     return 0
@@ -1682,7 +1737,8 @@ def _cmd_train(args) -> int:
         raise OracleError(f"{args.config}: {e.strerror}")
     except json.JSONDecodeError as e:
         raise OracleError(f"{args.config}: not JSON: {e}")
-    lines, state = train(args.model, args.data, config, args.steps, args.world_size, args.unbatched)
+    lines, state = train(args.model, args.data, config, args.steps, args.world_size, args.unbatched,
+                         device=args.device)
     write_jsonl(args.out, lines)
     if args.save_params:
         write_safetensors(args.save_params, state)
@@ -1713,6 +1769,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     e.add_argument("--steps", type=int, required=True, help="optimizer steps")
     e.add_argument("--unbatched", action="append", default=[], metavar="NAME",
                    help="a forward argument shaped [S, ...] that every rank gets whole (repeatable)")
+    e.add_argument("--device", default="cpu",
+                   help="cpu (default) or cuda[:N]: run on that GPU, TF32 off")
     e.add_argument("--out", required=True, help="output JSON lines")
     e.set_defaults(func=_cmd_eval)
 
@@ -1731,6 +1789,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     t.add_argument("--world-size", type=int, default=1)
     t.add_argument("--unbatched", action="append", default=[], metavar="NAME",
                    help="a forward argument shaped [S, ...] that every rank gets whole (repeatable)")
+    t.add_argument("--device", default="cpu",
+                   help="cpu (default) or cuda[:N]: run on that GPU, TF32 off")
     t.add_argument("--out", required=True, help="output JSON lines")
     t.add_argument("--save-params", default=None, metavar="FILE.safetensors",
                    help="write the final parameters and (rank 0's) buffers")

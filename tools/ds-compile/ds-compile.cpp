@@ -54,6 +54,12 @@ static cl::list<std::string> unbatched("unbatched",
                                                 "batched"),
                                        cl::value_desc("NAME"),
                                        cl::cat(toolCategory));
+static cl::opt<std::string>
+    device("device",
+           cl::desc("The device the plan is compiled for: cpu (the default) "
+                    "or cuda (that device's autocast lists and generator "
+                    "state; recorded as the plan's device)"),
+           cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::cat(toolCategory));
 static cl::opt<std::string> outputPath("o", cl::desc("Plan file to write"),
                                        cl::value_desc("PLAN"), cl::Required,
                                        cl::cat(toolCategory));
@@ -86,8 +92,15 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "TorchScript model + DeepSpeed config -> plan\n");
 
+  if (device != "cpu" && device != "cuda") {
+    llvm::WithColor::error(llvm::errs(), "ds-compile")
+        << "--device must be cpu or cuda, got '" << device << "'\n";
+    return 2;
+  }
+
   ds::compiler::CompileOptions options;
   options.modelPath = modelPath;
+  options.device = device;
   // One plain file, or NAME=FILE per engine (a file whose own name holds
   // '=' still reads as a file).
   if (configs.size() == 1 && (configs.front().find('=') == std::string::npos ||

@@ -12,6 +12,8 @@
 #include "ds/TensorIO/DTypes.h"
 #include "ds/TensorIO/RuntimeError.h"
 
+#include <ATen/ATen.h>
+
 #include <cmath>
 #include <iostream>
 
@@ -21,7 +23,7 @@ using runtime::RuntimeError;
 
 LossMeter::LossMeter(const plan::Plan &plan, std::string planPath)
     : plan_(plan), planPath_(std::move(planPath)),
-      sums_(plan.outputs.size(), 0.0) {}
+      sums_(plan.outputs.size(), 0.0), pending_(plan.outputs.size()) {}
 
 void LossMeter::add(const std::vector<at::Tensor> &outputs) {
   for (size_t k = 0; k < sums_.size() && k < outputs.size(); ++k) {
@@ -30,9 +32,28 @@ void LossMeter::add(const std::vector<at::Tensor> &outputs) {
                          plan_.outputs[k].name + "\") is " +
                          runtime::describeTensor(outputs[k]) +
                          ", not a scalar; ds-run reports scalar losses");
-    sums_[k] += outputs[k].item<double>();
+    // Summed where the loss lives, in float64 (exactly what adding each
+    // loss's item() would give): a GPU run reads them once per step.
+    at::Tensor loss = outputs[k].detach().reshape({}).to(at::kDouble);
+    pending_[k] = pending_[k].defined() ? pending_[k] + loss : loss;
   }
   ++microSteps_;
+}
+
+void LossMeter::readPending() {
+  std::vector<at::Tensor> defined;
+  for (const at::Tensor &sum : pending_)
+    if (sum.defined())
+      defined.push_back(sum);
+  if (defined.empty())
+    return;
+  at::Tensor host = at::stack(defined).to(at::kCPU); // One host sync.
+  size_t next = 0;
+  for (size_t k = 0; k < pending_.size(); ++k)
+    if (pending_[k].defined()) {
+      sums_[k] += host[int64_t(next++)].item<double>();
+      pending_[k] = at::Tensor();
+    }
 }
 
 namespace {
@@ -46,6 +67,7 @@ nlohmann::ordered_json number(double value) {
 } // namespace
 
 nlohmann::ordered_json LossMeter::line(int64_t step, const World &world) {
+  readPending();
   world.sumAcrossRanks(sums_);
   double count = double(microSteps_ * world.size);
   double total = 0.0;

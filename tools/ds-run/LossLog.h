@@ -34,7 +34,13 @@ public:
 private:
   const plan::Plan &plan_;
   std::string planPath_;
+  /// Adds the pending device sums into sums_.
+  void readPending();
+
   std::vector<double> sums_;
+  /// Per output, the losses added since the last readPending(), on their
+  /// device (undefined: none).
+  std::vector<at::Tensor> pending_;
   int64_t microSteps_ = 0;
 };
 

@@ -63,6 +63,10 @@ its forward only). On W data-parallel ranks, launch it with Open MPI:
                         where it left off; the ZeRO stage, GAS and shapes
                         must match, another world size is re-sharded
                         (docs/checkpoint.md)
+  --device D            where the plan runs: cpu, cuda (= cuda:LOCAL_RANK)
+                        or cuda:N; default: the device the plan was
+                        compiled for (ds-compile --device). Without a
+                        visible GPU, cuda is an error, never the CPU
   --seed S              the seed of dropout masks and every random draw
                         (an integer >= 0); overrides the plan's "seed";
                         default 0
@@ -167,6 +171,8 @@ Options parseOptions(int argc, char **argv) {
     } else if (flag == "--steps") {
       options.steps = integerAtLeast(flag, args.value(flag, inlineValue), 1,
                                      "a positive integer");
+    } else if (flag == "--device") {
+      options.device = args.value(flag, inlineValue);
     } else if (flag == "--seed") {
       options.seed = integerAtLeast(flag, args.value(flag, inlineValue), 0,
                                     "an integer >= 0");

@@ -52,6 +52,8 @@ struct Options {
   std::string resumeDir;
   /// Overrides the configs' "seed".
   std::optional<int64_t> seed;
+  /// --device; empty: the plan's.
+  std::string device;
   bool help = false;
 };
 

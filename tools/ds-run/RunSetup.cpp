@@ -7,6 +7,7 @@
 
 #include "RunSetup.h"
 
+#include "ds/Runtime/Device.h"
 #include "ds/Runtime/StateStore.h"
 #include "ds/TensorIO/RuntimeError.h"
 
@@ -44,6 +45,8 @@ RunSetup setUpRun(const Options &options, const World &world, bool training) {
   loadOptions.rank = world.rank;
   loadOptions.communicator = world.comm;
   loadOptions.seed = options.seed;
+  if (!options.device.empty())
+    loadOptions.device = runtime::createRankDevice(options.device);
   runtime::Engine engine = runtime::Engine::load(options.planPath, loadOptions);
   const plan::Plan &plan = engine.plan();
   const std::vector<std::string> &kept = engine.state().keptBuffers();

@@ -2,7 +2,9 @@
 
 #include "TensorBoardSink.h"
 
+#ifdef DS_HAVE_PROTOBUF
 #include "TensorBoardEvent.pb.h"
+#endif
 
 #include "ds/TensorIO/RuntimeError.h"
 
@@ -25,6 +27,7 @@ std::array<uint32_t, 256> crcTable() {
   return table;
 }
 
+#ifdef DS_HAVE_PROTOBUF
 /// TFRecord's mask, so that CRCs of data holding CRCs stay strong.
 uint32_t maskedCrc(const void *data, size_t size) {
   uint32_t crc = crc32c(data, size);
@@ -36,6 +39,7 @@ double wallTime() {
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
+#endif
 
 } // namespace
 
@@ -47,6 +51,29 @@ uint32_t crc32c(const void *data, size_t size) {
     crc = table[(crc ^ bytes[i]) & 0xFF] ^ (crc >> 8);
   return crc ^ 0xFFFFFFFFu;
 }
+
+#ifndef DS_HAVE_PROTOBUF
+// A ds-run built without protobuf (the runtime-only build on a machine
+// without it, runtime/CMakeLists.txt) has no event encoder: a config that asks
+// for the monitor is refused before the first step.
+TensorBoardSink::TensorBoardSink(const std::string &dir) {
+  throw runtime::RuntimeError(
+      "tensorboard monitor (" + dir +
+      "): this ds-run was built without protobuf (libprotobuf-lite and "
+      "protoc were not found when it was configured), which writes the "
+      "event files; rebuild with protobuf, or remove \"tensorboard\" from "
+      "the config (csv_monitor works without it)");
+}
+
+TensorBoardSink::~TensorBoardSink() = default;
+
+void TensorBoardSink::write(const std::string &, double, int64_t) {}
+
+void TensorBoardSink::writeRecord(const std::string &) {}
+
+void TensorBoardSink::flush() {}
+
+#else
 
 TensorBoardSink::TensorBoardSink(const std::string &dir) {
   makeDirectories(dir, "tensorboard");
@@ -99,5 +126,7 @@ void TensorBoardSink::writeRecord(const std::string &bytes) {
 }
 
 void TensorBoardSink::flush() { std::fflush(file_); }
+
+#endif // DS_HAVE_PROTOBUF
 
 } // namespace ds::run

@@ -9,6 +9,8 @@
 
 #include "TrainLoop.h"
 
+#include "DataPrefetch.h"
+
 #include "LossLog.h"
 #include "RunSetup.h"
 #include "TrainMonitor.h"
@@ -250,6 +252,10 @@ void runTrain(const Options &options, const World &world) {
   LossMeter meter(engine.plan(), options.planPath);
   LossLog log(world);
   TrainMonitor monitor(options, engine, world, run.steps);
+  DataPrefetcher data(engine.device(), [&](int64_t index) {
+    return run.data.sliceMicroStep(index, world.rank, world.size);
+  });
+  const int64_t lastMicroStep = run.steps * accumulation - 1;
   for (int64_t step = first; step <= run.steps; ++step) {
     world.faultPoint(step); // DS_TEST_FAULT (test/mpi), else nothing.
     monitor.stepBegin(step);
@@ -257,8 +263,9 @@ void runTrain(const Options &options, const World &world) {
     for (int64_t micro = 0; micro < accumulation; ++micro) {
       int64_t index = (step - 1) * accumulation + micro;
       runtime::CommVolume before = volumeNow(world);
-      meter.add(engine.forward(
-          run.data.sliceMicroStep(index, world.rank, world.size)));
+      meter.add(engine.forward(data.take(
+          index, index < lastMicroStep ? std::optional<int64_t>(index + 1)
+                                       : std::nullopt)));
       engine.backward();
       report = engine.step();
       stepVolume += volumeNow(world) - before;

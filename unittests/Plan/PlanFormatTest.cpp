@@ -61,28 +61,33 @@ TEST(PlanFormatTest, FormatAndVersion) {
   json = base();
   json["version"] = 7;
   expectInvalid(json, "version: plan version 7 is newer than this runtime "
-                      "supports (5)");
+                      "supports (6)");
   json["version"] = 0;
   expectInvalid(json, "plan version 0 is not supported (this runtime reads "
-                      "version 5)");
-  // Older plans (version 4: no shape variants; version 3: no bounds of
-  // dynamic tensors; version 2: the engines' settings in their DeepSpeed
-  // config; version 1: no optimizer, partition or programs.step): recompile.
+                      "version 6)");
+  // Older plans (version 5: no device and torch version; version 4: no
+  // shape variants; version 3: no bounds of dynamic tensors; version 2: the
+  // engines' settings in their DeepSpeed config; version 1: no optimizer,
+  // partition or programs.step): recompile.
+  json["version"] = 5;
+  expectInvalid(json, "test.json: version: plan version 5 is not supported "
+                      "(this runtime reads version 6): the plan was written "
+                      "by an older ds-compile; recompile it");
   json["version"] = 4;
   expectInvalid(json, "test.json: version: plan version 4 is not supported "
-                      "(this runtime reads version 5): the plan was written "
+                      "(this runtime reads version 6): the plan was written "
                       "by an older ds-compile; recompile it");
   json["version"] = 3;
   expectInvalid(json, "test.json: version: plan version 3 is not supported "
-                      "(this runtime reads version 5): the plan was written "
+                      "(this runtime reads version 6): the plan was written "
                       "by an older ds-compile; recompile it");
   json["version"] = 2;
   expectInvalid(json, "test.json: version: plan version 2 is not supported "
-                      "(this runtime reads version 5): the plan was written "
+                      "(this runtime reads version 6): the plan was written "
                       "by an older ds-compile; recompile it");
   json["version"] = 1;
   expectInvalid(json, "test.json: version: plan version 1 is not supported "
-                      "(this runtime reads version 5): the plan was written "
+                      "(this runtime reads version 6): the plan was written "
                       "by an older ds-compile; recompile it");
   json["version"] = "1";
   expectInvalid(json, "version: expected an integer, found string \"1\"");
@@ -250,6 +255,66 @@ TEST(PlanFormatTest, RoundTripKeepsEverything) {
   EXPECT_EQ(eval.body[4].value.strValue, "tanh");
   EXPECT_EQ(eval.body[5].value.kind, Constant::Kind::None);
   EXPECT_EQ(back.weights->path, "model.pt");
+}
+
+TEST(PlanFormatTest, DeviceAndTorchVersion) {
+  // The checked-in plan names its device and, hand-written, no torch
+  // version.
+  Plan plan = parsePlan(base(), "test.json");
+  EXPECT_EQ(plan.device, "cpu");
+  EXPECT_EQ(plan.torchVersion, "");
+  // Absent, the device is the CPU.
+  ordered_json json = base();
+  json.erase("device");
+  EXPECT_EQ(parsePlan(json, "test.json").device, "cpu");
+
+  // Both fields survive writing and reading.
+  plan.device = "cuda";
+  plan.torchVersion = "2.15.0+cu132";
+  json = toJson(plan);
+  EXPECT_EQ(json["device"], "cuda");
+  EXPECT_EQ(json["torch_version"], "2.15.0+cu132");
+  Plan back = parsePlan(ordered_json::parse(json.dump()), "round-trip");
+  EXPECT_EQ(back.device, "cuda");
+  EXPECT_EQ(back.torchVersion, "2.15.0+cu132");
+  EXPECT_EQ(toJson(back), json);
+
+  // Any other device is refused, named; so is a device that is no string.
+  json = base();
+  json["device"] = "tpu";
+  expectInvalid(json, "test.json: device: expected \"cpu\" or \"cuda\" (the "
+                      "device the plan is compiled for), found \"tpu\"");
+  json["device"] = "CUDA";
+  expectInvalid(json, "found \"CUDA\"");
+  json["device"] = 1;
+  expectInvalid(json, "device: expected a string");
+  json = base();
+  json["torch_version"] = 2.15;
+  expectInvalid(json, "torch_version: expected a string");
+  // The writer validates too.
+  plan.device = "gpu";
+  EXPECT_THROW_WITH(validatePlan(plan, "written"), PlanError,
+                    "written: device: expected \"cpu\" or \"cuda\"");
+}
+
+TEST(PlanFormatTest, TorchVersionNote) {
+  // The runtime's error for an operator it lacks names both versions when
+  // they are different releases.
+  EXPECT_EQ(torchVersionNote("2.15.0+cu132", "2.11.0"),
+            " (the plan was compiled with torch 2.15.0+cu132, this runtime "
+            "has torch 2.11.0)");
+  EXPECT_EQ(torchVersionNote("2.11.0", "2.15.0"),
+            " (the plan was compiled with torch 2.11.0, this runtime has "
+            "torch 2.15.0)");
+  // The build tag after '+' names the build, not the operators.
+  EXPECT_TRUE(sameTorchRelease("2.15.0+cu132", "2.15.0"));
+  EXPECT_TRUE(sameTorchRelease("2.15.0+cpu", "2.15.0+cu132"));
+  EXPECT_FALSE(sameTorchRelease("2.15.0", "2.15.1"));
+  EXPECT_FALSE(sameTorchRelease("2.15.0", "2.1"));
+  EXPECT_EQ(torchVersionNote("2.15.0+cu132", "2.15.0"), "");
+  // Unknown on either side (a hand-written plan): nothing to say.
+  EXPECT_EQ(torchVersionNote("", "2.15.0"), "");
+  EXPECT_EQ(torchVersionNote("2.15.0", ""), "");
 }
 
 TEST(PlanFormatTest, ConstantsMatchTheirValueType) {
@@ -482,8 +547,13 @@ TEST(PlanFormatTest, ShapeVariants) {
   EXPECT_EQ(plan.variants[0].microBatchPerRank, 2);
   EXPECT_EQ(toJson(parsePlan(ordered_json::parse(toJson(plan).dump()), "rt")),
             toJson(plan));
-  // withVariant: the variant's inputs and programs, the plan's step.
+  // withVariant: the variant's inputs and programs, the plan's step, device
+  // and torch version.
+  plan.device = "cuda";
+  plan.torchVersion = "2.15.0";
   Plan shape = plan.withVariant(0);
+  EXPECT_EQ(shape.device, "cuda");
+  EXPECT_EQ(shape.torchVersion, "2.15.0");
   EXPECT_EQ(shape.microBatchPerRank, 2);
   EXPECT_EQ(shape.inputs[0].shape, (std::vector<int64_t>{2, 4}));
   EXPECT_TRUE(shape.variants.empty());

@@ -122,6 +122,26 @@ TEST(RuntimeCommunicatorTest, BadArgumentsAreRefusedBeforeAnythingStarts) {
                     "broadcast: root 1 is not a rank (0..0)");
 }
 
+// The shared checks take any device; both buffers of a collective must be
+// on one. (Meta tensors stand for a device without data: there is no GPU
+// here.) Which devices a backend takes is its own check: the MPI
+// backend's "must be a CPU tensor" runs in mpi-comm-check.
+TEST(RuntimeCommunicatorTest, BuffersOfOneCollectiveShareADevice) {
+  std::shared_ptr<Communicator> comm = createLocalCommunicator();
+  at::Tensor meta = at::empty({4}, at::TensorOptions().device(at::kMeta));
+  EXPECT_THROW_WITH(comm->reduceScatter(at::zeros({4}), meta, ReduceOp::Sum),
+                    CommError,
+                    "reduceScatter: the input is on meta, the output on cpu");
+  EXPECT_THROW_WITH(comm->allGather(meta, at::zeros({4})), CommError,
+                    "allGather: the input is on cpu, the output on meta");
+  // Waiting for a collective on a stream: the local backend's are done.
+  at::Tensor t = at::ones({3});
+  CommHandle handle = comm->allReduce(t, ReduceOp::Sum);
+  handle.waitOn(c10::Stream(c10::Stream::DEFAULT, c10::Device(c10::kCPU)));
+  EXPECT_TRUE(handle.isCompleted());
+  EXPECT_TRUE(t.equal(at::ones({3})));
+}
+
 TEST(RuntimeCommunicatorTest, TimeoutComesFromTheEnvironment) {
   {
     ScopedEnv env("DS_COMM_TIMEOUT_SECONDS", nullptr);

@@ -11,7 +11,9 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/torch.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <sys/wait.h>
 
@@ -85,6 +87,16 @@ std::vector<ordered_json> jsonLines(const std::string &text) {
     start = end == std::string::npos ? text.size() : end + 1;
   }
   return lines;
+}
+
+/// Seeded initial weights of plans/linear_mse_train.json, as
+/// dir/w.safetensors.
+void writeLinearMseWeights(const TempDir &dir) {
+  torch::manual_seed(1);
+  runtime::writeSafetensors(dir.file("w.safetensors"),
+                            {{"fc.weight", torch::randn({3, 4})},
+                             {"fc.bias", torch::randn({3})},
+                             {"extra.scale", torch::randn({2})}});
 }
 
 } // namespace
@@ -193,6 +205,63 @@ TEST(RuntimeDsRunTest, ErrorsAreOneLineAndExitCodeOne) {
   }
 }
 
+// --device: a device that cannot be had is an error naming it, before
+// anything is read or written; a plan runs only on the kind of device it
+// was compiled for.
+TEST(RuntimeDsRunTest, DeviceErrorsNameTheDevice) {
+  TempDir dir;
+  writeLinearMseWeights(dir);
+  runtime::writeSafetensors(dir.file("data.safetensors"),
+                            {{"x", torch::randn({2, 4, 4})},
+                             {"t", torch::randn({2, 4, 3})}});
+  std::string plan = test::fixture("plans/linear_mse_train.json");
+  plan::ordered_json cudaJson = test::planJson("linear_mse_train.json");
+  cudaJson["device"] = "cuda";
+  test::writeText(dir.file("cuda.json"), cudaJson.dump());
+  std::vector<std::string> common = {"--data", dir.file("data.safetensors"),
+                                     "--weights", dir.file("w.safetensors"),
+                                     "--losses", dir.file("losses.jsonl")};
+  auto run = [&](std::string planPath, std::vector<std::string> extra) {
+    std::vector<std::string> args = {planPath};
+    args.insert(args.end(), common.begin(), common.end());
+    args.insert(args.end(), extra.begin(), extra.end());
+    return runDsRun(dir, args);
+  };
+  auto expectError = [&](const RunResult &result, const std::string &part) {
+    EXPECT_EQ(result.exitCode, 1) << result.err;
+    EXPECT_EQ(result.err.rfind("ds-run: error: ", 0), 0u) << result.err;
+    EXPECT_NE(result.err.find(part), std::string::npos)
+        << "stderr: " << result.err << "\nexpected: " << part;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1)
+        << result.err;
+    EXPECT_TRUE(result.out.empty()) << result.out;
+    EXPECT_FALSE(std::ifstream(dir.file("losses.jsonl")).good());
+  };
+
+  expectError(run(plan, {"--device", "tpu"}), "unknown device 'tpu'");
+  expectError(run(plan, {"--device="}), "option --device needs a non-empty value");
+  expectError(run(plan, {"--device", "cpu:1"}),
+              "device 'cpu:1': index 1 is out of range");
+  // A plan compiled for cuda on the CPU: refused, naming both.
+  expectError(run(dir.file("cuda.json"), {"--device", "cpu"}),
+              "cuda.json: the plan was compiled for device 'cuda' (ds-compile "
+              "--device cuda), but this run is on cpu");
+
+  // The same plan trains on the CPU when asked by name.
+  RunResult cpu = run(plan, {"--device", "cpu", "--steps", "1"});
+  EXPECT_EQ(cpu.exitCode, 0) << cpu.err;
+  std::remove(dir.file("losses.jsonl").c_str());
+
+  // Without a GPU, cuda is an error that says so, never the CPU: asked for
+  // by --device, or by the plan itself.
+  RunResult cuda = run(plan, {"--device", "cuda"});
+  if (cuda.err.find("no CUDA device is visible") == std::string::npos &&
+      cuda.err.find("this build has no CUDA backend") == std::string::npos)
+    GTEST_SKIP() << "a CUDA device is visible: " << cuda.err;
+  expectError(cuda, "device 'cuda:0': ");
+  expectError(run(dir.file("cuda.json"), {}), "device 'cuda:0': ");
+}
+
 TEST(RuntimeDsRunTest, Help) {
   TempDir dir;
   RunResult run = runDsRun(dir, {"--help"});
@@ -298,11 +367,7 @@ TEST(RuntimeDsRunTest, TrainLinesForTupleLossesAndFrozenModels) {
 TEST(RuntimeDsRunTest, ReportMeasuresWhatEachZeroStagePredicts) {
   // One rank; mpi-ds-run-zero-2 and -4 do the same on several.
   TempDir dir;
-  torch::manual_seed(1);
-  runtime::writeSafetensors(dir.file("w.safetensors"),
-                            {{"fc.weight", torch::randn({3, 4})},
-                             {"fc.bias", torch::randn({3})},
-                             {"extra.scale", torch::randn({2})}});
+  writeLinearMseWeights(dir);
   runtime::writeSafetensors(
       dir.file("data.safetensors"),
       {{"x", torch::randn({4, 4, 4})}, {"t", torch::randn({4, 4, 3})}});
@@ -341,11 +406,7 @@ TEST(RuntimeDsRunTest, StageThreeReportsOverlapAndSavesWholeParameters) {
   // report carries the collectives' timing, --save-params the whole
   // parameters (gathered), equal to a stage 0 run's.
   TempDir dir;
-  torch::manual_seed(1);
-  runtime::writeSafetensors(dir.file("w.safetensors"),
-                            {{"fc.weight", torch::randn({3, 4})},
-                             {"fc.bias", torch::randn({3})},
-                             {"extra.scale", torch::randn({2})}});
+  writeLinearMseWeights(dir);
   runtime::writeSafetensors(
       dir.file("data.safetensors"),
       {{"x", torch::randn({4, 4, 4})}, {"t", torch::randn({4, 4, 3})}});

@@ -5,11 +5,13 @@
 #include "ds/Plan/MemoryPrediction.h"
 #include "ds/Plan/PlanFormat.h"
 #include "ds/Runtime/Engine.h"
+#include "ds/Runtime/Executor.h"
 #include "ds/Runtime/StateStore.h"
 #include "ds/TensorIO/RuntimeError.h"
 #include "ds/TensorIO/Safetensors.h"
 
 #include <torch/torch.h>
+#include <torch/version.h>
 
 using namespace ds;
 using namespace ds::plan;
@@ -236,6 +238,54 @@ TEST(RuntimeExecutorTest, TensorAndNonFiniteConstants) {
   EXPECT_TRUE(engine.forwardEval({x0})[0].equal(expected));
 }
 
+// Every device argument (None in the plan) and every tensor constant is the
+// executor's device. Meta tensors stand for a device here (no GPU): their
+// device is real, their data absent.
+TEST(RuntimeExecutorTest, FactoryOpsAndConstantsFollowTheRunDevice) {
+  ProgramBuilder b;
+  ValueId x = b.tensor(DType::Float32, {3});
+  ValueId s = b.scalar(ValueType::Float);
+  ValueId made = b.tensor(DType::Float32, {});
+  ValueId c = b.tensor(DType::Float32, {3});
+  ValueId one = b.scalar(ValueType::Int);
+  ValueId sum = b.tensor(DType::Float32, {3});
+  ValueId total = b.tensor(DType::Float32, {3});
+  b.add(Op::input(0, x));
+  b.add(Op::constant(Constant::ofFloat(2.0), s));
+  // scalar_tensor(Scalar s, *, dtype, layout, device, pin_memory): the
+  // device is a defaulted None.
+  b.call("aten::scalar_tensor", {s}, {made}, {s});
+  b.add(Op::constant(Constant::ofTensor(DType::Float32, {3},
+                                        std::string(12, '\0')),
+                     c));
+  b.add(Op::constant(Constant::ofInt(1), one));
+  b.call("aten::add.Tensor", {x, c, one}, {sum}, {x, c});
+  b.call("aten::add.Tensor", {sum, made, one}, {total}, {sum, one});
+  b.program.results = {total, made};
+  Plan plan = test::makePlan({floatInput("x", {3})}, b.program);
+  runtime::StateStore state(plan);
+
+  for (c10::Device device : {c10::Device(c10::kCPU), c10::Device(c10::kMeta)}) {
+    SCOPED_TRACE(device.str());
+    runtime::ExecutorOptions options;
+    options.device = device;
+    runtime::Executor executor(plan, "eval", state, "test-plan", options);
+    std::vector<c10::IValue> results =
+        executor.run({at::ones({3}, at::TensorOptions().device(device))});
+    ASSERT_EQ(results.size(), 2u);
+    EXPECT_EQ(results[0].toTensor().device(), device);
+    EXPECT_EQ(results[1].toTensor().device(), device); // scalar_tensor's.
+    if (device.is_cpu())
+      EXPECT_TRUE(results[0].toTensor().equal(at::full({3}, 3.0f)));
+  }
+  runtime::ExecutorOptions meta;
+  meta.device = c10::Device(c10::kMeta);
+  runtime::Executor executor(plan, "eval", state, "test-plan", meta);
+  EXPECT_THROW_WITH(executor.run({at::ones({3})}), RuntimeError,
+                    "test-plan: programs.eval: input 0 (\"x\"): the tensor is "
+                    "on cpu, the program runs on meta");
+}
+
 TEST(RuntimeExecutorTest, SetStateCopiesIntoTheBuffer) {
   TempDir dir;
   ProgramBuilder b;
@@ -348,6 +398,22 @@ TEST(RuntimeExecutorTest, UnknownOperatorsAreLoadErrors) {
                     "test-plan: programs.eval.body[1] "
                     "(aten::does_not_exist): unknown operator "
                     "aten::does_not_exist with no overload name");
+  // A plan of another torch release: the message names both versions.
+  plan.torchVersion = "2.99.0+cu132";
+  EXPECT_THROW_WITH(engineFor(plan), PlanError,
+                    "registry has this name) (the plan was compiled with "
+                    "torch 2.99.0+cu132, this runtime has torch " TORCH_VERSION
+                    ")");
+  plan.torchVersion = TORCH_VERSION "+cu132"; // The same release.
+  try {
+    engineFor(plan);
+    ADD_FAILURE() << "expected a PlanError";
+  } catch (const PlanError &error) {
+    EXPECT_EQ(std::string(error.what()).find("compiled with torch"),
+              std::string::npos)
+        << error.what();
+  }
+  plan.torchVersion.clear();
 
   plan.programs["eval"].body[1].op = "aten::relu.Bogus";
   EXPECT_THROW_WITH(engineFor(plan), PlanError,

@@ -266,6 +266,13 @@ void checkBadArguments() {
       },
       "the input must hold size() x output elements");
   refuses([] { comm()->broadcast(at::zeros({3}), W); }, "is not a rank");
+  // The MPI backend moves host memory (meta: a device without data).
+  refuses(
+      [] {
+        comm()->allReduce(at::empty({4}, at::TensorOptions().device(at::kMeta)),
+                          ReduceOp::Sum);
+      },
+      "allReduce: the tensor must be a CPU tensor, got meta");
 }
 
 /// Seconds of `iterations` 256x256 matmuls.

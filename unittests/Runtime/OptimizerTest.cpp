@@ -167,6 +167,16 @@ TEST(RuntimeOptimizerTest, SgdVariantsMatchTorchOptimSgd) {
   }
 }
 
+TEST(RuntimeOptimizerTest, KernelFollowsTheDevice) {
+  EXPECT_EQ(runtime::defaultOptimizerKernel(c10::Device(c10::kCPU)),
+            runtime::OptimizerKernel::Reference);
+  EXPECT_EQ(runtime::defaultOptimizerKernel(c10::Device(c10::kCUDA, 0)),
+            runtime::OptimizerKernel::Fused);
+  OptimizerDesc desc;
+  EXPECT_EQ(Optimizer(desc, layoutOf(kShapes)).kernel(),
+            runtime::OptimizerKernel::Reference);
+}
+
 TEST(RuntimeOptimizerTest, StateLivesInFlatBuffers) {
   FlatLayout layout = layoutOf(kShapes);
   EXPECT_EQ(layout.numel, 15 + 5 + 8);
@@ -228,7 +238,9 @@ TEST(RuntimeOptimizerTest, MatchesPythonTorchOptimFixture) {
     const char *name;
     OptimizerDesc desc;
     double maxNorm;
+    runtime::OptimizerKernel kernel = runtime::OptimizerKernel::Reference;
   };
+  const runtime::OptimizerKernel fused = runtime::OptimizerKernel::Fused;
   OptimizerDesc adamw = adamDesc(OptimizerType::AdamW, 0.1);
   OptimizerDesc adamL2 = adamDesc(OptimizerType::Adam, 0.1);
   OptimizerDesc sgd;
@@ -237,15 +249,25 @@ TEST(RuntimeOptimizerTest, MatchesPythonTorchOptimFixture) {
   sgd.momentum = 0.9;
   sgd.weightDecay = 0.01;
   sgd.nesterov = true;
-  for (const Case &c : {Case{"adamw", adamw, 0.7}, Case{"adam", adamL2, 0.7},
-                        Case{"sgd", sgd, 0.0}}) {
+  OptimizerDesc sgdPlain = sgd;
+  sgdPlain.momentum = 0.0;
+  sgdPlain.nesterov = false;
+  // The fused kernels (CUDA's default) on their CPU implementations:
+  // bitwise torch.optim(fused=True).
+  for (const Case &c :
+       {Case{"adamw", adamw, 0.7}, Case{"adam", adamL2, 0.7},
+        Case{"sgd", sgd, 0.0}, Case{"adamw_fused", adamw, 0.7, fused},
+        Case{"adam_fused", adamL2, 0.7, fused},
+        Case{"sgd_fused", sgd, 0.0, fused},
+        Case{"sgd_plain_fused", sgdPlain, 0.0, fused}}) {
     SCOPED_TRACE(c.name);
     std::vector<at::Tensor> params;
     for (int i = 0; i < numParams; ++i)
       params.push_back(t.at("p0_" + std::to_string(i)).clone());
     at::Tensor flat = layout.allocate();
     std::vector<at::Tensor> grads = layout.views(flat);
-    Optimizer optimizer(c.desc, layout);
+    Optimizer optimizer(c.desc, layout, c.kernel);
+    EXPECT_EQ(optimizer.kernel(), c.kernel);
     for (int step = 0; step < numSteps; ++step) {
       for (int i = 0; i < numParams; ++i)
         grads[i].copy_(

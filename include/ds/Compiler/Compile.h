@@ -55,6 +55,9 @@ struct CompileOptions {
   unsigned worldSize = 1;
   /// Forward arguments that are not batched (`[S, ...]` in the data file).
   std::vector<std::string> unbatched;
+  /// The device the plan is compiled for: "cpu" or "cuda" (the module's
+  /// ds.target_device and the plan's `device`).
+  std::string device = "cpu";
   /// Keep the IR after each stage in CompileResult::irAfterPass.
   bool keepIR = false;
   /// Keep only the "final" stage (ds-compile --dump-ir).

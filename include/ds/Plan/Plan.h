@@ -25,9 +25,13 @@ namespace ds::plan {
 using ordered_json = nlohmann::ordered_json;
 
 /// The plan format version this library reads and writes.
-inline constexpr int64_t kPlanFormatVersion = 5;
+inline constexpr int64_t kPlanFormatVersion = 6;
 /// The value of the top-level "format" field.
 inline constexpr const char *kPlanFormatName = "ds-plan";
+/// The values of the top-level "device" field: what a plan is compiled for.
+inline constexpr std::array<const char *, 2> kPlanDevices = {"cpu", "cuda"};
+/// Whether `device` is one of kPlanDevices.
+bool isPlanDevice(std::string_view device);
 
 /// Index into Program::values.
 using ValueId = int64_t;
@@ -503,6 +507,11 @@ struct ShapeVariant {
 
 struct Plan {
   std::string producer;
+  /// The device the plan was compiled for: "cpu" or "cuda" (kPlanDevices).
+  std::string device = "cpu";
+  /// The torch version of the LibTorch that compiled the plan
+  /// ("2.15.0+cu132"); empty when unknown (hand-written plans).
+  std::string torchVersion;
   /// Absent only in plans without state.
   std::optional<WeightsDesc> weights;
   int64_t worldSize = 1;
@@ -538,6 +547,17 @@ struct Plan {
   const StateDesc *findState(const std::string &name) const;
   const EngineDesc *findEngine(const std::string &name) const;
 };
+
+/// Whether torch versions `a` and `b` are the same release: "2.15.0+cu132"
+/// and "2.15.0" are (the local part after '+' names the build, not the
+/// operators), "2.15.0" and "2.11.0" are not.
+bool sameTorchRelease(std::string_view a, std::string_view b);
+
+/// For errors about an operator the runtime lacks: " (the plan was compiled
+/// with torch PLAN, this runtime has torch RUNTIME)" when both versions are
+/// known and are different releases, else "".
+std::string torchVersionNote(std::string_view planVersion,
+                             std::string_view runtimeVersion);
 
 /// Product of a static shape's entries; nullopt if any entry is dynamic.
 std::optional<int64_t> staticNumel(const std::vector<int64_t> &shape);

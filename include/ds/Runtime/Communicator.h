@@ -26,6 +26,7 @@
 #include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Stream.h>
 
 #include <atomic>
 #include <chrono>
@@ -71,6 +72,13 @@ public:
   /// Blocks until the collective has finished. Throws CommError if it
   /// failed; on timeout, see CommOptions::onTimeout.
   virtual void wait() = 0;
+  /// Orders the collective before the work queued on `stream` after this
+  /// call returns, and lets the tensors go back to the caller's use on that
+  /// stream. A backend whose collectives run on a device stream (NCCL, the
+  /// next part of the CUDA back end) makes `stream` wait for the
+  /// collective's event without blocking the host; the default, right for
+  /// backends that move host memory (MPI, local), is wait().
+  virtual void waitOn(const c10::Stream &stream) { wait(); }
   /// "allReduce #12 (avg, 1048576 x float32)", for messages.
   virtual std::string describe() const = 0;
   /// When the collective completed, if it has and the backend knows (the
@@ -94,6 +102,11 @@ public:
   void wait() const {
     if (work_)
       work_->wait();
+  }
+  /// See CommWork::waitOn.
+  void waitOn(const c10::Stream &stream) const {
+    if (work_)
+      work_->waitOn(stream);
   }
   std::string describe() const {
     return work_ ? work_->describe() : "completed collective";
@@ -162,8 +175,9 @@ public:
   /// reduction over the ranks. Reductions take float32, float64, bfloat16,
   /// float16, int32 and int64; 16-bit floats are combined pairwise in
   /// float32 and each partial result rounded back (MPI has no 16-bit float
-  /// type: user-defined MPI ops do it). The tensor must be a
-  /// contiguous CPU tensor. Throws CommError on bad arguments.
+  /// type: user-defined MPI ops do it). The tensor must be contiguous, on a
+  /// device the backend takes (MPI: the CPU; local: any), the buffers of one
+  /// collective on one device. Throws CommError on bad arguments.
   virtual CommHandle allReduce(const at::Tensor &tensor, ReduceOp op) = 0;
   /// Block reduce-scatter: `input` (numel = size() * n) is reduced over the
   /// ranks and rank r receives elements [r*n, (r+1)*n) of the result in

@@ -31,6 +31,7 @@
 namespace ds::runtime {
 
 class Communicator;
+class Device;
 class ExecutionObserver;
 class Optimizer;
 class StateStore;
@@ -59,6 +60,12 @@ struct LoadOptions {
   /// Replaces the engine configs' "seed" (ds-run --seed). Without either,
   /// the seed is 0.
   std::optional<int64_t> seed;
+  /// Where the plan runs: its state, flat buffers, optimizer state and
+  /// every value of its programs. Null: the plan's own device (its
+  /// `device`: "cuda" is cuda:LOCAL_RANK, createRankDevice). A device of
+  /// another kind than the plan's is refused, naming both: the compiler
+  /// chose precision tables and the RNG state's type for its target.
+  std::shared_ptr<Device> device;
 };
 
 /// One plan engine's share of an optimizer step.
@@ -274,6 +281,9 @@ public:
     return communicator_;
   }
 
+  /// The device the plan runs on.
+  const std::shared_ptr<Device> &device() const { return device_; }
+
   const plan::Plan &plan() const { return *plan_; }
   const std::string &origin() const { return origin_; }
   StateStore &state() { return *state_; }
@@ -315,6 +325,9 @@ private:
   /// The shape of the micro-step forward() ran.
   size_t forwardShape_ = 0;
   std::shared_ptr<Communicator> communicator_;
+  std::shared_ptr<Device> device_;
+  /// Inputs on the host copied to device_ (the same values elsewhere).
+  std::vector<c10::IValue> onDevice(std::vector<c10::IValue> values) const;
 
   // Training; null without programs.train.
   std::unique_ptr<detail::Trainer> trainer_;

@@ -15,6 +15,7 @@
 #include "ds/Plan/Plan.h"
 
 #include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
 
 #include <cstdint>
 #include <memory>
@@ -91,6 +92,10 @@ struct ExecutorOptions {
   /// Compare every op result with its value's declared type, dtype and
   /// static shape entries; a difference is a RuntimeError.
   bool checkResults = true;
+  /// Where the program runs: tensor constants are placed there, and every
+  /// device argument of an operator (the plan writes them as None) is this
+  /// device, so factory ops allocate on it. Inputs must be on it.
+  c10::Device device = c10::Device(c10::kCPU);
 };
 
 class Executor {

@@ -39,6 +39,8 @@ struct FlatLayout {
   /// dtype of the buffer: the parameters' (one dtype per engine; float32,
   /// or float64 for tight gradient checks).
   at::ScalarType dtype = at::kFloat;
+  /// Where the buffer lives (the run's device).
+  c10::Device device = c10::Device(c10::kCPU);
 
   /// Appends an entry at the end of the buffer (no padding).
   void add(int64_t stateIndex, std::vector<int64_t> shape);

@@ -18,15 +18,36 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace ds::runtime {
 
+/// How an update is computed; both give torch.optim's numbers.
+enum class OptimizerKernel {
+  /// torch.optim's single-tensor path, op for op per parameter: bitwise
+  /// torch.optim's default on the CPU. The CPU's default.
+  Reference,
+  /// One fused ATen kernel over every parameter (at::_fused_adamw_,
+  /// _fused_adam_, _fused_sgd_): bitwise torch.optim(fused=True) on the
+  /// same device. The default on CUDA, where one launch replaces a few per
+  /// parameter.
+  Fused,
+};
+
+/// "reference", "fused".
+const char *optimizerKernelName(OptimizerKernel kernel);
+/// Fused on CUDA devices, Reference elsewhere.
+OptimizerKernel defaultOptimizerKernel(c10::Device device);
+
 class Optimizer {
 public:
-  /// State for the parameters of `layout`, zero-initialised. The caller
-  /// applies `desc`'s gradient clipping and LR schedule.
-  Optimizer(const plan::OptimizerDesc &desc, const FlatLayout &layout);
+  /// State for the parameters of `layout`, zero-initialised, on the
+  /// layout's device. The caller applies `desc`'s gradient clipping and LR
+  /// schedule. `kernel`: defaultOptimizerKernel(layout.device) unless given.
+  Optimizer(const plan::OptimizerDesc &desc, const FlatLayout &layout,
+            std::optional<OptimizerKernel> kernel = std::nullopt);
+  OptimizerKernel kernel() const { return kernel_; }
 
   /// One update at learning rate `lr`: `params[i]` (updated in place) with
   /// gradient `grads[i]`, both in the layout's order. Every parameter
@@ -63,9 +84,15 @@ private:
                 const std::vector<at::Tensor> &grads, double lr);
   void sgdStep(const std::vector<at::Tensor> &params,
                const std::vector<at::Tensor> &grads, double lr);
+  void fusedStep(const std::vector<at::Tensor> &params,
+                 const std::vector<at::Tensor> &grads, double lr);
 
   plan::OptimizerDesc desc_;
+  OptimizerKernel kernel_;
   int64_t steps_ = 0;
+  /// Fused Adam: torch.optim's per-parameter float32 `step` tensors, set to
+  /// the update's number before each kernel.
+  std::vector<at::Tensor> stepTensors_;
   at::Tensor first_, second_;
   std::vector<at::Tensor> firstViews_, secondViews_;
 };

@@ -27,7 +27,10 @@ class StateStore {
 public:
   /// Empty tensors until one of the load functions runs. `plan` must outlive
   /// the store.
-  explicit StateStore(const plan::Plan &plan);
+  /// Every tensor loaded is placed on `device`.
+  explicit StateStore(const plan::Plan &plan,
+                      c10::Device device = c10::Device(c10::kCPU));
+  c10::Device device() const { return device_; }
 
   /// Parameters (named_parameters) and buffers (named_buffers) of a
   /// TorchScript archive. Throws RuntimeError on any mismatch.
@@ -96,6 +99,7 @@ public:
 
 private:
   const plan::Plan &plan_;
+  c10::Device device_;
   std::vector<at::Tensor> tensors_;
   std::vector<bool> bound_;
   /// Stage 3: where each sharded entry lives ("" for the others), and what

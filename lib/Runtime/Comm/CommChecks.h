@@ -30,17 +30,21 @@ enum class Collective {
 /// "allReduce", "reduceScatter", ...
 const char *collectiveName(Collective kind);
 
-/// A defined, contiguous CPU tensor; `role` ("tensor", "input", "output")
-/// names it in the message. Throws CommError.
+/// A defined, contiguous tensor; `role` ("tensor", "input", "output") names
+/// it in the message. Throws CommError. Which devices a backend takes is
+/// the backend's check (checkOnHost for the MPI backend).
 void checkBuffer(Collective kind, const char *role, const at::Tensor &tensor);
+/// A tensor on the CPU: backends that move host memory (MPI).
+void checkOnHost(Collective kind, const char *role, const at::Tensor &tensor);
 /// checkBuffer plus a dtype that `op` can reduce (Avg: floating point).
 void checkReducible(Collective kind, const char *role, const at::Tensor &tensor,
                     ReduceOp op);
-/// Block sizes and dtypes of a reduce-scatter over `size` ranks; input and
-/// output must not overlap.
+/// Block sizes, dtypes and one device of a reduce-scatter over `size`
+/// ranks; input and output must not overlap.
 void checkReduceScatter(const at::Tensor &output, const at::Tensor &input,
                         int64_t size, ReduceOp op);
-/// Block sizes and dtypes of an all-gather. Returns true for the in-place
+/// Block sizes, dtypes and one device of an all-gather. Returns true for the
+/// in-place
 /// form (input is rank `rank`'s block of output); any other overlap is an
 /// error.
 bool checkAllGather(const at::Tensor &output, const at::Tensor &input,

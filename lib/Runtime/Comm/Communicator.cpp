@@ -111,17 +111,28 @@ bool overlaps(const at::Tensor &a, const at::Tensor &b) {
   return aBegin < bBegin + b.nbytes() && bBegin < aBegin + a.nbytes();
 }
 
+/// Both buffers of one collective on one device.
+void checkSameDevice(Collective kind, const at::Tensor &output,
+                     const at::Tensor &input) {
+  if (input.device() != output.device())
+    fail(kind, "the input is on " + input.device().str() + ", the output on " +
+                   output.device().str());
+}
+
 } // namespace
 
 void checkBuffer(Collective kind, const char *role, const at::Tensor &tensor) {
   if (!tensor.defined())
     fail(kind, std::string("the ") + role + " tensor is undefined");
-  if (!tensor.device().is_cpu())
-    fail(kind, std::string("the ") + role + " must be a CPU tensor, got " +
-                   tensor.device().str());
   if (!tensor.is_contiguous())
     fail(kind, std::string("the ") + role + " must be contiguous, got " +
                    describeLayout(tensor));
+}
+
+void checkOnHost(Collective kind, const char *role, const at::Tensor &tensor) {
+  if (tensor.defined() && !tensor.device().is_cpu())
+    fail(kind, std::string("the ") + role + " must be a CPU tensor, got " +
+                   tensor.device().str());
 }
 
 void checkReducible(Collective kind, const char *role, const at::Tensor &tensor,
@@ -152,6 +163,7 @@ void checkReduceScatter(const at::Tensor &output, const at::Tensor &input,
   Collective kind = Collective::ReduceScatter;
   checkReducible(kind, "input", input, op);
   checkReducible(kind, "output", output, op);
+  checkSameDevice(kind, output, input);
   if (input.scalar_type() != output.scalar_type())
     fail(kind, "input and output dtypes differ (" +
                    scalarTypeName(input.scalar_type()) + " vs " +
@@ -170,6 +182,7 @@ bool checkAllGather(const at::Tensor &output, const at::Tensor &input,
   Collective kind = Collective::AllGather;
   checkBuffer(kind, "input", input);
   checkBuffer(kind, "output", output);
+  checkSameDevice(kind, output, input);
   if (input.scalar_type() != output.scalar_type())
     fail(kind, "input and output dtypes differ (" +
                    scalarTypeName(input.scalar_type()) + " vs " +

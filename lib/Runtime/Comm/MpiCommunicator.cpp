@@ -517,6 +517,7 @@ std::shared_ptr<Operation> makeOperation(MpiCore &core, Collective kind,
 
 CommHandle MpiCommunicator::allReduce(const at::Tensor &tensor, ReduceOp op) {
   checkReducible(Collective::AllReduce, "tensor", tensor, op);
+  checkOnHost(Collective::AllReduce, "tensor", tensor);
   auto operation =
       makeOperation(*core_, Collective::AllReduce, tensor, reduceOpName(op));
   operation->op = op;
@@ -528,6 +529,7 @@ CommHandle MpiCommunicator::reduceScatter(const at::Tensor &output,
                                           const at::Tensor &input,
                                           ReduceOp op) {
   checkReduceScatter(output, input, size(), op);
+  checkOnHost(Collective::ReduceScatter, "input", input);
   auto operation =
       makeOperation(*core_, Collective::ReduceScatter, input, reduceOpName(op));
   operation->tensor = output;
@@ -540,6 +542,7 @@ CommHandle MpiCommunicator::reduceScatter(const at::Tensor &output,
 CommHandle MpiCommunicator::allGather(const at::Tensor &output,
                                       const at::Tensor &input) {
   bool inPlace = checkAllGather(output, input, rank(), size());
+  checkOnHost(Collective::AllGather, "input", input);
   auto operation =
       makeOperation(*core_, Collective::AllGather, output, nullptr);
   operation->input = input;
@@ -550,6 +553,7 @@ CommHandle MpiCommunicator::allGather(const at::Tensor &output,
 
 CommHandle MpiCommunicator::broadcast(const at::Tensor &tensor, int64_t root) {
   checkBuffer(Collective::Broadcast, "tensor", tensor);
+  checkOnHost(Collective::Broadcast, "tensor", tensor);
   checkRoot(root, size());
   auto operation =
       makeOperation(*core_, Collective::Broadcast, tensor, nullptr);

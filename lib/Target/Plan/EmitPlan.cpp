@@ -70,8 +70,9 @@ static std::vector<int64_t> shapeOf(ShapedType type) {
   return shape;
 }
 
-/// Scalar kind of a non-tensor type. Devices are CPU-only for now: a device
-/// argument is passed as None (the default device).
+/// Scalar kind of a non-tensor type. A device argument is written as None:
+/// the runtime runs every operator on the run's device (docs/plan-format.md),
+/// whatever device the model was traced or compiled on.
 static std::optional<plan::ValueType> scalarKindOf(Type type) {
   if (type.isInteger(64))
     return plan::ValueType::Int;
@@ -645,6 +646,8 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
                                          const EmitPlanOptions &options) {
   plan::Plan result;
   result.producer = options.producer;
+  result.device = stringifyTargetDevice(getTargetDevice(module)).str();
+  result.torchVersion = options.torchVersion;
   if (auto source = module->getAttrOfType<StringAttr>("ds.source"))
     result.weights = plan::WeightsDesc{"torchscript", source.getValue().str()};
   if (std::optional<int64_t> worldSize = getWorldSize(module))

@@ -10,13 +10,13 @@
 
 // "auto" resolves from the data: the first batched argument of
 // @forward_eval has 8 rows.
-// PLAIN:      module {
+// PLAIN:      module attributes {ds.target_device = "cpu"} {
 // PLAIN-NEXT:   ds.engine @model {config = "{\22train_micro_batch_size_per_gpu\22:8,\22gradient_accumulation_steps\22:2,\22seed\22:7,\22optimizer\22:{\22type\22:\22Adam\22,\22params\22:{\22lr\22:0.002,\22adam_w_mode\22:false}},\22scheduler\22:{\22type\22:\22WarmupLR\22,\22params\22:{\22warmup_num_steps\22:3}},\22zero_optimization\22:{\22stage\22:3,\22leaf_module\22:{\22names\22:[\22student\22]}}}", deepspeed = #ds.engine_config<train_batch_size = 16, train_micro_batch_size_per_gpu = 8, gradient_accumulation_steps = 2, seed = 7, optimizer = <kind = adam, lr = 0.002>, scheduler = <kind = WarmupLR, warmup_num_steps = 3>, zero = <stage = 3, overlap_comm = true, leaf_module = <names = ["student"]>>>, module = ""}
 // PLAIN:        ds.param @student.w : tensor<4xf32> {engine = @model,
 
 // The "engines" form: one engine per key, frozen without an optimizer; the
 // module's world size becomes 2.
-// ENGINES:      module attributes {ds.world_size = 2 : i64} {
+// ENGINES:      module attributes {ds.target_device = "cpu", ds.world_size = 2 : i64} {
 // ENGINES-NEXT:   ds.engine @student {config = {{.*}}, deepspeed = #ds.engine_config<train_batch_size = 16, train_micro_batch_size_per_gpu = 8, optimizer = <kind = adamw>, zero = <stage = 2>>, module = "student"}
 // ENGINES-NEXT:   ds.engine @teacher {config = {{.*}}, deepspeed = #ds.engine_config<train_batch_size = 16, train_micro_batch_size_per_gpu = 8>, frozen, module = "teacher"}
 // ENGINES-NEXT:   ds.param @student.w : tensor<4xf32> {engine = @student,

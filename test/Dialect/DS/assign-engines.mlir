@@ -10,7 +10,7 @@
 //--- distill.mlir
 
 // Without options, one engine @model (the root, not frozen) owns all state.
-// DEFAULT-LABEL: module {
+// DEFAULT-LABEL: module attributes {ds.target_device = "cpu"} {
 // DEFAULT-NEXT:    ds.engine @model {module = ""}
 // DEFAULT-NEXT:    ds.param @student.fc.weight : tensor<4x8xf32> {engine = @model,
 // DEFAULT-NEXT:    ds.param @student.fc.bias : tensor<4xf32> {engine = @model,
@@ -20,7 +20,7 @@
 
 // Two engines, each owning its submodule; the teacher is frozen. Engines are
 // declared in the order of the `engines` option, before all state.
-// DISTILL-LABEL: module {
+// DISTILL-LABEL: module attributes {ds.target_device = "cpu"} {
 // DISTILL-NEXT:    ds.engine @student {module = "student"}
 // DISTILL-NEXT:    ds.engine @teacher {frozen, module = "teacher"}
 // DISTILL-NEXT:    ds.param @student.fc.weight : tensor<4x8xf32> {engine = @student,
@@ -46,7 +46,7 @@ func.func @forward(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
 // The root engine (empty prefix) owns what no other engine takes, wherever it
 // stands in the `engines` list. Prefixes match whole name segments:
 // `student2.*` is not under `student`.
-// CHECK-LABEL: module {
+// CHECK-LABEL: module attributes {ds.target_device = "cpu"} {
 // CHECK-NEXT:    ds.engine @student {module = "student"}
 // CHECK-NEXT:    ds.engine @model {frozen, module = ""}
 // CHECK-NEXT:    ds.param @head.weight : tensor<4xf32> {engine = @model,

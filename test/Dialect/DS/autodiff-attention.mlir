@@ -126,3 +126,28 @@ func.func @forward() -> tensor<f32> {
   %s = ds.aten "aten::sum"(%y, %none) : (tensor<3x8xf32>, !ds.none) -> tensor<f32>
   return %s : tensor<f32>
 }
+
+// -----
+
+// Compiled for CUDA: the flash kernel of the first case is the CPU's, so the
+// rule recomputes ATen's math path, which runs on any device.
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT:  flash_attention
+// CHECK:      ds.backward_begin
+// CHECK:      %[[P:.*]] = ds.aten "aten::_safe_softmax"
+// CHECK:      ds.aten "aten::_softmax_backward_data"
+// CHECK:      ds.grad @wq
+// CHECK-NOT:  flash_attention
+module attributes {ds.target_device = "cuda"} {
+  ds.param @wq : tensor<2x2x5x4xf32> {module = "", module_class = "M", requires_grad}
+  func.func @forward(%k: tensor<2x2x6x4xf32>, %v: tensor<2x2x6x4xf32>) -> tensor<f32> {
+    %q = ds.get_param @wq : tensor<2x2x5x4xf32>
+    %none = ds.constant unit : !ds.none
+    %zero = ds.constant 0.000000e+00 : f64
+    %true = ds.constant true
+    %false = ds.constant false
+    %y = ds.aten "aten::scaled_dot_product_attention"(%q, %k, %v, %none, %zero, %true, %none, %false) : (tensor<2x2x5x4xf32>, tensor<2x2x6x4xf32>, tensor<2x2x6x4xf32>, !ds.none, f64, i1, !ds.none, i1) -> tensor<2x2x5x4xf32>
+    %s = ds.aten "aten::sum"(%y, %none) : (tensor<2x2x5x4xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}

@@ -100,6 +100,40 @@ module attributes {ds.checkpoint_modules = ["drop"]} {
 
 // -----
 
+// The same for a module compiled for CUDA: the states saved and set are the
+// CUDA generator's (seed and Philox offset, 16 bytes).
+// CHECK-LABEL: func.func @forward(%arg0: tensor<4x8xf32>
+// CHECK:         %[[HX:.*]] = ds.aten "aten::linear"
+// CHECK-NEXT:    %[[SAVED:.*]] = ds.rng_state_get : tensor<16xui8>
+// CHECK-NEXT:    %[[MASK:.*]] = ds.aten "aten::bernoulli.p"(%[[HX]],
+// CHECK:         ds.backward_begin
+// CHECK:         %[[CURRENT:.*]] = ds.rng_state_get : tensor<16xui8>
+// CHECK-NEXT:    ds.rng_state_set %[[SAVED]] : tensor<16xui8>
+// CHECK-NEXT:    %[[MASK2:.*]] = ds.aten "aten::bernoulli.p"(%[[HX]], {{.*}}module = "drop"
+// CHECK-NEXT:    %[[SCALED2:.*]] = ds.aten "aten::div.Scalar"(%[[MASK2]],
+// CHECK-NEXT:    ds.rng_state_set %[[CURRENT]] : tensor<16xui8>
+// CHECK-NOT:     ds.rng_state
+// CHECK:         return
+module attributes {ds.checkpoint_modules = ["drop"], ds.target_device = "cuda"} {
+  ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 4, optimizer = <kind = sgd>>}
+  ds.param @fc.weight : tensor<2x8xf32> {engine = @model, module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
+  // expected-remark@+1 {{activation checkpoint 'drop': 2 ops recomputed in the backward for 1 values; 1 values of the segment stay kept for the backward (outputs, random draws, side effects); 1 random draws replayed from the generator state saved before the first}}
+  func.func @forward(%x: tensor<4x8xf32> {ds.name = "x"}) -> tensor<f32> {
+    %n = ds.constant unit : !ds.none
+    %p = ds.constant 0.5 : f64
+    %w = ds.get_param @fc.weight : tensor<2x8xf32>
+    %hx = ds.aten "aten::linear"(%x, %w, %n) {module = "fc", module_class = "torch.nn.modules.linear.Linear"} : (tensor<4x8xf32>, tensor<2x8xf32>, !ds.none) -> tensor<4x2xf32>
+    %m = ds.aten "aten::bernoulli.p"(%hx, %p, %n) {module = "drop", module_class = "torch.nn.modules.dropout.Dropout"} : (tensor<4x2xf32>, f64, !ds.none) -> tensor<4x2xf32>
+    %sc = ds.aten "aten::div.Scalar"(%m, %p) {module = "drop", module_class = "torch.nn.modules.dropout.Dropout"} : (tensor<4x2xf32>, f64) -> tensor<4x2xf32>
+    %d = ds.aten "aten::mul.Tensor"(%hx, %sc) {module = "drop", module_class = "torch.nn.modules.dropout.Dropout"} : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+    %sq = ds.aten "aten::mul.Tensor"(%d, %d) : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+    %s = ds.aten "aten::sum"(%sq, %n) : (tensor<4x2xf32>, !ds.none) -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
 // Two draws, of which the backward needs only the second's mask: the first
 // is drawn again too, since it advances the generator to the second's state.
 // CHECK-LABEL: func.func @forward(%arg0: tensor<4x8xf32>

@@ -19,6 +19,9 @@ namespace mlir::ds {
 
 struct EmitPlanOptions {
   std::string producer = "ds-compile";
+  /// The plan's `torch_version`: the compiling LibTorch's version (empty:
+  /// unknown). The plan's `device` is the module's ds.target_device.
+  std::string torchVersion;
 };
 
 /// Builds the plan of `module`. Emits a diagnostic on the offending op and

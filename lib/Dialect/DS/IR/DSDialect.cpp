@@ -53,6 +53,19 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op,
                              << attribute.getValue();
     return success();
   }
+  if (name == getTargetDeviceAttrName()) {
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << "'" << name
+                             << "' is an attribute of builtin.module (the "
+                                "device the module is compiled for), not of '"
+                             << op->getName() << "'";
+    auto device = dyn_cast<StringAttr>(attribute.getValue());
+    if (!device || !parseTargetDevice(device.getValue()))
+      return op->emitError()
+             << "'" << name << "' must be \"cpu\" or \"cuda\", got "
+             << attribute.getValue();
+    return success();
+  }
   if (name != getWorldSizeAttrName())
     return success();
   if (!isa<ModuleOp>(op))
@@ -80,6 +93,39 @@ std::optional<int64_t> mlir::ds::getWorldSize(ModuleOp module) {
 void mlir::ds::setWorldSize(ModuleOp module, int64_t worldSize) {
   module->setAttr(DSDialect::getWorldSizeAttrName(),
                   Builder(module.getContext()).getI64IntegerAttr(worldSize));
+}
+
+StringRef mlir::ds::stringifyTargetDevice(TargetDevice device) {
+  return device == TargetDevice::CUDA ? "cuda" : "cpu";
+}
+
+std::optional<TargetDevice> mlir::ds::parseTargetDevice(StringRef name) {
+  if (name == "cpu")
+    return TargetDevice::CPU;
+  if (name == "cuda")
+    return TargetDevice::CUDA;
+  return std::nullopt;
+}
+
+TargetDevice mlir::ds::getTargetDevice(ModuleOp module) {
+  if (auto device = module->getAttrOfType<StringAttr>(
+          DSDialect::getTargetDeviceAttrName()))
+    if (std::optional<TargetDevice> parsed =
+            parseTargetDevice(device.getValue()))
+      return *parsed;
+  return TargetDevice::CPU;
+}
+
+TargetDevice mlir::ds::getTargetDevice(Operation *op) {
+  auto module =
+      isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
+  return module ? getTargetDevice(module) : TargetDevice::CPU;
+}
+
+void mlir::ds::setTargetDevice(ModuleOp module, TargetDevice device) {
+  module->setAttr(
+      DSDialect::getTargetDeviceAttrName(),
+      StringAttr::get(module.getContext(), stringifyTargetDevice(device)));
 }
 
 static SmallVector<StringRef> getPathList(ModuleOp module, StringRef name) {

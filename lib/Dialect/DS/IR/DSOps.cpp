@@ -960,19 +960,32 @@ void AtenOp::getEffects(
 // RngStateGetOp, RngStateSetOp
 //===----------------------------------------------------------------------===//
 
-RankedTensorType RngStateGetOp::getStateType(MLIRContext *context) {
-  return RankedTensorType::get(
-      {kStateBytes}, IntegerType::get(context, 8, IntegerType::Unsigned));
+int64_t RngStateGetOp::getStateBytes(TargetDevice device) {
+  return device == TargetDevice::CUDA ? kCUDAStateBytes : kCPUStateBytes;
 }
 
-/// A generator state has the generator's size: set_rng_state refuses any
-/// other, and the plan's liveness counts its bytes.
+RankedTensorType RngStateGetOp::getStateType(MLIRContext *context,
+                                             TargetDevice device) {
+  return RankedTensorType::get(
+      {getStateBytes(device)},
+      IntegerType::get(context, 8, IntegerType::Unsigned));
+}
+
+/// A generator state has the size of the target device's generator:
+/// set_rng_state refuses any other, and the plan's liveness counts its
+/// bytes.
 static LogicalResult verifyStateType(Operation *op, Type type) {
-  if (type == RngStateGetOp::getStateType(op->getContext()))
+  TargetDevice device = getTargetDevice(op);
+  RankedTensorType expected =
+      RngStateGetOp::getStateType(op->getContext(), device);
+  if (type == expected)
     return success();
-  return op->emitOpError() << "expects the CPU generator's state, "
-                           << RngStateGetOp::getStateType(op->getContext())
-                           << ", got " << type;
+  return op->emitOpError() << "expects the "
+                           << (device == TargetDevice::CUDA ? "CUDA" : "CPU")
+                           << " generator's state, " << expected
+                           << ", for the module's target device \""
+                           << stringifyTargetDevice(device)
+                           << "\" (ds.target_device), got " << type;
 }
 
 LogicalResult RngStateGetOp::verify() {

@@ -132,6 +132,9 @@ struct AssignEnginesPass
 
 private:
   FailureOr<int64_t> resolveWorldSize(ModuleOp module);
+  /// Sets ds.target_device from the `device` option (else the module's,
+  /// else cpu).
+  LogicalResult resolveDevice(ModuleOp module);
   LogicalResult specsFromConfig(ModuleOp module,
                                 SmallVectorImpl<EngineSpec> &specs);
   LogicalResult specsFromOptions(ModuleOp module,
@@ -284,8 +287,31 @@ AssignEnginesPass::assignCheckpointModules(ModuleOp module,
   return success();
 }
 
+LogicalResult AssignEnginesPass::resolveDevice(ModuleOp module) {
+  // The module's target from here on is explicit: the option's, else the
+  // module's own, else the CPU.
+  if (device.empty()) {
+    setTargetDevice(module, getTargetDevice(module));
+    return success();
+  }
+  std::optional<TargetDevice> requested = parseTargetDevice(device);
+  if (!requested)
+    return module.emitError()
+           << "device must be cpu or cuda, got '" << device << "'";
+  if (auto existing = module->getAttrOfType<StringAttr>(
+          DSDialect::getTargetDeviceAttrName());
+      existing && existing.getValue() != device)
+    return module.emitError()
+           << "device=" << device << " disagrees with the module's "
+           << DSDialect::getTargetDeviceAttrName() << " = " << existing;
+  setTargetDevice(module, *requested);
+  return success();
+}
+
 void AssignEnginesPass::runOnOperation() {
   ModuleOp module = getOperation();
+  if (failed(resolveDevice(module)))
+    return signalPassFailure();
   SmallVector<EngineSpec> specs;
   bool fromConfig = !configPath.empty() || !configJson.empty();
   if (failed(fromConfig ? specsFromConfig(module, specs)

@@ -1,6 +1,7 @@
 //===- AssignPrecision.cpp - fp16 / bf16 / torch_autocast as IR -----------===//
 
 #include "ds/Dialect/DS/Analysis/ShardedParams.h"
+#include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
 #include "ds/Dialect/DS/Utils/DTypeInference.h"
@@ -13,6 +14,10 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <cmath>
+
+// torch.autocast("cuda")'s lists, generated from LibTorch's
+// ATen/autocast_mode.h (lib/Dialect/DS/Transforms/CMakeLists.txt).
+#include "AutocastCUDALists.inc"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_DSASSIGNPRECISION
@@ -35,21 +40,32 @@ StringRef baseName(StringRef op) {
   return base;
 }
 
-/// One operator list of PrecisionTables.def: entries are base names (every
-/// overload) or qualified overloads (that overload only).
+/// One operator list: entries are base names (every overload) or qualified
+/// overloads (that overload only); `exact` entries match only the name as
+/// given ("aten::sum" is the overload without a name, not aten::sum.int).
 struct OpList {
-  llvm::StringSet<> names;
+  llvm::StringSet<> names, exact;
   bool contains(StringRef op) const {
-    return names.contains(op) || names.contains(baseName(op));
+    return exact.contains(op) || names.contains(op) ||
+           names.contains(baseName(op));
   }
 };
 
-/// The operator lists of PrecisionTables.def.
+/// The operator lists of one target device.
 struct PrecisionTables {
   OpList f16NoKernel, bf16NoKernel, autocastLower, autocastFp32,
       autocastPromote;
+  /// CUDA's fp32_set_opt_dtype list (softmax, sum, ...): run in f32 when
+  /// their first operand is a 16-bit float (dtype=torch.float32).
+  OpList autocastFp32FirstOperand;
 
-  static const PrecisionTables &get() {
+  static const PrecisionTables &get(TargetDevice device) {
+    return device == TargetDevice::CUDA ? cuda() : cpu();
+  }
+
+  /// LibTorch's CPU kernels and torch.autocast("cpu")'s lists, as probed
+  /// (PrecisionTables.def).
+  static const PrecisionTables &cpu() {
     static const PrecisionTables tables = [] {
       PrecisionTables t;
 #define F16_NO_KERNEL(NAME) t.f16NoKernel.names.insert(NAME);
@@ -58,6 +74,53 @@ struct PrecisionTables {
 #define AUTOCAST_FP32(NAME) t.autocastFp32.names.insert(NAME);
 #define AUTOCAST_PROMOTE(NAME) t.autocastPromote.names.insert(NAME);
 #include "ds/Dialect/DS/Utils/PrecisionTables.def"
+      return t;
+    }();
+    return tables;
+  }
+
+  /// torch.autocast("cuda")'s lists as LibTorch's ATen/autocast_mode.h
+  /// registers them (AutocastCUDALists.inc, generated from that header when
+  /// the build is configured), each entry one overload as torch registers
+  /// it; CUDA has Half and BFloat16 kernels for every operator, so nothing
+  /// is computed in f32 for want of one.
+  static const PrecisionTables &cuda() {
+    static const PrecisionTables tables = [] {
+      PrecisionTables t;
+#define DS_AUTOCAST_NAME_1(NAME) "aten::" #NAME
+#define DS_AUTOCAST_NAME_2(NAME, OVERLOAD) "aten::" #NAME "." #OVERLOAD
+#define DS_AUTOCAST_PICK(A, B, PICKED, ...) PICKED
+#define DS_AUTOCAST_NAME(...)                                                  \
+  DS_AUTOCAST_PICK(__VA_ARGS__, DS_AUTOCAST_NAME_2, DS_AUTOCAST_NAME_1)        \
+  (__VA_ARGS__)
+#define DS_LOWER(...)                                                          \
+  t.autocastLower.exact.insert(DS_AUTOCAST_NAME(__VA_ARGS__));
+#define DS_FP32(...) t.autocastFp32.exact.insert(DS_AUTOCAST_NAME(__VA_ARGS__));
+#define DS_FIRST(...)                                                          \
+  t.autocastFp32FirstOperand.exact.insert(DS_AUTOCAST_NAME(__VA_ARGS__));
+#define DS_PROMOTE(...)                                                        \
+  t.autocastPromote.exact.insert(DS_AUTOCAST_NAME(__VA_ARGS__));
+      DS_CUDA_AUTOCAST_LOWER_PRECISION_FP(DS_LOWER)
+      DS_CUDA_AUTOCAST_FP32(DS_FP32)
+      // The norm overloads without a dtype, redispatched with dtype f32:
+      // their operands cast to f32.
+      DS_CUDA_AUTOCAST_FP32_APPEND_DTYPE(DS_FP32)
+      DS_CUDA_AUTOCAST_FP32_SET_OPT_DTYPE(DS_FIRST)
+      DS_CUDA_AUTOCAST_PROMOTE(DS_PROMOTE)
+#undef DS_LOWER
+#undef DS_FP32
+#undef DS_FIRST
+#undef DS_PROMOTE
+      // Composite operators of the registry that torch does not list but
+      // that run listed ones on their float operands: cross_entropy_loss is
+      // log_softmax (fp32_set_opt_dtype: f32) then nll_loss (fp32), and
+      // nll_loss_nd is nll_loss or nll_loss2d, so their results are those
+      // of f32 operands.
+      t.autocastFp32.exact.insert("aten::cross_entropy_loss");
+      t.autocastFp32.exact.insert("aten::nll_loss_nd");
+      // (autocast_mode.cpp also registers binary_cross_entropy for CUDA, as
+      // binary_cross_entropy_banned, which raises: it is not in the
+      // registry, so no module holds it.)
       return t;
     }();
     return tables;
@@ -106,6 +169,9 @@ struct AssignPrecisionPass
   using DSAssignPrecisionBase::DSAssignPrecisionBase;
 
   std::vector<EnginePrecision> engines;
+  /// The module's target device (ds.target_device) and its tables.
+  TargetDevice device = TargetDevice::CPU;
+  const PrecisionTables *tables = nullptr;
   /// The `no-kernel-ops` option.
   OpList extraNoKernel;
   /// Casts made so far: (value, element type) -> the cast values.
@@ -113,6 +179,8 @@ struct AssignPrecisionPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    device = getTargetDevice(module);
+    tables = &PrecisionTables::get(device);
     engines.clear();
     casts.clear();
     extraNoKernel.names.clear();
@@ -134,7 +202,8 @@ struct AssignPrecisionPass
     }
     retypeState(module);
     for (auto func : module.getOps<func::FuncOp>())
-      rewrite(func);
+      if (failed(rewrite(func)))
+        return signalPassFailure();
     for (EnginePrecision &e : engines)
       remark(e);
   }
@@ -315,13 +384,14 @@ struct AssignPrecisionPass
     return true;
   }
 
-  void rewrite(func::FuncOp func) {
+  LogicalResult rewrite(func::FuncOp func) {
     SmallVector<Operation *> ops;
     // Post-order is program order for every definition and use.
     func.walk([&](Operation *op) { ops.push_back(op); });
     for (Operation *op : ops) {
       if (auto aten = dyn_cast<AtenOp>(op)) {
-        rewriteAten(aten);
+        if (failed(rewriteAten(aten)))
+          return failure();
       } else if (auto ifOp = dyn_cast<IfOp>(op)) {
         inferIfResultTypes(ifOp);
       } else if (auto unpack = dyn_cast<ListUnpackOp>(op)) {
@@ -352,28 +422,30 @@ struct AssignPrecisionPass
     auto ret = cast<func::ReturnOp>(func.getBody().back().getTerminator());
     func.setType(FunctionType::get(func.getContext(), func.getArgumentTypes(),
                                    ret.getOperandTypes()));
+    return success();
   }
 
-  void rewriteAten(AtenOp op) {
+  LogicalResult rewriteAten(AtenOp op) {
     EnginePrecision *e = engineOf(op.getModule());
     Mode mode = e ? e->mode : Mode::FP32;
     bool hasFloats = !floatTensorOperands(op).empty();
     if (mode == Mode::FP32 || !hasFloats) {
       promoteExplicitly(op);
       inferResultTypes(op);
-      return;
+      return success();
     }
     if (mode == Mode::Autocast)
       return rewriteAutocast(op, *e);
     rewriteNative(op, *e);
+    return success();
   }
 
-  /// Whether LibTorch has no CPU kernel for `op` in a native engine's dtype
-  /// (PrecisionTables.def, or the no-kernel-ops option).
+  /// Whether LibTorch has no kernel on the target device for `op` in a
+  /// native engine's dtype (the device's tables, or the no-kernel-ops
+  /// option).
   bool hasNoKernel(StringRef op, Mode mode) const {
-    const PrecisionTables &tables = PrecisionTables::get();
     return extraNoKernel.contains(op) ||
-           (mode == Mode::FP16 ? tables.f16NoKernel : tables.bf16NoKernel)
+           (mode == Mode::FP16 ? tables->f16NoKernel : tables->bf16NoKernel)
                .contains(op);
   }
 
@@ -409,8 +481,27 @@ struct AssignPrecisionPass
     }
   }
 
-  void rewriteAutocast(AtenOp op, EnginePrecision &e) {
-    const PrecisionTables &tables = PrecisionTables::get();
+  /// The first operand of an op of the fp32_set_opt_dtype list that
+  /// autocast runs in f32: an eligible float tensor (not f64), the op's
+  /// `dtype` None; null otherwise (the op then follows its inputs).
+  Value fp32FirstOperand(AtenOp op) const {
+    StringRef name = op.getOp();
+    if (!tables->autocastFp32FirstOperand.contains(name) ||
+        op.getArgs().empty())
+      return Value();
+    Value first = op.getArgs()[0];
+    if (!isFloatTensorType(first.getType()) || elementOf(first).isF64())
+      return Value();
+    // Every such operator of the registry has a known dtype position; one
+    // without is taken as called without a dtype.
+    if (std::optional<unsigned> pos = dtypeArgumentPosition(name);
+        pos && *pos < op.getArgs().size() &&
+        !isa<mlir::ds::NoneType>(op.getArgs()[*pos].getType()))
+      return Value();
+    return first;
+  }
+
+  LogicalResult rewriteAutocast(AtenOp op, EnginePrecision &e) {
     StringRef name = op.getOp();
     Type f32 = Float32Type::get(op.getContext());
     // torch.autocast casts only eligible tensors: floating point, not f64.
@@ -421,13 +512,21 @@ struct AssignPrecisionPass
                                                      : CastChain{};
       });
     };
-    if (tables.autocastLower.contains(name)) {
+    if (tables->autocastLower.contains(name)) {
       castAll(e.lowType);
       e.lower[op.getOp()]++;
-    } else if (tables.autocastFp32.contains(name)) {
+    } else if (tables->autocastFp32.contains(name)) {
       castAll(f32);
       e.fp32[op.getOp()]++;
-    } else if (tables.autocastPromote.contains(name)) {
+    } else if (Value first = fp32FirstOperand(op)) {
+      // fp32_set_opt_dtype: an unset dtype becomes f32 when the first
+      // operand is eligible, which casts that operand to f32 before the
+      // operation (as dtype= does); the other operands are left alone.
+      if (elementOf(first) != f32)
+        op->setOperand(
+            0, castTo(first, f32, op, op.getModule(), op.getModuleClass()));
+      e.fp32[op.getOp()]++;
+    } else if (tables->autocastPromote.contains(name)) {
       // at::autocast::promote_type: the autocast dtype unless an eligible
       // operand is f32.
       Type widest = e.lowType;
@@ -441,6 +540,7 @@ struct AssignPrecisionPass
       e.other[op.getOp()]++;
     }
     inferResultTypes(op);
+    return success();
   }
 
   void remark(EnginePrecision &e) {
@@ -471,7 +571,9 @@ struct AssignPrecisionPass
          << count(total(e.wrapped), "op") << " computed in f32 and rounded to "
          << low;
     if (!e.wrapped.empty())
-      diag << " (no " << low << " CPU kernel: " << describe(e.wrapped) << ")";
+      diag << " (no " << low << " "
+           << (device == TargetDevice::CUDA ? "CUDA" : "CPU")
+           << " kernel: " << describe(e.wrapped) << ")";
   }
 };
 

@@ -21,6 +21,7 @@ void mlir::ds::buildCompilePipeline(OpPassManager &pm,
   engines.worldSize = options.worldSize;
   engines.mixedPrecision = options.mixedPrecision;
   engines.dataMicroBatch = options.dataMicroBatch;
+  engines.device = options.device;
   engines.overrides.assign(options.configOverrides.begin(),
                            options.configOverrides.end());
   pm.addPass(createDSAssignEngines(engines));

@@ -274,8 +274,9 @@ LogicalResult RematerializePass::checkpoint(func::FuncOp func,
     // own state set back after it.
     Location loc = replayed.front()->getLoc();
     OpBuilder forwardBuilder(replayed.front());
-    Value saved = RngStateGetOp::create(forwardBuilder, loc);
-    current = RngStateGetOp::create(builder, loc);
+    TargetDevice device = getTargetDevice(body.getParentOp());
+    Value saved = RngStateGetOp::create(forwardBuilder, loc, device);
+    current = RngStateGetOp::create(builder, loc, device);
     RngStateSetOp::create(builder, loc, saved);
   }
   IRMapping mapping;

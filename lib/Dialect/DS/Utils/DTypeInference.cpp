@@ -91,7 +91,7 @@ Type mlir::ds::elementTypeOfScalarTypeCode(MLIRContext *context,
 /// The position of the `dtype` argument of the registered operators that
 /// have one (from LibTorch 2.15's schemas; `out_dtype` of the `.dtype`
 /// overloads of mm, bmm, addmm and baddbmm).
-static std::optional<unsigned> dtypeArgument(StringRef op) {
+std::optional<unsigned> mlir::ds::dtypeArgumentPosition(StringRef op) {
   static const llvm::StringMap<unsigned> positions = {
       {"aten::arange", 1},        {"aten::arange.start", 2},
       {"aten::arange.start_step", 3},
@@ -135,7 +135,7 @@ static bool followsInput(StringRef op) {
 
 bool mlir::ds::followsPromotion(AtenOp op) {
   StringRef name = op.getOp();
-  return !dtypeArgument(name) && !followsInput(name) &&
+  return !dtypeArgumentPosition(name) && !followsInput(name) &&
          name != "aten::type_as" && name != "aten::to.other";
 }
 
@@ -168,7 +168,7 @@ Type mlir::ds::promotedFloatType(ValueRange values) {
 
 Type mlir::ds::inferredFloatResultType(AtenOp op) {
   StringRef name = op.getOp();
-  if (std::optional<unsigned> pos = dtypeArgument(name);
+  if (std::optional<unsigned> pos = dtypeArgumentPosition(name);
       pos && *pos < op.getArgs().size()) {
     // dtype=None falls through to the operands (zeros_like, sum); a
     // constant code decides; anything else keeps the declared type.

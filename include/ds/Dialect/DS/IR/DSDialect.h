@@ -40,6 +40,25 @@ SmallVector<StringRef> getCheckpointModules(ModuleOp module);
 /// Sets `module`'s `ds.checkpoint_modules` (removes it when `paths` is empty).
 void setCheckpointModules(ModuleOp module, ArrayRef<std::string> paths);
 
+/// The device a module is compiled for (`ds.target_device`).
+enum class TargetDevice { CPU, CUDA };
+
+/// "cpu" or "cuda", as `ds.target_device` and the plan spell it.
+StringRef stringifyTargetDevice(TargetDevice device);
+
+/// The device spelled `name` ("cpu", "cuda"); nullopt for any other.
+std::optional<TargetDevice> parseTargetDevice(StringRef name);
+
+/// The device `module` is compiled for: its `ds.target_device` (the dialect
+/// verifier checks the value), CPU when absent.
+TargetDevice getTargetDevice(ModuleOp module);
+
+/// The target device of the module enclosing `op` (CPU outside any module).
+TargetDevice getTargetDevice(Operation *op);
+
+/// Sets `module`'s `ds.target_device`.
+void setTargetDevice(ModuleOp module, TargetDevice device);
+
 /// How diagnostics name the module whose code an op is (its `module` and
 /// `module_class`): "in module 'blocks.0.attn' (Attention)", or "in the root
 /// module (GPT)" for path "".

@@ -57,6 +57,18 @@ def DS_Dialect : Dialect {
     ```mlir
     module attributes {ds.checkpoint_modules = ["blocks.0", "blocks.1"]} { ... }
     ```
+
+    `ds.target_device` on the `builtin.module` is the device the module is
+    compiled for: `"cpu"` or `"cuda"` (absent: `"cpu"`). `-ds-assign-engines`
+    sets it (its `device` option: `ds-compile --device`); the passes whose decisions depend on the device read
+    it (`-ds-assign-precision`: the autocast lists and kernels of that
+    device; `-ds-rematerialize` and the verifier of `ds.rng_state_get` /
+    `ds.rng_state_set`: the size of that device's generator state), and the
+    plan records it as its `device`.
+
+    ```mlir
+    module attributes {ds.target_device = "cuda"} { ... }
+    ```
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
@@ -81,6 +93,12 @@ def DS_Dialect : Dialect {
     /// (getCheckpointModules).
     static constexpr ::llvm::StringLiteral getCheckpointModulesAttrName() {
       return ::llvm::StringLiteral("ds.checkpoint_modules");
+    }
+
+    /// The module attribute naming the device the module is compiled for
+    /// (getTargetDevice).
+    static constexpr ::llvm::StringLiteral getTargetDeviceAttrName() {
+      return ::llvm::StringLiteral("ds.target_device");
     }
   }];
 }

@@ -326,42 +326,55 @@ def DS_AtenOp : DS_Op<"aten", [
 // Random number generator state
 //===----------------------------------------------------------------------===//
 
-/// The CPU generator's state as LibTorch 2.x serialises it
-/// (`torch.get_rng_state()`): its byte count is fixed by the layout.
+/// A generator's state as LibTorch 2.x serialises it (`get_rng_state()`):
+/// its byte count is fixed by the layout of the target device's generator.
 def DS_RngStateType : 1DTensorOf<[UI8]>;
 
 def DS_RngStateGetOp : DS_Op<"rng_state_get", [MemoryEffects<[MemRead]>]> {
   let summary = "save the state of the random number generator";
   let description = [{
     Returns the state of the generator the random operators draw from (the
-    CPU default generator, which the runtime seeds per micro-step), as
-    `torch.get_rng_state()` does: a `tensor<5056xui8>`. With
-    `ds.rng_state_set` it replays random draws: `-ds-rematerialize` saves the
-    state before a checkpointed segment's first random draw in the forward
-    and restores it before the segment's recomputation in the backward, so
-    the recomputed dropout masks are the forward's
-    (docs/activation-checkpointing.md).
+    default generator of the device the module is compiled for, its
+    `ds.target_device`, which the runtime seeds per micro-step), as
+    `torch.get_rng_state()` and `torch.cuda.get_rng_state()` do: a
+    `tensor<5056xui8>` for the CPU generator (Mersenne Twister), a
+    `tensor<16xui8>` for the CUDA one (Philox: seed and offset, 8 bytes
+    each). With `ds.rng_state_set` it replays random draws:
+    `-ds-rematerialize` saves the state before a checkpointed segment's
+    first random draw in the forward and restores it before the segment's
+    recomputation in the backward, so the recomputed dropout masks are the
+    forward's (docs/activation-checkpointing.md).
 
     ```mlir
     %state = ds.rng_state_get : tensor<5056xui8>
+    // in a module with ds.target_device = "cuda"
+    %state = ds.rng_state_get : tensor<16xui8>
     ```
 
     It reads the memory the random operators (`ds.aten` with a random draw)
-    write, so no rewrite moves it across one. The verifier checks the type.
+    write, so no rewrite moves it across one. The verifier checks the type
+    against the module's target device.
   }];
   let results = (outs DS_RngStateType:$state);
   let assemblyFormat = "attr-dict `:` type($state)";
   let hasVerifier = 1;
   let builders = [
-    OpBuilder<(ins), [{
-      build($_builder, $_state, getStateType($_builder.getContext()));
+    OpBuilder<(ins "::mlir::ds::TargetDevice":$device), [{
+      build($_builder, $_state, getStateType($_builder.getContext(), device));
     }]>
   ];
   let extraClassDeclaration = [{
     /// Bytes of the CPU generator's state (`torch.get_rng_state().numel()`).
-    static constexpr int64_t kStateBytes = 5056;
-    /// `tensor<5056xui8>`.
-    static ::mlir::RankedTensorType getStateType(::mlir::MLIRContext *context);
+    static constexpr int64_t kCPUStateBytes = 5056;
+    /// Bytes of the CUDA generator's state
+    /// (`torch.cuda.get_rng_state().numel()`: CUDAGeneratorImpl::get_state
+    /// writes the uint64 seed and the int64 Philox offset).
+    static constexpr int64_t kCUDAStateBytes = 16;
+    /// The byte count of `device`'s generator state.
+    static int64_t getStateBytes(::mlir::ds::TargetDevice device);
+    /// `tensor<5056xui8>` (CPU) or `tensor<16xui8>` (CUDA).
+    static ::mlir::RankedTensorType
+    getStateType(::mlir::MLIRContext *context, ::mlir::ds::TargetDevice device);
   }];
 }
 
@@ -370,7 +383,8 @@ def DS_RngStateSetOp : DS_Op<"rng_state_set", [MemoryEffects<[MemWrite]>]> {
   let description = [{
     Sets the state of the generator the random operators draw from to
     `state`, as `torch.set_rng_state(state)` does: the next draws repeat
-    those that followed the `ds.rng_state_get` that saved it.
+    those that followed the `ds.rng_state_get` that saved it. The type is
+    the target device's state, as for `ds.rng_state_get`.
 
     ```mlir
     ds.rng_state_set %state : tensor<5056xui8>

@@ -32,6 +32,10 @@ struct CompilePipelineOptions
       llvm::cl::desc("Data-parallel ranks (0: the module's ds.world_size, "
                      "which the model was imported for)"),
       llvm::cl::init(0)};
+  Option<std::string> device{
+      *this, "device",
+      llvm::cl::desc("The device to compile for, cpu or cuda (the module's "
+                     "ds.target_device; empty: the module's, else cpu)")};
   /// For drivers that hold the config as JSON text instead of a file (the
   /// Python package): -ds-assign-engines' config-json and its companions.
   std::string configJson;

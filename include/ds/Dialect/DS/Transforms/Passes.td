@@ -35,8 +35,15 @@ def DSAssignEngines : Pass<"ds-assign-engines", "::mlir::ModuleOp"> {
     the engines, which get no config; without either, one engine `@model`
     owns everything.
 
+    `device` (cpu or cuda) is the compile target: it becomes the module's
+    `ds.target_device`, which later passes read (docs/dialect.md). Without
+    it the module keeps its own, else gets `"cpu"`: after this pass the
+    target is explicit.
+
     Rejects: two engines whose prefixes overlap, a prefix that owns no state,
-    state that no engine owns, and `engines` together with a config.
+    state that no engine owns, `engines` together with a config, and a
+    `device` other than cpu and cuda or other than the module's
+    `ds.target_device`.
   }];
   let options = [
     Option<"configPath", "config", "std::string", "",
@@ -69,7 +76,11 @@ def DSAssignEngines : Pass<"ds-assign-engines", "::mlir::ModuleOp"> {
     ListOption<"engines", "engines", "std::string",
                "Without a config: engines as NAME=PREFIX, in order">,
     ListOption<"frozen", "frozen", "std::string",
-               "Without a config: names of engines without an optimizer">
+               "Without a config: names of engines without an optimizer">,
+    Option<"device", "device", "std::string", "",
+           "The device the module is compiled for, cpu or cuda: set as the "
+           "module's ds.target_device, which it must match when the module "
+           "has one (empty: the module's, else cpu)">
   ];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
@@ -111,8 +122,21 @@ def DSAssignPrecision : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
       op runs in its inputs' dtype (softmax, layer_norm, sum, mean of bf16 /
       f16 inputs stay bf16 / f16).
 
-    The op lists are include/ds/Dialect/DS/Utils/PrecisionTables.def, probed
-    from LibTorch 2.15 and checked against it by test/precision. An op
+    The lists are those of the module's target device (`ds.target_device`,
+    CPU when absent). CPU: include/ds/Dialect/DS/Utils/PrecisionTables.def,
+    probed from LibTorch 2.15 and checked against it by test/precision.
+    CUDA: torch.autocast("cuda")'s lists as the build's LibTorch declares
+    them in ATen/autocast_mode.h (read when the build is configured): its
+    lower-precision list (the CPU's plus addmv, addr, einsum, mv,
+    linalg_vecdot, the RNN cells, ...), its fp32 list (exp, log, pow,
+    rsqrt, softplus, layer_norm, group_norm, rms_norm, the losses, ...) and
+    the norm overloads it redispatches in f32, its fp32_set_opt_dtype list
+    (softmax, log_softmax, sum, cumsum, ...: the first operand, when
+    bf16 / f16 and the op's `dtype` is None, is cast to `f32`, as
+    `dtype=torch.float32` would) and its promote list; cross_entropy_loss
+    and nll_loss_nd run in `f32` (their parts are listed);
+    binary_cross_entropy is an error in an autocast engine (torch refuses
+    it). No CUDA op lacks a bf16 / f16 kernel. An op
     whose dimensioned float operands have different dtypes (a bf16 linear
     output added to an f32 residual) gets the narrower ones cast up first,
     which is what LibTorch's type promotion does inside the op. Result types
@@ -142,9 +166,10 @@ def DSAssignPrecision : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
   let options = [
     ListOption<"noKernelOps", "no-kernel-ops", "std::string",
                "Operators (base names or qualified overloads) computed in f32 "
-               "by native bf16 / fp16 engines as if LibTorch had no CPU kernel "
-               "for them in that dtype, besides PrecisionTables.def's (for "
-               "LibTorch builds with fewer kernels, and for tests)">
+               "by native bf16 / fp16 engines as if LibTorch had no kernel "
+               "for them in that dtype on the target device, besides "
+               "PrecisionTables.def's on CPU (for LibTorch builds with fewer "
+               "kernels, and for tests)">
   ];
   let statistics = [
     Statistic<"numCasts", "casts", "aten::to.dtype casts inserted">

@@ -50,6 +50,11 @@ int64_t scalarTypeCodeOf(Type elem);
 /// The element type of ATen ScalarType code `code`; null when unknown.
 Type elementTypeOfScalarTypeCode(MLIRContext *context, int64_t code);
 
+/// The position of the `dtype` argument of registered operator `op`
+/// (`aten::softmax.int`: 2, `aten::sum`: 1, `aten::to.dtype`: 1); nullopt
+/// for operators without one.
+std::optional<unsigned> dtypeArgumentPosition(StringRef op);
+
 /// The float tensor operands of `op` that decide its result dtype, lists
 /// expanded (elements of `ds.list_construct` operands).
 SmallVector<Value> floatTensorOperands(AtenOp op);

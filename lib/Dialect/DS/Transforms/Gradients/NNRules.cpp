@@ -139,6 +139,9 @@ Value sumHeads(GradientBuilder &gb, Value g, Value like, int64_t groups) {
 //   then dv = p^T @ g, ds = softmax_backward(g @ v^T, p), dmask = ds,
 //   dq = ds @ k' * sqrt(scale), dk = (q'^T @ ds)^T * sqrt(scale).
 //
+// A plan compiled for CUDA (ds.target_device) always takes the math path:
+// the flash kernel here is the CPU's.
+//
 // The flash choice also needs the head dim to be the innermost (stride 1)
 // dim at run time, which the IR does not show: a query/key/value whose last
 // dim is transposed makes LibTorch take the math path while the rule takes
@@ -390,7 +393,11 @@ LogicalResult scaledDotProductAttention(GradientBuilder &gb) {
                                     "needs a constant scale";
     a.scale = *given;
   }
-  if (flashEligible(gb, a))
+  // The flash kernel above is the CPU's; a plan for CUDA takes the math
+  // path, which runs on any device (its gradients agree with those of
+  // CUDA's flash and memory-efficient kernels to the rounding).
+  if (mlir::ds::getTargetDevice(gb.op) == mlir::ds::TargetDevice::CPU &&
+      flashEligible(gb, a))
     return sdpaFlash(gb, a);
   return sdpaMath(gb, a);
 }
