@@ -22,10 +22,10 @@
 
 namespace ds::runtime {
 
-double clipGradientsByGlobalNorm(const std::vector<at::Tensor> &grads,
-                                 double maxNorm) {
+at::Tensor clipGradientsByGlobalNormTensor(const std::vector<at::Tensor> &grads,
+                                           double maxNorm) {
   if (grads.empty())
-    return 0.0;
+    return at::Tensor();
   at::NoGradGuard noGrad;
   std::vector<at::Tensor> norms = at::_foreach_norm(grads, 2.0);
   at::Tensor total = at::linalg_vector_norm(at::stack(norms), 2.0);
@@ -34,11 +34,17 @@ double clipGradientsByGlobalNorm(const std::vector<at::Tensor> &grads,
     at::Tensor clamped = at::clamp(coef, std::nullopt, 1.0);
     at::_foreach_mul_(grads, clamped);
   }
-  return total.item<double>();
+  return total;
 }
 
-double clipShardByGlobalNorm(const at::Tensor &shard, double maxNorm,
-                             Communicator *communicator) {
+double clipGradientsByGlobalNorm(const std::vector<at::Tensor> &grads,
+                                 double maxNorm) {
+  at::Tensor total = clipGradientsByGlobalNormTensor(grads, maxNorm);
+  return total.defined() ? total.item<double>() : 0.0;
+}
+
+at::Tensor clipShardByGlobalNormTensor(const at::Tensor &shard, double maxNorm,
+                                       Communicator *communicator) {
   at::NoGradGuard noGrad;
   at::Tensor squares = shard.defined() && shard.numel() > 0
                            ? shard.to(at::kDouble).square().sum()
@@ -52,7 +58,13 @@ double clipShardByGlobalNorm(const at::Tensor &shard, double maxNorm,
     at::Tensor clamped = at::clamp(coef, std::nullopt, 1.0);
     shard.mul_(clamped);
   }
-  return total.item<double>();
+  return total;
+}
+
+double clipShardByGlobalNorm(const at::Tensor &shard, double maxNorm,
+                             Communicator *communicator) {
+  return clipShardByGlobalNormTensor(shard, maxNorm, communicator)
+      .item<double>();
 }
 
 } // namespace ds::runtime

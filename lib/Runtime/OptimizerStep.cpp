@@ -59,7 +59,8 @@ void Trainer::optimizerStep(size_t e) {
   const at::ScalarType masterDtype =
       mixed ? engine.master().scalar_type() : engine.dtype();
   const double scale = progress.scale();
-  double gradNorm = 0.0;
+  // The norm stays on the device until endStep() reads every engine's.
+  at::Tensor gradNorm;
   bool overflow = false;
   if (engine.stage() == 0) {
     std::vector<at::Tensor> grads = gradients_->views(e);
@@ -74,7 +75,7 @@ void Trainer::optimizerStep(size_t e) {
       overflow = unscaleAndCheckOverflow(e, gradients_->flat(e));
     }
     if (!overflow) {
-      gradNorm = clipGradientsByGlobalNorm(grads, clipping);
+      gradNorm = clipGradientsByGlobalNormTensor(grads, clipping);
       std::vector<at::Tensor> params;
       if (mixed) {
         params = engine.masterBlocks();
@@ -94,7 +95,7 @@ void Trainer::optimizerStep(size_t e) {
       overflow = unscaleAndCheckOverflow(e, shard);
     if (!overflow) {
       const plan::CommVolume before = communicator_->volume();
-      gradNorm = clipShardByGlobalNorm(shard, clipping, timed_.get());
+      gradNorm = clipShardByGlobalNormTensor(shard, clipping, timed_.get());
       chargeVolume(e, before);
       std::vector<at::Tensor> grads;
       for (size_t b = 0; b < engine.parameterBlocks().size(); ++b)

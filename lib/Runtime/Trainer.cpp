@@ -364,6 +364,22 @@ void Trainer::beginStep() {
 }
 
 StepReport Trainer::endStep() {
+  // Every engine's gradient norm in one read: on a GPU, the host's one
+  // wait of the step (fp16's overflow flags aside).
+  std::vector<UpdateProgress *> pending;
+  std::vector<at::Tensor> norms;
+  for (ZeroEngineState &engine : engines_)
+    if (UpdateProgress *progress = engine.progress();
+        progress && progress->pendingNorm().defined()) {
+      pending.push_back(progress);
+      norms.push_back(progress->pendingNorm().reshape({}).to(
+          progress->pendingNorm().device(), at::kDouble));
+    }
+  if (!norms.empty()) {
+    at::Tensor host = at::stack(norms).to(at::kCPU);
+    for (size_t i = 0; i < pending.size(); ++i)
+      pending[i]->resolveNorm(host[int64_t(i)].item<double>());
+  }
   StepReport report;
   report.updated = true;
   for (const ZeroEngineState &engine : engines_) {

@@ -27,6 +27,19 @@ void UpdateProgress::recordApplied(double lr, double gradNorm, double scale) {
   stepped_ = EngineStepReport{engine_, lr, gradNorm, scale, false};
 }
 
+void UpdateProgress::recordApplied(double lr, at::Tensor gradNorm,
+                                   double scale) {
+  recordApplied(lr, 0.0, scale);
+  pendingNorm_ = std::move(gradNorm);
+}
+
+void UpdateProgress::resolveNorm(double norm) {
+  lastGradNorm_ = norm;
+  if (stepped_)
+    stepped_->gradNorm = norm;
+  pendingNorm_ = at::Tensor();
+}
+
 void UpdateProgress::recordSkipped(double lr, double scale) {
   ++skippedSteps_;
   stepped_ = EngineStepReport{engine_, lr, lastGradNorm_, scale, true};

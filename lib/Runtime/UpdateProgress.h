@@ -50,13 +50,24 @@ public:
   /// An update at `lr` with gradient norm `gradNorm` and loss scale `scale`
   /// was applied.
   void recordApplied(double lr, double gradNorm, double scale);
+  /// The same with the norm still where the gradients are (a 0-dim tensor;
+  /// undefined: 0): stepped()'s gradNorm and lastGradNorm() take its value
+  /// when resolveNorm() gives it, after Trainer::endStep read every
+  /// engine's norm at once.
+  void recordApplied(double lr, at::Tensor gradNorm, double scale);
+  /// The norm recordApplied left unread; undefined when none is.
+  const at::Tensor &pendingNorm() const { return pendingNorm_; }
+  void resolveNorm(double norm);
   /// A step at `lr` was skipped for an overflow: the LR schedule stays
   /// where it is, and the norm reported is the last applied update's
   /// (DeepSpeed).
   void recordSkipped(double lr, double scale);
   /// This step's report; nullopt until the engine stepped.
   const std::optional<EngineStepReport> &stepped() const { return stepped_; }
-  void beginStep() { stepped_.reset(); }
+  void beginStep() {
+    stepped_.reset();
+    pendingNorm_ = at::Tensor();
+  }
 
 private:
   std::string engine_;
@@ -66,6 +77,7 @@ private:
   int64_t appliedUpdates_ = 0;
   int64_t skippedSteps_ = 0;
   double lastGradNorm_ = 0.0;
+  at::Tensor pendingNorm_;
   std::optional<EngineStepReport> stepped_;
 };
 

@@ -118,6 +118,15 @@ class Communicator;
 double clipShardByGlobalNorm(const at::Tensor &shard, double maxNorm,
                              Communicator *communicator);
 
+/// The two clippings above, returning the norm as a 0-dim tensor where the
+/// gradients live instead of reading it: on a GPU the host then waits once
+/// per optimizer step, for every norm at once (Trainer::endStep), not once
+/// per engine. The double versions read these.
+at::Tensor clipGradientsByGlobalNormTensor(const std::vector<at::Tensor> &grads,
+                                           double maxNorm);
+at::Tensor clipShardByGlobalNormTensor(const at::Tensor &shard, double maxNorm,
+                                       Communicator *communicator);
+
 } // namespace ds::runtime
 
 #endif // DS_RUNTIME_OPTIMIZER_H
