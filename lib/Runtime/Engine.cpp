@@ -106,7 +106,6 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
                        "), but this run is on " + device->device().str() +
                        ": compile it with --device " + device->backendName() +
                        ", or run it on its own device");
-  setRunDevice(device);
   Engine engine;
   engine.device_ = device;
   // The plan lives on the heap: the state store and executors point into it

@@ -16,6 +16,7 @@
 #include "ds/Runtime/Executor.h"
 
 #include "OperatorResolver.h"
+#include "RunDevice.h"
 
 #include "ds/Plan/PlanError.h"
 #include "ds/Runtime/ExecutionObserver.h"
@@ -498,6 +499,8 @@ ProgramPart Executor::Impl::partAt(size_t begin) const {
 
 void Executor::Impl::runRange(size_t begin, size_t end) {
   end = std::min(end, steps_.size());
+  // The `ds` RNG operators use this device's generator.
+  detail::RunDeviceScope runDevice(options_.device);
   ExecutionObserver *observer = observer_;
   ProgramPart part = partAt(begin);
   if (observer)

@@ -46,10 +46,14 @@ Optimizer::Optimizer(const plan::OptimizerDesc &desc, const FlatLayout &layout,
     second_ = layout.allocate();
     secondViews_ = layout.views(second_);
   }
-  if (adam && kernel_ == OptimizerKernel::Fused)
-    for (size_t i = 0; i < layout.shapes.size(); ++i)
-      stepTensors_.push_back(at::zeros(
-          {}, at::TensorOptions().dtype(at::kFloat).device(layout.device)));
+  if (adam && kernel_ == OptimizerKernel::Fused) {
+    // One buffer, so that one fill_ sets every parameter's step.
+    stepsBuffer_ = at::zeros(
+        {int64_t(layout.shapes.size())},
+        at::TensorOptions().dtype(at::kFloat).device(layout.device));
+    for (int64_t i = 0; i < stepsBuffer_.numel(); ++i)
+      stepTensors_.push_back(stepsBuffer_.select(0, i));
+  }
 }
 
 int64_t Optimizer::bytes() const {
@@ -150,8 +154,7 @@ void Optimizer::fusedStep(const std::vector<at::Tensor> &params,
   }
   // torch.optim adds 1 to each float32 `step` before the kernel; the
   // counts are whole numbers, exact in float32 up to 2^24.
-  for (at::Tensor &step : stepTensors_)
-    step.fill_(double(steps_ + 1));
+  stepsBuffer_.fill_(double(steps_ + 1));
   if (desc_.type == OptimizerType::AdamW)
     at::_fused_adamw_(params, grads, firstViews_, secondViews_,
                       /*max_exp_avg_sqs=*/{}, stepTensors_, lr,

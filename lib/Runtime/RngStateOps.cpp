@@ -6,31 +6,54 @@
 //   ds::get_rng_state() -> Tensor          torch.get_rng_state()
 //   ds::set_rng_state(Tensor state) -> ()  torch.set_rng_state(state)
 //
-// on the run device's default generator (ds/Runtime/Device.h, runDevice():
-// the CPU's 5056-byte Mersenne Twister state, CUDA's 16-byte Philox seed and
-// offset), the one the random operators draw from and the trainer seeds per
-// micro-step. Activation checkpointing replays a
+// on the default generator of the device the calling program runs on
+// (RunDevice.h: the CPU's 5056-byte Mersenne Twister state, CUDA's 16-byte
+// Philox seed and offset), the one the random operators draw from and the
+// trainer seeds per micro-step. Activation checkpointing replays a
 // segment's dropout masks with them (the compiler's ds.rng_state_get and
 // ds.rng_state_set).
 //
 //===----------------------------------------------------------------------===//
 
-#include "ds/Runtime/Device.h"
+#include "RunDevice.h"
+
+#include <ATen/Context.h>
 
 #include <torch/library.h>
 
 #include <mutex>
 
+namespace ds::runtime::detail {
+
+namespace {
+thread_local c10::Device runDevice(c10::kCPU);
+} // namespace
+
+c10::Device currentRunDevice() { return runDevice; }
+
+RunDeviceScope::RunDeviceScope(c10::Device device) : previous_(runDevice) {
+  runDevice = device;
+}
+
+RunDeviceScope::~RunDeviceScope() { runDevice = previous_; }
+
+} // namespace ds::runtime::detail
+
 namespace {
 
+at::Generator runGenerator() {
+  return at::globalContext().defaultGenerator(
+      ds::runtime::detail::currentRunDevice());
+}
+
 at::Tensor getRngState() {
-  at::Generator generator = ds::runtime::runDevice()->generator();
+  at::Generator generator = runGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
   return generator.get_state();
 }
 
 void setRngState(const at::Tensor &state) {
-  at::Generator generator = ds::runtime::runDevice()->generator();
+  at::Generator generator = runGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_state(state);
 }

@@ -372,8 +372,9 @@ StepReport Trainer::endStep() {
     if (UpdateProgress *progress = engine.progress();
         progress && progress->pendingNorm().defined()) {
       pending.push_back(progress);
+      // An empty shard's norm is a host zero: all on the run's device.
       norms.push_back(progress->pendingNorm().reshape({}).to(
-          progress->pendingNorm().device(), at::kDouble));
+          device_->device(), at::kDouble));
     }
   if (!norms.empty()) {
     at::Tensor host = at::stack(norms).to(at::kCPU);

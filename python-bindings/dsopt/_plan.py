@@ -383,7 +383,8 @@ def _example_file(example_inputs, model_path, script, world_size, unbatched, fol
 
     data = {}
     for name, value in named:
-        tensor = as_tensor(value, "example_inputs[%r]" % (name,))
+        # The compiler runs the model on the CPU, whatever the plan's device.
+        tensor = as_tensor(value, "example_inputs[%r]" % (name,)).cpu()
         if name in unbatched:
             # A fresh storage: torch.save writes whole storages.
             data[str(name)] = tensor.unsqueeze(0).clone(

@@ -14,7 +14,9 @@ except ImportError:  # pragma: no cover
 
 
 def as_tensor(value, what):
-    """A CPU torch.Tensor sharing `value`'s memory where possible.
+    """A torch.Tensor sharing `value`'s memory where possible, on its own
+    device (the engine copies host inputs to its device and names a tensor on
+    another device; files are written from host copies).
 
     torch tensors are taken as they are (detached: the runtime does its own
     backward); numpy arrays through torch.from_numpy (no copy) unless numpy
@@ -30,9 +32,6 @@ def as_tensor(value, what):
     else:
         raise TypeError("%s: expected a torch.Tensor or a numpy.ndarray, got %s"
                         % (what, type(value).__name__))
-    if tensor.device.type != "cpu":
-        raise ValueError("%s: the runtime runs on the CPU; got a tensor on %s"
-                         % (what, tensor.device))
     return tensor.detach()
 
 

@@ -43,11 +43,20 @@ TEST(DeviceRegistryTest, UnknownAndMalformedNamesAreNamed) {
       << range;
 }
 
-TEST(DeviceRegistryTest, RunDeviceDefaultsToTheCpu) {
-  EXPECT_EQ(runDevice()->device(), c10::Device(c10::kCPU));
-  setRunDevice(cpuDevice());
-  EXPECT_EQ(runDevice()->device(), c10::Device(c10::kCPU));
-  setRunDevice(nullptr);
+TEST(DeviceRegistryTest, RankDevicesTakeTheLocalRank) {
+  // cpu has one device whatever the rank; a spec with an index is taken
+  // as it is.
+  setenv("LOCAL_RANK", "3", 1);
+  EXPECT_EQ(createRankDevice("cpu")->device(), c10::Device(c10::kCPU));
+  std::string error;
+  try {
+    createRankDevice("cpu:2");
+  } catch (const DeviceError &e) {
+    error = e.what();
+  }
+  unsetenv("LOCAL_RANK");
+  EXPECT_TRUE(contains(error, "device 'cpu:2': index 2 is out of range"))
+      << error;
 }
 
 #ifdef DS_HAVE_CUDA_BACKEND

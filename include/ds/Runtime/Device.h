@@ -104,8 +104,7 @@ public:
   }
 
   /// Host memory this device copies from without blocking the host (CUDA:
-  /// page-locked; CPU: ordinary memory), shaped and typed like `like` on
-  /// the host.
+  /// page-locked; CPU: ordinary memory).
   virtual at::Tensor hostStaging(at::IntArrayRef shape,
                                  at::ScalarType dtype) = 0;
   /// `host` (a CPU tensor) on this device; queued on `stream` without
@@ -115,8 +114,8 @@ public:
   virtual at::Tensor copyFromHost(const at::Tensor &host,
                                   const c10::Stream &stream) = 0;
 
-  /// The stream for `role`. The compute stream is the one ATen's kernels
-  /// use on this device unless a c10::StreamGuard says otherwise.
+  /// The stream for `role`. The compute stream is the device's current
+  /// stream, the one ATen's kernels use (a c10::StreamGuard changes it).
   virtual c10::Stream stream(StreamRole role) = 0;
   /// The device's default random generator: the one its random operators
   /// (dropout, rand) draw from and the runtime seeds per micro-step.
@@ -167,15 +166,11 @@ std::shared_ptr<Device> createDevice(const std::string &spec);
 std::shared_ptr<Device> cpuDevice();
 
 /// The device of a data-parallel rank: "cuda" means cuda:LOCAL_RANK (the
-/// environment's LOCAL_RANK, else OMPI_COMM_WORLD_LOCAL_RANK, else 0);
-/// anything else as createDevice.
+/// environment's LOCAL_RANK, else OMPI_COMM_WORLD_LOCAL_RANK, else 0), or
+/// cuda:0 when the process sees exactly one device of the kind (a launcher
+/// that gives each rank its own CUDA_VISIBLE_DEVICES); anything else as
+/// createDevice.
 std::shared_ptr<Device> createRankDevice(const std::string &spec);
-
-/// The process's run device: the one the `ds` RNG operators
-/// (ds::get_rng_state, ds::set_rng_state) use, set by Engine when it loads
-/// a plan. The CPU device until then.
-std::shared_ptr<Device> runDevice();
-void setRunDevice(std::shared_ptr<Device> device);
 
 } // namespace ds::runtime
 

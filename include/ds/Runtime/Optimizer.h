@@ -93,6 +93,8 @@ private:
   /// Fused Adam: torch.optim's per-parameter float32 `step` tensors, set to
   /// the update's number before each kernel.
   std::vector<at::Tensor> stepTensors_;
+  /// Their storage: stepTensors_[i] is element i.
+  at::Tensor stepsBuffer_;
   at::Tensor first_, second_;
   std::vector<at::Tensor> firstViews_, secondViews_;
 };

@@ -7,9 +7,10 @@
 // runtime: it implements the classes of ds/Runtime/Device.h, which are
 // defined in that header, and hands them over through one C entry point.
 //
-// Streams: the compute stream is the device's default stream, the one
-// ATen's kernels use unless a guard says otherwise; copies and collectives
-// get their own streams from LibTorch's pool. Events are the CUDA runtime's
+// Streams: the compute stream is the device's current stream, the one
+// ATen's kernels use (the default stream unless a guard or Python's
+// torch.cuda.stream says otherwise); copies and collectives get their own
+// streams from LibTorch's pool. Events are the CUDA runtime's
 // own (cudaEvent_t), so that the library builds against any LibTorch 2.x.
 // Memory comes from LibTorch's caching allocator; a tensor copied on the
 // copy stream is recorded on the compute stream, where it is used, so that
@@ -21,8 +22,10 @@
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -37,9 +40,11 @@ namespace {
 /// Throws std::runtime_error naming the call when `status` is an error (the
 /// registry reports it as a DeviceError).
 void check(cudaError_t status, const char *call) {
-  if (status != cudaSuccess)
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError(); // Not left for ATen's next launch check.
     throw std::runtime_error(std::string(call) + ": " +
                              cudaGetErrorString(status));
+  }
 }
 
 c10::cuda::CUDAStream cudaStreamOf(const c10::Stream &stream) {
@@ -151,9 +156,10 @@ public:
                                "tensor, got one on " +
                                host.device().str());
     c10::cuda::CUDAStream target = cudaStreamOf(stream);
+    // Where the copy will be used: the current stream, before the guard.
+    c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(index_);
     c10::cuda::CUDAStreamGuard guard(target);
     at::Tensor copy = host.to(device(), /*non_blocking=*/host.is_pinned());
-    c10::cuda::CUDAStream compute = c10::cuda::getDefaultCUDAStream(index_);
     if (target != compute && copy.numel() > 0)
       c10::cuda::CUDACachingAllocator::recordStream(
           copy.storage().data_ptr(), compute);
@@ -162,13 +168,13 @@ public:
   c10::Stream stream(ds::runtime::StreamRole role) override {
     switch (role) {
     case ds::runtime::StreamRole::Compute:
-      return c10::cuda::getDefaultCUDAStream(index_);
+      return c10::cuda::getCurrentCUDAStream(index_);
     case ds::runtime::StreamRole::Copy:
       return copy_;
     case ds::runtime::StreamRole::Communication:
       return communication_;
     }
-    return c10::cuda::getDefaultCUDAStream(index_);
+    return c10::cuda::getCurrentCUDAStream(index_);
   }
   at::Generator generator() override {
     return at::cuda::detail::getDefaultCUDAGenerator(index_);
@@ -221,6 +227,14 @@ dsDeviceBackend_cuda(ds::runtime::DeviceBackend *backend) {
            (visible ? "='" + std::string(visible) + "'" : "unset") + ")";
   };
   backend->create = [](int64_t index) -> std::shared_ptr<ds::runtime::Device> {
+    // ATen decides once per process whether it has CUDA (its CUDA hooks); a
+    // process that asked before this library loaded cannot use it.
+    if (!at::detail::getCUDAHooks().hasCUDA())
+      throw std::runtime_error(
+          "ATen's CUDA hooks were fixed before libtorch_cuda loaded (or "
+          "report no CUDA): this process cannot use the GPU");
+    // The device this process works on (cuBLAS handles, later NCCL).
+    c10::cuda::set_device(c10::DeviceIndex(index));
     return std::make_shared<CudaDevice>(c10::DeviceIndex(index));
   };
   return nullptr;

@@ -40,7 +40,6 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::map<std::string, DeviceBackend> backends;
-  std::shared_ptr<Device> runDevice;
 
   Registry() { backends.emplace("cpu", detail::cpuBackend()); }
 };
@@ -60,8 +59,18 @@ std::string folderOf(const std::string &path) {
 std::string ownBinaryFolder() {
   Dl_info info;
   if (dladdr(reinterpret_cast<void *>(&ownBinaryFolder), &info) &&
-      info.dli_fname)
-    return folderOf(info.dli_fname);
+      info.dli_fname) {
+    std::string path = info.dli_fname;
+    // Only the main executable can be named without a folder (argv[0] when
+    // it was found on PATH): ask the kernel where it is.
+    if (path.find('/') == std::string::npos) {
+      char exe[4096];
+      ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+      if (n > 0)
+        path.assign(exe, size_t(n));
+    }
+    return folderOf(path);
+  }
   return ".";
 }
 
@@ -155,8 +164,10 @@ void loadDeviceBackend(const std::string &name) {
       tried += (tried.empty() ? " " : "; ") + path + ": not found";
       continue;
     }
-    // RTLD_GLOBAL: the library's LibTorch kernels (libtorch_cuda) register
-    // with the dispatcher the process already has.
+    // Its libtorch_cuda binds to the libtorch_cpu / libc10 already loaded
+    // (by soname) and registers its kernels and CUDA hooks with them; the
+    // process must not have asked ATen about CUDA before (the backend's
+    // create() checks). RTLD_GLOBAL: later libraries see its symbols.
     void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
     if (!handle) {
       const char *error = dlerror();
@@ -230,23 +241,20 @@ std::shared_ptr<Device> createRankDevice(const std::string &spec) {
   if (!local || !*local)
     local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   std::string index = local && *local ? local : "0";
-  return createDevice(spec + ":" + index);
-}
-
-std::shared_ptr<Device> runDevice() {
-  Registry &r = registry();
-  {
-    std::lock_guard<std::mutex> lock(r.mutex);
-    if (r.runDevice)
-      return r.runDevice;
+  if (index != "0") {
+    // A launcher that gives each rank its own CUDA_VISIBLE_DEVICES leaves
+    // it one device, cuda:0, whatever its local rank.
+    loadDeviceBackend(spec);
+    DeviceBackend backend;
+    {
+      Registry &r = registry();
+      std::lock_guard<std::mutex> lock(r.mutex);
+      backend = r.backends.at(spec);
+    }
+    if (backend.deviceCount() == 1)
+      index = "0";
   }
-  return cpuDevice();
-}
-
-void setRunDevice(std::shared_ptr<Device> device) {
-  Registry &r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  r.runDevice = std::move(device);
+  return createDevice(spec + ":" + index);
 }
 
 } // namespace ds::runtime
