@@ -133,7 +133,7 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
     engine.trainer_ =
         std::make_unique<detail::Trainer>(*engine.plan_, origin, options.seed,
                                           options.communicator, engine.rank_,
-                                          device);
+                                          device, options.optimizerKernel);
   if (engine.plan_->findProgram("train"))
     engine.trainOps_ =
         std::make_unique<detail::SeedScaledOps>(*engine.trainer_);

@@ -18,6 +18,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <cmath>
+#include <stdexcept>
 
 namespace ds::runtime {
 
@@ -68,7 +69,7 @@ void Optimizer::step(const std::vector<at::Tensor> &params,
                      const std::vector<at::Tensor> &grads, double lr) {
   at::NoGradGuard noGrad;
   if (kernel_ == OptimizerKernel::Fused)
-    fusedStep(params, grads, lr);
+    fusedStep(params, grads, lr, std::nullopt);
   else if (desc_.type == OptimizerType::SGD)
     sgdStep(params, grads, lr);
   else
@@ -135,8 +136,20 @@ void Optimizer::sgdStep(const std::vector<at::Tensor> &params,
   }
 }
 
+void Optimizer::step(const std::vector<at::Tensor> &params,
+                     const std::vector<at::Tensor> &grads, double lr,
+                     const at::Tensor &foundInf) {
+  if (kernel_ != OptimizerKernel::Fused)
+    throw std::logic_error("Optimizer::step with found_inf needs the fused "
+                           "kernels");
+  at::NoGradGuard noGrad;
+  fusedStep(params, grads, lr, foundInf);
+  ++steps_;
+}
+
 void Optimizer::fusedStep(const std::vector<at::Tensor> &params,
-                          const std::vector<at::Tensor> &grads, double lr) {
+                          const std::vector<at::Tensor> &grads, double lr,
+                          const std::optional<at::Tensor> &foundInf) {
   // torch/optim/{adam,sgd}.py, _fused_adam / _fused_sgd: one kernel over
   // the parameter list, the moments in their flat buffers' views.
   if (params.empty())
@@ -149,7 +162,8 @@ void Optimizer::fusedStep(const std::vector<at::Tensor> &params,
                     momentum ? at::TensorList(firstViews_) : at::TensorList(),
                     desc_.weightDecay, desc_.momentum, lr, desc_.dampening,
                     desc_.nesterov, /*maximize=*/false,
-                    /*is_first_step=*/momentum && steps_ == 0);
+                    /*is_first_step=*/momentum && steps_ == 0,
+                    /*grad_scale=*/std::nullopt, foundInf);
     return;
   }
   // torch.optim adds 1 to each float32 `step` before the kernel; the
@@ -159,12 +173,14 @@ void Optimizer::fusedStep(const std::vector<at::Tensor> &params,
     at::_fused_adamw_(params, grads, firstViews_, secondViews_,
                       /*max_exp_avg_sqs=*/{}, stepTensors_, lr,
                       desc_.betas[0], desc_.betas[1], desc_.weightDecay,
-                      desc_.eps, /*amsgrad=*/false, /*maximize=*/false);
+                      desc_.eps, /*amsgrad=*/false, /*maximize=*/false,
+                      /*grad_scale=*/std::nullopt, foundInf);
   else
     at::_fused_adam_(params, grads, firstViews_, secondViews_,
                      /*max_exp_avg_sqs=*/{}, stepTensors_, lr, desc_.betas[0],
                      desc_.betas[1], desc_.weightDecay, desc_.eps,
-                     /*amsgrad=*/false, /*maximize=*/false);
+                     /*amsgrad=*/false, /*maximize=*/false,
+                     /*grad_scale=*/std::nullopt, foundInf);
 }
 
 } // namespace ds::runtime

@@ -40,6 +40,15 @@ bool Trainer::unscaleAndCheckOverflow(size_t e, const at::Tensor &grads) {
   return overflow;
 }
 
+at::Tensor Trainer::unscaleOnDevice(size_t e, const at::Tensor &grads) {
+  const LossScaler &scaler = *engines_[e].progress()->lossScaler();
+  at::NoGradGuard noGrad;
+  if (!grads.defined() || grads.numel() == 0)
+    return at::zeros({}, device_->options(at::kFloat));
+  grads.div_(scaler.scale());
+  return at::logical_not(at::isfinite(grads).all()).to(at::kFloat);
+}
+
 void Trainer::optimizerStep(size_t e) {
   ZeroEngineState &engine = engines_[e];
   if (!engine.trains() || !state_)
@@ -62,17 +71,36 @@ void Trainer::optimizerStep(size_t e) {
   // The norm stays on the device until endStep() reads every engine's.
   at::Tensor gradNorm;
   bool overflow = false;
+  // fp16 with the fused kernels on one rank: the overflow check stays on the
+  // device too (found_inf skips the update there), read with the norms.
+  const bool deviceOverflow =
+      scaler && engine.optimizer()->kernel() == OptimizerKernel::Fused &&
+      communicator_->size() == 1;
+  at::Tensor foundInf;
+  auto unscale = [&](const at::Tensor &grads) {
+    if (!deviceOverflow)
+      return unscaleAndCheckOverflow(e, grads);
+    foundInf = unscaleOnDevice(e, grads);
+    return false;
+  };
+  auto update = [&](const std::vector<at::Tensor> &params,
+                    const std::vector<at::Tensor> &grads) {
+    if (foundInf.defined())
+      engine.optimizer()->step(params, grads, lr, foundInf);
+    else
+      engine.optimizer()->step(params, grads, lr);
+  };
   if (engine.stage() == 0) {
     std::vector<at::Tensor> grads = gradients_->views(e);
     if (mixed) {
       at::Tensor flat = gradients_->flat(e).to(masterDtype);
       if (scaler)
-        overflow = unscaleAndCheckOverflow(e, flat);
+        overflow = unscale(flat);
       grads = gradients_->layout(e).views(flat);
     } else if (scaler) {
       // fp16 autocast: float32 parameters, no master; the GradScaler
       // unscales the gradients in place (unscale_ before clipping).
-      overflow = unscaleAndCheckOverflow(e, gradients_->flat(e));
+      overflow = unscale(gradients_->flat(e));
     }
     if (!overflow) {
       gradNorm = clipGradientsByGlobalNormTensor(grads, clipping);
@@ -83,7 +111,7 @@ void Trainer::optimizerStep(size_t e) {
         for (int64_t index : gradients_->layout(e).stateIndices)
           params.push_back(state_->tensor(index));
       }
-      engine.optimizer()->step(params, grads, lr);
+      update(params, grads);
       engine.parametersFromMaster();
     }
     gradients_->zero(e);
@@ -92,7 +120,7 @@ void Trainer::optimizerStep(size_t e) {
     at::Tensor shard =
         mixed ? engine.shardGradient().to(masterDtype) : engine.shardGradient();
     if (scaler)
-      overflow = unscaleAndCheckOverflow(e, shard);
+      overflow = unscale(shard);
     if (!overflow) {
       const plan::CommVolume before = communicator_->volume();
       gradNorm = clipShardByGlobalNormTensor(shard, clipping, timed_.get());
@@ -101,13 +129,19 @@ void Trainer::optimizerStep(size_t e) {
       for (size_t b = 0; b < engine.parameterBlocks().size(); ++b)
         grads.push_back(shard.narrow(0, engine.shardOffset(int64_t(b)),
                                      engine.blockNumel(int64_t(b))));
-      engine.optimizer()->step(
-          mixed ? engine.masterBlocks() : engine.parameterBlocks(), grads, lr);
+      update(mixed ? engine.masterBlocks() : engine.parameterBlocks(), grads);
       // Stages 1-2 and stage 3's persistent buckets then all-gather the
       // rounded blocks in the parameters' dtype, exactly.
       engine.parametersFromMaster();
     }
     engine.finishShardGradient(ledger_);
+  }
+  if (deviceOverflow) {
+    // endStep() reads the flag, then updates the scaler and the progress.
+    if (!foundInf.defined())
+      foundInf = at::zeros({}, device_->options(at::kFloat));
+    progress.recordPending(lr, gradNorm, foundInf, scale);
+    return;
   }
   if (scaler)
     scaler->update(overflow); // Throws at min_loss_scale.

@@ -48,7 +48,8 @@ TrainingOps &Trainer::evalOps() { return *evalOps_; }
 Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
                  std::optional<int64_t> seedOverride,
                  std::shared_ptr<Communicator> communicator, int64_t rank,
-                 std::shared_ptr<Device> device)
+                 std::shared_ptr<Device> device,
+                 std::optional<OptimizerKernel> kernel)
     : origin_(origin), communicator_(std::move(communicator)),
       device_(device ? std::move(device) : cpuDevice()), rank_(rank),
       accumulation_(plan.gradientAccumulationSteps) {
@@ -87,7 +88,7 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
   for (size_t e = 0; e < plan.engines.size(); ++e) {
     const ZeroEngineState &engine = engines_.emplace_back(
         plan, e, origin, rank_, int64_t(communicator_->size()),
-        device_->device());
+        device_->device(), kernel);
     if (engine.partitioned() && engine.stage() >= 1)
       for (int64_t index : engine.layout().stateIndices)
         inFlat_[size_t(index)] = true;
@@ -366,20 +367,40 @@ void Trainer::beginStep() {
 StepReport Trainer::endStep() {
   // Every engine's gradient norm in one read: on a GPU, the host's one
   // wait of the step (fp16's overflow flags aside).
-  std::vector<UpdateProgress *> pending;
-  std::vector<at::Tensor> norms;
-  for (ZeroEngineState &engine : engines_)
-    if (UpdateProgress *progress = engine.progress();
-        progress && progress->pendingNorm().defined()) {
-      pending.push_back(progress);
-      // An empty shard's norm is a host zero: all on the run's device.
-      norms.push_back(progress->pendingNorm().reshape({}).to(
-          device_->device(), at::kDouble));
+  // fp16 engines on the fused kernels: their overflow flags with them.
+  std::vector<ZeroEngineState *> pending;
+  std::vector<at::Tensor> values;
+  auto onDevice = [&](const at::Tensor &value) {
+    // An empty shard's norm is a host zero: all on the run's device.
+    return value.defined()
+               ? value.reshape({}).to(device_->device(), at::kDouble)
+               : at::zeros({}, device_->options(at::kDouble));
+  };
+  for (ZeroEngineState &engine : engines_) {
+    UpdateProgress *progress = engine.progress();
+    if (!progress || (!progress->pendingNorm().defined() &&
+                      !progress->pendingOverflow().defined()))
+      continue;
+    pending.push_back(&engine);
+    values.push_back(onDevice(progress->pendingNorm()));
+    values.push_back(onDevice(progress->pendingOverflow()));
+  }
+  if (!values.empty()) {
+    at::Tensor host = at::stack(values).to(at::kCPU);
+    for (size_t i = 0; i < pending.size(); ++i) {
+      UpdateProgress &progress = *pending[i]->progress();
+      double norm = host[int64_t(2 * i)].item<double>();
+      if (!progress.pendingOverflow().defined()) {
+        progress.resolveNorm(norm);
+        continue;
+      }
+      bool overflow = host[int64_t(2 * i + 1)].item<double>() != 0.0;
+      if (progress.resolveOverflow(overflow, norm)) {
+        // The kernels skipped the update: it does not count.
+        Optimizer &optimizer = *pending[i]->optimizer();
+        optimizer.setSteps(optimizer.steps() - 1);
+      }
     }
-  if (!norms.empty()) {
-    at::Tensor host = at::stack(norms).to(at::kCPU);
-    for (size_t i = 0; i < pending.size(); ++i)
-      pending[i]->resolveNorm(host[int64_t(i)].item<double>());
   }
   StepReport report;
   report.updated = true;

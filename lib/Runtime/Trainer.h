@@ -48,7 +48,8 @@ public:
   Trainer(const plan::Plan &plan, const std::string &origin,
           std::optional<int64_t> seedOverride,
           std::shared_ptr<Communicator> communicator, int64_t rank,
-          std::shared_ptr<Device> device = nullptr);
+          std::shared_ptr<Device> device = nullptr,
+          std::optional<OptimizerKernel> kernel = std::nullopt);
 
   ~Trainer() override;
 
@@ -163,6 +164,9 @@ private:
   /// fp16: unscales `grads` (float32) in place and returns whether any rank
   /// found an inf / NaN in them (one MAX all-reduce over the ranks).
   bool unscaleAndCheckOverflow(size_t engine, const at::Tensor &grads);
+  /// The same unscaling, the check left on the device: a 0-dim float32
+  /// found_inf (1 on overflow) for the fused kernels. One rank only.
+  at::Tensor unscaleOnDevice(size_t engine, const at::Tensor &grads);
   /// Adds the communicator's volume since `before` to the engine's.
   void chargeVolume(size_t engine, const plan::CommVolume &before);
   [[noreturn]] void internalError(const std::string &detail) const;

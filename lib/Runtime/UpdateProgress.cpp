@@ -40,6 +40,27 @@ void UpdateProgress::resolveNorm(double norm) {
   pendingNorm_ = at::Tensor();
 }
 
+void UpdateProgress::recordPending(double lr, at::Tensor gradNorm,
+                                   at::Tensor foundInf, double scale) {
+  stepped_.reset();
+  pendingLr_ = lr;
+  pendingScale_ = scale;
+  pendingNorm_ = std::move(gradNorm);
+  pendingOverflow_ = std::move(foundInf);
+}
+
+bool UpdateProgress::resolveOverflow(bool overflow, double norm) {
+  pendingOverflow_ = at::Tensor();
+  pendingNorm_ = at::Tensor();
+  if (scaler_)
+    scaler_->update(overflow); // Throws at min_loss_scale.
+  if (overflow)
+    recordSkipped(pendingLr_, pendingScale_);
+  else
+    recordApplied(pendingLr_, norm, pendingScale_);
+  return overflow;
+}
+
 void UpdateProgress::recordSkipped(double lr, double scale) {
   ++skippedSteps_;
   stepped_ = EngineStepReport{engine_, lr, lastGradNorm_, scale, true};

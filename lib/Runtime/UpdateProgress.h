@@ -58,6 +58,16 @@ public:
   /// The norm recordApplied left unread; undefined when none is.
   const at::Tensor &pendingNorm() const { return pendingNorm_; }
   void resolveNorm(double norm);
+  /// fp16 on the device: the update at `lr` ran with found_inf `foundInf`
+  /// (a 0-dim tensor, not 0 when the gradients overflowed) and `gradNorm`;
+  /// whether it was applied or skipped is known at resolveOverflow(), after
+  /// Trainer::endStep read the flag (with the norms).
+  void recordPending(double lr, at::Tensor gradNorm, at::Tensor foundInf,
+                     double scale);
+  const at::Tensor &pendingOverflow() const { return pendingOverflow_; }
+  /// Records the pending update as skipped (overflow) or applied with norm
+  /// `norm`, and updates the loss scaler. Returns `overflow`.
+  bool resolveOverflow(bool overflow, double norm);
   /// A step at `lr` was skipped for an overflow: the LR schedule stays
   /// where it is, and the norm reported is the last applied update's
   /// (DeepSpeed).
@@ -67,6 +77,7 @@ public:
   void beginStep() {
     stepped_.reset();
     pendingNorm_ = at::Tensor();
+    pendingOverflow_ = at::Tensor();
   }
 
 private:
@@ -78,6 +89,9 @@ private:
   int64_t skippedSteps_ = 0;
   double lastGradNorm_ = 0.0;
   at::Tensor pendingNorm_;
+  at::Tensor pendingOverflow_;
+  double pendingLr_ = 0.0;
+  double pendingScale_ = 1.0;
   std::optional<EngineStepReport> stepped_;
 };
 

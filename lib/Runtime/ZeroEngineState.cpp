@@ -17,7 +17,8 @@ namespace ds::runtime::detail {
 
 ZeroEngineState::ZeroEngineState(const plan::Plan &plan, size_t index,
                                  const std::string &origin, int64_t rank,
-                                 int64_t ranks, c10::Device device)
+                                 int64_t ranks, c10::Device device,
+                                 std::optional<OptimizerKernel> kernel)
     : name_(plan.engines[index].name), index_(index), rank_(rank),
       worldSize_(plan.worldSize), device_(device) {
   layout_.device = device;
@@ -79,7 +80,7 @@ ZeroEngineState::ZeroEngineState(const plan::Plan &plan, size_t index,
     // parameter, bit for bit.
     FlatLayout master = layout_;
     master.dtype = optimizerDtype;
-    optimizer_ = std::make_unique<Optimizer>(*desc.optimizer, master);
+    optimizer_ = std::make_unique<Optimizer>(*desc.optimizer, master, kernel);
     return;
   }
   // The shard: this rank's block of each bucket. The updates are
@@ -89,7 +90,7 @@ ZeroEngineState::ZeroEngineState(const plan::Plan &plan, size_t index,
   shard.device = device_;
   for (size_t b = 0; b < desc.partition->buckets.size(); ++b)
     shard.add(-1, {blockNumel(int64_t(b))});
-  optimizer_ = std::make_unique<Optimizer>(*desc.optimizer, shard);
+  optimizer_ = std::make_unique<Optimizer>(*desc.optimizer, shard, kernel);
   // Stages 2-3 keep the shard gradient between steps.
   if (stage_ >= 2)
     shardGradient_ = at::zeros({shardNumel()}, options(gradDtype_));

@@ -41,7 +41,8 @@ public:
   /// for a ZeRO stage 1-3 engine whose plan is for another number of ranks.
   ZeroEngineState(const plan::Plan &plan, size_t index,
                   const std::string &origin, int64_t rank, int64_t ranks,
-                  c10::Device device = c10::Device(c10::kCPU));
+                  c10::Device device = c10::Device(c10::kCPU),
+                  std::optional<OptimizerKernel> kernel = std::nullopt);
 
   const std::string &name() const { return name_; }
   /// Engines with a partition: trainable ones, and the engines of

@@ -275,7 +275,8 @@ std::string writeWeights(const TempDir &dir) {
 
 /// Loads `plan` on each of its ranks (threads) and runs `body`.
 void onRanks(const plan::Plan &plan, const std::string &weights,
-             const std::function<void(Engine &, int64_t)> &body) {
+             const std::function<void(Engine &, int64_t)> &body,
+             std::optional<runtime::OptimizerKernel> kernel = std::nullopt) {
   const int64_t W = plan.worldSize;
   test::ThreadGroup group(W);
   auto run = [&](int64_t rank) {
@@ -283,6 +284,7 @@ void onRanks(const plan::Plan &plan, const std::string &weights,
     options.weightsPath = weights;
     options.communicator =
         W == 1 ? runtime::createLocalCommunicator() : group.member(rank);
+    options.optimizerKernel = kernel;
     Engine engine = Engine::fromPlan(plan, "precision.json", ".", options);
     body(engine, rank);
   };
@@ -539,11 +541,21 @@ TEST(RuntimePrecisionTest, Fp16LossScalingSkipsOverflowingSteps) {
                                     {"total_num_steps", nullptr},
                                     {"warmup_min_ratio", 0.0},
                                     {"cos_min_ratio", 0.0001}}}};
-  for (int64_t W : {1, 2}) {
+  // W = 1 also on the fused kernels (CUDA's), whose overflow check stays
+  // on the device (found_inf) and is read at the step's end: the same
+  // skips, scales and LR schedule.
+  struct Run {
+    int64_t W;
+    std::optional<runtime::OptimizerKernel> kernel;
+  };
+  for (Run run : {Run{1, std::nullopt},
+                  Run{1, runtime::OptimizerKernel::Fused},
+                  Run{2, std::nullopt}}) {
+    const int64_t W = run.W;
     std::vector<std::vector<Batch>> data = makeData(W, STEPS);
     for (int64_t stage : {0, 2}) {
       SCOPED_TRACE("W = " + std::to_string(W) + ", stage " +
-                   std::to_string(stage));
+                   std::to_string(stage) + (run.kernel ? ", fused" : ""));
       plan::Plan plan = precisionPlan(W, stage, fp16, optimizer);
       std::vector<std::vector<bool>> skips(static_cast<size_t>(W));
       onRanks(plan, weights, [&](Engine &engine, int64_t rank) {
@@ -597,7 +609,9 @@ TEST(RuntimePrecisionTest, Fp16LossScalingSkipsOverflowingSteps) {
               << "skipped steps count as global steps";
         }
         EXPECT_EQ(engine.lossScale("model"), expected.scale());
-      });
+        EXPECT_EQ(optimizer.kernel(),
+                  run.kernel.value_or(runtime::OptimizerKernel::Reference));
+      }, run.kernel);
       for (int64_t r = 1; r < W; ++r)
         EXPECT_EQ(skips[size_t(r)], skips[0]) << "every rank skips alike";
       // The sequence: overflows at 2^22 (hysteresis 2: the first keeps the

@@ -18,6 +18,7 @@
 #include "ds/Plan/Report.h"
 #include "ds/Runtime/Checkpoint.h"
 #include "ds/Runtime/Executor.h"
+#include "ds/Runtime/Optimizer.h"
 #include "ds/TensorIO/Safetensors.h"
 
 #include <ATen/core/Tensor.h>
@@ -66,6 +67,11 @@ struct LoadOptions {
   /// another kind than the plan's is refused, naming both: the compiler
   /// chose precision tables and the RNG state's type for its target.
   std::shared_ptr<Device> device;
+  /// The kernel of every engine's update; default: the device's
+  /// (defaultOptimizerKernel: fused on CUDA). For comparisons and tests:
+  /// the fused kernels (and fp16's device-side overflow check) run on the
+  /// CPU too.
+  std::optional<OptimizerKernel> optimizerKernel;
 };
 
 /// One plan engine's share of an optimizer step.

@@ -62,6 +62,14 @@ public:
   ///    direction is buf, or g + momentum*buf with nesterov; p -= lr*step.
   void step(const std::vector<at::Tensor> &params,
             const std::vector<at::Tensor> &grads, double lr);
+  /// The fused kernels only: the same update, skipped on the device when
+  /// `foundInf` (a 0-dim float32 tensor on the parameters' device) is not
+  /// 0 (torch.amp's found_inf): fp16 decides to skip without the host
+  /// reading the overflow flag first. steps() counts the update; a caller
+  /// that learns later that it was skipped calls setSteps(steps() - 1).
+  void step(const std::vector<at::Tensor> &params,
+            const std::vector<at::Tensor> &grads, double lr,
+            const at::Tensor &foundInf);
 
   const plan::OptimizerDesc &desc() const { return desc_; }
   /// Updates applied so far (torch.optim's per-parameter "step").
@@ -85,7 +93,8 @@ private:
   void sgdStep(const std::vector<at::Tensor> &params,
                const std::vector<at::Tensor> &grads, double lr);
   void fusedStep(const std::vector<at::Tensor> &params,
-                 const std::vector<at::Tensor> &grads, double lr);
+                 const std::vector<at::Tensor> &grads, double lr,
+                 const std::optional<at::Tensor> &foundInf);
 
   plan::OptimizerDesc desc_;
   OptimizerKernel kernel_;
