@@ -298,14 +298,7 @@ class Check:
         mode = case["mode"]
         tol = oracle.PRECISION_TOLERANCES[mode]
         # ds-run may write a parameter as its fp32 master where the oracle stores bf16 / fp16.
-        expected = {}
-        for name, t in expected_state.items():
-            a = state.get(name)
-            if (a is not None and a.dtype == torch.float32 and t.dtype != a.dtype
-                    and name in masters):
-                expected[name] = masters[name]
-            else:
-                expected[name] = t
+        expected = oracle.expected_for(state, expected_state, masters)
         ok, msg_l = oracle.compare_train_lines(ours, expected_lines, tol["loss_rtol"],
                                                1e-12 if mode == "fp32" else 0.0,
                                                tol["norm_rtol"], "ds-run", "oracle")

@@ -115,20 +115,6 @@ def run_stage(args, workdir, config, model, data):
         raise train_check.CheckFailed(f"ds-run output: {e}")
 
 
-def expected_for(ours, state, masters):
-    """The oracle tensors to compare ours with: the stored ones, or the fp32 master where ds-run
-    wrote fp32 and the oracle stores bf16/fp16."""
-    out = {}
-    for name, t in state.items():
-        a = ours.get(name)
-        if (a is not None and a.dtype == torch.float32 and t.dtype != a.dtype
-                and name in masters):
-            out[name] = masters[name]
-        else:
-            out[name] = t
-    return out
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(prog="precision_check.py", description=__doc__.splitlines()[0])
     p.add_argument("--bin", required=True)
@@ -201,7 +187,7 @@ def main(argv=None):
                 continue
             ok_l, msg_l = oracle.compare_train_lines(lines, expected_lines, tol["loss_rtol"], 0.0,
                                                      tol["norm_rtol"], "ds-run", "oracle")
-            ok_p, msg_p = oracle.compare_params(state, expected_for(state, expected_state, masters),
+            ok_p, msg_p = oracle.compare_params(state, oracle.expected_for(state, expected_state, masters),
                                                 tol["param_rtol"], tol["param_atol"],
                                                 "ds-run", "oracle")
             print(f"{cell}: losses {'OK' if ok_l else 'MISMATCH'} ({msg_l}); "

@@ -1636,6 +1636,21 @@ def _unravel(flat: int, shape: List[int]) -> List[int]:
     return list(reversed(idx))
 
 
+def expected_for(ours: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor],
+                 masters: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """The oracle tensors to compare ours with: the stored ones, or the fp32 master
+    (train(..., masters=...)) where ds-run wrote fp32 and the oracle stores bf16/fp16."""
+    out = {}
+    for name, t in state.items():
+        a = ours.get(name)
+        if (a is not None and a.dtype == torch.float32 and t.dtype != a.dtype
+                and name in masters):
+            out[name] = masters[name]
+        else:
+            out[name] = t
+    return out
+
+
 def load_params(path: str) -> Dict[str, torch.Tensor]:
     if not os.path.exists(path):
         raise OracleError(f"{path} does not exist")

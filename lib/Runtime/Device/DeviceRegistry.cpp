@@ -106,6 +106,14 @@ std::vector<std::string> libraryCandidates(const std::string &name) {
   return paths;
 }
 
+/// Backend `name`, loading its library first when needed.
+DeviceBackend backendNamed(const std::string &name) {
+  loadDeviceBackend(name);
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return r.backends.at(name);
+}
+
 bool fileExists(const std::string &path) {
   return ::access(path.c_str(), R_OK) == 0;
 }
@@ -208,13 +216,7 @@ std::shared_ptr<Device> createDevice(const std::string &spec) {
   }
   if (name.empty())
     throw DeviceError("device '" + spec + "': no backend name");
-  loadDeviceBackend(name);
-  DeviceBackend backend;
-  {
-    Registry &r = registry();
-    std::lock_guard<std::mutex> lock(r.mutex);
-    backend = r.backends.at(name);
-  }
+  DeviceBackend backend = backendNamed(name);
   try {
     int64_t count = backend.deviceCount();
     if (count == 0)
@@ -244,14 +246,7 @@ std::shared_ptr<Device> createRankDevice(const std::string &spec) {
   if (index != "0") {
     // A launcher that gives each rank its own CUDA_VISIBLE_DEVICES leaves
     // it one device, cuda:0, whatever its local rank.
-    loadDeviceBackend(spec);
-    DeviceBackend backend;
-    {
-      Registry &r = registry();
-      std::lock_guard<std::mutex> lock(r.mutex);
-      backend = r.backends.at(spec);
-    }
-    if (backend.deviceCount() == 1)
+    if (backendNamed(spec).deviceCount() == 1)
       index = "0";
   }
   return createDevice(spec + ":" + index);
