@@ -7,7 +7,8 @@
 #
 # OUT/src        the runtime-only build's sources: runtime/ (its CMake entry),
 #                cmake/, the headers and lib/ folders of the runtime, ds-run,
-#                ds-zero-to-fp32, python-bindings, the conformance suite;
+#                ds-zero-to-fp32, python-bindings, the conformance suite,
+#                the NCCL channel's tests;
 #                third_party/ with Debian's nlohmann-json headers and
 #                GoogleTest sources and their licences
 # OUT/cases      plans compiled here with `ds-compile --device cuda`, their
@@ -74,7 +75,9 @@ copy runtime cmake \
      python-bindings/CMakeLists.txt python-bindings/make_wheel.py \
      python-bindings/src python-bindings/dsopt \
      unittests/Runtime/DeviceConformanceTest.cpp \
-     unittests/Runtime/DeviceConformance.cmake
+     unittests/Runtime/DeviceConformance.cmake \
+     unittests/Runtime/NcclChannel.cmake unittests/Runtime/NcclChannelTest.cpp \
+     unittests/Runtime/NcclHostTest.cpp unittests/Runtime/TestRendezvous.h
 find "$OUT/src" -name __pycache__ -prune -exec rm -rf {} +
 # dsopt's compiler module links MLIR: the full build's only.
 rm "$OUT/src/python-bindings/src/CompileBindings.cpp"

@@ -3,8 +3,8 @@
 // Keys and defaults of DeepSpeed's DeepSpeedZeroConfig (runtime/zero/
 // config.py), under their "stage3_" names. Sizes count elements and accept
 // integral floats (5e8); their "auto" values are resolved before
-// (Auto.cpp). Offloading to the CPU is accepted: the CPU runtime keeps every
-// state in host memory already.
+// (Auto.cpp). offload_optimizer to the CPU is ZeRO-Offload (stages 1-3;
+// docs/zero.md, "ZeRO-Offload"); offload_param is accepted and not done.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,21 +35,21 @@ std::optional<int64_t> readSize(ObjectReader &zero, const char *key) {
   return size;
 }
 
-/// offload_optimizer / offload_param: true when it offloads to the CPU.
-/// "none" (DeepSpeed's default) offloads nothing; other devices are errors.
-/// The CPU form's other keys (pin_memory, buffer_count, ...) tune a copy we
-/// do not make, so they are accepted as they are.
-bool readCpuOffload(ObjectReader &zero, const char *key) {
+/// offload_optimizer / offload_param: the section's device, "none"
+/// (DeepSpeed's default) when absent; devices other than "cpu" and "none"
+/// are errors. `pinMemory` receives pin_memory (DeepSpeed's default false).
+/// The CPU form's other keys (buffer_count, fast_init, ...) tune DeepSpeed's
+/// copies and are accepted as they are.
+bool readCpuOffload(ObjectReader &zero, const char *key, bool &pinMemory) {
   std::optional<ObjectReader> offload = zero.object(key);
   if (!offload)
     return false;
   std::string device = offload->string("device").value_or("none");
   if (device != "cpu" && device != "none")
-    offload->fail("device",
-                  "offloading to \"" + device +
-                      "\" is not supported (\"cpu\" is accepted: the CPU "
-                      "runtime keeps this state in host memory; \"none\" "
-                      "offloads nothing)");
+    offload->fail("device", "offloading to \"" + device +
+                                "\" is not supported (\"cpu\" offloads to "
+                                "host memory; \"none\" offloads nothing)");
+  pinMemory = offload->boolean("pin_memory").value_or(false);
   for (const auto &item : offload->json().items())
     offload->markConsumed(item.key());
   return device == "cpu";
@@ -86,25 +86,31 @@ LeafModuleConfig parseModuleSelection(std::optional<ObjectReader> section,
 
 ZeroConfig parseZero(ObjectReader &zero, ConfigNotes &notes) {
   rejectUnsupportedFeatures(zero, unsupportedZeroFeatures());
-  std::vector<std::string> offloaded;
-  for (const char *key : {"offload_optimizer", "offload_param"})
-    if (readCpuOffload(zero, key))
-      offloaded.push_back(zero.keyPath(key));
-  if (!offloaded.empty())
-    notes.remarks.push_back(ConfigNote{
-        offloaded.front(),
-        std::string("\"device\": \"cpu\" accepted") +
-            (offloaded.size() > 1 ? " (also for " + offloaded.back() + ")"
-                                  : "") +
-            ": the CPU runtime keeps optimizer states and parameters in host "
-            "memory already, so there is nothing to offload",
-        "", 0});
-
   ZeroConfig config;
   if (auto stage = zero.integer("stage")) {
     requireRange(*stage, 0, 3, zero.keyPath("stage"));
     config.stage = int(*stage);
   }
+  bool pinMemory = false;
+  if (readCpuOffload(zero, "offload_optimizer", pinMemory)) {
+    // DeepSpeed offloads the optimizer of its ZeRO optimizers only (stages
+    // 1-3); at stage 0 it would silently keep everything on the device.
+    if (config.stage == 0)
+      zero.fail("offload_optimizer",
+                "\"device\": \"cpu\" needs ZeRO stage 1, 2 or 3 "
+                "(zero_optimization.stage is 0, where DeepSpeed has no ZeRO "
+                "optimizer to offload); set a stage or \"device\": \"none\"");
+    config.offloadOptimizer = OffloadConfig{pinMemory};
+  }
+  bool paramPin = false;
+  if (readCpuOffload(zero, "offload_param", paramPin))
+    notes.remarks.push_back(ConfigNote{
+        zero.keyPath("offload_param"),
+        "\"device\": \"cpu\" accepted and not done: parameter offload is "
+        "not implemented, the parameters stay on the run's device "
+        "(offload_optimizer is)",
+        "", 0});
+
   config.contiguousGradients =
       zero.boolean("contiguous_gradients").value_or(true);
   config.reduceScatter = zero.boolean("reduce_scatter").value_or(true);

@@ -478,6 +478,17 @@ EngineDesc parseEngine(const JsonCursor &cursor) {
   engine.batch = parseBatch(cursor.field("batch"));
   if (auto gather = cursor.optionalField("gather_16bit_weights_on_model_save"))
     engine.gather16BitWeightsOnModelSave = gather->toBool();
+  if (auto offload = nullableField(cursor, "offload_optimizer")) {
+    offload->requireObject();
+    JsonCursor device = offload->field("device");
+    if (device.toString() != "cpu")
+      device.fail("expected \"cpu\" (the only offload device), found " +
+                  describeValue(device.json()));
+    OffloadDesc desc;
+    if (auto pin = offload->optionalField("pin_memory"))
+      desc.pinMemory = pin->toBool();
+    engine.offloadOptimizer = desc;
+  }
   if (auto config = cursor.optionalField("ds_config")) {
     config->requireObject();
     engine.dsConfig = config->json();

@@ -349,6 +349,10 @@ ordered_json toJson(const Plan &plan) {
         {"gather_16bit_weights_on_model_save",
          engine.gather16BitWeightsOnModelSave},
         {"ds_config", engine.dsConfig}};
+    if (engine.offloadOptimizer)
+      entry["offload_optimizer"] = {
+          {"device", "cpu"},
+          {"pin_memory", engine.offloadOptimizer->pinMemory}};
     if (engine.optimizer)
       entry["optimizer"] = optimizerToJson(*engine.optimizer);
     if (engine.partition)

@@ -174,6 +174,8 @@ ordered_json engineToJson(const EngineReport &engine) {
   json["param_bytes"] = engine.paramBytes;
   json["grad_bytes"] = engine.gradBytes;
   json["optimizer_state_bytes"] = engine.optimizerStateBytes;
+  if (engine.hostBytes)
+    json["host_bytes"] = *engine.hostBytes;
   json["comm_volume_elements"] = volumeToJson(engine.comm);
   return json;
 }
@@ -193,6 +195,8 @@ EngineReport engineFromJson(const std::string &name, const ordered_json &json,
   engine.paramBytes = getInt(json, "param_bytes", where);
   engine.gradBytes = getInt(json, "grad_bytes", where);
   engine.optimizerStateBytes = getInt(json, "optimizer_state_bytes", where);
+  if (json.contains("host_bytes"))
+    engine.hostBytes = getInt(json, "host_bytes", where);
   engine.comm = volumeFromJson(json, where);
   return engine;
 }
@@ -256,14 +260,21 @@ Report predictOneShape(const Plan &plan) {
         // of the shard, 4 bytes each per element.
         const int64_t gradBytes =
             dtypeSize(engine.gradDtype(paramDtype(plan, partition)));
-        const bool master = keepsMaster(engine);
+        // Offload (stages 1-3): the state and a master of the shard (a
+        // float32 engine's in its own dtype) in host memory.
+        const bool offload = engine.offloadOptimizer && partition.stage >= 1;
+        const bool master = keepsMaster(engine) || offload;
         const int64_t stateBytes =
-            master ? dtypeSize(engine.precision->masterDtype) : bytes;
+            keepsMaster(engine) ? dtypeSize(engine.precision->masterDtype)
+                                : bytes;
         entry.gradBytes =
             (partition.stage >= 2 ? shard : partition.numel) * gradBytes;
-        entry.optimizerStateBytes =
+        const int64_t held =
             (optimizerStatesPerElement(*engine.optimizer) + (master ? 1 : 0)) *
             shard * stateBytes;
+        entry.optimizerStateBytes = offload ? 0 : held;
+        if (offload)
+          entry.hostBytes = held;
         if (partition.stage == 2) // Full gradient buffer + receive buffer.
           transientBackward += (partition.numel + shard) * gradBytes;
         if (partition.stage == 1) // The shard gradient, at the boundary.
@@ -300,6 +311,8 @@ Report predictOneShape(const Plan &plan) {
     rank.paramBytes += entry.paramBytes;
     rank.gradBytes += entry.gradBytes;
     rank.optimizerStateBytes += entry.optimizerStateBytes;
+    if (entry.hostBytes)
+      rank.hostBytes = rank.hostBytes.value_or(0) + *entry.hostBytes;
     rank.comm += entry.comm;
   }
 
@@ -373,6 +386,8 @@ ordered_json reportToJson(const Report &report) {
     entry["param_bytes"] = rank.paramBytes;
     entry["grad_bytes"] = rank.gradBytes;
     entry["optimizer_state_bytes"] = rank.optimizerStateBytes;
+    if (rank.hostBytes)
+      entry["host_bytes"] = *rank.hostBytes;
     entry["buffer_bytes"] = rank.bufferBytes;
     entry["activation_peak_bytes"] = rank.activationPeakBytes;
     if (report.kind == "predicted") {
@@ -422,6 +437,8 @@ Report reportFromJson(const ordered_json &json) {
     rank.gradBytes = getInt(entry, "grad_bytes", where);
     rank.optimizerStateBytes = getInt(entry, "optimizer_state_bytes", where);
     rank.peakBytes = getInt(entry, "peak_bytes", where);
+    if (entry.contains("host_bytes"))
+      rank.hostBytes = getInt(entry, "host_bytes", where);
     if (entry.contains("buffer_bytes"))
       rank.bufferBytes = getInt(entry, "buffer_bytes", where);
     if (entry.contains("activation_peak_bytes"))
@@ -477,8 +494,11 @@ std::string reportToText(const Report &report) {
             std::to_string(rank.bufferBytes) + " B, activation peak " +
             live(rank.activationPeakBytes) + ", transient " +
             std::to_string(rank.transientBytes) + " B, peak " +
-            live(rank.peakBytes) + ", comm " +
-            std::to_string(rank.comm.total()) + " elements per step\n";
+            live(rank.peakBytes) +
+            (rank.hostBytes ? ", host " + std::to_string(*rank.hostBytes) + " B"
+                            : std::string()) +
+            ", comm " + std::to_string(rank.comm.total()) +
+            " elements per step\n";
   }
   return text;
 }

@@ -57,6 +57,9 @@ void PlanValidator::checkEngineSettings(const EngineDesc &engine,
          "is " + std::to_string(engine.partition->stage) +
              ", but the engine's zero_stage is " +
              std::to_string(engine.zeroStage));
+  if (engine.offloadOptimizer && engine.zeroStage == 0)
+    fail(where + ".offload_optimizer",
+         "needs ZeRO stage 1, 2 or 3 (the engine's zero_stage is 0)");
   const BatchDesc &batch = engine.batch;
   const std::string at = where + ".batch";
   for (auto [value, key] :

@@ -3,6 +3,7 @@
 #include "CheckpointShards.h"
 
 #include "CheckpointEngine.h"
+#include "ZeroEngineState.h"
 
 #include "ds/Runtime/Communicator.h"
 
@@ -227,8 +228,15 @@ std::vector<at::Tensor> groupTensors(const DictView &dict,
   return tensors;
 }
 
-at::Tensor gatherFlat(const EngineContext &context, const at::Tensor &shard) {
+at::Tensor gatherFlat(const EngineContext &context,
+                      const at::Tensor &hostOrDevice) {
   const plan::PartitionDesc &partition = *context.desc().partition;
+  // ZeRO-Offload keeps the fp32 shard and the optimizer state on the host;
+  // the collectives move the run device's tensors, as without offload.
+  const at::Tensor shard =
+      context.trainer && context.communicator && context.worldSize > 1
+          ? hostOrDevice.to(context.zeroState().device())
+          : hostOrDevice;
   at::Tensor flat = at::zeros({partition.numel}, shard.options());
   int64_t shardOffset = 0;
   for (const plan::BucketDesc &bucket : partition.buckets) {

@@ -90,14 +90,6 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
                         const std::string &baseDir,
                         const LoadOptions &options) {
   plan::validatePlan(plan, origin);
-  // Before anything expensive: every rank fails alike on a mismatch.
-  if (options.communicator && options.communicator->size() != plan.worldSize)
-    throw RuntimeError(
-        origin + ": the plan was compiled for --world-size " +
-        std::to_string(plan.worldSize) + ", but " +
-        std::to_string(options.communicator->size()) +
-        (options.communicator->size() == 1 ? " rank was" : " ranks were") +
-        " launched");
   std::shared_ptr<Device> device =
       options.device ? options.device : createRankDevice(plan.device);
   if (device->backendName() != plan.device)
@@ -106,6 +98,16 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
                        "), but this run is on " + device->device().str() +
                        ": compile it with --device " + device->backendName() +
                        ", or run it on its own device");
+  std::shared_ptr<Communicator> communicator =
+      options.connect ? options.connect(device) : options.communicator;
+  // Before anything expensive: every rank fails alike on a mismatch.
+  if (communicator && communicator->size() != plan.worldSize)
+    throw RuntimeError(
+        origin + ": the plan was compiled for --world-size " +
+        std::to_string(plan.worldSize) + ", but " +
+        std::to_string(communicator->size()) +
+        (communicator->size() == 1 ? " rank was" : " ranks were") +
+        " launched");
   Engine engine;
   engine.device_ = device;
   // The plan lives on the heap: the state store and executors point into it
@@ -123,17 +125,15 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
   ExecutorOptions executorOptions;
   executorOptions.checkResults = options.checkResults;
   executorOptions.device = device->device();
-  engine.communicator_ = options.communicator;
-  engine.rank_ =
-      options.communicator ? options.communicator->rank() : options.rank;
+  engine.communicator_ = communicator;
+  engine.rank_ = communicator ? communicator->rank() : options.rank;
   bool stage3 = false;
   for (const plan::EngineDesc &desc : engine.plan_->engines)
     stage3 |= desc.partition && desc.partition->stage == 3;
   if (engine.plan_->findProgram("train") || stage3)
-    engine.trainer_ =
-        std::make_unique<detail::Trainer>(*engine.plan_, origin, options.seed,
-                                          options.communicator, engine.rank_,
-                                          device, options.optimizerKernel);
+    engine.trainer_ = std::make_unique<detail::Trainer>(
+        *engine.plan_, origin, options.seed, communicator, engine.rank_, device,
+        options.optimizerKernel);
   if (engine.plan_->findProgram("train"))
     engine.trainOps_ =
         std::make_unique<detail::SeedScaledOps>(*engine.trainer_);
@@ -328,6 +328,7 @@ MemoryStats Engine::fillStateBytes(MemoryStats stats) const {
     stats.parameterBytes += trainer_->flatParameterBytes();
     stats.gradientBytes = trainer_->heldGradientBytes();
     stats.optimizerBytes = trainer_->optimizerBytes();
+    stats.hostBytes = trainer_->hostBytes();
     stats.transientBytes = trainer_->ledger().transientBytes();
     stats.transientPeakBytes = trainer_->ledger().transientPeakBytes();
     stats.jointPeakBytes = trainer_->ledger().jointPeakBytes();
@@ -356,6 +357,8 @@ std::vector<plan::EngineReport> Engine::engineReports() const {
       report.paramBytes += trainer_->flatParameterBytes(e);
       report.gradBytes = trainer_->heldGradientBytes(e);
       report.optimizerStateBytes = trainer_->optimizerBytes(e);
+      if (trainer_->engine(e).offloadsOptimizer())
+        report.hostBytes = trainer_->hostBytes(e);
       report.comm = trainer_->volume(e);
     }
     reports.push_back(std::move(report));

@@ -34,17 +34,21 @@ OptimizerKernel defaultOptimizerKernel(c10::Device device) {
 }
 
 Optimizer::Optimizer(const plan::OptimizerDesc &desc, const FlatLayout &layout,
-                     std::optional<OptimizerKernel> kernel)
+                     std::optional<OptimizerKernel> kernel,
+                     const BufferAllocator &allocate)
     : desc_(desc),
       kernel_(kernel.value_or(defaultOptimizerKernel(layout.device))) {
+  auto buffer = [&] {
+    return allocate ? allocate(layout.numel, layout.dtype) : layout.allocate();
+  };
   bool adam = desc.type != OptimizerType::SGD;
   // torch.optim.SGD keeps no state without momentum.
   if (adam || desc.momentum != 0.0) {
-    first_ = layout.allocate();
+    first_ = buffer();
     firstViews_ = layout.views(first_);
   }
   if (adam) {
-    second_ = layout.allocate();
+    second_ = buffer();
     secondViews_ = layout.views(second_);
   }
   if (adam && kernel_ == OptimizerKernel::Fused) {

@@ -3,7 +3,9 @@
 // Trainer::optimizerStep: fp16 unscaling and the overflow check, global-norm
 // clipping and the optimizer's update of an engine's parameters (stage 0) or
 // of this rank's shard (stages 1-3), on the float32 master of a native bf16 /
-// fp16 engine (docs/runtime.md, "Mixed precision").
+// fp16 engine (docs/runtime.md, "Mixed precision"). With ZeRO-Offload all of
+// it runs on the host, on the shard gradient copied down, and the updated
+// parameters go back up (docs/zero.md, "ZeRO-Offload").
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,7 +66,9 @@ void Trainer::optimizerStep(size_t e) {
   const double clipping = engine.gradientClipping();
   // Mixed precision: the update runs on the float32 master, with the
   // gradients cast to float32 (a copy unless they are float32 already).
+  // Offload: on the master in host memory.
   const bool mixed = engine.master().defined();
+  const bool offload = engine.offloadsOptimizer();
   const at::ScalarType masterDtype =
       mixed ? engine.master().scalar_type() : engine.dtype();
   const double scale = progress.scale();
@@ -75,7 +79,7 @@ void Trainer::optimizerStep(size_t e) {
   // device too (found_inf skips the update there), read with the norms.
   const bool deviceOverflow =
       scaler && engine.optimizer()->kernel() == OptimizerKernel::Fused &&
-      communicator_->size() == 1;
+      communicator_->size() == 1 && !offload;
   at::Tensor foundInf;
   auto unscale = [&](const at::Tensor &grads) {
     if (!deviceOverflow)
@@ -117,8 +121,9 @@ void Trainer::optimizerStep(size_t e) {
     gradients_->zero(e);
   } else {
     engine.ensureShardGradient(ledger_); // Stage 1 without buckets: empty.
-    at::Tensor shard =
-        mixed ? engine.shardGradient().to(masterDtype) : engine.shardGradient();
+    at::Tensor shard = offload ? engine.shardGradientOnHost(masterDtype)
+                       : mixed ? engine.shardGradient().to(masterDtype)
+                               : engine.shardGradient();
     if (scaler)
       overflow = unscale(shard);
     if (!overflow) {
@@ -131,7 +136,8 @@ void Trainer::optimizerStep(size_t e) {
                                      engine.blockNumel(int64_t(b))));
       update(mixed ? engine.masterBlocks() : engine.parameterBlocks(), grads);
       // Stages 1-2 and stage 3's persistent buckets then all-gather the
-      // rounded blocks in the parameters' dtype, exactly.
+      // rounded blocks in the parameters' dtype, exactly. Offload: the
+      // blocks are copied up first.
       engine.parametersFromMaster();
     }
     engine.finishShardGradient(ledger_);

@@ -86,9 +86,9 @@ Trainer::Trainer(const plan::Plan &plan, const std::string &origin,
   std::vector<bool> allocateNow;
   inFlat_.assign(plan.state.size(), false);
   for (size_t e = 0; e < plan.engines.size(); ++e) {
-    const ZeroEngineState &engine = engines_.emplace_back(
-        plan, e, origin, rank_, int64_t(communicator_->size()),
-        device_->device(), kernel);
+    const ZeroEngineState &engine =
+        engines_.emplace_back(plan, e, origin, rank_,
+                              int64_t(communicator_->size()), device_, kernel);
     if (engine.partitioned() && engine.stage() >= 1)
       for (int64_t index : engine.layout().stateIndices)
         inFlat_[size_t(index)] = true;
@@ -181,6 +181,13 @@ int64_t Trainer::optimizerBytes() const {
   int64_t total = 0;
   for (const ZeroEngineState &engine : engines_)
     total += engine.optimizerBytes();
+  return total;
+}
+
+int64_t Trainer::hostBytes() const {
+  int64_t total = 0;
+  for (const ZeroEngineState &engine : engines_)
+    total += engine.hostBytes();
   return total;
 }
 

@@ -133,6 +133,11 @@ public:
   int64_t optimizerBytes(size_t engine) const {
     return engines_[engine].optimizerBytes();
   }
+  /// ZeRO-Offload's master and optimizer state in host memory.
+  int64_t hostBytes() const;
+  int64_t hostBytes(size_t engine) const {
+    return engines_[engine].hostBytes();
+  }
   /// The transient buffers' bytes and peaks.
   const MemoryLedger &ledger() const { return ledger_; }
   void resetPeaks() { ledger_.resetPeaks(); }

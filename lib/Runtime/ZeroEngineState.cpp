@@ -3,6 +3,7 @@
 #include "ZeroEngineState.h"
 
 #include "MemoryLedger.h"
+#include "OffloadCopies.h"
 
 #include "ds/Runtime/StateStore.h"
 #include "ds/TensorIO/DTypes.h"
@@ -17,11 +18,13 @@ namespace ds::runtime::detail {
 
 ZeroEngineState::ZeroEngineState(const plan::Plan &plan, size_t index,
                                  const std::string &origin, int64_t rank,
-                                 int64_t ranks, c10::Device device,
+                                 int64_t ranks, std::shared_ptr<Device> device,
                                  std::optional<OptimizerKernel> kernel)
     : name_(plan.engines[index].name), index_(index), rank_(rank),
-      worldSize_(plan.worldSize), device_(device) {
-  layout_.device = device;
+      worldSize_(plan.worldSize),
+      runDevice_(device ? std::move(device) : cpuDevice()),
+      device_(runDevice_->device()) {
+  layout_.device = device_;
   const plan::EngineDesc &desc = plan.engines[index];
   if (!desc.partition)
     return;
@@ -90,7 +93,21 @@ ZeroEngineState::ZeroEngineState(const plan::Plan &plan, size_t index,
   shard.device = device_;
   for (size_t b = 0; b < desc.partition->buckets.size(); ++b)
     shard.add(-1, {blockNumel(int64_t(b))});
-  optimizer_ = std::make_unique<Optimizer>(*desc.optimizer, shard, kernel);
+  if (desc.offloadOptimizer) {
+    // ZeRO-Offload: the state in host memory, updated by the CPU's
+    // optimizer (its reference kernels unless the run asks for others).
+    offload_ = true;
+    pinMemory_ = desc.offloadOptimizer->pinMemory;
+    shard.device = c10::Device(c10::kCPU);
+    optimizer_ = std::make_unique<Optimizer>(
+        *desc.optimizer, shard,
+        kernel.value_or(defaultOptimizerKernel(shard.device)),
+        [this](int64_t numel, at::ScalarType dtype) {
+          return hostBuffer(numel, dtype);
+        });
+  } else {
+    optimizer_ = std::make_unique<Optimizer>(*desc.optimizer, shard, kernel);
+  }
   // Stages 2-3 keep the shard gradient between steps.
   if (stage_ >= 2)
     shardGradient_ = at::zeros({shardNumel()}, options(gradDtype_));
@@ -214,13 +231,35 @@ void ZeroEngineState::bindStage3(StateStore &state) {
   }
 }
 
+at::Tensor ZeroEngineState::hostBuffer(int64_t numel,
+                                       at::ScalarType dtype) const {
+  if (pinMemory_ && !device_.is_cpu())
+    return runDevice_->hostStaging({numel}, dtype).zero_();
+  return at::zeros({numel}, at::TensorOptions().dtype(dtype));
+}
+
+at::Tensor ZeroEngineState::shardGradientOnHost(at::ScalarType dtype) const {
+  if (device_.is_cpu())
+    return shardGradient_.to(dtype);
+  // Down in the gradients' dtype (half the bytes of a 16-bit engine's),
+  // cast on the host.
+  at::Tensor host =
+      pinMemory_
+          ? runDevice_->hostStaging({shardNumel()}, gradDtype_)
+          : at::empty({shardNumel()}, at::TensorOptions().dtype(gradDtype_));
+  copyToHost(*runDevice_, shardGradient_, host);
+  return host.to(dtype);
+}
+
 void ZeroEngineState::initMaster() {
   if (!hasMaster())
     return;
   // Mixed precision: the float32 master of this rank's shard, from the
-  // loaded (and broadcast) parameters, rounded as they are stored.
+  // loaded (and broadcast) parameters, rounded as they are stored. Offload
+  // of a float32 engine: a copy of the shard in host memory.
   at::NoGradGuard noGrad;
-  const at::ScalarType masterDtype = toScalarType(precision_->masterDtype);
+  const at::ScalarType masterDtype =
+      native_ ? toScalarType(precision_->masterDtype) : dtype_;
   masterBlocks_.clear();
   if (stage_ == 0) {
     FlatLayout master = layout_;
@@ -231,11 +270,15 @@ void ZeroEngineState::initMaster() {
       masterBlocks_[k].copy_(state_->tensor(master.stateIndices[k]));
     return;
   }
-  master_ = at::zeros({shardNumel()}, options(masterDtype));
+  master_ = offload_ ? hostBuffer(shardNumel(), masterDtype)
+                     : at::zeros({shardNumel()}, options(masterDtype));
   for (size_t b = 0; b < parameterBlocks_.size(); ++b) {
     at::Tensor block =
         master_.narrow(0, shardOffset(int64_t(b)), blockNumel(int64_t(b)));
-    block.copy_(parameterBlocks_[b]);
+    if (offload_)
+      copyToHost(*runDevice_, parameterBlocks_[b], block);
+    else
+      block.copy_(parameterBlocks_[b]);
     masterBlocks_.push_back(block);
   }
 }
@@ -252,8 +295,30 @@ void ZeroEngineState::parametersFromMaster() {
   }
   // This rank's blocks; the other ranks write theirs (every rank loads the
   // same checkpoint), so the flat buffers end up whole.
-  for (size_t b = 0; b < parameterBlocks_.size(); ++b)
-    parameterBlocks_[b].copy_(masterBlocks_[b]);
+  if (!offload_ || device_.is_cpu()) {
+    for (size_t b = 0; b < parameterBlocks_.size(); ++b)
+      parameterBlocks_[b].copy_(masterBlocks_[b]);
+    return;
+  }
+  // Offload: rounded on the host, then up on the copy stream. The last
+  // upload's staging memory is reused once that upload is done.
+  if (upload_)
+    upload_->synchronize();
+  if (!uploadStaging_.defined())
+    uploadStaging_ =
+        pinMemory_
+            ? runDevice_->hostStaging({shardNumel()}, dtype_)
+            : at::empty({shardNumel()}, at::TensorOptions().dtype(dtype_));
+  uploadStaging_.copy_(master_);
+  for (size_t b = 0; b < parameterBlocks_.size(); ++b) {
+    std::unique_ptr<Event> done =
+        copyToDevice(*runDevice_,
+                     uploadStaging_.narrow(0, shardOffset(int64_t(b)),
+                                           blockNumel(int64_t(b))),
+                     parameterBlocks_[b]);
+    if (done)
+      upload_ = std::move(done); // Copies on one stream finish in order.
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -436,8 +501,15 @@ ZeroEngineState::heldGradientBytes(const GradientBuffers &gradients) const {
                      : gradients.bytes(index_);
 }
 
+int64_t ZeroEngineState::hostBytes() const {
+  if (!optimizer_ || !offload_)
+    return 0;
+  return optimizer_->bytes() +
+         (master_.defined() ? int64_t(master_.nbytes()) : 0);
+}
+
 int64_t ZeroEngineState::optimizerBytes() const {
-  if (!optimizer_)
+  if (!optimizer_ || offload_)
     return 0;
   // Mixed precision: the float32 master counts as optimizer state (as
   // ZeRO's accounting does).

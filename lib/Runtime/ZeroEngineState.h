@@ -6,7 +6,9 @@
 // shard parameter buffer, this rank's block of each bucket, the float32
 // master of a native bf16 / fp16 engine, the shard and receive gradients,
 // and the optimizer with its UpdateProgress. The full gradient buffers are
-// GradientBuffers', allocated and released here. Private to lib/Runtime.
+// GradientBuffers', allocated and released here. With ZeRO-Offload the
+// master (float32 engines too) and the optimizer state live in host memory
+// (docs/zero.md, "ZeRO-Offload"). Private to lib/Runtime.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +20,7 @@
 #include "ds/Plan/Plan.h"
 #include "ds/Plan/Report.h"
 #include "ds/Runtime/Communicator.h"
+#include "ds/Runtime/Device.h"
 #include "ds/Runtime/GradientBuffers.h"
 #include "ds/Runtime/Optimizer.h"
 
@@ -39,12 +42,17 @@ public:
   /// Lays out engine `index` of `plan` for rank `rank` of `ranks`.
   /// RuntimeError for a trainable parameter this runtime cannot train and
   /// for a ZeRO stage 1-3 engine whose plan is for another number of ranks.
+  /// `device` (null: the CPU) holds the engine's buffers, except the
+  /// offloaded master and optimizer state (host memory, pinned through
+  /// `device` when the plan asks for it).
   ZeroEngineState(const plan::Plan &plan, size_t index,
                   const std::string &origin, int64_t rank, int64_t ranks,
-                  c10::Device device = c10::Device(c10::kCPU),
+                  std::shared_ptr<Device> device = nullptr,
                   std::optional<OptimizerKernel> kernel = std::nullopt);
 
   const std::string &name() const { return name_; }
+  /// The run's device (the offloaded buffers live on the host instead).
+  c10::Device device() const { return device_; }
   /// Engines with a partition: trainable ones, and the engines of
   /// evaluation plans that carry one.
   bool partitioned() const { return partition_ != nullptr; }
@@ -80,18 +88,30 @@ public:
   /// ones; `state`'s entries become views of them (StateStore::bind,
   /// StateStore::shard). `state` must outlive the engine state.
   void bindParameters(StateStore &state);
-  /// After bindParameters(): a trainable native bf16 / fp16 engine copies
-  /// this rank's shard (stage 0: every parameter) into its float32 master.
+  /// After bindParameters(): a trainable native bf16 / fp16 engine, and an
+  /// offloading one, copies this rank's shard (stage 0: every parameter)
+  /// into its master.
   void initMaster();
   /// The parameters (this rank's blocks; stage 0: all) become
-  /// master.to(their dtype). A no-op without a master.
+  /// master.to(their dtype) (offload: copied up to the device). A no-op
+  /// without a master.
   void parametersFromMaster();
   /// Native bf16 / fp16: the float32 master of this rank's shard (stage 0:
-  /// the whole flat layout); undefined otherwise and before binding.
+  /// the whole flat layout); offload: the master of the shard in host
+  /// memory (a float32 engine's in its parameters' dtype); undefined
+  /// otherwise and before binding.
   const at::Tensor &master() const { return master_; }
-  /// Whether the engine keeps a float32 master (trainable, native bf16 /
-  /// fp16).
-  bool hasMaster() const { return trains() && native_; }
+  /// Whether the engine keeps a master (trainable, native bf16 / fp16 or
+  /// offloading).
+  bool hasMaster() const { return trains() && (native_ || offload_); }
+  /// ZeRO-Offload: the master and the optimizer state are in host memory
+  /// and the update runs there (trainable, stages 1-3).
+  bool offloadsOptimizer() const { return offload_; }
+  /// Offload: this rank's reduced shard gradient in host memory as `dtype`,
+  /// copied down from the device (on the CPU: the shard gradient itself,
+  /// or its cast, as without offload). Writable: unscaling and clipping
+  /// change it in place.
+  at::Tensor shardGradientOnHost(at::ScalarType dtype) const;
   /// The master's per-bucket blocks (stages 1-3) or per-parameter views
   /// (stage 0): what the optimizer updates.
   const std::vector<at::Tensor> &masterBlocks() const { return masterBlocks_; }
@@ -191,8 +211,10 @@ public:
   /// Gradients held between steps: the full buffer (stages 0-1), the shard
   /// gradient (stages 2-3).
   int64_t heldGradientBytes(const GradientBuffers &gradients) const;
-  /// The optimizer's state and the float32 master.
+  /// The optimizer's state and the master on the device (0 with offload).
   int64_t optimizerBytes() const;
+  /// Offload: the optimizer's state and the master in host memory.
+  int64_t hostBytes() const;
   /// Elements its collectives moved since load.
   const plan::CommVolume &volume() const { return volume_; }
   void addVolume(const plan::CommVolume &volume) { volume_ += volume; }
@@ -215,13 +237,24 @@ private:
   };
 
   void bindStage3(StateStore &state);
+  /// A zero-filled host buffer for offloaded state: page-locked when the
+  /// plan pins memory and the device is not the CPU.
+  at::Tensor hostBuffer(int64_t numel, at::ScalarType dtype) const;
 
   std::string name_;
   size_t index_;
   int64_t rank_;
   int64_t worldSize_;
-  /// Where every buffer of the engine lives.
+  /// Where every buffer of the engine lives (the offloaded ones aside).
+  std::shared_ptr<Device> runDevice_;
   c10::Device device_;
+  /// ZeRO-Offload, and whether its host buffers are page-locked.
+  bool offload_ = false;
+  bool pinMemory_ = false;
+  /// Offload: the last upload of the parameters and the host memory it
+  /// reads, kept until it has completed.
+  std::unique_ptr<Event> upload_;
+  at::Tensor uploadStaging_;
   at::TensorOptions options(at::ScalarType dtype) const {
     return at::TensorOptions().dtype(dtype).device(device_);
   }

@@ -1,10 +1,12 @@
-"""Ranks for Python scripts: ``mpirun -n W python train.py``.
+"""Ranks for Python scripts: ``mpirun -n W python train.py`` or
+``torchrun --nproc-per-node W train.py``.
 
-Under an MPI launcher every engine of the process trains data-parallel over
-the communicator ds-run uses (lib/Runtime/Comm, one per process: MPI
-initialises once); without one the process is rank 0 of 1 and nothing
-starts MPI. Every rank runs the same script, so the engines' collectives
-start in the same order on every rank, as they must.
+Under a launcher every engine of the process trains data-parallel over the
+communicators ds-run uses (the runtime's RankGroup, one per process: MPI
+initialises once; docs/launching.md): MPI or the store channel for CPU
+engines, NCCL for GPU engines. Without one the process is rank 0 of 1 and
+nothing starts MPI. Every rank runs the same script, so the engines'
+collectives start in the same order on every rank, as they must.
 """
 
 import atexit
@@ -15,10 +17,12 @@ import weakref
 from . import _dsopt
 from ._tensors import to_native
 
-# The launcher variables ds-run's World looks at (tools/ds-run/World.cpp).
-_LAUNCHER_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
-_LAUNCHER_VARIABLES = _LAUNCHER_SIZE_VARIABLES + ("PMIX_RANK",)
+# The launcher variables the runtime looks at (LaunchInfo::fromEnvironment):
+# MPI's, and torchrun's RANK / WORLD_SIZE.
+_LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "RANK",
+                       "WORLD_SIZE")
 
+_group = None
 _communicator = None
 # Engines holding the communicator; their native halves are dropped at exit
 # so that MPI is finalised (every rank meets at a last barrier) before the
@@ -27,24 +31,27 @@ _holders = weakref.WeakSet()
 
 
 def launched():
-    """Whether an MPI launcher (mpirun) started this process."""
+    """Whether a launcher (mpirun, torchrun) started this process."""
     return any(os.environ.get(name) for name in _LAUNCHER_VARIABLES)
 
 
+def _rank_group():
+    global _group
+    if _group is None:
+        _group = _dsopt.rank_group()
+        if _group.size > 1:
+            sys.excepthook = _abort_on_uncaught
+    return _group
+
+
 def init_distributed():
-    """DeepSpeed's ``deepspeed.init_distributed()``: the process's
-    communicator (MPI under a launcher, else one local rank), made once."""
+    """DeepSpeed's ``deepspeed.init_distributed()``: the process's host
+    communicator (MPI under mpirun, the store channel under torchrun, else
+    one local rank), made once."""
     global _communicator
     if _communicator is None:
         if launched():
-            _communicator = _dsopt.mpi_communicator()
-            sys.excepthook = _abort_on_uncaught
-            expected = _launcher_size()
-            if expected is not None and expected != _communicator.size:
-                raise RuntimeError(
-                    "launched with %d ranks, but MPI reports %d: the launcher does not "
-                    "belong to the MPI library dsopt was built with"
-                    % (expected, _communicator.size))
+            _communicator = _rank_group().host_communicator()
         else:
             _communicator = _dsopt.local_communicator()
     return _communicator
@@ -72,12 +79,14 @@ def all_reduce(tensor, op="sum"):
     return tensor
 
 
-def engine_communicator(plan_world_size):
-    """The communicator an engine of this world size trains over, or None
-    (one process emulating a rank, as before launchers were supported)."""
+def engine_communicator(plan_world_size, device):
+    """The communicator an engine of this world size trains over on `device`
+    ("cpu", "cuda", "cuda:N": NCCL for GPUs), or None (one process emulating
+    a rank, as before launchers were supported)."""
     if not launched():
         return None
-    communicator = init_distributed()
+    init_distributed()
+    communicator = _rank_group().communicator(device)
     if communicator.size != plan_world_size:
         raise ValueError(
             "the plan was compiled for world_size %d, but %d rank(s) were launched "
@@ -88,14 +97,6 @@ def engine_communicator(plan_world_size):
 
 def hold(engine):
     _holders.add(engine)
-
-
-def _launcher_size():
-    for name in _LAUNCHER_SIZE_VARIABLES:
-        value = os.environ.get(name)
-        if value:
-            return int(value)
-    return None
 
 
 def _abort_on_uncaught(kind, value, traceback):
@@ -110,6 +111,9 @@ def _abort_on_uncaught(kind, value, traceback):
 @atexit.register
 def _finalize():
     global _communicator
+    global _group
     for engine in list(_holders):
         engine._release_native()
     _communicator = None
+    _group = None
+    _dsopt.leave_rank_group()

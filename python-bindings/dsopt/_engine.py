@@ -51,7 +51,8 @@ class Engine:
         self._plan = plan  # Keeps a compiled plan's temporary weights alive.
         communicator = None
         if rank is None:
-            communicator = _distributed.engine_communicator(plan.world_size)
+            communicator = _distributed.engine_communicator(
+                plan.world_size, str(device or plan.device))
         self._native = _dsopt.Engine(plan._native, os.fspath(weights or ""), seed,
                                      int(rank or 0), bool(check_results), communicator,
                                      str(device or ""))  # str(torch.device) too

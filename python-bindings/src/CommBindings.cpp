@@ -1,9 +1,10 @@
-//===- CommBindings.cpp - _dsopt.Communicator: the ranks of an MPI job ----===//
+//===- CommBindings.cpp - _dsopt.RankGroup and Communicator ---------------===//
 //
-// The communicator ds-run uses (lib/Runtime/Comm), for Python scripts that
-// mpirun launches: every engine of the process shares the one MPI
-// communicator (MPI initialises once per process), and every rank starts
-// the same collectives in the same order because it runs the same script.
+// The ranks ds-run uses (RankGroup, include/ds/Runtime/Launch.h), for Python
+// scripts that mpirun or torchrun launches: one group per process (MPI
+// initialises once), whose communicators every engine of the process
+// shares; every rank starts the same collectives in the same order because
+// it runs the same script.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +12,7 @@
 #include "Tensors.h"
 
 #include "ds/Runtime/Communicator.h"
+#include "ds/Runtime/Launch.h"
 
 #include <memory>
 
@@ -21,25 +23,23 @@ namespace dsopt {
 
 namespace {
 
-/// The process's MPI communicator while something holds it.
-std::weak_ptr<Communicator> &mpiSingleton() {
-  static std::weak_ptr<Communicator> communicator;
-  return communicator;
+std::shared_ptr<ds::runtime::RankGroup> &rankGroupSlot() {
+  static std::shared_ptr<ds::runtime::RankGroup> group;
+  return group;
 }
 
-std::shared_ptr<Communicator> mpiCommunicator() {
-  if (std::shared_ptr<Communicator> alive = mpiSingleton().lock())
-    return alive;
-  ds::runtime::CommOptions options =
-      ds::runtime::CommOptions::fromEnvironment();
-  options.messagePrefix = "dsopt: error: ";
-  std::shared_ptr<Communicator> created;
-  {
+/// The process's rank group, made on first use, once (MPI cannot start
+/// twice).
+std::shared_ptr<ds::runtime::RankGroup> rankGroup() {
+  std::shared_ptr<ds::runtime::RankGroup> &group = rankGroupSlot();
+  if (!group) {
+    ds::runtime::CommOptions options =
+        ds::runtime::CommOptions::fromEnvironment();
+    options.messagePrefix = "dsopt: error: ";
     py::gil_scoped_release release;
-    created = ds::runtime::createMpiCommunicator(options);
+    group = ds::runtime::RankGroup::join(options);
   }
-  mpiSingleton() = created;
-  return created;
+  return group;
 }
 
 ds::runtime::ReduceOp reduceOpNamed(const std::string &name) {
@@ -80,8 +80,36 @@ void bindComm(py::module_ &m) {
       // cannot meet again.
       .def("abort",
            [](Communicator &comm, int exitCode) { comm.abort(exitCode); });
+  py::class_<ds::runtime::RankGroup, std::shared_ptr<ds::runtime::RankGroup>>(
+      m, "RankGroup")
+      .def_property_readonly("rank", &ds::runtime::RankGroup::rank)
+      .def_property_readonly("size", &ds::runtime::RankGroup::size)
+      .def_property_readonly("launcher",
+                             [](const ds::runtime::RankGroup &group) {
+                               return group.launch().describe();
+                             })
+      // MPI under mpirun, the store channel under torchrun, local alone.
+      .def("host_communicator",
+           [](ds::runtime::RankGroup &group) {
+             py::gil_scoped_release release;
+             return group.hostCommunicator();
+           })
+      // The communicator for engines on `device` ("cpu", "cuda",
+      // "cuda:N"): NCCL for a GPU of several ranks.
+      .def("communicator",
+           [](ds::runtime::RankGroup &group, const std::string &device) {
+             py::gil_scoped_release release;
+             return group.communicator(ds::runtime::createRankDevice(device));
+           });
   m.def("mpi_available", &ds::runtime::mpiCommunicatorAvailable);
-  m.def("mpi_communicator", &mpiCommunicator);
+  m.def("rank_group", &rankGroup);
+  // At exit, after the engines: MPI finalises, the store closes.
+  m.def("leave_rank_group", [] {
+    std::shared_ptr<ds::runtime::RankGroup> group;
+    std::swap(group, rankGroupSlot());
+    py::gil_scoped_release release;
+    group.reset();
+  });
   m.def("local_communicator", &ds::runtime::createLocalCommunicator);
 }
 

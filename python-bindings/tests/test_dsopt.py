@@ -558,7 +558,7 @@ def test_errors_carry_the_cpp_message(models, tmp_path):
     with pytest.raises(TypeError):
         dsopt.compile(TinyNet(), 42, tiny_batch())
 
-    (tmp_path / "bad.plan").write_text('{"format": "ds-plan", "version": 7}')
+    (tmp_path / "bad.plan").write_text('{"format": "ds-plan", "version": 8}')
     with pytest.raises(dsopt.PlanError, match="newer than this runtime supports"):
         dsopt.load_plan(tmp_path / "bad.plan")
 

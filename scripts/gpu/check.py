@@ -11,12 +11,21 @@ RESULTS/results.jsonl) as it goes, then one markdown table of them all. Tiers, i
                 forward (CPU; on the GPU too when there is one)
   conformance   build/bin/DSDeviceConformance on cpu, and on cuda (skips itself, code 77,
                 without a GPU)
+  nccl          build/bin/DSNcclHostTest (the NCCL channel's host logic, CPU) and
+                DSNcclChannelTest (a channel of one rank per visible GPU: the collectives in
+                fp32/bf16/fp16, abort; skips itself, code 77, without a GPU)
   a             W = 1, ZeRO stages 0 and 3, fp32 and bf16: ds-run --device cuda against
                 oracle.py --device cuda (the same archive under this torch's autograd and
                 torch.optim on the same GPU, TF32 off), oracle.PRECISION_TOLERANCES
   b             GAS 2; fp16 with overflow skips (loss scale and skipped steps exactly equal);
                 the distillation pair (ZeRO-2 student, frozen ZeRO-3 teacher bitwise unchanged);
                 checkpoint save and resume (4 steps straight = 2 + save + resume, bitwise)
+  o             ZeRO-Offload on one GPU (stages 2 and 3, fp32 and bf16): master shard and
+                optimizer state in pinned host memory, against the oracle
+  m             two ranks, one GPU each, NCCL, under torchrun: stages 0-3 against the oracle of
+                2 ranks; ms/step of ds-run (stage 0 and ZeRO-3) vs PyTorch DDP with NCCL
+                (ddp_step.py) and DeepSpeed's ZeRO-3 where it is installed. SKIPPED with the
+                reason where fewer than 2 GPUs are visible
   dsopt         the runtime-only dsopt wheel installs with pip (--target, this environment
                 untouched) and trains a plan on the GPU like ds-run
   c             ms/step of ds-run vs eager PyTorch (nn.Module, torch.optim.AdamW) on the same
@@ -164,9 +173,21 @@ class Check:
         return proc.stdout
 
     def ds_run_cmd(self, case, folder, steps, extra=()):
-        return [str(c) for c in (self.ds_run, self.case_path(case["plan"]), "--data",
-                                 self.case_path(case["data"]), "--steps", steps, "--device",
-                                 self.device, *extra)]
+        return self.launcher(case) + [
+            str(c) for c in (self.ds_run, self.case_path(case["plan"]), "--data",
+                             self.case_path(case["data"]), "--steps", steps, "--device",
+                             self.device, *extra)]
+
+    def launcher(self, case, python=False):
+        """torchrun's command prefix for a case of several ranks (one GPU each; Skip where
+        fewer are visible), [] for one rank."""
+        world = case.get("world", 1)
+        if world == 1:
+            return []
+        if self.device != "cpu" and torch.cuda.device_count() < world:
+            raise Skip("needs %d GPUs, %d visible" % (world, torch.cuda.device_count()))
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                "--nproc-per-node", str(world)] + ([] if python else ["--no-python"])
 
     def guarded(self, tier, name, needs_gpu, needs, body):
         """Runs body() -> detail; records PASSED, FAILED (Failure, OracleError or any
@@ -278,6 +299,27 @@ class Check:
                 return tail
             self.guarded("conformance", backend, backend != "cpu", [binary], body)
 
+    def nccl(self):
+        """The CUDA backend's NCCL channel: its host logic (CPU) and a channel of one rank per
+        visible GPU (all-reduce, reduce-scatter, all-gather, broadcast; fp32/bf16/fp16)."""
+        for name, binary, needs_gpu in (
+                ("host logic (cpu)", "DSNcclHostTest", False),
+                ("channel (cuda)", "DSNcclChannelTest", True)):
+            path = os.path.join(self.build, "bin", binary)
+
+            def body(path=path):
+                proc = subprocess.run([path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True, timeout=240)
+                lines = proc.stdout.strip().splitlines()
+                told = [l for l in lines if l.startswith(("NCCL channel test:", "nccl "))]
+                tail = " ".join(told + lines[-3:])
+                if proc.returncode == 77:
+                    raise Skip("the test skipped itself (exit 77): " + tail)
+                if proc.returncode != 0:
+                    raise Failure("exit %d: %s" % (proc.returncode, tail))
+                return tail
+            self.guarded("nccl", name, needs_gpu, [path], body)
+
     def oracle_case(self, case):
         folder = os.path.join(self.work, case["name"])
         os.makedirs(folder, exist_ok=True)
@@ -294,7 +336,7 @@ class Check:
         masters = {}
         expected_lines, expected_state = oracle.train(
             self.case_path(case["model"]), self.case_path(case["data"]), config, case["steps"],
-            1, masters=masters, device=self.device)
+            case.get("world", 1), masters=masters, device=self.device)
         mode = case["mode"]
         tol = oracle.PRECISION_TOLERANCES[mode]
         # ds-run may write a parameter as its fp32 master where the oracle stores bf16 / fp16.
@@ -519,6 +561,38 @@ class Check:
                     ours * 1e3, eager * 1e3, ours / eager, mfu(ours), mfu(eager), flops / 1e12,
                     peak or "unknown", "bf16" if bf16 else "fp32"))
 
+    def speed_ddp_case(self, case):
+        """ds-run on W ranks vs PyTorch DDP (and DeepSpeed where installed) on the same GPUs."""
+        launch = self.launcher(case)
+        steps = int(os.environ.get("DS_GPU_SPEED_STEPS", "30"))
+        short = steps // 3
+
+        def timed(n):
+            cmd = launch + [self.ds_run, self.case_path(case["plan"]), "--data",
+                            self.case_path(case["data"]), "--steps", n, "--device", self.device]
+            start = time.perf_counter()
+            self.run(cmd, timeout=300, what="ds-run --steps %d on %d ranks" % (n, case["world"]))
+            return time.perf_counter() - start
+        timed(short)
+        ours = (timed(steps) - timed(short)) / (steps - short)
+        out = self.run(self.launcher(case, python=True) + [
+            os.path.join(HERE, "ddp_step.py"), "--archive", self.case_path(case["model"]),
+            "--data", self.case_path(case["data"]), "--size", case["size"], "--steps", steps,
+            "--device", "cuda" if self.device != "cpu" else "cpu"], timeout=300,
+            what="ddp_step.py")
+        match = re.search(r"ddp ms/step ([0-9.]+)", out)
+        if not match:
+            raise Failure("ddp_step.py printed no step time: %s" % out[-500:])
+        ddp = float(match.group(1)) / 1e3
+        try:
+            import deepspeed  # noqa: F401
+            deepspeed_note = "DeepSpeed installed but not timed here yet"
+        except ImportError:
+            deepspeed_note = "DeepSpeed not installed: not compared"
+        return ("%s GPT, %d ranks, ZeRO-%d: ds-run %.2f ms/step, DDP %.2f ms/step, ratio %.2f; "
+                "%s" % (case["size"], case["world"], case["stage"], ours * 1e3, ddp * 1e3,
+                        ours / ddp, deepspeed_note))
+
     def peak_tflops(self, bf16):
         env = os.environ.get("DS_GPU_PEAK_TFLOPS_BF16" if bf16 else "DS_GPU_PEAK_TFLOPS_FP32")
         if env:
@@ -555,12 +629,13 @@ class Check:
         wanted = self.wanted
         self.archives()
         self.conformance()
-        for tier in ("a", "b"):
+        self.nccl()
+        for tier in ("a", "b", "o", "m"):
             for case in self.cases:
                 if case["tier"] != tier or not wanted(case):
                     continue
-                body = (self.checkpoint_case if case["kind"] == "checkpoint"
-                        else self.oracle_case)
+                body = {"checkpoint": self.checkpoint_case,
+                        "speed-ddp": self.speed_ddp_case}.get(case["kind"], self.oracle_case)
                 self.guarded(tier, case["name"], True, ds_run, lambda c=case, b=body: b(c))
         self.dsopt_wheel()
         for case in self.cases:
@@ -586,7 +661,7 @@ def main(argv=None):
     p.add_argument("--build-failed", action="store_true")
     p.add_argument("--deadline", type=float, default=0.0,
                    help="epoch seconds after which the remaining checks are skipped")
-    p.add_argument("--only", nargs="*", default=[], help="case names (tiers a, b, c)")
+    p.add_argument("--only", nargs="*", default=[], help="case names (tiers a, b, o, m, c)")
     p.add_argument("--scratch", default="",
                    help="folder for work files (checkpoints, the 100M archive, the installed "
                         "wheel); default RESULTS")

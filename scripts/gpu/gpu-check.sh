@@ -4,11 +4,13 @@
 #
 #   bash gpu-check.sh RESULTS
 #
-# 1. builds the runtime-only build (src/runtime: ds-run, the CUDA backend, the
-#    conformance suite, the dsopt wheel) against python3's torch, in parallel,
+# 1. builds the runtime-only build (src/runtime: ds-run, the CUDA backend with
+#    its NCCL channel, the conformance suite, the NCCL tests, the dsopt
+#    wheel) against python3's torch (and its wheel's NCCL), in parallel,
 #    into RESULTS/build, or DS_GPU_CHECK_SCRATCH/build (log: RESULTS/build.log);
 # 2. runs check/check.py: the node's torch loads our archives, the device
-#    conformance suite, tiers a (W = 1, stages 0 and 3, fp32 and bf16 against
+#    conformance suite, the NCCL channel's tests (host logic; one rank per
+#    visible GPU), tiers a (W = 1, stages 0 and 3, fp32 and bf16 against
 #    the oracle on the same GPU), b (GAS 2, fp16 overflow skips, distillation,
 #    checkpoint resume), the dsopt wheel, c (step time and MFU vs eager
 #    PyTorch); each result is appended to RESULTS/results.md as it comes, then

@@ -12,9 +12,11 @@ same archive on the node (make_gpt.py). Writes cases.json, which check.py reads:
   {"cases": [{"name", "tier", "kind", "plan", "model", "data", "config", "steps", "mode",
               ...kind-specific keys}], "compiled_with": {"torch", "ds_compile"}}
 
-kinds: oracle (ds-run vs oracle.py on the same GPU), distill (oracle + the frozen teacher
-bitwise unchanged), checkpoint (4 steps straight vs 2 + save + resume, bitwise), speed (ms/step
-and MFU against eager PyTorch), dsopt (the pip-installed runtime module trains the plan).
+kinds: oracle (ds-run vs oracle.py on the same GPU; "world" 2: under torchrun on 2 GPUs
+against the oracle of 2 ranks), distill (oracle + the frozen teacher bitwise unchanged),
+checkpoint (4 steps straight vs 2 + save + resume, bitwise), speed (ms/step and MFU against
+eager PyTorch), speed-ddp (2 ranks: ms/step against PyTorch DDP with NCCL), dsopt (the
+pip-installed runtime module trains the plan).
 """
 
 import argparse
@@ -53,6 +55,12 @@ def config(stage, optimizer, gas=1, precision=None, extra=None):
     return cfg
 
 
+def offloaded(cfg):
+    """cfg with ZeRO-Offload of the optimizer to pinned host memory."""
+    cfg["zero_optimization"]["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    return cfg
+
+
 def engine(stage, optimizer=None):
     cfg = {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": zero(stage, 200)}
     if optimizer:
@@ -60,7 +68,9 @@ def engine(stage, optimizer=None):
     return cfg
 
 
-# (name, tier, kind, model, config, steps, mode): mode picks oracle.PRECISION_TOLERANCES.
+# (name, tier, kind, model, config, steps, mode[, options]): mode picks
+# oracle.PRECISION_TOLERANCES; options: {"world": W} compiles for W ranks (tier m runs them
+# under torchrun, one GPU each, where W GPUs are visible).
 CASES = [
     ("s0-fp32", "a", "oracle", "transformer", config(0, ADAMW), 4, "fp32"),
     ("s3-fp32", "a", "oracle", "transformer", config(3, ADAMW), 4, "fp32"),
@@ -84,6 +94,19 @@ CASES = [
     ("distill", "b", "distill", "two_models",
      {"engines": {"student": engine(2, ADAMW), "teacher": engine(3)}}, 4, "fp32"),
     ("checkpoint-s3", "b", "checkpoint", "transformer", config(3, ADAMW), 4, "fp32"),
+    # ZeRO-Offload on one GPU: master shard and AdamW state in pinned host memory, the CPU
+    # optimizer between a gradient copy down and a parameter copy up.
+    ("offload-s2-fp32", "o", "oracle", "transformer", offloaded(config(2, ADAMW)), 4, "fp32"),
+    ("offload-s3-bf16", "o", "oracle", "transformer",
+     offloaded(config(3, SGD, precision="bf16")), 3, "bf16"),
+    # Two ranks, one GPU each, NCCL (torchrun): stages 0-3 against the oracle of 2 ranks.
+    ("w2-s0-fp32", "m", "oracle", "transformer", config(0, ADAMW), 4, "fp32", {"world": 2}),
+    ("w2-s1-fp32", "m", "oracle", "transformer", config(1, ADAMW), 4, "fp32", {"world": 2}),
+    ("w2-s2-fp32", "m", "oracle", "transformer", config(2, ADAMW, gas=2), 3, "fp32",
+     {"world": 2}),
+    ("w2-s3-fp32", "m", "oracle", "transformer", config(3, ADAMW), 4, "fp32", {"world": 2}),
+    ("w2-s3-bf16", "m", "oracle", "transformer", config(3, SGD, precision="bf16"), 3, "bf16",
+     {"world": 2}),
 ]
 
 
@@ -98,9 +121,9 @@ def run(cmd):
 DEVICE = "cuda"
 
 
-def compile_plan(ds_compile, model, data, cfg_path, plan):
+def compile_plan(ds_compile, model, data, cfg_path, plan, world=1):
     run([ds_compile, model, "--config", cfg_path, "--example-inputs", data, "--device", DEVICE,
-         "-o", plan])
+         "--world-size", str(world), "-o", plan])
     with open(plan) as f:
         doc = json.load(f)
     if doc.get("device") != DEVICE:
@@ -138,18 +161,21 @@ def main(argv=None) -> int:
             if not os.path.exists(dst):
                 shutil.copyfile(os.path.join(args.models, model + suffix), dst)
 
-    for name, tier, kind, model, cfg, steps, mode in CASES:
+    for name, tier, kind, model, cfg, steps, mode, *more in CASES:
+        options = more[0] if more else {}
+        world = options.get("world", 1)
         ship(model)
         cfg_path = os.path.join(out, name + ".config.json")
         with open(cfg_path, "w") as f:
             json.dump(cfg, f, indent=1)
         doc = compile_plan(args.ds_compile, os.path.join(out, model + ".pt"),
                            os.path.join(out, model + ".data.pt"), cfg_path,
-                           os.path.join(out, name + ".plan"))
+                           os.path.join(out, name + ".plan"), world)
         torch_version = doc.get("torch_version")
         case = {"name": name, "tier": tier, "kind": kind, "plan": name + ".plan",
                 "model": model + ".pt", "data": model + ".data.pt",
-                "config": name + ".config.json", "steps": steps, "mode": mode}
+                "config": name + ".config.json", "steps": steps, "mode": mode,
+                "world": world}
         if kind == "distill":
             case["frozen_prefix"] = "teacher."
         cases.append(case)
@@ -183,6 +209,23 @@ def main(argv=None) -> int:
                       "model": "gpt_%s.pt" % size, "data": "gpt_%s.data.pt" % size,
                       "config": name + ".config.json", "size": size, "params": params,
                       "mode": precision or "fp32", "made_on_node": not ship_archive})
+
+    # Two ranks: ds-run (NCCL, stage 0 and ZeRO-3) vs PyTorch DDP (NCCL) on the bench GPT.
+    for stage in (0, 3):
+        name = "speed-w2-s%d" % stage
+        cfg = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 1,
+               "gradient_clipping": 1.0, "optimizer": speed_opt,
+               "zero_optimization": zero(stage, 50_000_000)}
+        cfg_path = os.path.join(out, name + ".config.json")
+        with open(cfg_path, "w") as f:
+            json.dump(cfg, f, indent=1)
+        compile_plan(args.ds_compile, os.path.join(out, "gpt_bench.pt"),
+                     os.path.join(out, "gpt_bench.data.pt"), cfg_path,
+                     os.path.join(out, name + ".plan"), 2)
+        cases.append({"name": name, "tier": "m", "kind": "speed-ddp", "plan": name + ".plan",
+                      "model": "gpt_bench.pt", "data": "gpt_bench.data.pt",
+                      "config": name + ".config.json", "size": "bench", "mode": "fp32",
+                      "world": 2, "stage": stage})
 
     with open(os.path.join(out, "cases.json"), "w") as f:
         json.dump({"cases": cases, "compiled_with": {

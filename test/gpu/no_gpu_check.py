@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """gpu-check.sh end to end without a GPU (CUDA_VISIBLE_DEVICES is emptied, so this holds on a
 GPU machine too): the bundle's runtime-only build configures against this Python's torch and
-builds the given targets; every GPU tier is SKIPPED with the reason, none PASSED; the exit code
+builds the given targets (with the wheel's NCCL: --expect-nccl); every GPU tier is SKIPPED with the reason, none PASSED; the exit code
 is 0 and the table is written. Then a build that fails (a target that does not exist) must make
 gpu-check.sh exit 1, with the GPU tiers skipped for that reason.
 
   no_gpu_check.py --bundle B --results DIR [--targets "T1 T2"] [--skip-failing-build]
+                  [--expect-nccl]
 """
 
 import argparse
@@ -18,6 +19,8 @@ import time
 
 GPU_TIERS = ("a", "b", "c")
 NO_GPU = "no CUDA device visible"
+NCCL_HOST = "host logic (cpu)"  # check.py's CPU row of the nccl tier
+NCCL_FOUND = "CUDA backend: NCCL"  # DSCuda.cmake's line when it found the wheel's NCCL
 
 
 def run_check(bundle, results, targets):
@@ -37,6 +40,7 @@ def rows_of(results):
 def is_gpu_row(r):
     return (r["tier"] in GPU_TIERS
             or (r["tier"] == "conformance" and r["name"] == "cuda")
+            or (r["tier"] == "nccl" and r["name"] != NCCL_HOST)
             or (r["tier"] == "dsopt" and r["name"] != "pip install + import")
             or (r["tier"] == "archives" and "cuda" in r["name"]))
 
@@ -63,6 +67,8 @@ def main(argv=None) -> int:
     p.add_argument("--results", required=True)
     p.add_argument("--targets", default="DSSupport")
     p.add_argument("--skip-failing-build", action="store_true")
+    p.add_argument("--expect-nccl", action="store_true",
+                   help="the build must find the wheel's NCCL (as the full build did)")
     args = p.parse_args(argv)
     with open(os.path.join(args.bundle, "cases", "cases.json")) as f:
         cases = json.load(f)["cases"]
@@ -84,6 +90,11 @@ def main(argv=None) -> int:
         if not any(os.path.exists(b) for b in built):
             problems.append("target %s was not built (%s)" % (target, " or ".join(built)))
     problems += check_rows(rows, cases, NO_GPU)
+    if args.expect_nccl:
+        with open(os.path.join(args.results, "build.log")) as f:
+            if NCCL_FOUND not in f.read():
+                problems.append("the runtime-only build did not find the wheel's NCCL "
+                                "(no '%s' line in build.log)" % NCCL_FOUND)
     with open(os.path.join(args.results, "results.md")) as f:
         md = f.read()
     if "| tier | check | result | s | detail |" not in md or "whole run:" not in md:

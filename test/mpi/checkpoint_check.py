@@ -45,6 +45,11 @@ drives `ds-run --save-checkpoint/--save-every/--resume` and `ds-zero-to-fp32`:
                 trainable engines, stages 2 and 1), W = 2: DIR/<engine>/<tag>/ per engine, DIR/latest; the
                 frozen teacher only with --save-frozen; bitwise resume; ds-zero-to-fp32 on an
                 engine folder gives that engine's parameters (names relative to it).
+  offload       per stage 1-3 (mlp, W = 2): ZeRO-Offload (offload_optimizer "cpu") does not
+                change a checkpoint: 2 steps saved with offload and without give bitwise equal
+                files (the ds_config each records aside), and each resumes under the other
+                setting to the 4-step run's loss lines, parameters and global_step4 files
+                bitwise.
 Exits 1 naming every failure.
 """
 
@@ -428,6 +433,59 @@ def case_precision(r):
     r.check("precision: a bf16 checkpoint resumed in fp32", other_precision)
 
 
+def same_but_config(a, b):
+    """same_checkpoints, except the ds_config each file records (it names the offload)."""
+    files = sorted(os.listdir(a))
+    if files != sorted(os.listdir(b)):
+        raise Failure(f"{a} and {b} hold different files: {files} vs {sorted(os.listdir(b))}")
+    for name in files:
+        x, y = torch.load(os.path.join(a, name)), torch.load(os.path.join(b, name))
+        for d in (x, y):
+            if isinstance(d, dict):
+                d.pop("ds_config", None)
+        same(x, y, name)
+
+
+def case_offload(r):
+    world = r.args.world_sizes[0]
+    for stage in [s for s in r.args.stages if s >= 1]:
+        def cell(stage=stage):
+            name = f"offload-s{stage}"
+            config = config_for(stage)
+            plain = r.compile(name + "-plain", "mlp", config, world)
+            config["zero_optimization"]["offload_optimizer"] = {"device": "cpu",
+                                                                "pin_memory": True}
+            offload = r.compile(name + "-offload", "mlp", config, world)
+            straight = r.path(name, "straight")
+            r.launch(plain, "mlp", world, ["--steps", STEPS, "--save-checkpoint", straight,
+                                           "--save-params", straight + ".safetensors",
+                                           "--losses", straight + ".jsonl"])
+            halves = {}
+            for saved, resumed_by in (("offload", plain), ("plain", offload)):
+                half = r.path(name, "half-" + saved)
+                resumed = r.path(name, "resumed-" + saved)
+                r.launch(offload if saved == "offload" else plain, "mlp", world,
+                         ["--steps", 2, "--save-checkpoint", half])
+                r.launch(resumed_by, "mlp", world,
+                         ["--steps", STEPS, "--resume", half, "--save-checkpoint", resumed,
+                          "--save-params", resumed + ".safetensors",
+                          "--losses", resumed + ".jsonl"])
+                what = f"saved {saved}, resumed {'without' if saved == 'offload' else 'with'} offload"
+                lines_a = oracle.read_jsonl(straight + ".jsonl")
+                lines_b = oracle.read_jsonl(resumed + ".jsonl")
+                if lines_a[2:] != lines_b:
+                    raise Failure(f"{what}: loss lines of steps 3-4 differ: {lines_a[2:]} vs "
+                                  f"{lines_b}")
+                same_params(oracle.load_params(straight + ".safetensors"),
+                            oracle.load_params(resumed + ".safetensors"), what)
+                same_but_config(os.path.join(straight, "global_step4"),
+                                os.path.join(resumed, "global_step4"))
+                halves[saved] = os.path.join(half, "global_step2")
+            same_but_config(halves["offload"], halves["plain"])
+        r.check(f"offload mlp stage {stage} W={world}: checkpoints independent of the offload",
+                cell)
+
+
 def case_zero_to_fp32(r):
     last = None
     for world in r.args.world_sizes:
@@ -730,7 +788,8 @@ def case_save_16bit(r):
 
 
 CASES = {"resume": case_resume, "precision": case_precision, "reshard": case_reshard, "kill": case_kill, "zero-to-fp32": case_zero_to_fp32,
-         "errors": case_errors, "multi": case_multi, "save-16bit": case_save_16bit}
+         "errors": case_errors, "multi": case_multi, "save-16bit": case_save_16bit,
+         "offload": case_offload}
 
 
 def main(argv=None):

@@ -13,8 +13,9 @@ exits non-zero within --limit seconds (60) and that its output says what happene
             names the rank; exit code non-zero
   kill      rank 1 dies of SIGKILL: mpirun ends the job, naming the signal
   hang      rank 1 stops answering (DS_COMM_TIMEOUT_SECONDS=3): rank 0 reports
-            "ds-run: error: rank 0: collective ... timed out after 3 s (a peer rank may have died)"
-            and aborts the job
+            "ds-run: error: rank 0: collective ... in training step 2 timed out after 3 s (a peer
+            rank may have died)" and aborts the job (under torchrun, test/launch: the
+            store channel's watchdog aborts it)
   mismatch  the W=2 plan launched on 4 ranks: "the plan was compiled for --world-size 2, but 4
             ranks were launched"
 
@@ -82,7 +83,7 @@ CASES = {
              [f"DS_TEST_FAULT: rank 1: kill at step {FAULT_STEP}", "signal 9"]),
     "hang": (2, {"DS_TEST_FAULT": f"hang:1:{FAULT_STEP}", "DS_COMM_TIMEOUT_SECONDS": "3"},
              ["ds-run: error: rank 0: collective ",
-              "timed out after 3 s (a peer rank may have died)"]),
+              f"in training step {FAULT_STEP} timed out after 3 s (a peer rank may have died)"]),
     "mismatch": (4, {},
                  ["the plan was compiled for --world-size 2, but 4 ranks were launched"]),
 }

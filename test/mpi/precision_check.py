@@ -6,7 +6,7 @@ against the LibTorch oracle.
                      --mode bf16|fp16|autocast|autocast_fp16|fp32
                      --world-size W [--gas G] [--steps N] [--stages 0 2 3]
                      [--config-json '{...}'] [--min-skipped K] [--unbatched NAME ...]
-                     [--loss-rtol X] [--norm-rtol X] [--rtol X] [--atol X]
+                     [--loss-rtol X] [--norm-rtol X] [--rtol X] [--atol X] [--offload]
                      [--launcher 'mpirun -n {W}'] [--keep DIR]
 
 The config of a cell: micro-batch "auto" (the data's global micro-batch / W), GAS G,
@@ -29,6 +29,10 @@ Checks per stage:
     in the model dtype (bf16 / fp16; fp32 under autocast); if ds-run writes a parameter as fp32
     where the oracle has bf16/fp16, it is compared with the oracle's fp32 master weight instead;
   - the parameters of every stage within the same tolerance of the first stage's.
+With --offload each stage 1-3 also runs with ZeRO-Offload (zero_optimization.offload_optimizer
+{"device": "cpu", "pin_memory": true}): checked against the oracle as above, and its loss lines
+and final parameters must equal the same stage's run without offload BITWISE (on the CPU the
+offloaded update is the same CPU optimizer; docs/zero.md, "ZeRO-Offload").
 With --min-skipped K the oracle's run must skip at least K steps (an fp16 test that no longer
 overflows tests nothing; fp16 and autocast_fp16, whose torch.amp.GradScaler the oracle runs).
 Exits 1 naming the failing stage, 2 on bad arguments.
@@ -89,6 +93,23 @@ def config_for(mode, stage, gas, extra):
     return merge(cfg, extra)
 
 
+OFFLOAD = {"zero_optimization": {"offload_optimizer": {"device": "cpu", "pin_memory": True}}}
+
+
+def same_bitwise(lines, state, other_lines, other_state):
+    """'' when both runs are bitwise equal, else what differs."""
+    if lines != other_lines:
+        return f"loss lines differ: {lines} vs {other_lines}"
+    if state.keys() != other_state.keys():
+        return f"parameter names differ: {sorted(state)} vs {sorted(other_state)}"
+    for key in state:
+        a, b = state[key], other_state[key]
+        if a.dtype != b.dtype or not torch.equal(a, b):
+            diff = (a.double() - b.double()).abs().max().item() if a.shape == b.shape else "shape"
+            return f"{key} differs (max |diff| {diff})"
+    return ""
+
+
 def run_stage(args, workdir, config, model, data):
     """Compiles and trains one stage; returns (loss lines, final state)."""
     config_path = os.path.join(workdir, "ds_config.json")
@@ -133,6 +154,8 @@ def main(argv=None):
     p.add_argument("--norm-rtol", type=float, default=None)
     p.add_argument("--rtol", type=float, default=None, help="parameters: relative tolerance")
     p.add_argument("--atol", type=float, default=None, help="parameters: absolute tolerance")
+    p.add_argument("--offload", action="store_true",
+                   help="stages 1-3 also with ZeRO-Offload, bitwise equal to the run without")
     p.add_argument("--launcher", default=None,
                    help="command prefix for ds-run ({W}: the world size; '' runs it directly)")
     p.add_argument("--keep", default=None, metavar="DIR")
@@ -196,6 +219,30 @@ def main(argv=None):
                 failures.append(f"{cell}: loss lines differ from the oracle: {msg_l}")
             if not ok_p:
                 failures.append(f"{cell}: parameters differ from the oracle: {msg_p}")
+            if args.offload and stage >= 1:
+                offdir = workdir + "-offload"
+                os.makedirs(offdir, exist_ok=True)
+                try:
+                    off_lines, off_state = run_stage(args, offdir, merge(config, OFFLOAD),
+                                                     model, data)
+                except train_check.CheckFailed as e:
+                    failures.append(f"{cell} offload: {e}")
+                    print(f"{cell} offload: FAILED to run", file=sys.stderr)
+                    continue
+                ok_o, msg_o = oracle.compare_train_lines(off_lines, expected_lines,
+                                                         tol["loss_rtol"], 0.0, tol["norm_rtol"],
+                                                         "ds-run offload", "oracle")
+                ok_q, msg_q = oracle.compare_params(
+                    off_state, oracle.expected_for(off_state, expected_state, masters),
+                    tol["param_rtol"], tol["param_atol"], "ds-run offload", "oracle")
+                diff = same_bitwise(off_lines, off_state, lines, state)
+                print(f"{cell} offload: vs oracle {'OK' if ok_o and ok_q else 'MISMATCH'}; "
+                      f"vs no offload {'bitwise equal' if not diff else 'DIFFERENT: ' + diff}")
+                if not ok_o or not ok_q:
+                    failures.append(f"{cell} offload: differs from the oracle: {msg_o}; {msg_q}")
+                if diff:
+                    failures.append(f"{cell} offload: not bitwise the run without offload: "
+                                    f"{diff}")
             if first is None:
                 first = state
             else:

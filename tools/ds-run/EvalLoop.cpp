@@ -17,7 +17,7 @@
 
 namespace ds::run {
 
-void runEval(const Options &options, const World &world) {
+void runEval(const Options &options, World &world) {
   RunSetup run = setUpRun(options, world, /*training=*/false);
   runtime::Engine &engine = run.engine;
   const int64_t accumulation = engine.plan().gradientAccumulationSteps;

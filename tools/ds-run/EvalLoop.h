@@ -10,7 +10,7 @@ namespace ds::run {
 
 /// Runs the plan's eval program over the requested steps and reports one
 /// loss line per step (stdout, and --losses). Throws on any error.
-void runEval(const Options &options, const World &world);
+void runEval(const Options &options, World &world);
 
 } // namespace ds::run
 

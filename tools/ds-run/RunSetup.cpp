@@ -39,11 +39,13 @@ int64_t stepsToRun(const Options &options, const runtime::DataFile &data,
 
 } // namespace
 
-RunSetup setUpRun(const Options &options, const World &world, bool training) {
+RunSetup setUpRun(const Options &options, World &world, bool training) {
   runtime::LoadOptions loadOptions;
   loadOptions.weightsPath = options.weightsPath;
   loadOptions.rank = world.rank;
-  loadOptions.communicator = world.comm;
+  loadOptions.connect = [&world](const std::shared_ptr<runtime::Device> &device) {
+    return world.connect(device);
+  };
   loadOptions.seed = options.seed;
   if (!options.device.empty())
     loadOptions.device = runtime::createRankDevice(options.device);

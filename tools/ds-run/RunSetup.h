@@ -25,7 +25,7 @@ struct RunSetup {
 /// training, that the plan has a train program), then loads the data and
 /// checks that it holds every micro-step the run needs: all before any
 /// step runs. Throws PlanError / RuntimeError.
-RunSetup setUpRun(const Options &options, const World &world, bool training);
+RunSetup setUpRun(const Options &options, World &world, bool training);
 
 } // namespace ds::run
 

@@ -79,6 +79,12 @@ std::vector<int64_t> measureRank(const runtime::Engine &engine,
   // Per optimizer step: the run's volume over its steps (every step moves
   // the same).
   auto perStep = [&](int64_t elements) { return elements / steps; };
+  std::vector<plan::EngineReport> engines = engine.engineReports();
+  // Host bytes only where an engine offloads (-1: none, as the predicted
+  // report leaves the field out).
+  bool offloads = false;
+  for (const plan::EngineReport &report : engines)
+    offloads |= report.hostBytes.has_value();
   std::vector<int64_t> values = {engine.rank(),
                                  memory.parameterBytes,
                                  memory.gradientBytes,
@@ -90,20 +96,26 @@ std::vector<int64_t> measureRank(const runtime::Engine &engine,
                                  perStep(stepVolume.allReduce),
                                  perStep(stepVolume.reduceScatter),
                                  perStep(stepVolume.allGather),
-                                 perStep(stepVolume.broadcast)};
+                                 perStep(stepVolume.broadcast),
+                                 offloads ? memory.hostBytes : -1};
   // Then kEngineFields per engine.
-  for (const plan::EngineReport &report : engine.engineReports())
+  for (const plan::EngineReport &report : engines)
     values.insert(
         values.end(),
         {report.paramBytes, report.gradBytes, report.optimizerStateBytes,
          perStep(report.comm.allReduce), perStep(report.comm.reduceScatter),
-         perStep(report.comm.allGather), perStep(report.comm.broadcast)});
+         perStep(report.comm.allGather), perStep(report.comm.broadcast),
+         report.hostBytes.value_or(-1)});
   return values;
 }
 
-/// Numbers per engine in measureRank's list, after the rank's twelve.
-constexpr int64_t kRankFields = 12;
-constexpr int64_t kEngineFields = 7;
+/// Numbers per engine in measureRank's list, after the rank's thirteen.
+constexpr int64_t kRankFields = 13;
+constexpr int64_t kEngineFields = 8;
+
+std::optional<int64_t> presentBytes(int64_t value) {
+  return value >= 0 ? std::optional<int64_t>(value) : std::nullopt;
+}
 
 /// This rank's overlap timings as numbers, in the order overlapFrom reads
 /// them.
@@ -182,6 +194,7 @@ plan::Report gatherReport(const runtime::Engine &engine, const World &world,
     rank.comm.reduceScatter = v[9];
     rank.comm.allGather = v[10];
     rank.comm.broadcast = v[11];
+    rank.hostBytes = presentBytes(v[12]);
     rank.overlap = overlapFrom(allTimings.data() + r * timingFields);
     // Names, frozen and stages are the same on every rank.
     std::vector<plan::EngineReport> engines = engine.engineReports();
@@ -192,6 +205,7 @@ plan::Report gatherReport(const runtime::Engine &engine, const World &world,
       entry.gradBytes = w[1];
       entry.optimizerStateBytes = w[2];
       entry.comm = {w[3], w[4], w[5], w[6]};
+      entry.hostBytes = presentBytes(w[7]);
     }
     rank.engines = std::move(engines);
     report.ranks.push_back(rank);
@@ -230,7 +244,7 @@ int64_t resumeFrom(const Options &options, runtime::Engine &engine,
 
 } // namespace
 
-void runTrain(const Options &options, const World &world) {
+void runTrain(const Options &options, World &world) {
   RunSetup run = setUpRun(options, world, /*training=*/true);
   runtime::Engine &engine = run.engine;
   // Loading broadcast the state from rank 0: not per-step traffic.
@@ -257,7 +271,7 @@ void runTrain(const Options &options, const World &world) {
   });
   const int64_t lastMicroStep = run.steps * accumulation - 1;
   for (int64_t step = first; step <= run.steps; ++step) {
-    world.faultPoint(step); // DS_TEST_FAULT (test/mpi), else nothing.
+    world.beginStep(step); // Timeout messages; DS_TEST_FAULT (test/mpi).
     monitor.stepBegin(step);
     runtime::StepReport report;
     for (int64_t micro = 0; micro < accumulation; ++micro) {

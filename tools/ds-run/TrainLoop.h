@@ -12,7 +12,7 @@ namespace ds::run {
 /// micro-steps of forward, backward, step) and reports one line per step
 /// (stdout, and --losses); --save-params writes the final state. Throws on
 /// any error.
-void runTrain(const Options &options, const World &world);
+void runTrain(const Options &options, World &world);
 
 } // namespace ds::run
 

@@ -1,11 +1,8 @@
 //===- World.cpp - This process's rank and the number of ranks ------------===//
 //
-// MPI is initialised only under a launcher: a plain `ds-run` must not pay
-// for it (nor need mpirun), and an MPI singleton of Open MPI starts helper
-// daemons. Under a launcher, the rank count MPI reports is checked against
-// the launcher's own variable, which catches N copies of a program each
-// believing it is rank 0 of 1 (e.g. MPICH's mpiexec starting an Open MPI
-// build).
+// The launcher and the communicators are the runtime's RankGroup
+// (include/ds/Runtime/Launch.h); here: ds-run's share of cores, its fault
+// hook, and the loss sums.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,18 +30,6 @@ const char *env(const char *name) {
   return value && *value ? value : nullptr;
 }
 
-/// The launcher's rank count, when it says: (count, variable).
-std::pair<int64_t, const char *> launcherSize() {
-  for (const char *variable : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
-    if (const char *value = env(variable))
-      return {std::atoll(value), variable};
-  return {0, nullptr};
-}
-
-bool launched() {
-  return env("OMPI_COMM_WORLD_SIZE") || env("PMIX_RANK") || env("PMI_SIZE");
-}
-
 World::Fault parseFault() {
   World::Fault fault;
   const char *text = env("DS_TEST_FAULT");
@@ -69,12 +54,9 @@ World::Fault parseFault() {
 
 /// Ranks sharing the cores: LibTorch would otherwise start one thread per
 /// core in every rank and oversubscribe them.
-void divideCores(int64_t size) {
-  if (size <= 1 || env("OMP_NUM_THREADS"))
+void divideCores(int64_t local) {
+  if (local <= 1 || env("OMP_NUM_THREADS"))
     return;
-  int64_t local = size;
-  if (const char *value = env("OMPI_COMM_WORLD_LOCAL_SIZE"))
-    local = std::max<int64_t>(1, std::atoll(value));
   int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
   at::set_num_threads(int(std::max<int64_t>(1, cores / local)));
 }
@@ -84,32 +66,21 @@ void divideCores(int64_t size) {
 World World::detect() {
   World world;
   world.fault = parseFault();
-  if (!launched()) {
-    world.comm = runtime::createLocalCommunicator();
-    return world;
-  }
-  auto [expected, variable] = launcherSize();
-  if (!runtime::mpiCommunicatorAvailable()) {
-    if (expected > 1)
-      throw std::runtime_error("launched with " + std::to_string(expected) +
-                               " ranks (" + variable +
-                               "), but this ds-run was built without MPI");
-    world.comm = runtime::createLocalCommunicator();
-    return world;
-  }
   runtime::CommOptions options = runtime::CommOptions::fromEnvironment();
   options.messagePrefix = "ds-run: error: ";
-  world.comm = runtime::createMpiCommunicator(options);
-  world.rank = world.comm->rank();
-  world.size = world.comm->size();
-  if (expected > 0 && expected != world.size)
-    throw std::runtime_error(
-        "launched with " + std::to_string(expected) + " ranks (" + variable +
-        "), but MPI reports " + std::to_string(world.size) +
-        ": the launcher does not belong to the MPI library ds-run was built "
-        "with");
-  divideCores(world.size);
+  world.group = runtime::RankGroup::join(options);
+  world.rank = world.group->rank();
+  world.size = world.group->size();
+  if (world.group->launch().kind != runtime::LaunchInfo::Kind::Store)
+    world.comm = world.group->hostCommunicator();
+  divideCores(world.group->launch().localSize);
   return world;
+}
+
+std::shared_ptr<runtime::Communicator>
+World::connect(const std::shared_ptr<runtime::Device> &device) {
+  comm = group->communicator(device);
+  return comm;
 }
 
 void World::sumAcrossRanks(std::vector<double> &values) const {
@@ -130,6 +101,11 @@ void World::abortIfOthersRun(int exitCode) const {
   if (rank != 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   comm->abort(exitCode);
+}
+
+void World::beginStep(int64_t step) const {
+  runtime::noteTrainingStep(step);
+  faultPoint(step);
 }
 
 void World::faultPoint(int64_t step) const {

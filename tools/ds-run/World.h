@@ -3,8 +3,11 @@
 // The one place ds-run learns its rank and world size, and the one place
 // that combines per-rank numbers. Started directly, ds-run is rank 0 of 1
 // and needs no MPI; started by an MPI launcher (mpirun -n W), it initialises
-// MPI and takes rank and size from it. The World owns the run's
-// Communicator, which the engine shares for the gradient reduction.
+// MPI and takes rank and size from it; started by torchrun (or any launcher
+// that sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), it joins the
+// launcher's TCP store. The World owns the run's Communicator, which the
+// engine shares for the gradient reduction: made once the run's device is
+// known (connect): NCCL on GPUs, MPI or the store channel on CPUs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +15,7 @@
 #define DS_TOOLS_DSRUN_WORLD_H
 
 #include "ds/Runtime/Communicator.h"
+#include "ds/Runtime/Launch.h"
 
 #include <cstdint>
 #include <memory>
@@ -23,13 +27,21 @@ namespace ds::run {
 struct World {
   int64_t rank = 0;
   int64_t size = 1;
-  /// The ranks' communicator: MPI under a launcher, else the local one.
-  /// Null only in a default-constructed World (one rank).
+  /// The ranks' communicator: MPI under mpirun, the local one for one
+  /// rank; under torchrun null until connect(). Null in a
+  /// default-constructed World (one rank).
   std::shared_ptr<runtime::Communicator> comm;
+  /// The job's ranks as the launcher started them (null: one rank).
+  std::shared_ptr<runtime::RankGroup> group;
+
+  /// The communicator for a run on `device` (RankGroup::communicator: NCCL
+  /// on GPUs, MPI or the store channel on CPUs), which becomes `comm`.
+  std::shared_ptr<runtime::Communicator>
+  connect(const std::shared_ptr<runtime::Device> &device);
 
   /// Detects the launcher: Open MPI's mpirun (OMPI_COMM_WORLD_SIZE) or a
-  /// PMI/PMIx launcher (PMIX_RANK, PMI_SIZE) starts MPI; otherwise one
-  /// local rank. Under several ranks, sets LibTorch's intra-op threads to
+  /// PMI/PMIx launcher (PMIX_RANK, PMI_SIZE) starts MPI; RANK/WORLD_SIZE
+  /// (torchrun) join the TCP store; otherwise one local rank. Under several ranks, sets LibTorch's intra-op threads to
   /// the cores per local rank unless OMP_NUM_THREADS says otherwise. Throws
   /// std::runtime_error (MPI missing or failing, a launcher that does not
   /// match the MPI library, a bad DS_COMM_TIMEOUT_SECONDS or DS_TEST_FAULT).
@@ -45,6 +57,10 @@ struct World {
   /// (the other ranks would wait for this one until their timeout). Returns
   /// when this is the only rank.
   void abortIfOthersRun(int exitCode) const;
+
+  /// A training step (1-based) begins: timeout messages name it, and the
+  /// fault point below may fire.
+  void beginStep(int64_t step) const;
 
   /// Test hook for the failure tests (test/mpi): with
   /// DS_TEST_FAULT=MODE:RANK:STEP, rank RANK exits (MODE exit: code 3,

@@ -203,3 +203,28 @@ TEST(PlanEngineTest, EnumNamesRoundTrip) {
   EXPECT_FALSE(parseOptimizerType("AdamW").has_value());
   EXPECT_FALSE(parsePrecisionMode("fp32").has_value());
 }
+
+TEST(PlanEngineTest, OffloadOptimizerRoundTripsAndNeedsAStage) {
+  // Absent: no offload.
+  EXPECT_FALSE(parsePlan(trainPlan(), "v7.json").engines[0].offloadOptimizer);
+  Plan plan = test::zeroPlan(trainPlan(), 2, 2, 6);
+  plan.engines[0].offloadOptimizer = OffloadDesc{/*pinMemory=*/true};
+  ordered_json json = toJson(plan);
+  EXPECT_EQ(engine(json)["offload_optimizer"],
+            ordered_json({{"device", "cpu"}, {"pin_memory", true}}));
+  Plan read = parsePlan(json, "v7.json");
+  ASSERT_TRUE(read.engines[0].offloadOptimizer);
+  EXPECT_TRUE(read.engines[0].offloadOptimizer->pinMemory);
+  // pin_memory defaults to false.
+  engine(json)["offload_optimizer"].erase("pin_memory");
+  EXPECT_FALSE(
+      parsePlan(json, "v7.json").engines[0].offloadOptimizer->pinMemory);
+
+  ordered_json nvme = json;
+  engine(nvme)["offload_optimizer"]["device"] = "nvme";
+  expectInvalid(nvme, "engines[0].offload_optimizer.device: expected \"cpu\"");
+  ordered_json stage0 = trainPlan();
+  engine(stage0)["offload_optimizer"] = {{"device", "cpu"}};
+  expectInvalid(stage0, "engines[0].offload_optimizer: needs ZeRO stage 1, 2 "
+                        "or 3");
+}

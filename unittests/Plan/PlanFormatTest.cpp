@@ -59,35 +59,39 @@ TEST(PlanFormatTest, FormatAndVersion) {
   json["format"] = "onnx";
   expectInvalid(json, "test.json: format: expected \"ds-plan\"");
   json = base();
-  json["version"] = 7;
-  expectInvalid(json, "version: plan version 7 is newer than this runtime "
-                      "supports (6)");
+  json["version"] = 8;
+  expectInvalid(json, "version: plan version 8 is newer than this runtime "
+                      "supports (7)");
   json["version"] = 0;
   expectInvalid(json, "plan version 0 is not supported (this runtime reads "
-                      "version 6)");
-  // Older plans (version 5: no device and torch version; version 4: no
-  // shape variants; version 3: no bounds of dynamic tensors; version 2: the
-  // engines' settings in their DeepSpeed config; version 1: no optimizer,
-  // partition or programs.step): recompile.
+                      "version 7)");
+  // Older plans (version 6: no offload_optimizer; version 5: no device and
+  // torch version; version 4: no shape variants; version 3: no bounds of
+  // dynamic tensors; version 2: the engines' settings in their DeepSpeed
+  // config; version 1: no optimizer, partition or programs.step): recompile.
+  json["version"] = 6;
+  expectInvalid(json, "test.json: version: plan version 6 is not supported "
+                      "(this runtime reads version 7): the plan was written "
+                      "by an older ds-compile; recompile it");
   json["version"] = 5;
   expectInvalid(json, "test.json: version: plan version 5 is not supported "
-                      "(this runtime reads version 6): the plan was written "
+                      "(this runtime reads version 7): the plan was written "
                       "by an older ds-compile; recompile it");
   json["version"] = 4;
   expectInvalid(json, "test.json: version: plan version 4 is not supported "
-                      "(this runtime reads version 6): the plan was written "
+                      "(this runtime reads version 7): the plan was written "
                       "by an older ds-compile; recompile it");
   json["version"] = 3;
   expectInvalid(json, "test.json: version: plan version 3 is not supported "
-                      "(this runtime reads version 6): the plan was written "
+                      "(this runtime reads version 7): the plan was written "
                       "by an older ds-compile; recompile it");
   json["version"] = 2;
   expectInvalid(json, "test.json: version: plan version 2 is not supported "
-                      "(this runtime reads version 6): the plan was written "
+                      "(this runtime reads version 7): the plan was written "
                       "by an older ds-compile; recompile it");
   json["version"] = 1;
   expectInvalid(json, "test.json: version: plan version 1 is not supported "
-                      "(this runtime reads version 6): the plan was written "
+                      "(this runtime reads version 7): the plan was written "
                       "by an older ds-compile; recompile it");
   json["version"] = "1";
   expectInvalid(json, "version: expected an integer, found string \"1\"");

@@ -375,3 +375,27 @@ TEST(PlanReportTest, ActivationPeakOnBoundsIsMarked) {
   json["ranks"][0]["activation_peak_is_bound"] = "yes";
   EXPECT_THROW(reportFromJson(json), std::runtime_error);
 }
+
+TEST(PlanReportTest, OffloadMovesStateAndMasterToHostBytes) {
+  constexpr int64_t Psi = 1024, W = 4;
+  for (int64_t stage : {1, 2, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    Plan plan = zeroPlan(W, stage);
+    const RankReport plain = predictReport(plan).ranks[0];
+    EXPECT_FALSE(plain.hostBytes.has_value());
+    plan.engines[0].offloadOptimizer = OffloadDesc{};
+    const RankReport offload = predictReport(plan).ranks[0];
+    // fp32 AdamW: m, v and the fp32 master of the shard, on the host.
+    EXPECT_EQ(offload.optimizerStateBytes, 0);
+    EXPECT_EQ(offload.hostBytes, 12 * Psi / W);
+    ASSERT_EQ(offload.engines.size(), 1u);
+    EXPECT_EQ(offload.engines[0].hostBytes, 12 * Psi / W);
+    // The device's figures lose the optimizer state; the rest is unchanged.
+    EXPECT_EQ(offload.paramBytes, plain.paramBytes);
+    EXPECT_EQ(offload.gradBytes, plain.gradBytes);
+    EXPECT_EQ(offload.peakBytes, plain.peakBytes - 8 * Psi / W);
+    ordered_json json = reportToJson(predictReport(plan));
+    EXPECT_EQ(json["ranks"][0]["host_bytes"], 12 * Psi / W);
+    EXPECT_EQ(reportFromJson(json).ranks[0].hostBytes, 12 * Psi / W);
+  }
+}

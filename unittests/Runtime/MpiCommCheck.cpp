@@ -14,6 +14,14 @@
 //                           with a 1 s timeout in Throw mode, must get a
 //                           CommTimeoutError naming the collective, then
 //                           the collective completes once rank 1 arrives
+//   --store                 (first) the same checks of the runtime's
+//                           channel communicator over the store channel,
+//                           under torchrun (RANK, WORLD_SIZE, MASTER_ADDR,
+//                           MASTER_PORT): after a timeout its channel is
+//                           aborted (as NCCL's is), so rank 0's collective
+//                           stays failed; rank 1's completes when it
+//                           arrives. No overlap measurement (the store
+//                           channel is not built for speed).
 //
 // Exit code 0 when every check passes on this rank; each failure prints a
 // line "rank R: FAIL: ...".
@@ -21,6 +29,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ds/Runtime/Communicator.h"
+#include "ds/Runtime/Launch.h"
 
 #include <ATen/ATen.h>
 
@@ -41,6 +50,7 @@ using Clock = std::chrono::steady_clock;
 
 int64_t R = 0, W = 1;
 int failures = 0;
+bool storeBackend = false;
 
 std::shared_ptr<Communicator> &comm() {
   static std::shared_ptr<Communicator> communicator;
@@ -242,6 +252,25 @@ void checkManyInFlight() {
   }
 }
 
+/// Buffers above 8 MiB (the libuv store's largest message: the store
+/// channel sends chunks).
+void checkLarge() {
+  const int64_t n = 3 << 20; // 12 MiB of float32.
+  at::Tensor tensor = at::full({n}, double(R + 1));
+  tensor[n - 1] = double(7 * (R + 1));
+  comm()->allReduce(tensor, ReduceOp::Sum).wait();
+  double total = double(W * (W + 1) / 2);
+  check(tensor.narrow(0, 0, n - 1).eq(total).all().item<bool>() &&
+            tensor[n - 1].item<double>() == 7 * total,
+        "allReduce of 12 MiB");
+  at::Tensor gathered = at::empty({W * n});
+  comm()->allGather(gathered, at::full({n}, double(R))).wait();
+  bool ok = true;
+  for (int64_t r = 0; r < W; ++r)
+    ok &= gathered.narrow(0, r * n, n).eq(double(r)).all().item<bool>();
+  check(ok, "allGather of 12 MiB per rank");
+}
+
 void checkBadArguments() {
   auto refuses = [](auto call, const char *text) {
     try {
@@ -266,7 +295,7 @@ void checkBadArguments() {
       },
       "the input must hold size() x output elements");
   refuses([] { comm()->broadcast(at::zeros({3}), W); }, "is not a rank");
-  // The MPI backend moves host memory (meta: a device without data).
+  // Both backends here move host memory (meta: a device without data).
   refuses(
       [] {
         comm()->allReduce(at::empty({4}, at::TensorOptions().device(at::kMeta)),
@@ -363,9 +392,13 @@ int timeoutCheck() {
                           "have died)") != nullptr,
               std::string("timeout message: ") + error.what());
         timedOut = true;
+        if (storeBackend)
+          break; // The channel is aborted: the collective stays failed.
       }
     }
     check(timedOut, "rank 0 saw a timeout while rank 1 was late");
+    if (storeBackend)
+      return failures ? 1 : 0;
   } else {
     handle.wait();
   }
@@ -374,17 +407,31 @@ int timeoutCheck() {
   return failures ? 1 : 0;
 }
 
+
+std::shared_ptr<Communicator> createStoreCommunicator(const CommOptions &options) {
+  LaunchInfo launch = LaunchInfo::fromEnvironment();
+  static std::unique_ptr<Rendezvous> rendezvous;
+  rendezvous = createStoreRendezvous(launch, options.timeoutSeconds);
+  return createChannelCommunicator(createStoreChannel(*rendezvous),
+                                   cpuDevice(), "store", options);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
-  bool timeout = argc > 1 && std::string(argv[1]) == "--timeout";
+  std::vector<std::string> args(argv + 1, argv + argc);
+  storeBackend = !args.empty() && args.front() == "--store";
+  if (storeBackend)
+    args.erase(args.begin());
+  bool timeout = !args.empty() && args.front() == "--timeout";
   try {
     CommOptions options = CommOptions::fromEnvironment();
     if (timeout) {
       options.timeoutSeconds = 1;
       options.onTimeout = CommOptions::OnTimeout::Throw;
     }
-    comm() = createMpiCommunicator(options);
+    comm() = storeBackend ? createStoreCommunicator(options)
+                          : createMpiCommunicator(options);
     R = comm()->rank();
     W = comm()->size();
     at::manual_seed(uint64_t(R) + 7);
@@ -397,15 +444,18 @@ int main(int argc, char **argv) {
     checkAllGather();
     checkBroadcast();
     checkManyInFlight();
+    checkLarge();
     checkBadArguments();
-    measureOverlap();
+    if (!storeBackend)
+      measureOverlap();
     comm()->barrier().wait();
   } catch (const std::exception &error) {
     std::fprintf(stderr, "rank %lld: FAIL: %s\n", (long long)R, error.what());
     return 1;
   }
   if (R == 0)
-    std::printf("MpiCommCheck on %lld ranks: %s\n", (long long)W,
+    std::printf("MpiCommCheck (%s) on %lld ranks: %s\n",
+                comm()->backendName(), (long long)W,
                 failures ? "FAILED" : "all checks passed");
   return failures ? 1 : 0;
 }

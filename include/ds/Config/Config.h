@@ -275,8 +275,17 @@ struct MonitorConfig {
   bool enabled() const { return tensorboard.enabled || csv.enabled; }
 };
 
+/// zero_optimization.offload_optimizer with "device": "cpu" (ZeRO-Offload).
+struct OffloadConfig {
+  /// pin_memory: page-locked host buffers (DeepSpeed's default false).
+  bool pinMemory = false;
+};
+
 struct ZeroConfig {
   int stage = 0;
+  /// Set: the fp32 master and optimizer state live in host memory and the
+  /// update runs on the CPU (stages 1-3).
+  std::optional<OffloadConfig> offloadOptimizer;
   bool contiguousGradients = true;
   bool reduceScatter = true;
   int64_t reduceBucketSize = 500000000;

@@ -25,7 +25,7 @@ namespace ds::plan {
 using ordered_json = nlohmann::ordered_json;
 
 /// The plan format version this library reads and writes.
-inline constexpr int64_t kPlanFormatVersion = 6;
+inline constexpr int64_t kPlanFormatVersion = 7;
 /// The value of the top-level "format" field.
 inline constexpr const char *kPlanFormatName = "ds-plan";
 /// The values of the top-level "device" field: what a plan is compiled for.
@@ -260,6 +260,13 @@ struct BatchDesc {
   int64_t gradientAccumulationSteps = 1;
 };
 
+/// ZeRO-Offload of an engine's optimizer (zero_optimization.
+/// offload_optimizer with "device": "cpu"; version 7).
+struct OffloadDesc {
+  /// pin_memory: page-locked host buffers where the run device copies.
+  bool pinMemory = false;
+};
+
 struct EngineDesc {
   std::string name;
   /// Submodule path of the TorchScript root; "" for the root itself.
@@ -274,6 +281,10 @@ struct EngineDesc {
   /// Stage 3: save_checkpoint writes the gathered 16-bit model
   /// (zero_optimization.stage3_gather_16bit_weights_on_model_save).
   bool gather16BitWeightsOnModelSave = false;
+  /// Stages 1-3: the float32 master and the optimizer state of this rank's
+  /// shard live in host memory and the update runs on the CPU. Frozen
+  /// engines have nothing to offload.
+  std::optional<OffloadDesc> offloadOptimizer;
   /// The engine's DeepSpeed config as given: provenance only (checkpoints
   /// record it as ds_config); only the monitoring keys are read from it
   /// (ds/Plan/Monitor.h).

@@ -111,7 +111,11 @@ struct EngineReport {
   int64_t zeroStage = 0;
   int64_t paramBytes = 0;
   int64_t gradBytes = 0;
+  /// On the run's device; an offloading engine's is in hostBytes.
   int64_t optimizerStateBytes = 0;
+  /// ZeRO-Offload: the optimizer state and master in host memory (unset:
+  /// not reported).
+  std::optional<int64_t> hostBytes;
   /// Elements moved per optimizer step by the engine's collectives.
   CommVolume comm;
 };
@@ -122,6 +126,9 @@ struct RankReport {
   int64_t paramBytes = 0;
   int64_t gradBytes = 0;
   int64_t optimizerStateBytes = 0;
+  /// ZeRO-Offload: the optimizer state and masters held in host memory;
+  /// every other figure is the run device's (unset: not reported).
+  std::optional<int64_t> hostBytes;
   /// Buffers (BatchNorm statistics); part of peak, not of the three above.
   int64_t bufferBytes = 0;
   /// Live-value bytes of the program at its peak (train, else eval).
@@ -180,7 +187,9 @@ int64_t optimizerStatesPerElement(const OptimizerDesc &optimizer);
 ///  - grad_bytes (held between optimizer steps): stages 0-1 the full flat
 ///    buffer (numel), stages 2-3 the shard (shardNumel);
 ///  - optimizer_state_bytes: states per element x shard elements (stage 0:
-///    numel) x element size;
+///    numel) x element size (native bf16 / fp16: + the float32 master), on
+///    the device; 0 for an engine with ZeRO-Offload, whose state and
+///    master (float32 engines too) are host_bytes instead;
 ///  - transient_bytes, peak_bytes: see RankReport;
 ///  - comm volume per optimizer step, when world_size > 1: the collectives
 ///    of programs.train times gradient_accumulation_steps plus those of

@@ -23,6 +23,7 @@
 #define DS_RUNTIME_COMMUNICATOR_H
 
 #include "ds/Plan/Report.h"
+#include "ds/Runtime/Device.h"
 #include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/core/Tensor.h>
@@ -216,6 +217,29 @@ private:
   std::atomic<int64_t> allGatherElements_{0};
   std::atomic<int64_t> broadcastElements_{0};
 };
+
+/// The training step this process is in (1-based; 0: none yet), named by
+/// timeout messages. ds-run notes each step as it begins. Thread-safe.
+void noteTrainingStep(int64_t step);
+int64_t currentTrainingStep();
+
+/// A Communicator over a device backend's Channel (Channel.h: NCCL) or the
+/// runtime's store channel, named `name` ("nccl", "store"). Each collective
+/// is checked and counted on the calling thread, then issued on the
+/// device's communication stream by a communication thread, after an event
+/// recorded on the caller's compute stream (the work that produced its
+/// input); CommHandle::waitOn(stream) makes `stream` wait for it without
+/// blocking the host. CPU tensors given to a device channel are staged
+/// through the device and copied back by wait(). A watchdog thread keeps
+/// every collective's tensors alive until it has completed, notes when each
+/// completed (from the device's timing events), and after
+/// options.timeoutSeconds aborts the channel and ends the job (or, with
+/// OnTimeout::Throw, fails the collective) with a message that names the
+/// collective and the training step.
+std::shared_ptr<Communicator>
+createChannelCommunicator(std::unique_ptr<Channel> channel,
+                          std::shared_ptr<Device> device, std::string name,
+                          const CommOptions &options = CommOptions());
 
 /// One rank, no library: collectives complete at once (a reduction over
 /// one rank is the identity, Avg included).

@@ -23,6 +23,7 @@
 #ifndef DS_RUNTIME_DEVICE_H
 #define DS_RUNTIME_DEVICE_H
 
+#include "ds/Runtime/Channel.h"
 #include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/core/Generator.h>
@@ -137,6 +138,15 @@ struct DeviceBackend {
   std::function<std::string()> unavailableReason;
   /// Device `index` (0 <= index < deviceCount()).
   std::function<std::shared_ptr<Device>(int64_t index)> create;
+  /// This rank's end of a collective channel on `device` (one of this
+  /// backend's) among the ranks of `rendezvous`; blocks until every rank
+  /// has joined. Rank 0 makes the channel's id and shares it with
+  /// rendezvous.broadcast(key, ...). Empty: the backend has no channel of
+  /// its own (the CPU's collectives are MPI's or the runtime's store
+  /// channel).
+  std::function<std::unique_ptr<Channel>(Device &device, Rendezvous &rendezvous,
+                                         const std::string &key)>
+      createChannel;
 };
 
 /// Adds `backend` (a later registration of the same name replaces it).
@@ -171,6 +181,14 @@ std::shared_ptr<Device> cpuDevice();
 /// that gives each rank its own CUDA_VISIBLE_DEVICES); anything else as
 /// createDevice.
 std::shared_ptr<Device> createRankDevice(const std::string &spec);
+/// Whether `device`'s backend has channels of its own (cuda: NCCL).
+bool deviceHasChannel(const Device &device);
+/// `device`'s backend's channel among the ranks of `rendezvous` (see
+/// DeviceBackend::createChannel). Throws DeviceError when the backend has
+/// none, or the backend's error when joining fails.
+std::unique_ptr<Channel> createDeviceChannel(Device &device,
+                                             Rendezvous &rendezvous,
+                                             const std::string &key);
 
 } // namespace ds::runtime
 

@@ -24,6 +24,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +59,12 @@ struct LoadOptions {
   /// rank of several; only ZeRO stage 0 engines can, since stages 1-2
   /// shard over the plan's world_size).
   std::shared_ptr<Communicator> communicator;
+  /// When set, makes the communicator (replacing `communicator`) once the
+  /// run's device is known and before anything is loaded: the ranks of a
+  /// GPU job meet over the device's channel (NCCL), a CPU job's over MPI
+  /// or the store (ds-run's World::connect).
+  std::function<std::shared_ptr<Communicator>(const std::shared_ptr<Device> &)>
+      connect;
   /// Replaces the engine configs' "seed" (ds-run --seed). Without either,
   /// the seed is 0.
   std::optional<int64_t> seed;

@@ -45,9 +45,12 @@ struct MemoryStats {
   /// flat gradient buffers of stage 0-1 engines, the shard gradient of
   /// stage 2-3 engines.
   int64_t gradientBytes = 0;
-  /// Bytes of the optimizers' flat state buffers (training only; the
-  /// rank's shard at stages 1-2).
+  /// Bytes of the optimizers' flat state buffers and float32 masters on the
+  /// run's device (training only; the rank's shard at stages 1-3).
   int64_t optimizerBytes = 0;
+  /// ZeRO-Offload: the optimizer state and master in host memory instead
+  /// (not part of the device figures above).
+  int64_t hostBytes = 0;
   /// Training buffers that exist for part of a step (stage 2-3's full
   /// gradient and receive buffers, stage 1's shard gradient, stage 3's
   /// gathered buckets): held now, and the most held at once.

@@ -18,6 +18,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -40,13 +41,20 @@ const char *optimizerKernelName(OptimizerKernel kernel);
 /// Fused on CUDA devices, Reference elsewhere.
 OptimizerKernel defaultOptimizerKernel(c10::Device device);
 
+/// Allocates a zero-filled flat buffer of `numel` elements of `dtype`
+/// (ZeRO-Offload: page-locked host memory).
+using BufferAllocator =
+    std::function<at::Tensor(int64_t numel, at::ScalarType dtype)>;
+
 class Optimizer {
 public:
   /// State for the parameters of `layout`, zero-initialised, on the
-  /// layout's device. The caller applies `desc`'s gradient clipping and LR
-  /// schedule. `kernel`: defaultOptimizerKernel(layout.device) unless given.
+  /// layout's device, or from `allocate` when given. The caller applies
+  /// `desc`'s gradient clipping and LR schedule. `kernel`:
+  /// defaultOptimizerKernel(layout.device) unless given.
   Optimizer(const plan::OptimizerDesc &desc, const FlatLayout &layout,
-            std::optional<OptimizerKernel> kernel = std::nullopt);
+            std::optional<OptimizerKernel> kernel = std::nullopt,
+            const BufferAllocator &allocate = nullptr);
   OptimizerKernel kernel() const { return kernel_; }
 
   /// One update at learning rate `lr`: `params[i]` (updated in place) with

@@ -3,7 +3,8 @@
 // Built as its own shared library (libDSRuntimeCUDA.so), loaded by the
 // device registry on first use of "cuda": it links libtorch_cuda (ATen's
 // CUDA kernels register with the dispatcher when it loads), the CUDA
-// runtime and, through LibTorch, cuBLAS and cuDNN. It does not link the
+// runtime and, through LibTorch, cuBLAS and cuDNN; NCCL for its channel
+// (NcclChannel.cpp) when the build found the wheel's. It does not link the
 // runtime: it implements the classes of ds/Runtime/Device.h, which are
 // defined in that header, and hands them over through one C entry point.
 //
@@ -19,6 +20,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "../Device/DeviceBackends.h"
+#ifdef DS_HAVE_NCCL
+#include "NcclChannel.h"
+#endif
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
@@ -237,5 +241,10 @@ dsDeviceBackend_cuda(ds::runtime::DeviceBackend *backend) {
     c10::cuda::set_device(c10::DeviceIndex(index));
     return std::make_shared<CudaDevice>(c10::DeviceIndex(index));
   };
+#ifdef DS_HAVE_NCCL
+  // Collectives: NCCL (the PyTorch wheel's; cmake/DSCuda.cmake). Without it
+  // createChannel stays empty and deviceHasChannel says so.
+  backend->createChannel = ds::runtime::createNcclChannel;
+#endif
   return nullptr;
 }

@@ -23,6 +23,13 @@ const char *reduceOpName(ReduceOp op) {
   return "?";
 }
 
+namespace {
+std::atomic<int64_t> trainingStep{0};
+} // namespace
+
+void noteTrainingStep(int64_t step) { trainingStep = step; }
+int64_t currentTrainingStep() { return trainingStep.load(); }
+
 CommWork::~CommWork() = default;
 Communicator::~Communicator() = default;
 
@@ -226,7 +233,9 @@ std::string timeoutMessage(int64_t rank, const std::string &collective,
                            double seconds) {
   char number[32];
   std::snprintf(number, sizeof number, "%g", seconds);
+  int64_t step = currentTrainingStep();
   return "rank " + std::to_string(rank) + ": collective " + collective +
+         (step > 0 ? " in training step " + std::to_string(step) : "") +
          " timed out after " + number +
          " s (a peer rank may have died); DS_COMM_TIMEOUT_SECONDS sets the "
          "limit";

@@ -253,3 +253,21 @@ std::shared_ptr<Device> createRankDevice(const std::string &spec) {
 }
 
 } // namespace ds::runtime
+
+namespace ds::runtime {
+
+bool deviceHasChannel(const Device &device) {
+  return bool(backendNamed(device.backendName()).createChannel);
+}
+
+std::unique_ptr<Channel> createDeviceChannel(Device &device,
+                                             Rendezvous &rendezvous,
+                                             const std::string &key) {
+  DeviceBackend backend = backendNamed(device.backendName());
+  if (!backend.createChannel)
+    throw DeviceError("the " + backend.name +
+                      " backend has no collective channel of its own");
+  return backend.createChannel(device, rendezvous, key);
+}
+
+} // namespace ds::runtime

@@ -632,6 +632,8 @@ static LogicalResult engineSettings(EngineOp engine, plan::EngineDesc &desc) {
   desc.zeroStage = zero.getStage();
   desc.gather16BitWeightsOnModelSave =
       zero.getStage3Gather_16bitWeightsOnModelSave();
+  if (zero.getOffloadOptimizer())
+    desc.offloadOptimizer = plan::OffloadDesc{zero.getOffloadPinMemory()};
   desc.batch = {config->getTrainBatchSize(),
                 config->getTrainMicroBatchSizePerGpu(),
                 config->getGradientAccumulationSteps()};

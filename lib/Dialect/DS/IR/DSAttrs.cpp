@@ -100,9 +100,12 @@ LogicalResult ZeroAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                int64_t stage, bool, int64_t reduceBucketSize,
                                int64_t allgatherBucketSize, int64_t prefetch,
                                int64_t persistence, int64_t maxLive,
-                               int64_t maxReuse, bool, LeafModulesAttr) {
+                               int64_t maxReuse, bool, LeafModulesAttr,
+                               bool offloadOptimizer, bool) {
   if (stage < 0 || stage > 3)
     return emitError() << "ZeRO stage must be 0, 1, 2 or 3, got " << stage;
+  if (offloadOptimizer && stage == 0)
+    return emitError() << "'offload_optimizer' needs ZeRO stage 1, 2 or 3";
   std::pair<StringRef, int64_t> sizes[] = {
       {"reduce_bucket_size", reduceBucketSize},
       {"allgather_bucket_size", allgatherBucketSize},

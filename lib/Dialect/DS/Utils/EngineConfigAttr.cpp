@@ -84,7 +84,9 @@ static ZeroAttr buildZero(MLIRContext *context, const config::ZeroConfig &z) {
       context, z.stage, z.overlapComm, z.reduceBucketSize,
       z.allgatherBucketSize, z.stage3PrefetchBucketSize,
       z.stage3ParamPersistenceThreshold, z.stage3MaxLiveParameters,
-      z.stage3MaxReuseDistance, z.stage3Gather16BitWeightsOnModelSave, leaf);
+      z.stage3MaxReuseDistance, z.stage3Gather16BitWeightsOnModelSave, leaf,
+      z.offloadOptimizer.has_value(),
+      z.offloadOptimizer && z.offloadOptimizer->pinMemory);
   return zero == ZeroAttr::getDefault(context) ? ZeroAttr() : zero;
 }
 

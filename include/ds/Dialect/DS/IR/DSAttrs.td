@@ -140,7 +140,8 @@ def DS_ZeroAttr : DS_Attr<"Zero", "zero"> {
   let description = [{
     The `zero_optimization` keys the passes read, resolved (`overlap_comm`
     is true by default at stage 3 only). Elided parameters have DeepSpeed's
-    defaults.
+    defaults. `offload_optimizer`: `offload_optimizer.device` is "cpu"
+    (ZeRO-Offload, stages 1-3), `offload_pin_memory` its `pin_memory`.
 
     ```mlir
     #ds.zero<stage = 3, overlap_comm = true, reduce_bucket_size = 128,
@@ -158,7 +159,9 @@ def DS_ZeroAttr : DS_Attr<"Zero", "zero"> {
     DefaultValuedParameter<"int64_t", "1000000000">:$stage3_max_live_parameters,
     DefaultValuedParameter<"int64_t", "1000000000">:$stage3_max_reuse_distance,
     DS_BoolParameter<"false">:$stage3_gather_16bit_weights_on_model_save,
-    OptionalParameter<"LeafModulesAttr">:$leaf_module);
+    OptionalParameter<"LeafModulesAttr">:$leaf_module,
+    DS_BoolParameter<"false">:$offload_optimizer,
+    DS_BoolParameter<"false">:$offload_pin_memory);
   let extraClassDeclaration = [{
     /// Every key at DeepSpeed's default (stage 0).
     static ZeroAttr getDefault(::mlir::MLIRContext *context);

@@ -1,0 +1,435 @@
+//===- ChannelCommunicator.cpp - A Communicator over a device channel -----===//
+//
+// Three threads meet here. The caller checks and counts a collective,
+// records an event on its compute stream and queues the collective. The
+// communication thread makes the communication stream wait for that event,
+// issues the collective on the channel and records a timing event after it
+// (NCCL returns at once; the store channel returns when the data has
+// moved). The watchdog polls the pending collectives: it keeps their
+// tensors alive until their event completes (a buffer used on two streams
+// must not be reused before both are done), notes when each completed, and
+// ends a collective that outlives the timeout by aborting the channel
+// (ncclCommAbort), as the MPI backend does with MPI_Abort.
+//
+// Completion times come from the device's timing events, placed on the
+// host's clock through an anchor event recorded and synchronised when the
+// communicator starts: the overlap report then measures the GPU's own
+// completion, not when the watchdog happened to look.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CommChecks.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <thread>
+
+namespace ds::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ChannelOp channelOp(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Sum:
+    return ChannelOp::Sum;
+  case ReduceOp::Avg:
+    return ChannelOp::Avg;
+  case ReduceOp::Max:
+    return ChannelOp::Max;
+  }
+  return ChannelOp::Sum;
+}
+
+/// Maps the device's timing events onto the host's steady clock.
+struct EventClock {
+  std::unique_ptr<Event> anchor;
+  Clock::time_point anchorTime;
+};
+
+class ChannelWork final : public CommWork {
+public:
+  ChannelWork(std::string description, Device &device,
+              std::shared_ptr<EventClock> clock)
+      : description_(std::move(description)),
+        ready_(device.createEvent(false)), done_(device.createEvent(true)),
+        clock_(std::move(clock)), startedAt_(Clock::now()) {}
+
+  // Filled by the caller before the work is queued.
+  std::vector<at::Tensor> keep;
+  /// (host tensor, its device copy): copied back by wait().
+  std::vector<std::pair<at::Tensor, at::Tensor>> copyBack;
+  std::function<void(const c10::Stream &)> launch;
+
+  Event &ready() { return *ready_; }
+  Clock::time_point startedAt() const { return startedAt_; }
+
+  /// On the communication thread.
+  void issue(const c10::Stream &stream) {
+    std::string error;
+    try {
+      ready_->block(stream);
+      launch(stream);
+      done_->record(stream);
+    } catch (const c10::Error &e) {
+      error = e.what_without_backtrace();
+    } catch (const std::exception &e) {
+      error = e.what();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    issued_ = true;
+    if (error_.empty())
+      error_ = error;
+    changed_.notify_all();
+  }
+
+  /// On the watchdog: the collective failed or timed out.
+  void fail(const std::string &message, bool timedOut) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error_.empty()) {
+      error_ = message;
+      timedOut_ = timedOut;
+    }
+    changed_.notify_all();
+  }
+
+  /// Issued and finished (or failed); the watchdog's view.
+  bool finished() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !error_.empty() || (issued_ && done_->query());
+  }
+
+  /// The caller's view: host tensors hold the result once this says so.
+  bool isCompleted() override {
+    if (!finished())
+      return false;
+    if (!failed())
+      copyBackToHost();
+    return true;
+  }
+  bool failed() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !error_.empty();
+  }
+
+  void wait() override {
+    waitIssued();
+    done_->synchronize();
+    rethrow();
+    copyBackToHost();
+  }
+
+  void waitOn(const c10::Stream &stream) override {
+    if (!copyBack.empty())
+      return wait(); // The caller reads host memory.
+    waitIssued();
+    rethrow();
+    done_->block(stream);
+  }
+
+  std::string describe() const override { return description_; }
+
+  std::optional<Clock::time_point> completedAt() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!issued_ || !error_.empty() || !done_->query())
+      return std::nullopt;
+    double seconds = clock_->anchor->secondsUntil(*done_);
+    return clock_->anchorTime +
+           std::chrono::duration_cast<Clock::duration>(
+               std::chrono::duration<double>(seconds));
+  }
+
+private:
+  void copyBackToHost() {
+    std::lock_guard<std::mutex> lock(copyMutex_);
+    for (auto &[host, onDevice] : copyBack)
+      host.copy_(onDevice);
+    copyBack.clear();
+  }
+  void waitIssued() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return issued_ || !error_.empty(); });
+  }
+  void rethrow() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error_.empty())
+      return;
+    if (timedOut_)
+      throw CommTimeoutError(error_);
+    throw CommError(description_ + ": " + error_);
+  }
+
+  std::string description_;
+  std::unique_ptr<Event> ready_;
+  std::unique_ptr<Event> done_;
+  std::shared_ptr<EventClock> clock_;
+  Clock::time_point startedAt_;
+  mutable std::mutex mutex_;
+  std::mutex copyMutex_;
+  std::condition_variable changed_;
+  bool issued_ = false;
+  std::string error_;
+  bool timedOut_ = false;
+};
+
+class ChannelCommunicator final : public Communicator {
+public:
+  ChannelCommunicator(std::unique_ptr<Channel> channel,
+                      std::shared_ptr<Device> device, std::string name,
+                      const CommOptions &options)
+      : channel_(std::move(channel)), device_(std::move(device)),
+        name_(std::move(name)), options_(options),
+        clock_(std::make_shared<EventClock>()) {
+    clock_->anchor = device_->createEvent(true);
+    clock_->anchor->record(device_->stream(StreamRole::Communication));
+    clock_->anchor->synchronize();
+    clock_->anchorTime = Clock::now();
+    issuer_ = std::thread([this] { issueLoop(); });
+    watchdog_ = std::thread([this] { watchLoop(); });
+  }
+
+  ~ChannelCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+      changed_.notify_all();
+    }
+    issuer_.join(); // Issues what was queued first.
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      watchdogStopping_ = true;
+      changed_.notify_all();
+    }
+    watchdog_.join();
+  }
+
+  int64_t rank() const override { return channel_->rank(); }
+  int64_t size() const override { return channel_->size(); }
+  const char *backendName() const override { return name_.c_str(); }
+
+  CommHandle allReduce(const at::Tensor &tensor, ReduceOp op) override {
+    detail::checkReducible(detail::Collective::AllReduce, "tensor", tensor, op);
+    checkPlace(detail::Collective::AllReduce, "tensor", tensor);
+    countAllReduce(tensor.numel());
+    auto work = newWork(detail::Collective::AllReduce, tensor,
+                        reduceOpName(op));
+    at::Tensor buffer = onDevice(*work, tensor, true);
+    ChannelOp reduce = channelOp(op);
+    work->launch = [this, buffer, reduce](const c10::Stream &stream) {
+      channel_->allReduce(buffer, reduce, stream);
+    };
+    return start(std::move(work));
+  }
+
+  CommHandle reduceScatter(const at::Tensor &output, const at::Tensor &input,
+                           ReduceOp op) override {
+    detail::checkReduceScatter(output, input, size(), op);
+    checkPlace(detail::Collective::ReduceScatter, "input", input);
+    countReduceScatter(input.numel());
+    auto work = newWork(detail::Collective::ReduceScatter, input,
+                        reduceOpName(op));
+    at::Tensor in = onDevice(*work, input, false);
+    at::Tensor out = onDevice(*work, output, false, /*empty=*/true);
+    ChannelOp reduce = channelOp(op);
+    work->launch = [this, out, in, reduce](const c10::Stream &stream) {
+      channel_->reduceScatter(out, in, reduce, stream);
+    };
+    return start(std::move(work));
+  }
+
+  CommHandle allGather(const at::Tensor &output,
+                       const at::Tensor &input) override {
+    bool inPlace = detail::checkAllGather(output, input, rank(), size());
+    checkPlace(detail::Collective::AllGather, "input", input);
+    countAllGather(output.numel());
+    auto work = newWork(detail::Collective::AllGather, output, nullptr);
+    at::Tensor out = onDevice(*work, output, inPlace, /*empty=*/!inPlace);
+    at::Tensor in = inPlace ? out.view({-1}).narrow(0, rank() * input.numel(),
+                                                    input.numel())
+                            : onDevice(*work, input, false);
+    work->launch = [this, out, in](const c10::Stream &stream) {
+      channel_->allGather(out, in, stream);
+    };
+    return start(std::move(work));
+  }
+
+  CommHandle broadcast(const at::Tensor &tensor, int64_t root) override {
+    detail::checkBuffer(detail::Collective::Broadcast, "tensor", tensor);
+    detail::checkRoot(root, size());
+    checkPlace(detail::Collective::Broadcast, "tensor", tensor);
+    countBroadcast(tensor.numel());
+    auto work = newWork(detail::Collective::Broadcast, tensor, nullptr);
+    at::Tensor buffer = onDevice(*work, tensor, true);
+    work->launch = [this, buffer, root](const c10::Stream &stream) {
+      channel_->broadcast(buffer, root, stream);
+    };
+    return start(std::move(work));
+  }
+
+  CommHandle barrier() override {
+    at::Tensor token = at::zeros({1}, device_->options(at::kFloat));
+    auto work = newWork(detail::Collective::Barrier, at::Tensor(), nullptr);
+    work->keep.push_back(token);
+    work->launch = [this, token](const c10::Stream &stream) {
+      channel_->allReduce(token, ChannelOp::Sum, stream);
+    };
+    return start(std::move(work));
+  }
+
+  [[noreturn]] void abort(int exitCode) override {
+    channel_->abort();
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(exitCode);
+  }
+
+private:
+  /// On the channel's device, or on the CPU (staged through the device).
+  void checkPlace(detail::Collective kind, const char *role,
+                  const at::Tensor &tensor) {
+    if (device_->device().is_cpu())
+      return detail::checkOnHost(kind, role, tensor);
+    if (!tensor.device().is_cpu() && tensor.device() != device_->device())
+      throw CommError(std::string(detail::collectiveName(kind)) + ": the " +
+                      role + " is on " + tensor.device().str() + "; the " +
+                      name_ + " channel takes " + device_->device().str() +
+                      " or CPU tensors");
+  }
+
+  std::shared_ptr<ChannelWork> newWork(detail::Collective kind,
+                                       const at::Tensor &tensor,
+                                       const char *op) {
+    return std::make_shared<ChannelWork>(
+        detail::describeCollective(kind, count_++, tensor, op), *device_,
+        clock_);
+  }
+
+  /// `tensor` where the channel works: itself when it is on the device,
+  /// else a device copy, uninitialised when `empty` (an output), which the
+  /// collective's completion copies back when `copyBack` or `empty`.
+  at::Tensor onDevice(ChannelWork &work, const at::Tensor &tensor,
+                      bool copyBack, bool empty = false) {
+    at::Tensor buffer = tensor;
+    if (tensor.device() != device_->device()) {
+      buffer = empty ? at::empty_like(tensor, device_->options(
+                                                  tensor.scalar_type()))
+                     : tensor.to(device_->device());
+      if (copyBack || empty)
+        work.copyBack.emplace_back(tensor, buffer);
+    }
+    work.keep.push_back(buffer);
+    return buffer;
+  }
+
+  CommHandle start(std::shared_ptr<ChannelWork> work) {
+    // After the work queued so far on the caller's stream: what produced
+    // the input (and a host tensor's copy to the device).
+    work->ready().record(device_->stream(StreamRole::Compute));
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(work);
+    pending_.push_back(work);
+    changed_.notify_all();
+    return CommHandle(std::move(work));
+  }
+
+  void issueLoop() {
+    c10::DeviceGuard guard(device_->device());
+    c10::Stream stream = device_->stream(StreamRole::Communication);
+    while (true) {
+      std::shared_ptr<ChannelWork> work;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty())
+          return;
+        work = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      work->issue(stream);
+    }
+  }
+
+  void watchLoop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!(watchdogStopping_ && pending_.empty())) {
+      changed_.wait_for(lock, std::chrono::milliseconds(10));
+      if (watchdogStopping_ && aborted_)
+        return;
+      std::list<std::shared_ptr<ChannelWork>> pending = pending_;
+      lock.unlock();
+      std::string asyncError = aborted_ ? "" : channel_->asyncError();
+      for (const auto &work : pending) {
+        bool finished = work->finished();
+        if (!finished && !asyncError.empty())
+          end(*work, "failed: " + asyncError, false);
+        else if (!finished && options_.timeoutSeconds > 0 &&
+                 Clock::now() - work->startedAt() >
+                     std::chrono::duration<double>(options_.timeoutSeconds))
+          end(*work,
+              detail::timeoutMessage(rank(), work->describe(),
+                                     options_.timeoutSeconds),
+              true);
+        else if (!finished)
+          continue;
+        lock.lock();
+        pending_.remove(work);
+        lock.unlock();
+      }
+      lock.lock();
+    }
+  }
+
+  /// A collective that cannot finish: the job ends, or (OnTimeout::Throw)
+  /// the collective fails and the channel is aborted.
+  void end(ChannelWork &work, const std::string &message, bool timedOut) {
+    std::string text =
+        timedOut ? message
+                 : "rank " + std::to_string(rank()) + ": collective " +
+                       work.describe() + " " + message;
+    aborted_ = true;
+    if (options_.onTimeout == CommOptions::OnTimeout::Throw) {
+      work.fail(text, timedOut);
+      channel_->abort();
+      return;
+    }
+    std::fprintf(stderr, "%s%s; aborted the %s channel\n",
+                 options_.messagePrefix.c_str(), text.c_str(), name_.c_str());
+    abort(1);
+  }
+
+  std::unique_ptr<Channel> channel_;
+  std::shared_ptr<Device> device_;
+  std::string name_;
+  CommOptions options_;
+  std::shared_ptr<EventClock> clock_;
+  std::atomic<uint64_t> count_{0};
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::shared_ptr<ChannelWork>> queue_;
+  std::list<std::shared_ptr<ChannelWork>> pending_;
+  bool stopping_ = false;
+  bool watchdogStopping_ = false;
+  std::atomic<bool> aborted_{false};
+  std::thread issuer_;
+  std::thread watchdog_;
+};
+
+} // namespace
+
+std::shared_ptr<Communicator>
+createChannelCommunicator(std::unique_ptr<Channel> channel,
+                          std::shared_ptr<Device> device, std::string name,
+                          const CommOptions &options) {
+  return std::make_shared<ChannelCommunicator>(
+      std::move(channel), std::move(device), std::move(name), options);
+}
+
+} // namespace ds::runtime
