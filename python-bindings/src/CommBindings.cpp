@@ -15,6 +15,7 @@
 #include "ds/Runtime/Launch.h"
 
 #include <memory>
+#include <mutex>
 
 namespace py = pybind11;
 using ds::runtime::Communicator;
@@ -31,12 +32,16 @@ std::shared_ptr<ds::runtime::RankGroup> &rankGroupSlot() {
 /// The process's rank group, made on first use, once (MPI cannot start
 /// twice).
 std::shared_ptr<ds::runtime::RankGroup> rankGroup() {
+  // Held across the join, which releases the GIL: two threads must not
+  // both start MPI.
+  static std::mutex joining;
   std::shared_ptr<ds::runtime::RankGroup> &group = rankGroupSlot();
+  py::gil_scoped_release unlocked;
+  std::lock_guard<std::mutex> lock(joining);
   if (!group) {
     ds::runtime::CommOptions options =
         ds::runtime::CommOptions::fromEnvironment();
     options.messagePrefix = "dsopt: error: ";
-    py::gil_scoped_release release;
     group = ds::runtime::RankGroup::join(options);
   }
   return group;

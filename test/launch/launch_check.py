@@ -11,7 +11,7 @@
 2. Training: mlp compiled for 2 ranks at ZeRO stages 2 and 3 trains 4 steps under mpirun
    (MPI), torchrun and the hand launch (the store channel): the loss lines and the final
    parameters (--save-params) of the three launches are bitwise equal.
-3. A plan for 2 ranks started by torchrun on 3 is refused on every rank, naming both counts.
+3. A plan for 2 ranks started by torchrun on 3 is refused, naming both counts.
 Exits 1 naming every failure.
 """
 
@@ -166,9 +166,11 @@ class Checks:
         code, out, err = run_launcher(torchrun(3), [
             os.path.join(self.args.bin, "ds-run"), plan, "--data",
             os.path.join(self.args.models, "mlp.data.pt")])
+        # The first rank to fail ends the job (torchrun stops the others), so the others
+        # may not get to say it.
         text = "the plan was compiled for --world-size 2, but 3 ranks were launched"
-        if code == 0 or err.count(text) != 3:
-            raise cc.Failure(f"expected exit != 0 and {text!r} from all 3 ranks; got exit "
+        if code == 0 or text not in err:
+            raise cc.Failure(f"expected exit != 0 and {text!r}; got exit "
                              f"{code}:\n{err[-3000:]}")
 
 

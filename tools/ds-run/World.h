@@ -27,12 +27,14 @@ namespace ds::run {
 struct World {
   int64_t rank = 0;
   int64_t size = 1;
+  /// The job's ranks as the launcher started them (null: one rank).
+  /// Declared first, so that it goes last: MPI finalises and the store
+  /// closes after the communicator.
+  std::shared_ptr<runtime::RankGroup> group;
   /// The ranks' communicator: MPI under mpirun, the local one for one
   /// rank; under torchrun null until connect(). Null in a
   /// default-constructed World (one rank).
   std::shared_ptr<runtime::Communicator> comm;
-  /// The job's ranks as the launcher started them (null: one rank).
-  std::shared_ptr<runtime::RankGroup> group;
 
   /// The communicator for a run on `device` (RankGroup::communicator: NCCL
   /// on GPUs, MPI or the store channel on CPUs), which becomes `comm`.

@@ -176,7 +176,8 @@ std::shared_ptr<Device> createDevice(const std::string &spec);
 std::shared_ptr<Device> cpuDevice();
 
 /// The device of a data-parallel rank: "cuda" means cuda:LOCAL_RANK (the
-/// environment's LOCAL_RANK, else OMPI_COMM_WORLD_LOCAL_RANK, else 0), or
+/// launcher's local rank, LaunchInfo::localRank: LOCAL_RANK, Open MPI's,
+/// MPICH's or Slurm's, a RANK/WORLD_SIZE launch's RANK, else 0), or
 /// cuda:0 when the process sees exactly one device of the kind (a launcher
 /// that gives each rank its own CUDA_VISIBLE_DEVICES); anything else as
 /// createDevice.

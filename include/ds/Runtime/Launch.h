@@ -13,6 +13,8 @@
 //   other launchers  (DeepSpeed's, a hand-written script) the same
 //                    variables without the agent's store: rank 0 serves the
 //                    store on MASTER_PORT.
+// torchrun's variables win over MPI's (torchrun's workers started under
+// mpirun or srun inherit the agent's MPI variables).
 // From a rendezvous, a device channel (NCCL) or the runtime's store channel
 // is made (Channel.h, Communicator.h: createChannelCommunicator).
 //

@@ -20,6 +20,7 @@
 
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace ds::runtime {
 
@@ -49,6 +50,17 @@ public:
   struct Stats {
     std::mutex mutex;
     plan::OverlapReport report;
+    /// Collectives waited with waitOn (the host did not wait for them):
+    /// their time in flight is added once they have completed.
+    struct InFlight {
+      CommHandle handle;
+      plan::CollectiveTiming plan::OverlapReport::*kind;
+      std::chrono::steady_clock::time_point started;
+    };
+    std::vector<InFlight> inFlight;
+    /// Adds the time in flight of those that completed (all of them, and
+    /// waiting for them, when `all`). Called with `mutex` held.
+    void resolve(bool all);
   };
 
 private:

@@ -56,11 +56,9 @@ struct EventClock {
 
 class ChannelWork final : public CommWork {
 public:
-  ChannelWork(std::string description, Device &device,
-              std::shared_ptr<EventClock> clock)
+  ChannelWork(std::string description, Device &device)
       : description_(std::move(description)),
-        ready_(device.createEvent(false)), done_(device.createEvent(true)),
-        clock_(std::move(clock)), startedAt_(Clock::now()) {}
+        ready_(device.createEvent(false)), done_(device.createEvent(true)) {}
 
   // Filled by the caller before the work is queued.
   std::vector<at::Tensor> keep;
@@ -69,10 +67,27 @@ public:
   std::function<void(const c10::Stream &)> launch;
 
   Event &ready() { return *ready_; }
-  Clock::time_point startedAt() const { return startedAt_; }
+  /// When the communication thread took it up (the timeout counts from
+  /// there: a collective queued behind a slow one is not late); nullopt
+  /// before.
+  std::optional<Clock::time_point> issuedAt() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return issuedAt_;
+  }
 
-  /// On the communication thread.
-  void issue(const c10::Stream &stream) {
+  /// On the communication thread; `clock` maps its timing events to host
+  /// time.
+  void issue(const c10::Stream &stream, std::shared_ptr<EventClock> clock) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_.empty()) { // Failed before its turn (an aborted channel).
+        issued_ = true;
+        changed_.notify_all();
+        return;
+      }
+      issuedAt_ = Clock::now();
+      clock_ = std::move(clock);
+    }
     std::string error;
     try {
       ready_->block(stream);
@@ -121,8 +136,9 @@ public:
 
   void wait() override {
     waitIssued();
-    done_->synchronize();
     rethrow();
+    done_->synchronize();
+    rethrow(); // The watchdog may have failed it meanwhile.
     copyBackToHost();
   }
 
@@ -153,9 +169,11 @@ private:
       host.copy_(onDevice);
     copyBack.clear();
   }
+  /// Until the communication thread is done with it: afterwards it no
+  /// longer touches the events.
   void waitIssued() {
     std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [&] { return issued_ || !error_.empty(); });
+    changed_.wait(lock, [&] { return issued_; });
   }
   void rethrow() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -170,7 +188,7 @@ private:
   std::unique_ptr<Event> ready_;
   std::unique_ptr<Event> done_;
   std::shared_ptr<EventClock> clock_;
-  Clock::time_point startedAt_;
+  std::optional<Clock::time_point> issuedAt_;
   mutable std::mutex mutex_;
   std::mutex copyMutex_;
   std::condition_variable changed_;
@@ -186,11 +204,7 @@ public:
                       const CommOptions &options)
       : channel_(std::move(channel)), device_(std::move(device)),
         name_(std::move(name)), options_(options),
-        clock_(std::make_shared<EventClock>()) {
-    clock_->anchor = device_->createEvent(true);
-    clock_->anchor->record(device_->stream(StreamRole::Communication));
-    clock_->anchor->synchronize();
-    clock_->anchorTime = Clock::now();
+        clock_(newClock()) {
     issuer_ = std::thread([this] { issueLoop(); });
     watchdog_ = std::thread([this] { watchLoop(); });
   }
@@ -307,8 +321,19 @@ private:
                                        const at::Tensor &tensor,
                                        const char *op) {
     return std::make_shared<ChannelWork>(
-        detail::describeCollective(kind, count_++, tensor, op), *device_,
-        clock_);
+        detail::describeCollective(kind, count_++, tensor, op), *device_);
+  }
+
+  /// A fresh anchor: an event on the communication stream, synchronised,
+  /// and the host time then. Renewed every minute while idle, since the
+  /// GPU's clock drifts from the host's and elapsed times are floats.
+  std::shared_ptr<EventClock> newClock() {
+    auto clock = std::make_shared<EventClock>();
+    clock->anchor = device_->createEvent(true);
+    clock->anchor->record(device_->stream(StreamRole::Communication));
+    clock->anchor->synchronize();
+    clock->anchorTime = Clock::now();
+    return clock;
   }
 
   /// `tensor` where the channel works: itself when it is on the device,
@@ -352,32 +377,63 @@ private:
         work = std::move(queue_.front());
         queue_.pop_front();
       }
-      work->issue(stream);
+      std::shared_ptr<EventClock> clock;
+      {
+        std::lock_guard<std::mutex> lock(clockMutex_);
+        clock = clock_;
+      }
+      work->issue(stream, std::move(clock));
     }
   }
 
   void watchLoop() {
+    c10::DeviceGuard guard(device_->device());
     std::unique_lock<std::mutex> lock(mutex_);
+    Clock::time_point idleSince = Clock::now();
     while (!(watchdogStopping_ && pending_.empty())) {
       changed_.wait_for(lock, std::chrono::milliseconds(10));
-      if (watchdogStopping_ && aborted_)
+      if (aborted_ && (watchdogStopping_ || pending_.empty()))
         return;
       std::list<std::shared_ptr<ChannelWork>> pending = pending_;
       lock.unlock();
+      if (pending.empty() && !aborted_ &&
+          Clock::now() - idleSince > std::chrono::seconds(60)) {
+        std::shared_ptr<EventClock> fresh = newClock();
+        std::lock_guard<std::mutex> clockLock(clockMutex_);
+        clock_ = std::move(fresh);
+        idleSince = Clock::now();
+      } else if (!pending.empty()) {
+        idleSince = Clock::now();
+      }
       std::string asyncError = aborted_ ? "" : channel_->asyncError();
       for (const auto &work : pending) {
-        bool finished = work->finished();
-        if (!finished && !asyncError.empty())
-          end(*work, "failed: " + asyncError, false);
-        else if (!finished && options_.timeoutSeconds > 0 &&
-                 Clock::now() - work->startedAt() >
-                     std::chrono::duration<double>(options_.timeoutSeconds))
-          end(*work,
-              detail::timeoutMessage(rank(), work->describe(),
-                                     options_.timeoutSeconds),
-              true);
-        else if (!finished)
-          continue;
+        if (aborted_) {
+          work->fail("the " + name_ + " channel was aborted", false);
+        } else {
+          bool finished = false;
+          try {
+            finished = work->finished();
+          } catch (const std::exception &error) { // A device error.
+            end(*work, std::string("failed: ") + error.what(), false);
+            continue;
+          }
+          std::optional<Clock::time_point> issued = work->issuedAt();
+          if (!finished && !asyncError.empty()) {
+            end(*work, "failed: " + asyncError, false);
+            continue;
+          }
+          if (!finished && issued && options_.timeoutSeconds > 0 &&
+              Clock::now() - *issued >
+                  std::chrono::duration<double>(options_.timeoutSeconds)) {
+            end(*work,
+                detail::timeoutMessage(rank(), work->describe(),
+                                       options_.timeoutSeconds),
+                true);
+            continue;
+          }
+          if (!finished)
+            continue;
+        }
         lock.lock();
         pending_.remove(work);
         lock.unlock();
@@ -393,12 +449,15 @@ private:
         timedOut ? message
                  : "rank " + std::to_string(rank()) + ": collective " +
                        work.describe() + " " + message;
-    aborted_ = true;
     if (options_.onTimeout == CommOptions::OnTimeout::Throw) {
+      // The collectives issued after it cannot complete either: the next
+      // round of the watchdog fails every pending one.
       work.fail(text, timedOut);
+      aborted_ = true;
       channel_->abort();
       return;
     }
+    aborted_ = true;
     std::fprintf(stderr, "%s%s; aborted the %s channel\n",
                  options_.messagePrefix.c_str(), text.c_str(), name_.c_str());
     abort(1);
@@ -408,6 +467,7 @@ private:
   std::shared_ptr<Device> device_;
   std::string name_;
   CommOptions options_;
+  std::mutex clockMutex_;
   std::shared_ptr<EventClock> clock_;
   std::atomic<uint64_t> count_{0};
 

@@ -30,6 +30,16 @@ std::optional<int64_t> integerVariable(const char *name, int64_t minimum) {
   return value;
 }
 
+/// The local rank an MPI launcher gives: Open MPI's, MPICH's (and Intel
+/// MPI's), Slurm's.
+std::optional<int64_t> localRankVariable() {
+  for (const char *name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (std::optional<int64_t> value = integerVariable(name, 0))
+      return value;
+  return std::nullopt;
+}
+
 int64_t requiredInteger(const char *name, int64_t minimum, const char *why) {
   if (std::optional<int64_t> value = integerVariable(name, minimum))
     return *value;
@@ -40,13 +50,17 @@ int64_t requiredInteger(const char *name, int64_t minimum, const char *why) {
 
 LaunchInfo LaunchInfo::fromEnvironment() {
   LaunchInfo launch;
-  if (env("OMPI_COMM_WORLD_SIZE") || env("PMIX_RANK") || env("PMI_SIZE")) {
+  // torchrun's workers first: started under mpirun or srun, they inherit
+  // the agent's MPI variables, which are not theirs.
+  bool store = env("TORCHELASTIC_USE_AGENT_STORE") ||
+               (env("RANK") && env("WORLD_SIZE") && env("MASTER_ADDR"));
+  if (!store &&
+      (env("OMPI_COMM_WORLD_SIZE") || env("PMIX_RANK") || env("PMI_SIZE"))) {
     launch.kind = Kind::Mpi;
     // MPI itself says rank and size; these are what the launcher told.
     launch.rank = integerVariable("OMPI_COMM_WORLD_RANK", 0).value_or(0);
     launch.size = integerVariable("OMPI_COMM_WORLD_SIZE", 1).value_or(1);
-    launch.localRank =
-        integerVariable("OMPI_COMM_WORLD_LOCAL_RANK", 0).value_or(0);
+    launch.localRank = localRankVariable().value_or(0);
     launch.localSize =
         integerVariable("OMPI_COMM_WORLD_LOCAL_SIZE", 1).value_or(1);
     return launch;

@@ -30,7 +30,10 @@ StoreRendezvous::~StoreRendezvous() {
     store_->add("rendezvous/closed", 1);
     if (launch_.rank != 0 || launch_.agentStore)
       return;
-    auto deadline = std::chrono::steady_clock::now() + timeout_;
+    // At most a minute: a peer that crashed does not check out.
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::min<std::chrono::milliseconds>(
+                        timeout_, std::chrono::milliseconds(60000));
     while (store_->add("rendezvous/closed", 0) < launch_.size &&
            std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -4,7 +4,10 @@
 // collective's time in flight (start to completion: the backend's
 // completion time when it reports one, else the end of the start call for
 // a handle that was complete when it returned, else the end of wait()) and
-// the time the caller was blocked (the start call plus the wait).
+// the time the caller was blocked (the start call plus the wait). A handle
+// waited with waitOn(stream) (a device stream waits; the host does not)
+// records the blocked time at once and its time in flight once the
+// collective has completed: at the next wait or when the timings are read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,6 +58,22 @@ public:
     ++timing.count;
     timing.collectiveSeconds += seconds(completed - started_);
     timing.waitSeconds += seconds(returned_ - started_) + seconds(end - begin);
+    stats_->resolve(false);
+  }
+
+  void waitOn(const c10::Stream &stream) override {
+    Clock::time_point begin = Clock::now();
+    inner_.waitOn(stream);
+    Clock::time_point end = Clock::now();
+    if (recorded_)
+      return;
+    recorded_ = true;
+    std::lock_guard<std::mutex> lock(stats_->mutex);
+    plan::CollectiveTiming &timing = stats_->report.*kind_;
+    ++timing.count;
+    timing.waitSeconds += seconds(returned_ - started_) + seconds(end - begin);
+    stats_->inFlight.push_back({inner_, kind_, started_});
+    stats_->resolve(false);
   }
 
 private:
@@ -79,6 +98,23 @@ plan::CollectiveTiming plan::OverlapReport::*member(int kind) {
 }
 
 } // namespace
+
+void TimedCommunicator::Stats::resolve(bool all) {
+  std::vector<InFlight> still;
+  for (InFlight &entry : inFlight) {
+    if (all)
+      entry.handle.wait();
+    else if (!entry.handle.isCompleted()) {
+      still.push_back(std::move(entry));
+      continue;
+    }
+    Clock::time_point completed =
+        entry.handle.completedAt().value_or(Clock::now());
+    (report.*entry.kind).collectiveSeconds +=
+        seconds(std::max(completed, entry.started) - entry.started);
+  }
+  inFlight = std::move(still);
+}
 
 TimedCommunicator::TimedCommunicator(std::shared_ptr<Communicator> inner)
     : inner_(std::move(inner)), stats_(std::make_shared<Stats>()) {}
@@ -122,11 +158,13 @@ void TimedCommunicator::abort(int exitCode) {
 
 plan::OverlapReport TimedCommunicator::timing() const {
   std::lock_guard<std::mutex> lock(stats_->mutex);
+  stats_->resolve(true);
   return stats_->report;
 }
 
 void TimedCommunicator::reset() {
   std::lock_guard<std::mutex> lock(stats_->mutex);
+  stats_->resolve(true);
   stats_->report = plan::OverlapReport();
 }
 

@@ -13,6 +13,8 @@
 
 #include "DeviceBackends.h"
 
+#include "ds/Runtime/Launch.h"
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -239,17 +241,19 @@ std::shared_ptr<Device> cpuDevice() { return createDevice("cpu"); }
 std::shared_ptr<Device> createRankDevice(const std::string &spec) {
   if (spec.find(':') != std::string::npos || spec == "cpu")
     return createDevice(spec);
-  const char *local = std::getenv("LOCAL_RANK");
-  if (!local || !*local)
-    local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-  std::string index = local && *local ? local : "0";
-  if (index != "0") {
-    // A launcher that gives each rank its own CUDA_VISIBLE_DEVICES leaves
-    // it one device, cuda:0, whatever its local rank.
-    if (backendNamed(spec).deviceCount() == 1)
-      index = "0";
+  // The launcher's local rank (LOCAL_RANK, Open MPI's, MPICH's, Slurm's;
+  // a RANK/WORLD_SIZE launch without LOCAL_RANK: its RANK).
+  int64_t local = 0;
+  try {
+    local = LaunchInfo::fromEnvironment().localRank;
+  } catch (const std::exception &) {
+    // Malformed variables are the rank group's to report.
   }
-  return createDevice(spec + ":" + index);
+  // A launcher that gives each rank its own CUDA_VISIBLE_DEVICES leaves it
+  // one device, cuda:0, whatever its local rank.
+  if (local != 0 && backendNamed(spec).deviceCount() == 1)
+    local = 0;
+  return createDevice(spec + ":" + std::to_string(local));
 }
 
 } // namespace ds::runtime
