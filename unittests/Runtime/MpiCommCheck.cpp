@@ -413,7 +413,8 @@ std::shared_ptr<Communicator> createStoreCommunicator(const CommOptions &options
   static std::unique_ptr<Rendezvous> rendezvous;
   rendezvous = createStoreRendezvous(launch, options.timeoutSeconds);
   return createChannelCommunicator(createStoreChannel(*rendezvous),
-                                   cpuDevice(), "store", options);
+                                   createStoreChannel(*rendezvous), cpuDevice(),
+                                   "store", options);
 }
 
 } // namespace

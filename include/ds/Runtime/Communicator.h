@@ -225,8 +225,10 @@ int64_t currentTrainingStep();
 
 /// A Communicator over a device backend's Channel (Channel.h: NCCL) or the
 /// runtime's store channel, named `name` ("nccl", "store"). Each collective
-/// is checked and counted on the calling thread, then issued on the
-/// device's communication stream by a communication thread, after an event
+/// is checked and counted on the calling thread, then issued by a
+/// communication thread on the device's communication stream (reductions)
+/// or, when `gatherChannel` is given, the gathers (all-gather, broadcast)
+/// over that channel on the device's gather stream, after an event
 /// recorded on the caller's compute stream (the work that produced its
 /// input); CommHandle::waitOn(stream) makes `stream` wait for it without
 /// blocking the host. CPU tensors given to a device channel are staged
@@ -238,6 +240,7 @@ int64_t currentTrainingStep();
 /// collective and the training step.
 std::shared_ptr<Communicator>
 createChannelCommunicator(std::unique_ptr<Channel> channel,
+                          std::unique_ptr<Channel> gatherChannel,
                           std::shared_ptr<Device> device, std::string name,
                           const CommOptions &options = CommOptions());
 

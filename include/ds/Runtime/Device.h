@@ -75,11 +75,16 @@ enum class StreamRole {
   Compute,
   /// Host-device copies (the next micro-step's data).
   Copy,
-  /// Collectives.
+  /// Collectives: the reductions (all-reduce, reduce-scatter), and all of
+  /// them when a communicator has one channel.
   Communication,
+  /// All-gathers and broadcasts (ZeRO-3's parameter gathers), apart from
+  /// the reductions so that a prefetch does not wait behind a gradient
+  /// reduction.
+  Gather,
 };
 
-/// "compute", "copy", "communication".
+/// "compute", "copy", "communication", "gather".
 const char *streamRoleName(StreamRole role);
 
 /// One device of a backend.

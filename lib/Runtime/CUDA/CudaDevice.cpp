@@ -130,7 +130,8 @@ class CudaDevice final : public ds::runtime::Device {
 public:
   explicit CudaDevice(c10::DeviceIndex index)
       : index_(index), copy_(c10::cuda::getStreamFromPool(false, index)),
-        communication_(c10::cuda::getStreamFromPool(true, index)) {}
+        communication_(c10::cuda::getStreamFromPool(true, index)),
+        gather_(c10::cuda::getStreamFromPool(true, index)) {}
 
   std::string backendName() const override { return "cuda"; }
   c10::Device device() const override {
@@ -177,6 +178,8 @@ public:
       return copy_;
     case ds::runtime::StreamRole::Communication:
       return communication_;
+    case ds::runtime::StreamRole::Gather:
+      return gather_;
     }
     return c10::cuda::getCurrentCUDAStream(index_);
   }
@@ -200,6 +203,7 @@ private:
   c10::DeviceIndex index_;
   c10::cuda::CUDAStream copy_;
   c10::cuda::CUDAStream communication_;
+  c10::cuda::CUDAStream gather_;
 };
 
 int64_t visibleDevices(std::string *reason) {

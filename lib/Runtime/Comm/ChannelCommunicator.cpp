@@ -1,11 +1,16 @@
 //===- ChannelCommunicator.cpp - A Communicator over a device channel -----===//
 //
-// Three threads meet here. The caller checks and counts a collective,
-// records an event on its compute stream and queues the collective. The
-// communication thread makes the communication stream wait for that event,
-// issues the collective on the channel and records a timing event after it
-// (NCCL returns at once; the store channel returns when the data has
-// moved). The watchdog polls the pending collectives: it keeps their
+// Threads meet here. The caller checks and counts a collective, records an
+// event on its compute stream and queues the collective on its lane:
+// reductions (all-reduce, reduce-scatter) on one, gathers (all-gather,
+// broadcast) on another when the communicator has a second channel, each
+// with its own stream and issue thread, so that ZeRO-3's parameter gathers
+// do not wait behind gradient reductions (two channels, two NCCL
+// communicators: each keeps its own order, and no NCCL kernel of one
+// communicator waits on another stream). A lane's thread makes its stream
+// wait for the caller's event, issues the collective on its channel and
+// records a timing event after it (NCCL returns at once; the store channel
+// returns when the data has moved). The watchdog polls the pending collectives: it keeps their
 // tensors alive until their event completes (a buffer used on two streams
 // must not be reused before both are done), notes when each completed, and
 // ends a collective that outlives the timeout by aborting the channel
@@ -197,15 +202,33 @@ private:
   bool timedOut_ = false;
 };
 
+/// A channel, the stream it works on, the collectives waiting for it and the
+/// thread that issues them in order.
+struct Lane {
+  std::unique_ptr<Channel> channel;
+  StreamRole role;
+  std::deque<std::shared_ptr<ChannelWork>> queue;
+  std::thread issuer;
+};
+
 class ChannelCommunicator final : public Communicator {
 public:
   ChannelCommunicator(std::unique_ptr<Channel> channel,
+                      std::unique_ptr<Channel> gatherChannel,
                       std::shared_ptr<Device> device, std::string name,
                       const CommOptions &options)
-      : channel_(std::move(channel)), device_(std::move(device)),
-        name_(std::move(name)), options_(options),
+      : device_(std::move(device)), name_(std::move(name)), options_(options),
         clock_(newClock()) {
-    issuer_ = std::thread([this] { issueLoop(); });
+    lanes_.push_back(std::make_unique<Lane>());
+    lanes_.back()->channel = std::move(channel);
+    lanes_.back()->role = StreamRole::Communication;
+    if (gatherChannel) {
+      lanes_.push_back(std::make_unique<Lane>());
+      lanes_.back()->channel = std::move(gatherChannel);
+      lanes_.back()->role = StreamRole::Gather;
+    }
+    for (auto &lane : lanes_)
+      lane->issuer = std::thread([this, l = lane.get()] { issueLoop(*l); });
     watchdog_ = std::thread([this] { watchLoop(); });
   }
 
@@ -215,7 +238,8 @@ public:
       stopping_ = true;
       changed_.notify_all();
     }
-    issuer_.join(); // Issues what was queued first.
+    for (auto &lane : lanes_)
+      lane->issuer.join(); // Issues what was queued first.
     {
       std::lock_guard<std::mutex> lock(mutex_);
       watchdogStopping_ = true;
@@ -224,8 +248,8 @@ public:
     watchdog_.join();
   }
 
-  int64_t rank() const override { return channel_->rank(); }
-  int64_t size() const override { return channel_->size(); }
+  int64_t rank() const override { return reductions().channel->rank(); }
+  int64_t size() const override { return reductions().channel->size(); }
   const char *backendName() const override { return name_.c_str(); }
 
   CommHandle allReduce(const at::Tensor &tensor, ReduceOp op) override {
@@ -236,10 +260,11 @@ public:
                         reduceOpName(op));
     at::Tensor buffer = onDevice(*work, tensor, true);
     ChannelOp reduce = channelOp(op);
-    work->launch = [this, buffer, reduce](const c10::Stream &stream) {
-      channel_->allReduce(buffer, reduce, stream);
+    Channel *channel = reductions().channel.get();
+    work->launch = [channel, buffer, reduce](const c10::Stream &stream) {
+      channel->allReduce(buffer, reduce, stream);
     };
-    return start(std::move(work));
+    return start(std::move(work), reductions());
   }
 
   CommHandle reduceScatter(const at::Tensor &output, const at::Tensor &input,
@@ -252,10 +277,11 @@ public:
     at::Tensor in = onDevice(*work, input, false);
     at::Tensor out = onDevice(*work, output, false, /*empty=*/true);
     ChannelOp reduce = channelOp(op);
-    work->launch = [this, out, in, reduce](const c10::Stream &stream) {
-      channel_->reduceScatter(out, in, reduce, stream);
+    Channel *channel = reductions().channel.get();
+    work->launch = [channel, out, in, reduce](const c10::Stream &stream) {
+      channel->reduceScatter(out, in, reduce, stream);
     };
-    return start(std::move(work));
+    return start(std::move(work), reductions());
   }
 
   CommHandle allGather(const at::Tensor &output,
@@ -268,10 +294,11 @@ public:
     at::Tensor in = inPlace ? out.view({-1}).narrow(0, rank() * input.numel(),
                                                     input.numel())
                             : onDevice(*work, input, false);
-    work->launch = [this, out, in](const c10::Stream &stream) {
-      channel_->allGather(out, in, stream);
+    Channel *channel = gathers().channel.get();
+    work->launch = [channel, out, in](const c10::Stream &stream) {
+      channel->allGather(out, in, stream);
     };
-    return start(std::move(work));
+    return start(std::move(work), gathers());
   }
 
   CommHandle broadcast(const at::Tensor &tensor, int64_t root) override {
@@ -281,30 +308,40 @@ public:
     countBroadcast(tensor.numel());
     auto work = newWork(detail::Collective::Broadcast, tensor, nullptr);
     at::Tensor buffer = onDevice(*work, tensor, true);
-    work->launch = [this, buffer, root](const c10::Stream &stream) {
-      channel_->broadcast(buffer, root, stream);
+    Channel *channel = gathers().channel.get();
+    work->launch = [channel, buffer, root](const c10::Stream &stream) {
+      channel->broadcast(buffer, root, stream);
     };
-    return start(std::move(work));
+    return start(std::move(work), gathers());
   }
 
   CommHandle barrier() override {
     at::Tensor token = at::zeros({1}, device_->options(at::kFloat));
     auto work = newWork(detail::Collective::Barrier, at::Tensor(), nullptr);
     work->keep.push_back(token);
-    work->launch = [this, token](const c10::Stream &stream) {
-      channel_->allReduce(token, ChannelOp::Sum, stream);
+    Channel *channel = reductions().channel.get();
+    work->launch = [channel, token](const c10::Stream &stream) {
+      channel->allReduce(token, ChannelOp::Sum, stream);
     };
-    return start(std::move(work));
+    return start(std::move(work), reductions());
   }
 
   [[noreturn]] void abort(int exitCode) override {
-    channel_->abort();
+    abortChannels();
     std::fflush(stdout);
     std::fflush(stderr);
     std::_Exit(exitCode);
   }
 
 private:
+  Lane &reductions() const { return *lanes_.front(); }
+  Lane &gathers() const { return *lanes_.back(); }
+
+  void abortChannels() {
+    for (auto &lane : lanes_)
+      lane->channel->abort();
+  }
+
   /// On the channel's device, or on the CPU (staged through the device).
   void checkPlace(detail::Collective kind, const char *role,
                   const at::Tensor &tensor) {
@@ -353,29 +390,29 @@ private:
     return buffer;
   }
 
-  CommHandle start(std::shared_ptr<ChannelWork> work) {
+  CommHandle start(std::shared_ptr<ChannelWork> work, Lane &lane) {
     // After the work queued so far on the caller's stream: what produced
     // the input (and a host tensor's copy to the device).
     work->ready().record(device_->stream(StreamRole::Compute));
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(work);
+    lane.queue.push_back(work);
     pending_.push_back(work);
     changed_.notify_all();
     return CommHandle(std::move(work));
   }
 
-  void issueLoop() {
+  void issueLoop(Lane &lane) {
     c10::DeviceGuard guard(device_->device());
-    c10::Stream stream = device_->stream(StreamRole::Communication);
+    c10::Stream stream = device_->stream(lane.role);
     while (true) {
       std::shared_ptr<ChannelWork> work;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty())
+        changed_.wait(lock, [&] { return stopping_ || !lane.queue.empty(); });
+        if (lane.queue.empty())
           return;
-        work = std::move(queue_.front());
-        queue_.pop_front();
+        work = std::move(lane.queue.front());
+        lane.queue.pop_front();
       }
       std::shared_ptr<EventClock> clock;
       {
@@ -405,7 +442,10 @@ private:
       } else if (!pending.empty()) {
         idleSince = Clock::now();
       }
-      std::string asyncError = aborted_ ? "" : channel_->asyncError();
+      std::string asyncError;
+      for (auto &lane : lanes_)
+        if (asyncError.empty() && !aborted_)
+          asyncError = lane->channel->asyncError();
       for (const auto &work : pending) {
         if (aborted_) {
           work->fail("the " + name_ + " channel was aborted", false);
@@ -454,7 +494,7 @@ private:
       // round of the watchdog fails every pending one.
       work.fail(text, timedOut);
       aborted_ = true;
-      channel_->abort();
+      abortChannels();
       return;
     }
     aborted_ = true;
@@ -463,7 +503,6 @@ private:
     abort(1);
   }
 
-  std::unique_ptr<Channel> channel_;
   std::shared_ptr<Device> device_;
   std::string name_;
   CommOptions options_;
@@ -473,12 +512,11 @@ private:
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::deque<std::shared_ptr<ChannelWork>> queue_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
   std::list<std::shared_ptr<ChannelWork>> pending_;
   bool stopping_ = false;
   bool watchdogStopping_ = false;
   std::atomic<bool> aborted_{false};
-  std::thread issuer_;
   std::thread watchdog_;
 };
 
@@ -486,10 +524,12 @@ private:
 
 std::shared_ptr<Communicator>
 createChannelCommunicator(std::unique_ptr<Channel> channel,
+                          std::unique_ptr<Channel> gatherChannel,
                           std::shared_ptr<Device> device, std::string name,
                           const CommOptions &options) {
   return std::make_shared<ChannelCommunicator>(
-      std::move(channel), std::move(device), std::move(name), options);
+      std::move(channel), std::move(gatherChannel), std::move(device),
+      std::move(name), options);
 }
 
 } // namespace ds::runtime

@@ -80,6 +80,7 @@ std::shared_ptr<RankGroup> RankGroup::join(const CommOptions &options) {
 std::shared_ptr<Communicator> RankGroup::hostCommunicator() {
   if (!host_)
     host_ = createChannelCommunicator(createStoreChannel(*rendezvous_),
+                                      createStoreChannel(*rendezvous_),
                                       cpuDevice(), "store", options_);
   return host_;
 }
@@ -100,9 +101,15 @@ RankGroup::communicator(const std::shared_ptr<Device> &device) {
   }
   std::string name =
       device->backendName() == "cuda" ? "nccl" : device->backendName();
+  // Two channels (two NCCL communicators): reductions and gathers, each on
+  // its own stream.
   std::string id = name + "-id-" + std::to_string(devices_.size());
+  std::unique_ptr<Channel> reductions =
+      createDeviceChannel(*device, *meeting, id + "-reduce");
+  std::unique_ptr<Channel> gathers =
+      createDeviceChannel(*device, *meeting, id + "-gather");
   std::shared_ptr<Communicator> communicator = createChannelCommunicator(
-      createDeviceChannel(*device, *meeting, id), device, name, options_);
+      std::move(reductions), std::move(gathers), device, name, options_);
   devices_.emplace_back(key, communicator);
   return communicator;
 }

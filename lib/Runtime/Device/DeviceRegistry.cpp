@@ -31,6 +31,8 @@ const char *streamRoleName(StreamRole role) {
     return "compute";
   case StreamRole::Copy:
     return "copy";
+  case StreamRole::Gather:
+    return "gather";
   case StreamRole::Communication:
     return "communication";
   }
