@@ -77,6 +77,12 @@ public:
   virtual void broadcast(const at::Tensor &tensor, int64_t root,
                          const c10::Stream &stream) = 0;
 
+  /// The collectives called between groupStart() and groupEnd() are
+  /// launched together (ncclGroupStart / ncclGroupEnd: one kernel for
+  /// several buckets). By default nothing is grouped.
+  virtual void groupStart() {}
+  virtual void groupEnd() {}
+
   /// An error met in the background (a peer gone, a network failure), or
   /// empty. Non-blocking: the watchdog polls it.
   virtual std::string asyncError() = 0;

@@ -145,6 +145,14 @@ public:
           what, "ncclBroadcast");
   }
 
+  void groupStart() override {
+    check(ncclGroupStart(), "group", "ncclGroupStart");
+  }
+  void groupEnd() override {
+    c10::cuda::CUDAGuard guard(index_);
+    check(ncclGroupEnd(), "group", "ncclGroupEnd");
+  }
+
   std::string asyncError() override {
     if (aborted_.load())
       return describe() + ": the communicator was aborted (ncclCommAbort)";

@@ -10,7 +10,8 @@
 // communicator waits on another stream). A lane's thread makes its stream
 // wait for the caller's event, issues the collective on its channel and
 // records a timing event after it (NCCL returns at once; the store channel
-// returns when the data has moved). The watchdog polls the pending collectives: it keeps their
+// returns when the data has moved); the collectives queued on a lane when
+// its thread gets to them are launched as one group (ncclGroupStart/End). The watchdog polls the pending collectives: it keeps their
 // tensors alive until their event completes (a buffer used on two streams
 // must not be reused before both are done), notes when each completed, and
 // ends a collective that outlives the timeout by aborting the channel
@@ -80,28 +81,40 @@ public:
     return issuedAt_;
   }
 
-  /// On the communication thread; `clock` maps its timing events to host
-  /// time.
-  void issue(const c10::Stream &stream, std::shared_ptr<EventClock> clock) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!error_.empty()) { // Failed before its turn (an aborted channel).
-        issued_ = true;
-        changed_.notify_all();
-        return;
-      }
-      issuedAt_ = Clock::now();
-      clock_ = std::move(clock);
+  // On the lane's thread, in three steps so that several works can be
+  // launched in one group: begin (false: failed before its turn, an
+  // aborted channel; it is done), launch (the error, or empty), finish.
+  bool begin(std::shared_ptr<EventClock> clock) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_.empty()) {
+      issued_ = true;
+      changed_.notify_all();
+      return false;
     }
-    std::string error;
+    issuedAt_ = Clock::now();
+    clock_ = std::move(clock);
+    return true;
+  }
+
+  std::string launchOn(const c10::Stream &stream) {
     try {
       ready_->block(stream);
       launch(stream);
-      done_->record(stream);
+      return "";
     } catch (const c10::Error &e) {
-      error = e.what_without_backtrace();
+      return e.what_without_backtrace();
     } catch (const std::exception &e) {
-      error = e.what();
+      return e.what();
+    }
+  }
+
+  void finish(const c10::Stream &stream, std::string error) {
+    if (error.empty()) {
+      try {
+        done_->record(stream);
+      } catch (const std::exception &e) {
+        error = e.what();
+      }
     }
     std::lock_guard<std::mutex> lock(mutex_);
     issued_ = true;
@@ -401,26 +414,56 @@ private:
     return CommHandle(std::move(work));
   }
 
+  /// Issues the lane's collectives in order; what is queued when the lane
+  /// gets to it is launched as one group.
   void issueLoop(Lane &lane) {
     c10::DeviceGuard guard(device_->device());
     c10::Stream stream = device_->stream(lane.role);
     while (true) {
-      std::shared_ptr<ChannelWork> work;
+      std::vector<std::shared_ptr<ChannelWork>> batch;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         changed_.wait(lock, [&] { return stopping_ || !lane.queue.empty(); });
         if (lane.queue.empty())
           return;
-        work = std::move(lane.queue.front());
-        lane.queue.pop_front();
+        batch.assign(lane.queue.begin(), lane.queue.end());
+        lane.queue.clear();
       }
       std::shared_ptr<EventClock> clock;
       {
         std::lock_guard<std::mutex> lock(clockMutex_);
         clock = clock_;
       }
-      work->issue(stream, std::move(clock));
+      std::vector<ChannelWork *> live;
+      for (const auto &work : batch)
+        if (work->begin(clock))
+          live.push_back(work.get());
+      issueGroup(*lane.channel, stream, live);
     }
+  }
+
+  static void issueGroup(Channel &channel, const c10::Stream &stream,
+                         const std::vector<ChannelWork *> &works) {
+    bool grouped = works.size() > 1;
+    std::string groupError;
+    auto call = [&](void (Channel::*member)(), const char *what) {
+      try {
+        (channel.*member)();
+      } catch (const std::exception &e) {
+        if (groupError.empty())
+          groupError = std::string(what) + ": " + e.what();
+      }
+    };
+    if (grouped)
+      call(&Channel::groupStart, "groupStart");
+    std::vector<std::string> errors;
+    for (ChannelWork *work : works)
+      errors.push_back(groupError.empty() ? work->launchOn(stream)
+                                          : groupError);
+    if (grouped)
+      call(&Channel::groupEnd, "groupEnd");
+    for (size_t i = 0; i < works.size(); ++i)
+      works[i]->finish(stream, errors[i].empty() ? groupError : errors[i]);
   }
 
   void watchLoop() {
