@@ -408,13 +408,15 @@ int timeoutCheck() {
 }
 
 
+/// The host communicator of a torchrun launch (the store channel), as
+/// ds-run and dsopt get it; the group outlives the communicator.
 std::shared_ptr<Communicator> createStoreCommunicator(const CommOptions &options) {
-  LaunchInfo launch = LaunchInfo::fromEnvironment();
-  static std::unique_ptr<Rendezvous> rendezvous;
-  rendezvous = createStoreRendezvous(launch, options.timeoutSeconds);
-  return createChannelCommunicator(createStoreChannel(*rendezvous),
-                                   createStoreChannel(*rendezvous), cpuDevice(),
-                                   "store", options);
+  static std::shared_ptr<RankGroup> group;
+  group = RankGroup::join(options);
+  if (group->launch().kind != LaunchInfo::Kind::Store)
+    throw CommError("--store: not started by torchrun (RANK, WORLD_SIZE, "
+                    "MASTER_ADDR, MASTER_PORT)");
+  return group->hostCommunicator();
 }
 
 } // namespace
