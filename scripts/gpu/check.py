@@ -172,6 +172,33 @@ class Check:
                 tail))
         return proc.stdout
 
+    def step_seconds(self, cmd, steps, warm, what):
+        """Runs cmd (a ds-run of `steps` steps) and returns its seconds per step, from the
+        times its loss lines (one per step, flushed) arrive after the first `warm` of them:
+        the process's start, CUDA's initialisation and the first steps' kernel loads are
+        left out, which a difference of two whole runs of a few ms per step does not do
+        reliably (the first GPU run measured a negative step time that way)."""
+        start = time.time()
+        proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, bufsize=1)
+        stamps, lines = [], []
+        try:
+            for line in proc.stdout:
+                lines.append(line)
+                if line.startswith("{") and '"step"' in line:
+                    stamps.append(time.perf_counter())
+                if time.time() - start > 300:
+                    proc.kill()
+                    raise Failure("%s timed out after 300 s" % what)
+        finally:
+            rc = proc.wait()
+        if rc != 0:
+            raise Failure("%s exited %d after %.1f s: %s" % (
+                what, rc, time.time() - start, "".join(lines[-6:]).strip()))
+        if len(stamps) != steps or steps <= warm:
+            raise Failure("%s printed %d step lines, expected %d" % (what, len(stamps), steps))
+        return (stamps[-1] - stamps[warm - 1]) / (steps - warm)
+
     def ds_run_cmd(self, case, folder, steps, extra=()):
         return self.launcher(case) + [
             str(c) for c in (self.ds_run, self.case_path(case["plan"]), "--data",
@@ -298,6 +325,31 @@ class Check:
                     raise Failure("exit %d: %s" % (proc.returncode, tail))
                 return tail
             self.guarded("conformance", backend, backend != "cpu", [binary], body)
+
+    def statistics_dtypes(self):
+        """What the compiler assumes of the device's normalisation kernels (NNRules.cpp,
+        statisticsElementType): on CUDA native_layer_norm and native_batch_norm return
+        their statistics in the input's accumulate type (f32 for f16 and bf16), on the
+        CPU in the input's dtype."""
+        def body():
+            device = torch.device(self.device)
+            seen = []
+            for dtype in (torch.float16, torch.bfloat16, torch.float32):
+                x = torch.randn(4, 8, device=device, dtype=dtype)
+                # The CPU's kernels keep the input's dtype (the selftest runs this on cpu).
+                expected = torch.float32 if device.type == "cuda" else dtype
+                ln = torch.native_layer_norm(x, [8], None, None, 1e-5)
+                bn = torch.native_batch_norm(x, None, None, None, None, True, 0.1, 1e-5)
+                for op, out in (("native_layer_norm", ln), ("native_batch_norm", bn)):
+                    got = (out[1].dtype, out[2].dtype)
+                    if got != (expected, expected):
+                        raise Failure("%s(%s) returned statistics %s, the compiler declares %s"
+                                      % (op, dtype, got, expected))
+                seen.append(str(dtype).replace("torch.", ""))
+            return ("native_layer_norm and native_batch_norm on %s return their statistics "
+                    "for %s inputs in the dtype ds-compile --device %s declares" % (
+                        device, ", ".join(seen), device.type))
+        self.guarded("conformance", "statistics dtypes", True, [], body)
 
     def nccl(self):
         """The CUDA backend's NCCL channel: its host logic (CPU) and a channel of one rank per
@@ -483,19 +535,11 @@ class Check:
         steps = int(os.environ.get("DS_GPU_SPEED_STEPS", "30"))
         short = steps // 3
 
-        def timed(n):
-            plan = self.case_path(case["plan"])
-            cmd = [self.ds_run, plan, "--data", data_path, "--steps", n, "--device",
-                   self.device]
-            if case.get("made_on_node"):
-                cmd += ["--weights", model]
-            start = time.perf_counter()
-            self.run(cmd, timeout=300, what="ds-run --steps %d" % n)
-            return time.perf_counter() - start
-        timed(short)  # warm: the first CUDA process after a build loads kernels from disk
-        t_short = timed(short)
-        t_long = timed(steps)
-        ours = (t_long - t_short) / (steps - short)
+        cmd = [self.ds_run, self.case_path(case["plan"]), "--data", data_path, "--steps",
+               steps, "--device", self.device]
+        if case.get("made_on_node"):
+            cmd += ["--weights", model]
+        ours = self.step_seconds(cmd, steps, short, "ds-run --steps %d" % steps)
 
         # Eager: the Python nn.Module with the archive's weights, torch.optim.AdamW.
         device = torch.device(self.device)
@@ -567,14 +611,10 @@ class Check:
         steps = int(os.environ.get("DS_GPU_SPEED_STEPS", "30"))
         short = steps // 3
 
-        def timed(n):
-            cmd = launch + [self.ds_run, self.case_path(case["plan"]), "--data",
-                            self.case_path(case["data"]), "--steps", n, "--device", self.device]
-            start = time.perf_counter()
-            self.run(cmd, timeout=300, what="ds-run --steps %d on %d ranks" % (n, case["world"]))
-            return time.perf_counter() - start
-        timed(short)
-        ours = (timed(steps) - timed(short)) / (steps - short)
+        cmd = launch + [self.ds_run, self.case_path(case["plan"]), "--data",
+                        self.case_path(case["data"]), "--steps", steps, "--device", self.device]
+        ours = self.step_seconds(cmd, steps, short,
+                                 "ds-run --steps %d on %d ranks" % (steps, case["world"]))
         out = self.run(self.launcher(case, python=True) + [
             os.path.join(HERE, "ddp_step.py"), "--archive", self.case_path(case["model"]),
             "--data", self.case_path(case["data"]), "--size", case["size"], "--steps", steps,
@@ -629,6 +669,7 @@ class Check:
         wanted = self.wanted
         self.archives()
         self.conformance()
+        self.statistics_dtypes()
         self.nccl()
         for tier in ("a", "b", "o", "m"):
             for case in self.cases:

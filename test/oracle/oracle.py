@@ -1487,8 +1487,10 @@ def _train_mixed(module, inputs: Sequence[Input], engines_cfg: List[Tuple[str, d
                             # DeepSpeed's engine.backward: scaler.scale(loss / G).backward().
                             torch.autograd.backward([grad_scaler.scale(l / gas) for l in losses])
                         else:
-                            seeds = [torch.full((), scale / gas, dtype=l.dtype, device=l.device)
-                                     for l in losses]
+                            # Made in fp32, then rounded: CUDA's fill refuses a value fp16
+                            # cannot hold (2^17) where the CPU's rounds it to inf.
+                            seeds = [torch.full((), scale / gas, dtype=torch.float32,
+                                                device=l.device).to(l.dtype) for l in losses]
                             torch.autograd.backward(losses, seeds)
                     except RuntimeError as err:
                         raise OracleError(f"training step {k + 1}: forward/backward failed at "

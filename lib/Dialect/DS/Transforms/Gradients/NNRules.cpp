@@ -53,6 +53,20 @@ void setMaskedGrads(GradientBuilder &gb, ArrayRef<Value> grads,
 }
 
 /// Output mask for the *_backward operators that take bool[3].
+/// The element type of the statistics (mean, rstd / invstd) that
+/// native_layer_norm and native_batch_norm return for an input of type
+/// `elem`. The CPU kernels keep them in `cpuElem` (the input's or the
+/// weights' dtype); the CUDA kernels in the input's accumulate type
+/// (at::toAccumulateType(dtype, /*is_cuda=*/true): f32 for f16 and bf16), as
+/// the GPU check's probe confirms on a GPU.
+Type statisticsElementType(GradientBuilder &gb, Type elem, Type cpuElem) {
+  if (getTargetDevice(gb.op) != TargetDevice::CUDA)
+    return cpuElem;
+  if (elem.isF16() || elem.isBF16())
+    return gb.b.getF32Type();
+  return elem;
+}
+
 Value outputMask(GradientBuilder &gb, unsigned a, unsigned b, unsigned c) {
   return gb.boolList({gb.needsGrad(a), gb.needsGrad(b), gb.needsGrad(c)});
 }
@@ -524,7 +538,9 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
     SmallVector<int64_t> statShape(xt.getShape());
     for (size_t i = 0; i < normalized->size(); ++i)
       statShape[statShape.size() - 1 - i] = 1;
-    auto statType = RankedTensorType::get(statShape, xt.getElementType());
+    auto statType = RankedTensorType::get(
+        statShape, statisticsElementType(gb, xt.getElementType(),
+                                         xt.getElementType()));
     auto fwd = gb.atenN(
         "aten::native_layer_norm",
         {x, gb.operand(1), gb.operand(2), gb.operand(3), gb.operand(4)},
@@ -654,16 +670,21 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
     Type statElem = xt.getElementType();
     if (auto wt = dyn_cast<RankedTensorType>(w.getType()))
       statElem = wt.getElementType();
-    auto statType = RankedTensorType::get({xt.getDimSize(1)}, statElem);
+    auto statType = RankedTensorType::get(
+        {xt.getDimSize(1)},
+        statisticsElementType(gb, xt.getElementType(), statElem));
     auto fwd = gb.atenN("aten::native_batch_norm",
                         {x, w, b, gb.none(), gb.none(), gb.constBool(true),
                          gb.operand(6), gb.operand(7)},
                         {xt, statType, statType});
+    // The weights' gradients take the weights' dtype (the statistics' on
+    // the CPU).
+    auto paramType = RankedTensorType::get({xt.getDimSize(1)}, statElem);
     auto grads = gb.atenN(
         "aten::native_batch_norm_backward",
         {gb.resultGradOrZeros(0), x, w, gb.none(), gb.none(), fwd[1], fwd[2],
          gb.constBool(true), gb.operand(7), outputMask(gb, 0, 1, 2)},
-        {xt, gradTypeOr(w, statType), gradTypeOr(b, statType)});
+        {xt, gradTypeOr(w, paramType), gradTypeOr(b, paramType)});
     setMaskedGrads(gb, grads, {0, 1, 2});
     return success();
   };
