@@ -78,6 +78,11 @@ CASES = [
     # steps (oracle.py, "Tolerances").
     ("s0-bf16", "a", "oracle", "transformer", config(0, SGD, precision="bf16"), 3, "bf16"),
     ("s3-bf16", "a", "oracle", "transformer", config(3, SGD, precision="bf16"), 3, "bf16"),
+    # Attention through F.scaled_dot_product_attention(is_causal=True): the plan's forward
+    # calls the op (CUDA's flash / memory-efficient kernels), its gradient takes ATen's math
+    # path (docs/autodiff.md); the oracle's eager backward is the kernels' own.
+    ("sdpa-s0-fp32", "a", "oracle", "gpt_sdpa", config(0, ADAMW), 4, "fp32"),
+    ("sdpa-s3-bf16", "a", "oracle", "gpt_sdpa", config(3, SGD, precision="bf16"), 3, "bf16"),
     ("gas2-s2-fp32", "b", "oracle", "transformer", config(2, ADAMW, gas=2), 3, "fp32"),
     # fp16_scale (make_models.py): gradients fixed by the data; at W = 1 scales >= 2^16
     # overflow fp16, 2^15 does not. From 2^17 with hysteresis 2 and window 3 the scale falls,
