@@ -110,7 +110,7 @@ compileShape(MLIRContext &context, detail::DiagnosticCollector &diagnostics,
   importOptions.importTrain = true;
   importOptions.importEval = true;
   OwningOpRef<ModuleOp> module =
-      mlir::ds::importTorchScript(&context, importOptions);
+      mlir::ds::importModel(&context, importOptions);
   if (!module)
     return fail(options.modelPath + ": import failed");
   if (keepIR && options.keepIR)

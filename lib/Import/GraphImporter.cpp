@@ -66,11 +66,22 @@ Location GraphImporter::loc(jit::Node *node) {
   return l;
 }
 
+const std::pair<std::string, std::string> &
+GraphImporter::moduleOf(jit::Node *node) const {
+  if (nodeModules) {
+    auto it = nodeModules->find(node);
+    if (it != nodeModules->end())
+      return it->second;
+  }
+  return moduleStack.back();
+}
+
 InFlightDiagnostic GraphImporter::error(jit::Node *node) {
   InFlightDiagnostic diag = emitError(loc(node));
-  if (!moduleStack.empty())
-    diag.attachNote() << describeModule(moduleStack.back().first,
-                                        moduleStack.back().second);
+  if (!moduleStack.empty()) {
+    const auto &[path, className] = moduleOf(node);
+    diag.attachNote() << describeModule(path, className);
+  }
   return diag;
 }
 
@@ -318,7 +329,7 @@ Value GraphImporter::materialize(const Abstract &a, Location l) {
 
 Operation *GraphImporter::emitAten(StringRef name, ArrayRef<Value> args,
                                    TypeRange resultTypes, jit::Node *node) {
-  const auto &[path, className] = moduleStack.back();
+  const auto &[path, className] = moduleOf(node);
   OperationState st(loc(node), AtenOp::getOperationName());
   st.addOperands(args);
   st.addTypes(resultTypes);
@@ -645,12 +656,13 @@ LogicalResult GraphImporter::run(jit::Graph &graph, func::FuncOp func,
 LogicalResult mlir::ds::import::importForward(
     OpBuilder &builder, const torch::jit::Module &model,
     const StateTable &state, StringRef funcName, bool training,
-    const std::vector<ExampleInput> &inputs, const std::string &modelPath) {
+    const std::vector<ExampleInput> &inputs, const std::string &modelPath,
+    const std::string &method, const NodeModules *nodeModules) {
   MLIRContext *ctx = builder.getContext();
   const torch::jit::Module &module = model;
   // The importer inlines calls, propagates constants and folds branches as
   // it walks (see GraphImporter); dead code is removed from the IR after.
-  std::shared_ptr<jit::Graph> graph = module.get_method("forward").graph();
+  std::shared_ptr<jit::Graph> graph = module.get_method(method).graph();
 
   SmallVector<Type> argTypes;
   for (const ExampleInput &in : inputs)
@@ -664,6 +676,7 @@ LogicalResult mlir::ds::import::importForward(
       func.setArgAttr(i, "ds.unbatched", builder.getUnitAttr());
   }
   OpBuilder::InsertionGuard guard(builder);
-  GraphImporter importer(builder, module, state, training, modelPath);
+  GraphImporter importer(builder, module, state, training, modelPath,
+                         nodeModules);
   return importer.run(*graph, func, inputs);
 }

@@ -23,9 +23,10 @@ class GraphImporter {
 public:
   GraphImporter(OpBuilder &builder, const torch::jit::Module &model,
                 const StateTable &state, bool training,
-                const std::string &modelPath)
+                const std::string &modelPath,
+                const NodeModules *nodeModules = nullptr)
       : builder(builder), ctx(builder.getContext()), model(model), state(state),
-        training(training), modelPath(modelPath),
+        training(training), modelPath(modelPath), nodeModules(nodeModules),
         unknownLoc(FileLineColLoc::get(ctx, modelPath, 0, 0)) {}
 
   LogicalResult run(torch::jit::Graph &graph, func::FuncOp func,
@@ -72,6 +73,8 @@ private:
 
   // Diagnostics and tags.
   Location loc(JitNode *node);
+  /// The module (path, class) whose code `node` is.
+  const std::pair<std::string, std::string> &moduleOf(JitNode *node) const;
   /// An error at `node`'s source line, with a note naming the module whose
   /// code it is.
   InFlightDiagnostic error(JitNode *node);
@@ -88,6 +91,7 @@ private:
   const StateTable &state;
   bool training;
   std::string modelPath;
+  const NodeModules *nodeModules;
   Location unknownLoc;
   std::vector<Scope> scopes;
   /// Walking a branch the example does not take: ops may fail on examples.

@@ -1,6 +1,7 @@
-//===- Import.cpp - TorchScript -> ds driver ------------------------------===//
+//===- Import.cpp - model file -> ds driver -------------------------------===//
 //
-// Loads the archive, reads the example shapes, declares the state and imports
+// Loads the model (a TorchScript archive or a torch.export program, told
+// apart by the zip's layout), reads the example shapes, declares the state and imports
 // `forward` once per requested mode, then removes what the specialisation made
 // dead (shape checks, unused constants).
 //
@@ -8,6 +9,7 @@
 
 #include "ds/Import/Import.h"
 #include "ImportInternal.h"
+#include "Pt2Program.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
@@ -19,9 +21,48 @@ using namespace mlir;
 using namespace mlir::ds;
 using namespace mlir::ds::import;
 
+/// Loads a TorchScript archive and the names of its forward's arguments.
+static LogicalResult loadTorchScript(const std::string &path, Location fileLoc,
+                                     torch::jit::Module &model,
+                                     std::vector<std::string> &argNames) {
+  try {
+    model = torch::jit::load(path);
+  } catch (const c10::Error &e) {
+    std::string why = e.what_without_backtrace();
+    // LibTorch's zip reader explains in its own words; say what it means.
+    if (why.find("central directory") != std::string::npos ||
+        why.find("constants.pkl") != std::string::npos ||
+        why.find("PytorchStreamReader") != std::string::npos)
+      why = "not a TorchScript archive (torch.jit.script/trace, then save) "
+            "nor a torch.export program (torch.export.save): " +
+            why.substr(0, why.find('\n'));
+    emitError(fileLoc) << "cannot load TorchScript model: " << why;
+    return failure();
+  } catch (const std::exception &e) {
+    emitError(fileLoc) << "cannot load TorchScript model: " << e.what();
+    return failure();
+  }
+  if (!model.find_method("forward")) {
+    emitError(fileLoc) << "the TorchScript module has no forward method";
+    return failure();
+  }
+  const auto &schema = model.get_method("forward").function().getSchema();
+  for (size_t i = 1; i < schema.arguments().size(); ++i) {
+    const auto &arg = schema.arguments()[i];
+    if (arg.type()->kind() != c10::TypeKind::TensorType) {
+      emitError(fileLoc) << "forward argument '" << arg.name() << "' has type "
+                         << arg.type()->str()
+                         << "; only tensor arguments can come from the data "
+                            "file";
+      return failure();
+    }
+    argNames.push_back(arg.name());
+  }
+  return success();
+}
+
 OwningOpRef<ModuleOp>
-mlir::ds::importTorchScript(MLIRContext *context,
-                            const ImportOptions &options) {
+mlir::ds::importModel(MLIRContext *context, const ImportOptions &options) {
   context->loadDialect<DSDialect, func::FuncDialect>();
   Location fileLoc = FileLineColLoc::get(context, options.modelPath, 0, 0);
 
@@ -29,26 +70,32 @@ mlir::ds::importTorchScript(MLIRContext *context,
     emitError(fileLoc) << "cannot open the model: no such file";
     return nullptr;
   }
+  // The front door is chosen by the zip's layout, not the file's name.
   torch::jit::Module model;
-  try {
-    model = torch::jit::load(options.modelPath);
-  } catch (const c10::Error &e) {
-    std::string why = e.what_without_backtrace();
-    // LibTorch's zip reader explains in its own words; say what it means.
-    if (why.find("central directory") != std::string::npos ||
-        why.find("constants.pkl") != std::string::npos ||
-        why.find("PytorchStreamReader") != std::string::npos)
-      why = "not a TorchScript archive (torch.jit.script/trace, then save): " +
-            why.substr(0, why.find('\n'));
-    emitError(fileLoc) << "cannot load TorchScript model: " << why;
+  std::vector<std::string> argNames;
+  Pt2Model exported;
+  const char *frontend = "torchscript";
+  switch (sniffModelFile(options.modelPath)) {
+  case ModelFileKind::AOTInductor:
+    emitError(fileLoc) << "an AOTInductor package (compiled kernels, no "
+                          "graph to train): save the program with "
+                          "torch.export.save(torch.export.export(model, "
+                          "args), path) instead";
     return nullptr;
-  } catch (const std::exception &e) {
-    emitError(fileLoc) << "cannot load TorchScript model: " << e.what();
-    return nullptr;
-  }
-  if (!model.find_method("forward")) {
-    emitError(fileLoc) << "the TorchScript module has no forward method";
-    return nullptr;
+  case ModelFileKind::ExportedProgram:
+    if (auto err = loadExportedProgram(options.modelPath, exported)) {
+      emitError(fileLoc) << "cannot load the torch.export program: " << *err;
+      return nullptr;
+    }
+    model = exported.module;
+    argNames = exported.inputNames;
+    frontend = "torch.export";
+    break;
+  case ModelFileKind::TorchScript:
+  case ModelFileKind::Unknown:
+    if (failed(loadTorchScript(options.modelPath, fileLoc, model, argNames)))
+      return nullptr;
+    break;
   }
 
   if (options.exampleInputsPath.empty()) {
@@ -60,19 +107,6 @@ mlir::ds::importTorchScript(MLIRContext *context,
     emitError(fileLoc) << "--world-size must be at least 1";
     return nullptr;
   }
-  std::vector<std::string> argNames;
-  const auto &schema = model.get_method("forward").function().getSchema();
-  for (size_t i = 1; i < schema.arguments().size(); ++i) {
-    const auto &arg = schema.arguments()[i];
-    if (arg.type()->kind() != c10::TypeKind::TensorType) {
-      emitError(fileLoc) << "forward argument '" << arg.name() << "' has type "
-                         << arg.type()->str()
-                         << "; only tensor arguments can come from the data "
-                            "file";
-      return nullptr;
-    }
-    argNames.push_back(arg.name());
-  }
   std::vector<ExampleInput> inputs;
   if (auto err = loadExampleInputs(
           options.exampleInputsPath, options.exampleMicroStep, argNames,
@@ -82,24 +116,56 @@ mlir::ds::importTorchScript(MLIRContext *context,
     return nullptr;
   }
 
+  // A program is specialised on the shapes it was exported with: the data's
+  // (one rank's rows) must be those.
+  for (size_t i = 0; i < exported.inputShapes.size() && i < inputs.size();
+       ++i) {
+    auto given = inputs[i].example.sizes();
+    const std::vector<int64_t> &want = exported.inputShapes[i];
+    if (std::vector<int64_t>(given.begin(), given.end()) == want)
+      continue;
+    auto show = [](llvm::ArrayRef<int64_t> dims) {
+      std::string text = "[";
+      for (size_t d = 0; d < dims.size(); ++d)
+        text += (d ? ", " : "") + std::to_string(dims[d]);
+      return text + "]";
+    };
+    emitError(fileLoc) << "the program was exported for input '"
+                       << inputs[i].name << "' of shape " << show(want)
+                       << ", but one rank's micro-step of the data has "
+                       << show(llvm::ArrayRef<int64_t>(given.begin(),
+                                                       given.end()))
+                       << " (world size " << options.worldSize
+                       << "): export with one rank's micro-batch";
+    return nullptr;
+  }
+
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
   OpBuilder builder(context);
   builder.setInsertionPointToStart(module->getBody());
   module->getOperation()->setAttr("ds.source",
                                   builder.getStringAttr(options.modelPath));
+  module->getOperation()->setAttr("ds.frontend",
+                                  builder.getStringAttr(frontend));
   setWorldSize(*module, options.worldSize);
   StateTable state = declareState(builder, fileLoc, model);
   noteEvalModules(*module, model, fileLoc);
 
+  const NodeModules *nodeModules =
+      std::string(frontend) == "torch.export" ? &exported.nodeModules : nullptr;
   try {
     if (options.importTrain &&
         failed(importForward(builder, model, state, "forward", true, inputs,
-                             options.modelPath)))
+                             options.modelPath, "forward", nodeModules)))
       return nullptr;
     builder.setInsertionPointToEnd(module->getBody());
+    // A program exported once holds one mode's graph; its eval twin is made
+    // by the reader (Pt2Program.cpp) as `forward_eval`.
     if (options.importEval &&
         failed(importForward(builder, model, state, "forward_eval", false,
-                             inputs, options.modelPath)))
+                             inputs, options.modelPath,
+                             nodeModules ? "forward_eval" : "forward",
+                             nodeModules)))
       return nullptr;
   } catch (const c10::Error &e) {
     emitError(fileLoc) << "import failed: " << e.what_without_backtrace();

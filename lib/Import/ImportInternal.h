@@ -11,6 +11,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Location.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include <torch/script.h>
@@ -132,13 +133,23 @@ struct Abstract {
 /// The example of `a` (tuples and lists rebuilt from their elements).
 c10::IValue exampleOf(const Abstract &a);
 
-/// Imports one forward graph into `func.func @name`. `training` fixes every
-/// module's `training` flag. Returns failure after emitting a diagnostic.
+/// The module path and class (TorchScript's spelling) of the module whose
+/// code a node is, for graphs whose calls are not nested method calls (the
+/// torch.export front door, Pt2Program.h).
+using NodeModules =
+    llvm::DenseMap<const torch::jit::Node *, std::pair<std::string, std::string>>;
+
+/// Imports the graph of `model`'s method `method` into `func.func @name`.
+/// `training` fixes every module's `training` flag; `nodeModules`, where
+/// given, names the module of each node. Returns failure after emitting a
+/// diagnostic.
 LogicalResult importForward(OpBuilder &builder, const torch::jit::Module &model,
                             const StateTable &state, StringRef funcName,
                             bool training,
                             const std::vector<ExampleInput> &inputs,
-                            const std::string &modelPath);
+                            const std::string &modelPath,
+                            const std::string &method = "forward",
+                            const NodeModules *nodeModules = nullptr);
 
 //===- ShapeEvaluation.cpp ------------------------------------------------===//
 

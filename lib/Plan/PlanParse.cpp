@@ -312,7 +312,8 @@ private:
 // Top level
 //===----------------------------------------------------------------------===//
 
-void checkFormatAndVersion(const JsonCursor &root) {
+/// The plan's version, when this library reads it.
+int64_t checkFormatAndVersion(const JsonCursor &root) {
   JsonCursor format = root.field("format");
   if (!format.json().is_string() ||
       format.json().get<std::string>() != kPlanFormatName)
@@ -325,18 +326,26 @@ void checkFormatAndVersion(const JsonCursor &root) {
     versionCursor.fail("plan version " + std::to_string(version) +
                        " is newer than this runtime supports (" +
                        std::to_string(kPlanFormatVersion) + ")");
-  if (version != kPlanFormatVersion)
+  if (version < kOldestPlanFormatVersion)
     versionCursor.fail(
         "plan version " + std::to_string(version) +
-        " is not supported (this runtime reads version " +
+        " is not supported (this runtime reads versions " +
+        std::to_string(kOldestPlanFormatVersion) + " to " +
         std::to_string(kPlanFormatVersion) +
         "): the plan was written by an older ds-compile; recompile it");
+  return version;
 }
 
-WeightsDesc parseWeights(const JsonCursor &cursor) {
+WeightsDesc parseWeights(const JsonCursor &cursor, int64_t version) {
   cursor.requireObject();
   WeightsDesc weights;
-  weights.kind = cursor.field("kind").toString();
+  JsonCursor kind = cursor.field("kind");
+  weights.kind = kind.toString();
+  // Version 8 added the kind "pt2"; version 7 is otherwise the same.
+  if (weights.kind == "pt2" && version < 8)
+    kind.fail("the weights kind \"pt2\" needs plan version 8, this plan is "
+              "version " +
+              std::to_string(version));
   weights.path = cursor.field("path").toString();
   return weights;
 }
@@ -567,7 +576,7 @@ Plan parsePlan(const ordered_json &json, const std::string &origin) {
   JsonCursor root(json, "", origin);
   root.requireObject();
   // Format and version first: a newer plan may differ in everything else.
-  checkFormatAndVersion(root);
+  int64_t version = checkFormatAndVersion(root);
 
   Plan plan;
   plan.producer = optionalString(root, "producer");
@@ -576,7 +585,7 @@ Plan parsePlan(const ordered_json &json, const std::string &origin) {
   plan.torchVersion = optionalString(root, "torch_version");
   if (auto weights = root.optionalField("weights");
       weights && !weights->json().is_null())
-    plan.weights = parseWeights(*weights);
+    plan.weights = parseWeights(*weights, version);
   plan.worldSize = root.field("world_size").toInt();
   plan.microBatchPerRank = root.field("micro_batch_per_rank").toInt();
   plan.gradientAccumulationSteps =

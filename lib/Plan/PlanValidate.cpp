@@ -23,10 +23,10 @@ void PlanValidator::run() {
   atLeastOne(plan_.gradientAccumulationSteps, "gradient_accumulation_steps");
   if (plan_.weights) {
     if (plan_.weights->kind != "torchscript" &&
-        plan_.weights->kind != "safetensors")
-      fail("weights.kind", "expected \"torchscript\" or \"safetensors\", "
-                           "found \"" +
-                               plan_.weights->kind + "\"");
+        plan_.weights->kind != "safetensors" && plan_.weights->kind != "pt2")
+      fail("weights.kind",
+           "expected \"torchscript\", \"safetensors\" or \"pt2\", found \"" +
+               plan_.weights->kind + "\"");
     if (plan_.weights->path.empty())
       fail("weights.path", "is empty");
   }

@@ -26,11 +26,6 @@ std::string folderOf(const std::string &path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-bool endsWith(const std::string &text, const std::string &suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 } // namespace
 
 namespace detail {
@@ -180,10 +175,8 @@ Engine Engine::fromPlan(plan::Plan plan, const std::string &origin,
       (options.weightsPath.empty() || std::ifstream(planWeights).good()))
     engine.state_->load(loaded.weights->kind, planWeights);
   if (!options.weightsPath.empty()) {
-    engine.state_->load(endsWith(options.weightsPath, ".safetensors")
-                            ? "safetensors"
-                            : "torchscript",
-                        options.weightsPath, engine.state_->loaded());
+    engine.state_->load(weightsKindOf(options.weightsPath), options.weightsPath,
+                        engine.state_->loaded());
   } else if (!loaded.weights && !loaded.state.empty()) {
     throw RuntimeError(origin + ": the plan has " +
                        std::to_string(loaded.state.size()) +

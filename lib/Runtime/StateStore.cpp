@@ -2,6 +2,7 @@
 
 #include "ds/Runtime/StateStore.h"
 
+#include "ds/TensorIO/Pt2Weights.h"
 #include "WeightsArchive.h"
 
 #include "ds/TensorIO/DTypes.h"
@@ -11,6 +12,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <map>
+#include <set>
 
 namespace ds::runtime {
 
@@ -29,8 +31,19 @@ void StateStore::load(const std::string &kind, const std::string &path,
                       bool keepMissingBuffers) {
   if (kind == "safetensors")
     loadSafetensors(path, keepMissingBuffers);
+  else if (kind == "pt2")
+    loadPt2(path, keepMissingBuffers);
   else
     loadTorchScript(path, keepMissingBuffers);
+}
+
+std::string weightsKindOf(const std::string &path) {
+  if (isPt2Archive(path))
+    return "pt2";
+  if (path.size() >= 12 &&
+      path.compare(path.size() - 12, 12, ".safetensors") == 0)
+    return "safetensors";
+  return "torchscript";
 }
 
 void StateStore::loadTorchScript(const std::string &path,
@@ -54,6 +67,31 @@ void StateStore::loadSafetensors(const std::string &path,
     names.push_back(desc.name);
   detail::prefixWrappedNames(names, tensors, "weights file " + path);
   install({}, {}, tensors, "weights file " + path, keepMissingBuffers);
+}
+
+void StateStore::loadPt2(const std::string &path, bool keepMissingBuffers) {
+  Pt2State state = readPt2State(path);
+  // Tied names: the plan declares one piece of state under one of them (the
+  // compiler's first name); the others are the same tensor, not strays.
+  std::set<std::string> aliases;
+  for (const std::vector<std::string> &group : state.ties) {
+    std::vector<std::string> known, unknown;
+    for (const std::string &name : group)
+      (index_.count(name) ? known : unknown).push_back(name);
+    if (!known.empty())
+      aliases.insert(unknown.begin(), unknown.end());
+  }
+  auto dropAliases = [&](NamedTensors &tensors) {
+    NamedTensors kept;
+    for (auto &item : tensors)
+      if (!aliases.count(item.first))
+        kept.push_back(std::move(item));
+    tensors = std::move(kept);
+  };
+  dropAliases(state.params);
+  dropAliases(state.buffers);
+  install(state.params, state.buffers, {}, ".pt2 archive " + path,
+          keepMissingBuffers);
 }
 
 namespace {

@@ -25,8 +25,8 @@ class Engine:
     """Runs a plan: training (forward, backward, step) and eval forwards.
 
     plan: a dsopt.Plan or the path of a plan file.
-    weights: replaces the plan's initial weights (``.safetensors``, or a
-        TorchScript archive), as ``ds-run --weights``.
+    weights: replaces the plan's initial weights (``.safetensors``, a
+        TorchScript archive or a torch.export ``.pt2``), as ``ds-run --weights``.
     seed: overrides the config's ``seed`` (dropout masks, every random draw),
         as ``ds-run --seed``; default: the config's, else 0.
     rank: emulate this data-parallel rank in a process of its own (it picks

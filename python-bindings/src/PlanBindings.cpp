@@ -52,9 +52,9 @@ py::object weightsOf(const PyPlan &plan) {
 
 void setWeights(PyPlan &plan, const std::string &kind,
                 const std::string &path) {
-  if (kind != "torchscript" && kind != "safetensors")
-    throw py::value_error("weights kind must be 'torchscript' or "
-                          "'safetensors', got '" +
+  if (kind != "torchscript" && kind != "safetensors" && kind != "pt2")
+    throw py::value_error("weights kind must be 'torchscript', "
+                          "'safetensors' or 'pt2', got '" +
                           kind + "'");
   plan.plan.weights = ds::plan::WeightsDesc{kind, path};
 }

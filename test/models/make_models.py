@@ -1386,6 +1386,8 @@ def main(argv: List[str]) -> int:
     torch.save([{k: own(v) for k, v in step.items()} for step in steps],
                os.path.join(outdir, "gpt_varlen.data.pt"))
     cases = write_error_cases(outdir)
+    from make_exports import write_exports  # noqa: E402 (beside this file)
+    write_exports(outdir)
     with open(os.path.join(outdir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)
         f.write("\n")

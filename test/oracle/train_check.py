@@ -2,6 +2,7 @@
 """Training oracle check: ds-compile + ds-run (training) against oracle.py's train().
 
   train_check.py --bin BUILD/bin --models DIR --model NAME --config-json '{...}' --steps N
+                 [--compile-model FILE.pt2]
                  [--unbatched NAME ...] [--world-size W] [--launcher 'mpirun -n {W}']
                  [--seed S] [--data FILE] [--loss-rtol 1e-5] [--rtol 1e-4] [--atol 1e-4]
                  [--lr-rtol 1e-12] [--norm-rtol 1e-4] [--keep DIR]
@@ -64,8 +65,9 @@ def default_launcher(world_size):
 
 def check(args, workdir):
     model = os.path.join(args.models, args.model + ".pt")
+    compiled = args.compile_model or model
     data = args.data or os.path.join(args.models, args.model + ".data.pt")
-    for path in (model, data):
+    for path in (model, compiled, data):
         if not os.path.exists(path):
             raise CheckFailed(f"{path} does not exist")
     config = json.loads(args.config_json)
@@ -77,7 +79,7 @@ def check(args, workdir):
 
     plan = os.path.join(workdir, args.model + ".plan")
     started = time.monotonic()
-    run([os.path.join(args.bin, "ds-compile"), model, "--config", config_path,
+    run([os.path.join(args.bin, "ds-compile"), compiled, "--config", config_path,
          "--example-inputs", data, "--world-size", str(args.world_size), "-o", plan] + unbatched,
         "ds-compile")
     print(f"  ds-compile: {time.monotonic() - started:.2f} s", flush=True)
@@ -129,6 +131,9 @@ def main(argv=None):
                         "'mpirun --oversubscribe -n {W}', with --allow-run-as-root as root)")
     p.add_argument("--seed", type=int, default=None, help="passed to ds-run")
     p.add_argument("--data", default=None, help="data file (default DIR/NAME.data.pt)")
+    p.add_argument("--compile-model", default=None, metavar="FILE",
+                   help="the model file ds-compile gets (a torch.export .pt2 of the same "
+                        "module); the oracle trains DIR/NAME.pt")
     p.add_argument("--loss-rtol", type=float, default=1e-5)
     p.add_argument("--lr-rtol", type=float, default=1e-12)
     p.add_argument("--norm-rtol", type=float, default=1e-4)

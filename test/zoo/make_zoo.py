@@ -10,9 +10,14 @@ resnet18 is the one large one) under its own seed and written as
   OUTDIR/NAME_traced.pt   torch.jit.trace archive of the same module (the same weights), for the
                           models whose forward has no data-dependent branch (not the MoE blocks:
                           tracing bakes in the branch the example took; docs/import.md)
+  OUTDIR/NAME.pt2         torch.export.save of torch.export.export(module, example) (the same
+                          weights), for the models that export to static shapes (not the MoE
+                          blocks: their expert selection is data-dependent; docs/import.md);
+                          NAME.w2.pt2 the same exported for one of 2 ranks' rows
   OUTDIR/NAME.data.pt     torch.save'd dict, one tensor per forward argument, shaped [S, B, ...]
-and OUTDIR/zoo.json: {"NAME": {"inputs": [...], "scripted": bool, "traced": bool, "leaf": CLASS or null,
-                               "optimizer": "adamw" | "sgd", "params": N, "notes": "..."}}.
+and OUTDIR/zoo.json: {"NAME": {"inputs": [...], "scripted": bool, "traced": bool, "exported": bool,
+                               "leaf": CLASS or null, "optimizer": "adamw" | "sgd", "params": N,
+                               "notes": "..."}}.
 Every forward returns the scalar training loss. The models are the zoo's (test/zoo/
 CMakeLists.txt, zoo_check.py).
 """
@@ -576,6 +581,17 @@ def main(argv: List[str]) -> int:
             archive = torch.jit.script(module)
             assert forward_arg_names(archive) == inputs, f"{name}: data keys != forward args"
             archive.save(os.path.join(outdir, name + ".pt"))
+        # Before tracing, which runs the forward (BatchNorm's statistics move): the program
+        # holds the state the scripted archive holds.
+        # A program is specialised on its example's shapes: one for 1 rank (the whole
+        # micro-batch), one for 2 ranks (half of it), NAME.w2.pt2.
+        exported = not entry.get("script_only", False)
+        if exported:
+            for suffix, rows in ((".pt2", None), (".w2.pt2", 2)):
+                example = tuple(data[k][0] if rows is None
+                                else data[k][0][: data[k][0].shape[0] // rows] for k in inputs)
+                program = torch.export.export(module, example)
+                torch.export.save(program, os.path.join(outdir, name + suffix))
         if traced:
             example = tuple(data[k][0] for k in inputs)
             archive = torch.jit.trace(module, example, check_trace=False)
@@ -583,6 +599,7 @@ def main(argv: List[str]) -> int:
             archive.save(os.path.join(outdir, name + "_traced.pt"))
         torch.save({k: own(v) for k, v in data.items()}, os.path.join(outdir, name + ".data.pt"))
         zoo[name] = {"inputs": inputs, "scripted": scripted, "traced": traced,
+                     "exported": exported,
                      "leaf": entry["leaf"],
                      "optimizer": entry.get("optimizer", "adamw"),
                      "params": sum(p.numel() for p in module.parameters()),

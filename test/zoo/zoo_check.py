@@ -10,6 +10,10 @@ DIR is make_zoo.py's output (NAME.pt, NAME_traced.pt, NAME.data.pt, zoo.json). C
                  model, persistent small parameters)
   traced-z3-w2   the traced archive so (the models that only trace: transformers')
   leaf-z3-w2     as script-z3-w2 with the model's MoE block a ZeRO-3 leaf module (zoo.json "leaf")
+  export-s0-w1   the torch.export program (NAME.pt2, same weights), ZeRO stage 0, one rank; the
+                 oracle trains its TorchScript twin (NAME.pt, else NAME_traced.pt)
+  export-z3-w2   the program exported for one of 2 ranks' rows (NAME.w2.pt2), at ZeRO stage 3
+                 on 2 MPI ranks
 The optimizer is AdamW unless zoo.json says otherwise for the model (docs/oracle.md: a parameter
 whose true gradient is exactly zero, as an attention key bias, is trained with SGD). Runs
 test/oracle/train_check.py, which prints the compile time and the comparison; exit status is
@@ -31,7 +35,8 @@ OPTIMIZERS = {
 }
 STAGE3 = {"stage": 3, "reduce_bucket_size": 4000, "stage3_prefetch_bucket_size": 4000,
           "stage3_param_persistence_threshold": 64}
-CELLS = ("script-s0-w1", "traced-s0-w1", "script-z3-w2", "traced-z3-w2", "leaf-z3-w2")
+CELLS = ("script-s0-w1", "traced-s0-w1", "script-z3-w2", "traced-z3-w2", "leaf-z3-w2",
+         "export-s0-w1", "export-z3-w2")
 
 
 def config_for(entry: dict, cell: str) -> dict:
@@ -57,18 +62,25 @@ def main(argv=None) -> int:
     if args.model not in zoo:
         p.error(f"{args.model} is not in {args.zoo}/zoo.json (models: {', '.join(zoo)})")
     entry = zoo[args.model]
+    if args.cell.startswith("export") and not entry.get("exported"):
+        p.error(f"{args.model} has no torch.export program: {entry['notes']}")
     if args.cell.startswith("traced") and not entry["traced"]:
         p.error(f"{args.model} has no traced archive: {entry['notes']}")
-    if not args.cell.startswith("traced") and not entry["scripted"]:
+    if args.cell.startswith(("script", "leaf")) and not entry["scripted"]:
         p.error(f"{args.model} has no scripted archive: {entry['notes']}")
     if args.cell == "leaf-z3-w2" and not entry["leaf"]:
         p.error(f"{args.model} names no leaf module")
-    model = args.model + ("_traced" if args.cell.startswith("traced") else "")
+    traced = args.cell.startswith("traced") or (args.cell.startswith("export") and
+                                                 not entry["scripted"])
+    model = args.model + ("_traced" if traced else "")
     world = 2 if args.cell.endswith("-w2") else 1
     check = ["--bin", args.bin, "--models", args.zoo, "--model", model,
              "--data", os.path.join(args.zoo, args.model + ".data.pt"),
              "--config-json", json.dumps(config_for(entry, args.cell)),
              "--steps", "4", "--world-size", str(world)]
+    if args.cell.startswith("export"):
+        program = args.model + (".w2.pt2" if world == 2 else ".pt2")
+        check += ["--compile-model", os.path.join(args.zoo, program)]
     if args.keep:
         check += ["--keep", args.keep]
     return train_check.main(check)

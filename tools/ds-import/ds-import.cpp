@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
   options.unbatched = unbatched;
   options.importTrain = !evalMode || both;
   options.importEval = evalMode || both;
-  auto module = mlir::ds::importTorchScript(&context, options);
+  auto module = mlir::ds::importModel(&context, options);
   if (!module)
     return 1;
 

@@ -53,8 +53,9 @@ static cl::opt<bool> trainAndEval(
     cl::desc("Import @forward and @forward_eval (as ds-compile does)"),
     cl::init(false), cl::cat(importCategory));
 
-/// Whether `path` is a TorchScript archive (a zip file) rather than MLIR text.
-static bool isTorchScriptArchive(StringRef path) {
+/// Whether `path` is a model file (a zip: TorchScript or torch.export) rather
+/// than MLIR text.
+static bool isZipArchive(StringRef path) {
   if (path.ends_with(".pt") || path.ends_with(".pth"))
     return true;
   auto buffer = llvm::MemoryBuffer::getFileSlice(path, 4, 0, false);
@@ -64,7 +65,7 @@ static bool isTorchScriptArchive(StringRef path) {
 /// Imports `model` and returns it as text with locations, the input
 /// MlirOptMain then parses. Diagnostics are printed as ds-import prints them.
 static FailureOr<std::unique_ptr<llvm::MemoryBuffer>>
-importTorchScript(StringRef model) {
+importModelFile(StringRef model) {
   MLIRContext context;
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
@@ -75,7 +76,7 @@ importTorchScript(StringRef model) {
   options.unbatched = unbatched;
   options.importTrain = !evalMode || trainAndEval;
   options.importEval = evalMode || trainAndEval;
-  OwningOpRef<ModuleOp> module = ds::importTorchScript(&context, options);
+  OwningOpRef<ModuleOp> module = ds::importModel(&context, options);
   if (!module)
     return failure();
   std::string text;
@@ -102,8 +103,8 @@ int main(int argc, char **argv) {
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
 
   std::unique_ptr<llvm::MemoryBuffer> input;
-  if (inputFilename != "-" && isTorchScriptArchive(inputFilename)) {
-    auto imported = importTorchScript(inputFilename);
+  if (inputFilename != "-" && isZipArchive(inputFilename)) {
+    auto imported = importModelFile(inputFilename);
     if (failed(imported))
       return EXIT_FAILURE;
     input = std::move(*imported);

@@ -74,7 +74,9 @@ its forward only). On W data-parallel ranks, launch it with Open MPI:
                         in the data file, every rank gets it whole
                         (repeatable; must agree with the plan)
   --weights W           initial weights replacing the plan's: a .safetensors
-                        file keyed by qualified name, or a TorchScript archive
+                        file keyed by qualified name, a .pt2 of
+                        torch.export.save (known by its content), or a
+                        TorchScript archive
   -h, --help            show this help
 
 Output: one JSON line per optimizer step on stdout,

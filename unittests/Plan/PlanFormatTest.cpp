@@ -40,6 +40,32 @@ TEST(PlanFormatTest, ReadsTheCheckedInPlan) {
   EXPECT_EQ(eval->body[3].free, (std::vector<ValueId>{0, 1, 2}));
 }
 
+TEST(PlanFormatTest, ReadsVersionsSevenAndEight) {
+  // Version 7 differs from 8 only in not having the weights kind "pt2".
+  ordered_json json = base();
+  json["weights"] = {{"kind", "torchscript"}, {"path", "model.pt"}};
+  for (int version : {7, 8}) {
+    json["version"] = version;
+    Plan plan = parsePlan(json, "test.json");
+    ASSERT_TRUE(plan.weights);
+    EXPECT_EQ(plan.weights->kind, "torchscript");
+  }
+  json["weights"] = {{"kind", "pt2"}, {"path", "model.pt2"}};
+  json["version"] = 8;
+  Plan plan = parsePlan(json, "test.json");
+  EXPECT_EQ(plan.weights->kind, "pt2");
+  EXPECT_EQ(plan.weights->path, "model.pt2");
+  // Written back as version 8.
+  EXPECT_EQ(toJson(plan)["version"], 8);
+  json["version"] = 7;
+  expectInvalid(json, "test.json: weights.kind: the weights kind \"pt2\" "
+                      "needs plan version 8, this plan is version 7");
+  json["version"] = 8;
+  json["weights"]["kind"] = "onnx";
+  expectInvalid(json, "test.json: weights.kind: expected \"torchscript\", "
+                      "\"safetensors\" or \"pt2\", found \"onnx\"");
+}
+
 TEST(PlanFormatTest, FileErrorsNameTheFile) {
   TempDir dir;
   EXPECT_THROW_WITH(readPlan(dir.file("missing.json")), PlanError,
@@ -59,40 +85,24 @@ TEST(PlanFormatTest, FormatAndVersion) {
   json["format"] = "onnx";
   expectInvalid(json, "test.json: format: expected \"ds-plan\"");
   json = base();
-  json["version"] = 8;
-  expectInvalid(json, "version: plan version 8 is newer than this runtime "
-                      "supports (7)");
+  json["version"] = 9;
+  expectInvalid(json, "version: plan version 9 is newer than this runtime "
+                      "supports (8)");
   json["version"] = 0;
   expectInvalid(json, "plan version 0 is not supported (this runtime reads "
-                      "version 7)");
+                      "versions 7 to 8)");
   // Older plans (version 6: no offload_optimizer; version 5: no device and
   // torch version; version 4: no shape variants; version 3: no bounds of
   // dynamic tensors; version 2: the engines' settings in their DeepSpeed
   // config; version 1: no optimizer, partition or programs.step): recompile.
-  json["version"] = 6;
-  expectInvalid(json, "test.json: version: plan version 6 is not supported "
-                      "(this runtime reads version 7): the plan was written "
-                      "by an older ds-compile; recompile it");
-  json["version"] = 5;
-  expectInvalid(json, "test.json: version: plan version 5 is not supported "
-                      "(this runtime reads version 7): the plan was written "
-                      "by an older ds-compile; recompile it");
-  json["version"] = 4;
-  expectInvalid(json, "test.json: version: plan version 4 is not supported "
-                      "(this runtime reads version 7): the plan was written "
-                      "by an older ds-compile; recompile it");
-  json["version"] = 3;
-  expectInvalid(json, "test.json: version: plan version 3 is not supported "
-                      "(this runtime reads version 7): the plan was written "
-                      "by an older ds-compile; recompile it");
-  json["version"] = 2;
-  expectInvalid(json, "test.json: version: plan version 2 is not supported "
-                      "(this runtime reads version 7): the plan was written "
-                      "by an older ds-compile; recompile it");
-  json["version"] = 1;
-  expectInvalid(json, "test.json: version: plan version 1 is not supported "
-                      "(this runtime reads version 7): the plan was written "
-                      "by an older ds-compile; recompile it");
+  for (int version = 6; version >= 1; --version) {
+    json["version"] = version;
+    expectInvalid(json, "test.json: version: plan version " +
+                            std::to_string(version) +
+                            " is not supported (this runtime reads versions "
+                            "7 to 8): the plan was written by an older "
+                            "ds-compile; recompile it");
+  }
   json["version"] = "1";
   expectInvalid(json, "version: expected an integer, found string \"1\"");
   json = base();

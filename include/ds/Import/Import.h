@@ -1,6 +1,6 @@
-//===- Import.h - TorchScript -> ds import ----------------------*- C++ -*-===//
+//===- Import.h - model file -> ds import -----------------------*- C++ -*-===//
 //
-// Imports a TorchScript archive into the ds dialect, specialised on the shapes
+// Imports a TorchScript archive or a torch.export program into the ds dialect, specialised on the shapes
 // of one micro-step of one rank. The only public entry point of lib/Import;
 // LibTorch types stay behind it.
 //
@@ -19,7 +19,8 @@
 namespace mlir::ds {
 
 struct ImportOptions {
-  /// The TorchScript archive (torch.jit.script / torch.jit.trace, then save).
+  /// The model: a TorchScript archive (torch.jit.script / trace, then save)
+  /// or a torch.export program (torch.export.save).
   std::string modelPath;
   /// Data file (torch.save dict or .safetensors) with one `[S, B, ...]` tensor
   /// per forward argument. Without it, import fails (shapes are required).
@@ -44,10 +45,13 @@ struct ImportOptions {
 std::optional<std::string> distinctExampleSteps(const std::string &path,
                                                 std::vector<int64_t> &steps);
 
-/// Imports the model. On failure, diagnostics have been emitted to `context`
-/// (with the TorchScript source line where one applies) and null is returned.
-OwningOpRef<ModuleOp> importTorchScript(MLIRContext *context,
-                                        const ImportOptions &options);
+/// Imports the model: a TorchScript archive (torch.jit.save) or a
+/// torch.export program (torch.export.save, a `.pt2`), told apart by the
+/// zip's layout. The module's `ds.frontend` says which ("torchscript" or
+/// "torch.export"). On failure, diagnostics have been emitted to `context`
+/// (with the model's source line where one applies) and null is returned.
+OwningOpRef<ModuleOp> importModel(MLIRContext *context,
+                                  const ImportOptions &options);
 
 } // namespace mlir::ds
 

@@ -24,8 +24,11 @@ namespace ds::plan {
 
 using ordered_json = nlohmann::ordered_json;
 
-/// The plan format version this library reads and writes.
-inline constexpr int64_t kPlanFormatVersion = 7;
+/// The plan format version this library writes (and the newest it reads).
+inline constexpr int64_t kPlanFormatVersion = 8;
+/// The oldest version it reads: 7 differs from 8 only in not having the
+/// weights kind "pt2".
+inline constexpr int64_t kOldestPlanFormatVersion = 7;
 /// The value of the top-level "format" field.
 inline constexpr const char *kPlanFormatName = "ds-plan";
 /// The values of the top-level "device" field: what a plan is compiled for.
@@ -110,7 +113,8 @@ std::optional<PrecisionMode> parsePrecisionMode(std::string_view name);
 //===----------------------------------------------------------------------===//
 
 struct WeightsDesc {
-  /// "torchscript" (an archive from torch.jit.save) or "safetensors".
+  /// "torchscript" (an archive from torch.jit.save), "safetensors", or
+  /// "pt2" (torch.export.save; version 8).
   std::string kind = "torchscript";
   /// Absolute, or relative to the plan file's folder.
   std::string path;

@@ -23,6 +23,11 @@
 
 namespace ds::runtime {
 
+/// The weights kind of a file given without one (ds-run --weights): "pt2"
+/// for a zip whose archive_format says so (by content), "safetensors" for a
+/// .safetensors name, else "torchscript".
+std::string weightsKindOf(const std::string &path);
+
 class StateStore {
 public:
   /// Empty tensors until one of the load functions runs. `plan` must outlive
@@ -42,7 +47,12 @@ public:
   /// Every state entry from a .safetensors file keyed by qualified name.
   void loadSafetensors(const std::string &path,
                        bool keepMissingBuffers = false);
-  /// Either of the above: `kind` is "torchscript" or "safetensors".
+  /// Parameters and buffers (by is_param) of a .pt2 written by
+  /// torch.export.save, read in place from its zip: the weights and the
+  /// non-persistent buffers among its constants. Of tied names, those the
+  /// plan lacks are dropped when the plan has another.
+  void loadPt2(const std::string &path, bool keepMissingBuffers = false);
+  /// One of the above: `kind` is "torchscript", "safetensors" or "pt2".
   void load(const std::string &kind, const std::string &path,
             bool keepMissingBuffers = false);
   /// Checks `tensors` against the plan and takes them. `source` names them

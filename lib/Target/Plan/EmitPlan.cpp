@@ -650,8 +650,14 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
   result.producer = options.producer;
   result.device = stringifyTargetDevice(getTargetDevice(module)).str();
   result.torchVersion = options.torchVersion;
-  if (auto source = module->getAttrOfType<StringAttr>("ds.source"))
-    result.weights = plan::WeightsDesc{"torchscript", source.getValue().str()};
+  // The weights are read in place from the imported file: a TorchScript
+  // archive, or a .pt2 when the module came from torch.export.
+  if (auto source = module->getAttrOfType<StringAttr>("ds.source")) {
+    auto frontend = module->getAttrOfType<StringAttr>("ds.frontend");
+    bool exported = frontend && frontend.getValue() == "torch.export";
+    result.weights = plan::WeightsDesc{exported ? "pt2" : "torchscript",
+                                       source.getValue().str()};
+  }
   if (std::optional<int64_t> worldSize = getWorldSize(module))
     result.worldSize = *worldSize;
 

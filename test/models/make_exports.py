@@ -1,0 +1,112 @@
+"""torch.export programs (.pt2) for the lit tests of the second front door (test/Import/
+export*.test); make_models.py calls write_exports(OUTDIR).
+
+  export_mlp.pt2        an MLP with BatchNorm1d and dropout returning cross entropy, exported
+                        with torch.export.export (the training IR) for 8 rows; export_mlp_twin.pt
+                        its scripted twin (the same weights), export_mlp.data.pt the data
+  export_tied.pt2       a tiny LM whose head is tied to its embedding
+  export_cond.pt2       a program with torch.cond (a higher-order operator, refused for now)
+  export_dynamic.pt2    export_mlp's module exported with a dynamic batch dim (torch.export.Dim)
+  export_schema99.pt2   export_mlp.pt2 with its schema version's major set to 99
+  export_aoti_layout.pt2  a zip laid out as torch._inductor.aoti_compile_and_package lays out its
+                        packages (archive_format "pt2", data/aotinductor/model/*.so and no
+                        models/*.json): making a real package takes minutes of C++ compiling
+"""
+
+import io
+import json
+import os
+import zipfile
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ExportMlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.bn = nn.BatchNorm1d(32)
+        self.drop = nn.Dropout(0.1)
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, x, y):
+        h = self.drop(F.relu(self.bn(self.fc1(x))))
+        return F.cross_entropy(self.fc2(h), y)
+
+
+class ExportTied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(32, 16)
+        self.head = nn.Linear(16, 32, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, idx, targets):
+        logits = self.head(torch.tanh(self.emb(idx)))
+        return F.cross_entropy(logits.reshape(-1, 32), targets.reshape(-1))
+
+
+class ExportCond(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.fc(x)
+        out = torch.cond(h.sum() > 0, lambda t: t * 2.0, lambda t: t - 1.0, (h,))
+        return out.mean()
+
+
+def _rewrite(src: str, dst: str, edit) -> None:
+    """Copies the zip `src` to `dst`, passing models/*.json through edit(dict) -> dict."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if "/models/" in info.filename and info.filename.endswith(".json"):
+                data = json.dumps(edit(json.loads(data))).encode()
+            zout.writestr(info, data)
+
+
+def write_exports(outdir: str) -> None:
+    torch.manual_seed(31)
+    mlp = ExportMlp().train()
+    data = {"x": torch.randn(4, 8, 16), "y": torch.randint(0, 4, (4, 8))}
+    example = (data["x"][0], data["y"][0])
+    torch.jit.script(mlp).save(os.path.join(outdir, "export_mlp_twin.pt"))
+    program = torch.export.export(mlp, example)
+    torch.export.save(program, os.path.join(outdir, "export_mlp.pt2"))
+    torch.save(data, os.path.join(outdir, "export_mlp.data.pt"))
+
+    batch = torch.export.Dim("batch", min=2, max=64)
+    dynamic = torch.export.export(mlp, example, dynamic_shapes={"x": {0: batch}, "y": {0: batch}})
+    torch.export.save(dynamic, os.path.join(outdir, "export_dynamic.pt2"))
+
+    def bump(doc):
+        doc["schema_version"]["major"] = 99
+        return doc
+    _rewrite(os.path.join(outdir, "export_mlp.pt2"), os.path.join(outdir, "export_schema99.pt2"),
+             bump)
+
+    torch.manual_seed(32)
+    tied = ExportTied().train()
+    tied_data = {"idx": torch.randint(0, 32, (4, 4, 6)), "targets": torch.randint(0, 32, (4, 4, 6))}
+    program = torch.export.export(tied, (tied_data["idx"][0], tied_data["targets"][0]))
+    torch.export.save(program, os.path.join(outdir, "export_tied.pt2"))
+    torch.save(tied_data, os.path.join(outdir, "export_tied.data.pt"))
+
+    torch.manual_seed(33)
+    cond = ExportCond().train()
+    cond_data = {"x": torch.randn(2, 4, 8)}
+    program = torch.export.export(cond, (cond_data["x"][0],))
+    torch.export.save(program, os.path.join(outdir, "export_cond.pt2"))
+    torch.save(cond_data, os.path.join(outdir, "export_cond.data.pt"))
+
+    with zipfile.ZipFile(os.path.join(outdir, "export_aoti_layout.pt2"), "w") as z:
+        z.writestr("model/archive_format", "pt2")
+        z.writestr("model/archive_version", "0")
+        z.writestr("model/.data/version", "1")
+        z.writestr("model/byteorder", "little")
+        z.writestr("model/data/aotinductor/model/c0.wrapper.cpp", "// compiled wrapper\n")
+        z.writestr("model/data/aotinductor/model/c0.wrapper.so", b"\x7fELF")
