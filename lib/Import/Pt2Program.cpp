@@ -88,7 +88,8 @@ static at::ScalarType scalarTypeOf(ex::ScalarType t) {
   std::optional<at::ScalarType> dtype =
       ::ds::runtime::dtypeOfExportCode(static_cast<int>(t));
   if (!dtype)
-    fail("dtype " + std::string(ex::printEnum(t)) + " is not supported");
+    fail("dtype code " + std::to_string(static_cast<int>(t)) +
+         " is not supported");
   return *dtype;
 }
 

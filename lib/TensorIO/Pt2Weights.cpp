@@ -56,54 +56,38 @@ std::string readText(PyTorchStreamReader &reader, const std::string &name) {
   return std::string(static_cast<const char *>(data.get()), size);
 }
 
-/// The schema's dtype codes are not at::ScalarType's: mapped one by one.
-std::optional<at::ScalarType> toAten(ex::ScalarType type) {
-  switch (type) {
-  case ex::ScalarType::BYTE:
-    return at::kByte;
-  case ex::ScalarType::CHAR:
-    return at::kChar;
-  case ex::ScalarType::SHORT:
-    return at::kShort;
-  case ex::ScalarType::INT:
-    return at::kInt;
-  case ex::ScalarType::LONG:
-    return at::kLong;
-  case ex::ScalarType::HALF:
-    return at::kHalf;
-  case ex::ScalarType::FLOAT:
-    return at::kFloat;
-  case ex::ScalarType::DOUBLE:
-    return at::kDouble;
-  case ex::ScalarType::COMPLEXHALF:
-    return at::kComplexHalf;
-  case ex::ScalarType::COMPLEXFLOAT:
-    return at::kComplexFloat;
-  case ex::ScalarType::COMPLEXDOUBLE:
-    return at::kComplexDouble;
-  case ex::ScalarType::BOOL:
-    return at::kBool;
-  case ex::ScalarType::BFLOAT16:
-    return at::kBFloat16;
-  case ex::ScalarType::UINT16:
-    return at::kUInt16;
-  case ex::ScalarType::UINT32:
-    return at::kUInt32;
-  case ex::ScalarType::UINT64:
-    return at::kUInt64;
-  case ex::ScalarType::FLOAT8E4M3FN:
-    return at::kFloat8_e4m3fn;
-  case ex::ScalarType::FLOAT8E5M2:
-    return at::kFloat8_e5m2;
-  case ex::ScalarType::FLOAT8E4M3FNUZ:
-    return at::kFloat8_e4m3fnuz;
-  case ex::ScalarType::FLOAT8E5M2FNUZ:
-    return at::kFloat8_e5m2fnuz;
-  case ex::ScalarType::FLOAT8E8M0FNU:
-    return at::ScalarType::Float8_e8m0fnu;
-  default:
-    return std::nullopt;
+/// The schema's dtype codes are not at::ScalarType's: mapped one by one, by
+/// number (torch/_export/serde/schema.py's ScalarType), since older wheels'
+/// generated headers lack the newer enumerators (torch 2.11: no UINT32).
+std::optional<at::ScalarType> atenOfCode(int code) {
+  switch (code) {
+  case 1: return at::kByte;
+  case 2: return at::kChar;
+  case 3: return at::kShort;
+  case 4: return at::kInt;
+  case 5: return at::kLong;
+  case 6: return at::kHalf;
+  case 7: return at::kFloat;
+  case 8: return at::kDouble;
+  case 9: return at::kComplexHalf;
+  case 10: return at::kComplexFloat;
+  case 11: return at::kComplexDouble;
+  case 12: return at::kBool;
+  case 13: return at::kBFloat16;
+  case 28: return at::kUInt16;
+  case 29: return at::kFloat8_e4m3fn;
+  case 30: return at::kFloat8_e5m2;
+  case 31: return at::kFloat8_e4m3fnuz;
+  case 32: return at::kFloat8_e5m2fnuz;
+  case 33: return at::ScalarType::Float8_e8m0fnu;
+  case 34: return at::kUInt32;
+  case 35: return at::kUInt64;
+  default: return std::nullopt;
   }
+}
+
+std::optional<at::ScalarType> toAten(ex::ScalarType type) {
+  return atenOfCode(static_cast<int>(type));
 }
 
 std::string dtypeName(ex::ScalarType type) {
@@ -111,9 +95,7 @@ std::string dtypeName(ex::ScalarType type) {
   case ex::ScalarType::UNKNOWN:
     return "UNKNOWN";
   default:
-    // printEnum throws on codes the schema does not know.
-    if (toAten(type))
-      return std::string(ex::printEnum(type));
+    // Not printEnum: it throws on codes its header does not know.
     return "code " + std::to_string(int64_t(type));
   }
 }
@@ -414,7 +396,7 @@ private:
 } // namespace
 
 std::optional<at::ScalarType> dtypeOfExportCode(int code) {
-  return toAten(static_cast<ex::ScalarType>(code));
+  return atenOfCode(code);
 }
 
 bool isPt2Archive(const std::string &path) {

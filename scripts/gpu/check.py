@@ -282,11 +282,13 @@ class Check:
     # -- tiers --------------------------------------------------------------------------------
     def archives(self):
         models = []
+        data_of = {}
         for case in self.cases:
             if case.get("made_on_node"):
                 continue
             if case["model"] not in models:
                 models.append(case["model"])
+                data_of[case["model"]] = case["data"]
         devices = ["cpu"] + ([] if self.gpu_reason or self.device == "cpu" else [self.device])
         for device in devices:
             def body(device=device):
@@ -299,7 +301,7 @@ class Check:
                         raise Failure("torch %s cannot load %s: %s" % (torch.__version__,
                                                                        model, e))
                     data = oracle.data_to(oracle.load_data(self.case_path(
-                        model.replace(".pt", ".data.pt"))), device)
+                        data_of[model])), device)
                     inputs = oracle.bind_inputs(module, data)
                     with torch.no_grad():
                         losses, _ = oracle.forward_losses(module, [i.tensor[0] for i in inputs])

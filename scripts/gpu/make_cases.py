@@ -83,6 +83,13 @@ CASES = [
     # path (docs/autodiff.md); the oracle's eager backward is the kernels' own.
     ("sdpa-s0-fp32", "a", "oracle", "gpt_sdpa", config(0, ADAMW), 4, "fp32"),
     ("sdpa-s3-bf16", "a", "oracle", "gpt_sdpa", config(3, SGD, precision="bf16"), 3, "bf16"),
+    # The torch.export front door: plans compiled from a .pt2 (an MLP with BatchNorm and
+    # dropout, test/models/make_exports.py), weights read in place from it; the oracle trains
+    # its scripted twin (the same weights).
+    ("export-s0-fp32", "a", "oracle", "export_mlp_twin", config(0, ADAMW), 4, "fp32",
+     {"program": "export_mlp"}),
+    ("export-s3-fp32", "a", "oracle", "export_mlp_twin", config(3, ADAMW), 4, "fp32",
+     {"program": "export_mlp"}),
     ("gas2-s2-fp32", "b", "oracle", "transformer", config(2, ADAMW, gas=2), 3, "fp32"),
     # fp16_scale (make_models.py): gradients fixed by the data; at W = 1 scales >= 2^16
     # overflow fp16, 2^15 does not. From 2^17 with hysteresis 2 and window 3 the scale falls,
@@ -160,27 +167,34 @@ def main(argv=None) -> int:
     cases = []
     torch_version = None
 
-    def ship(model):
-        for suffix in (".pt", ".data.pt"):
-            dst = os.path.join(out, model + suffix)
+    def ship(*files):
+        for name in files:
+            dst = os.path.join(out, name)
             if not os.path.exists(dst):
-                shutil.copyfile(os.path.join(args.models, model + suffix), dst)
+                shutil.copyfile(os.path.join(args.models, name), dst)
 
     for name, tier, kind, model, cfg, steps, mode, *more in CASES:
         options = more[0] if more else {}
         world = options.get("world", 1)
-        ship(model)
+        # "program": compiled from PROGRAM.pt2 (its data PROGRAM.data.pt); the oracle trains
+        # MODEL.pt, its TorchScript twin.
+        program = options.get("program")
+        data = (program or model) + ".data.pt"
+        source = program + ".pt2" if program else model + ".pt"
+        ship(model + ".pt", data, source)
         cfg_path = os.path.join(out, name + ".config.json")
         with open(cfg_path, "w") as f:
             json.dump(cfg, f, indent=1)
-        doc = compile_plan(args.ds_compile, os.path.join(out, model + ".pt"),
-                           os.path.join(out, model + ".data.pt"), cfg_path,
+        doc = compile_plan(args.ds_compile, os.path.join(out, source),
+                           os.path.join(out, data), cfg_path,
                            os.path.join(out, name + ".plan"), world)
         torch_version = doc.get("torch_version")
         case = {"name": name, "tier": tier, "kind": kind, "plan": name + ".plan",
-                "model": model + ".pt", "data": model + ".data.pt",
+                "model": model + ".pt", "data": data,
                 "config": name + ".config.json", "steps": steps, "mode": mode,
                 "world": world}
+        if program:
+            case["program"] = source
         if kind == "distill":
             case["frozen_prefix"] = "teacher."
         cases.append(case)

@@ -70,7 +70,7 @@ def main(argv=None) -> int:
         if want not in names:
             problems.append("no case %s" % want)
     for case in cases:
-        for key in ("plan", "data", "config", "model"):
+        for key in ("plan", "data", "config", "model", "program"):
             if key not in case:
                 continue
             if key == "config" and case["kind"] == "dsopt":
@@ -90,9 +90,15 @@ def main(argv=None) -> int:
                 problems.append("%s: plan device %r, not cuda" % (case["plan"],
                                                                    plan.get("device")))
             weights = (plan.get("weights") or {}).get("path", "")
-            if weights != case["model"]:
+            # A plan compiled from a torch.export program reads its weights from it.
+            source = case.get("program", case["model"])
+            kind = "pt2" if "program" in case else "torchscript"
+            if weights != source:
                 problems.append("%s: weights path %r, expected %r beside the plan" % (
-                    case["plan"], weights, case["model"]))
+                    case["plan"], weights, source))
+            if (plan.get("weights") or {}).get("kind") != kind:
+                problems.append("%s: weights kind %r, expected %r" % (
+                    case["plan"], (plan.get("weights") or {}).get("kind"), kind))
     if problems:
         print("bundle_contents.py: " + "\n  ".join(problems), file=sys.stderr)
         return 1
