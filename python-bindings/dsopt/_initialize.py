@@ -23,7 +23,9 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
     """Compiles `model` with `config` and returns DeepSpeed's 4-tuple
     ``(engine, optimizer, training_dataloader, lr_scheduler)``.
 
-    model: an nn.Module, a ScriptModule or the path of a TorchScript archive.
+    model: an nn.Module (scripted, else exported with torch.export), a
+        ScriptModule, a torch.export.ExportedProgram or the path of a model
+        file (a TorchScript archive or a .pt2).
     config (or config_params, or args.deepspeed_config): a DeepSpeed config
         dict or JSON path, the {"engines": {...}} form, or per-engine configs
         keyed by submodule path (dsopt.compile).

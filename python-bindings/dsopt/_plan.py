@@ -178,8 +178,11 @@ def compile(module_or_path, config, example_inputs, world_size=1, *,
     """Compiles a model with a DeepSpeed config into a Plan.
 
     module_or_path: a ``torch.jit.ScriptModule`` (scripted or traced), an
-        ``nn.Module`` (scripted here with torch.jit.script), or the path of a
-        TorchScript archive.
+        ``nn.Module`` (scripted here with torch.jit.script; one that does not
+        script, as transformers' models, is exported with
+        ``torch.export.export`` on example_inputs instead), a
+        ``torch.export.ExportedProgram``, or the path of a TorchScript archive
+        or of a ``.pt2`` from ``torch.export.save``.
     config: a DeepSpeed config as a dict or the path of its JSON file; the
         multi-engine form ``{"engines": {"student": {...}, "teacher": ...}}``
         too, or the same without ``"engines"`` when every key is a submodule
@@ -222,7 +225,8 @@ def compile(module_or_path, config, example_inputs, world_size=1, *,
     tmp = tempfile.TemporaryDirectory(prefix="dsopt-")
     try:
         leaf_paths = marked_paths(module_or_path)  # Before scripting drops the marks.
-        model_path, script = _model_file(module_or_path, tmp.name)
+        model_path, script = _model_file(module_or_path, tmp.name, example_inputs,
+                                         world_size, unbatched)
         config = _engines_form(config, lambda: _module_names(model_path, script))
         if leaf_paths:
             config = with_leaf_names(_config_dict(config), leaf_paths,
@@ -246,10 +250,13 @@ def compile(module_or_path, config, example_inputs, world_size=1, *,
     return Plan(native, owned_dir=tmp)
 
 
-def _model_file(module_or_path, folder):
-    """(archive path, ScriptModule or None when the user gave a path)."""
+def _model_file(module_or_path, folder, example_inputs, world_size, unbatched):
+    """(model file path, the ScriptModule or ExportedProgram written there, or
+    None when the user gave a path)."""
     if isinstance(module_or_path, _PathTypes):
         return os.fsdecode(os.fspath(module_or_path)), None
+    if isinstance(module_or_path, torch.export.ExportedProgram):
+        return _save_program(module_or_path, folder)
     if isinstance(module_or_path, torch.jit.ScriptModule):
         script = module_or_path
     elif isinstance(module_or_path, torch.nn.Module):
@@ -258,17 +265,61 @@ def _model_file(module_or_path, folder):
                 warnings.filterwarnings("ignore", category=FutureWarning,
                                         message=r".*is deprecated")
                 script = torch.jit.script(module_or_path)
-        except Exception as error:
-            raise _dsopt.CompileError(
-                "torch.jit.script cannot script %s (trace it with torch.jit.trace "
-                "and pass the ScriptModule instead): %s"
-                % (type(module_or_path).__name__, error)) from error
+        except Exception as script_error:
+            # Models that do not script (transformers') export.
+            return _save_program(_export(module_or_path, example_inputs, world_size,
+                                         unbatched, script_error), folder)
     else:
-        raise TypeError("expected a torch.jit.ScriptModule, an nn.Module or the path "
-                        "of a TorchScript archive, got %s" % type(module_or_path).__name__)
+        raise TypeError("expected a torch.jit.ScriptModule, an nn.Module, a "
+                        "torch.export.ExportedProgram or the path of a model file, got %s"
+                        % type(module_or_path).__name__)
     path = os.path.join(folder, "model.pt")
     script.save(path)
     return path, script
+
+
+def _save_program(program, folder):
+    path = os.path.join(folder, "model.pt2")
+    torch.export.save(program, path)
+    return path, program
+
+
+def _export(module, example_inputs, world_size, unbatched, script_error):
+    """torch.export.export of `module` on one rank's micro-step; a
+    CompileError naming both failures when it does not export either."""
+    args, kwargs = (), {}
+    if isinstance(example_inputs, Mapping):
+        kwargs = {str(k): as_tensor(v, "example_inputs[%r]" % (k,)).cpu()
+                  for k, v in example_inputs.items()}
+    elif isinstance(example_inputs, _PathTypes):
+        # A data file holds [S, B, ...] per argument: one rank's rows of micro-step 0.
+        data = torch.load(os.fspath(example_inputs))
+        step = data[0] if isinstance(data, list) else {k: v[0] for k, v in data.items()}
+        kwargs = {str(k): v if k in unbatched else v[: v.shape[0] // world_size]
+                  for k, v in step.items()}
+    else:
+        if isinstance(example_inputs, torch.Tensor) or _is_array(example_inputs):
+            example_inputs = (example_inputs,)
+        args = tuple(as_tensor(v, "example_inputs[%d]" % i).cpu()
+                     for i, v in enumerate(example_inputs))
+    try:
+        return torch.export.export(module, args, kwargs)
+    except Exception as export_error:
+        raise _dsopt.CompileError(
+            "%s neither scripts nor exports. torch.jit.script: %s. torch.export.export: %s"
+            % (type(module).__name__, _first_line(script_error),
+               _first_line(export_error))) from export_error
+
+
+def _first_line(error):
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _program_input_names(program):
+    """The user inputs of an ExportedProgram, in order."""
+    return [spec.arg.name for spec in program.graph_signature.input_specs
+            if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT]
 
 
 def _config_args(config):
@@ -319,6 +370,13 @@ def _engines_form(config, module_names):
 def _module_names(model_path, script):
     """The model's named_modules() paths, or None when TorchScript cannot
     load it (the compiler reports a bad archive better)."""
+    if isinstance(script, torch.export.ExportedProgram):
+        # Every prefix of a state name is a module path.
+        names = {""}
+        for key in script.state_dict:
+            parts = key.split(".")[:-1]
+            names.update(".".join(parts[:i + 1]) for i in range(len(parts)))
+        return names
     try:
         if script is None:
             script = torch.jit.load(model_path)
@@ -351,6 +409,8 @@ def _config_dir(config):
 
 def _forward_arg_names(model_path, script):
     """forward's argument names, or None when TorchScript cannot tell."""
+    if isinstance(script, torch.export.ExportedProgram):
+        return _program_input_names(script)
     try:
         if script is None:
             script = torch.jit.load(model_path)

@@ -609,3 +609,66 @@ def test_train_example_equals_ds_run(bin_dir, tmp_path):
     ours = [json.loads(line) for line in open(tmp_path / "py.jsonl")]
     assert [(l["loss"], l["lr"], l["grad_norm"]) for l in ours] == [
         (l["loss"], l["lr"], l["grad_norm"]) for l in expected]
+
+
+class NoScript(nn.Module):
+    """A forward TorchScript cannot compile (`**kwargs`), as transformers' are."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(5)
+        self.fc1 = nn.Linear(6, 16)
+        self.fc2 = nn.Linear(16, 3)
+
+    def forward(self, x, y, **kwargs):
+        return F.mse_loss(self.fc2(torch.tanh(self.fc1(x))), y)
+
+
+class NeitherScriptNorExport(NoScript):
+    def forward(self, x, y, **kwargs):
+        if x.sum() > 0:  # A data-dependent Python branch: torch.export refuses it.
+            x = x * 2
+        return F.mse_loss(self.fc2(torch.tanh(self.fc1(x))), y)
+
+
+def _losses(plan, batches):
+    engine = dsopt.Engine(plan)
+    out = []
+    for x, y in batches:
+        loss = engine(x, y)
+        engine.backward(loss)
+        engine.step()
+        out.append(float(loss.detach()))
+    return out
+
+
+def test_compile_exports_a_module_that_does_not_script():
+    # The module is exported (torch.export) instead; the plan's weights are the
+    # program's, read in place; it trains as its traced twin's plan does.
+    config = {"train_micro_batch_size_per_gpu": "auto",
+              "optimizer": {"type": "AdamW", "params": {"lr": 0.01}}}
+    torch.manual_seed(1)
+    batches = [(torch.randn(4, 6), torch.randn(4, 3)) for _ in range(3)]
+    model = NoScript()
+    plan = dsopt.compile(model, config, batches[0])
+    assert plan.weights["kind"] == "pt2", plan.weights
+    traced = torch.jit.trace(NoScript(), batches[0])
+    twin = dsopt.compile(traced, config, batches[0])
+    assert twin.weights["kind"] == "torchscript"
+    assert _losses(plan, batches) == _losses(twin, batches)
+
+    # An ExportedProgram is taken as it is; a dict of example inputs too.
+    program = torch.export.export(NoScript(), batches[0])
+    plan = dsopt.compile(program, config, {"x": batches[0][0], "y": batches[0][1]})
+    assert plan.weights["kind"] == "pt2"
+    assert _losses(plan, batches) == _losses(twin, batches)
+
+
+def test_compile_names_both_failures_when_a_module_neither_scripts_nor_exports():
+    config = {"train_micro_batch_size_per_gpu": "auto", "optimizer": {"type": "SGD",
+                                                                      "params": {"lr": 0.1}}}
+    with pytest.raises(dsopt.CompileError,
+                       match=r"NeitherScriptNorExport neither scripts nor exports\. "
+                             r"torch\.jit\.script: .*torch\.export\.export: "):
+        dsopt.compile(NeitherScriptNorExport(), config,
+                      (torch.randn(4, 6), torch.randn(4, 3)))
