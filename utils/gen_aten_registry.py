@@ -24,7 +24,7 @@ index gather scatter scatter_add nonzero numel sum mean max min amax amin argmax
 argmin topk cross_entropy cross_entropy_loss nll_loss nll_loss_nd nll_loss2d
 mse_loss kl_div detach to type_as pad constant_pad_nd repeat arange ones zeros
 ones_like zeros_like full full_like empty empty_like new_zeros new_ones new_full
-tril triu lt le gt ge eq ne bitwise_not logical_not logical_and logical_or
+tril triu lt le gt ge eq ne bitwise_not logical_not logical_and logical_or any all
 clone copy_ fill_ abs clamp clamp_min clamp_max minimum maximum square reciprocal
 erf var var_mean std mean_dim lerp masked_select one_hot cumsum sort
 rsub floordiv remainder floor_divide floor ceil round sign

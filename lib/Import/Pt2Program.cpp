@@ -162,6 +162,8 @@ private:
   JitValue *constant(const c10::IValue &v) { return g->insertConstant(v); }
   JitValue *tensorNamed(const std::string &name, const std::string &where);
   void importNode(const ex::Node &node, bool eval);
+  void importCond(const ex::Node &node, bool eval, const jit::SourceRange &range,
+                  const std::string &where);
   void buildMethod(jit::Module &root, const std::string &name, bool eval);
   std::shared_ptr<jit::Operator> operatorFor(const std::string &target,
                                                     const std::string &where);
@@ -400,6 +402,79 @@ jit::Value *ProgramBuilder::argumentValue(const ex::Argument &arg,
   }
 }
 
+/// torch.cond(pred, true_fn, false_fn, operands) as TorchScript writes an
+/// `if` on a tensor: `prim::If(aten::Bool(pred))` with one block per branch
+/// graph, so that the importer folds it when the example decides it and
+/// makes a `ds.if` when the data does.
+void ProgramBuilder::importCond(const ex::Node &node, bool eval,
+                                const jit::SourceRange &range,
+                                const std::string &where) {
+  using Tag = ex::Argument::Tag;
+  const auto &inputs = node.get_inputs();
+  if (inputs.size() != 4 || inputs[0].get_arg().tag() != Tag::AS_TENSOR ||
+      inputs[1].get_arg().tag() != Tag::AS_GRAPH ||
+      inputs[2].get_arg().tag() != Tag::AS_GRAPH ||
+      inputs[3].get_arg().tag() != Tag::AS_TENSORS)
+    fail(where + ": a torch.cond whose arguments are not (a tensor, two "
+                 "graphs, tensors)");
+  jit::Value *pred =
+      tensorNamed(inputs[0].get_arg().get_as_tensor().get_name(), where);
+  std::vector<jit::Value *> operands;
+  for (const auto &t : inputs[3].get_arg().get_as_tensors())
+    operands.push_back(tensorNamed(t.get_name(), where));
+
+  jit::Node *toBool = g->create(c10::Symbol::fromQualString("aten::Bool"),
+                                {pred}, 1);
+  g->insertNode(toBool);
+  toBool->setSourceRange(range);
+  toBool->output()->setType(c10::BoolType::get());
+  if (!toBool->maybeSchema())
+    fail(where + ": cannot make the branch condition");
+  const auto &outputs = node.get_outputs();
+  jit::Node *branch = g->create(c10::prim::If, {toBool->output()},
+                                outputs.size());
+  g->insertNode(branch);
+  branch->setSourceRange(range);
+  for (jit::Value *o : branch->outputs())
+    o->setType(c10::TensorType::get());
+
+  for (int side = 1; side <= 2; ++side) {
+    const ex::Graph &sub = *inputs[side].get_arg().get_as_graph().get_graph();
+    if (sub.get_inputs().size() != operands.size())
+      fail(where + ": a branch takes " +
+           std::to_string(sub.get_inputs().size()) + " operands, torch.cond "
+           "passes " + std::to_string(operands.size()));
+    jit::Block *block = branch->addBlock();
+    // The branch's names are its own: the outer ones are restored after.
+    std::map<std::string, jit::Value *> outer = values;
+    for (size_t i = 0; i < operands.size(); ++i) {
+      if (sub.get_inputs()[i].tag() != Tag::AS_TENSOR)
+        fail(where + ": a branch operand that is not a tensor");
+      values[sub.get_inputs()[i].get_as_tensor().get_name()] = operands[i];
+    }
+    {
+      jit::WithInsertPoint guard(block);
+      for (const ex::Node &inner : sub.get_nodes())
+        importNode(inner, eval);
+      if (sub.get_outputs().size() != outputs.size())
+        fail(where + ": a branch returns " +
+             std::to_string(sub.get_outputs().size()) + " values, the cond " +
+             std::to_string(outputs.size()));
+      for (const ex::Argument &o : sub.get_outputs()) {
+        if (o.tag() != Tag::AS_TENSOR)
+          fail(where + ": a branch result that is not a tensor");
+        block->registerOutput(tensorNamed(o.get_as_tensor().get_name(), where));
+      }
+    }
+    values = std::move(outer);
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].tag() != Tag::AS_TENSOR)
+      fail(where + ": a result that is not a tensor");
+    values[outputs[i].get_as_tensor().get_name()] = branch->output(i);
+  }
+}
+
 void ProgramBuilder::importNode(const ex::Node &node, bool eval) {
   const auto &meta = node.get_metadata();
   auto metaOf = [&](const char *key) {
@@ -415,6 +490,8 @@ void ProgramBuilder::importNode(const ex::Node &node, bool eval) {
   // import specialises on the examples, which make them hold.
   if (node.get_target().rfind("torch.ops.aten._assert_", 0) == 0)
     return;
+  if (node.get_target() == "torch.ops.higher_order.cond")
+    return importCond(node, eval, range, where);
   // alias(x) is x (export keeps it where the model returns an input's view).
   if (node.get_target() == "torch.ops.aten.alias.default" &&
       node.get_inputs().size() == 1 && node.get_outputs().size() == 1 &&

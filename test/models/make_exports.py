@@ -5,7 +5,9 @@ export*.test); make_models.py calls write_exports(OUTDIR).
                         with torch.export.export (the training IR) for 8 rows; export_mlp_twin.pt
                         its scripted twin (the same weights), export_mlp.data.pt the data
   export_tied.pt2       a tiny LM whose head is tied to its embedding
-  export_cond.pt2       a program with torch.cond (a higher-order operator, refused for now)
+  export_cond.pt2       a program with torch.cond on data (imported as a ds.if);
+                        export_cond_twin.pt its scripted twin (a Python `if`, the same weights)
+  export_while.pt2      a program with torch's while_loop (a higher-order operator, refused)
   export_dynamic.pt2    export_mlp's module exported with a dynamic batch dim (torch.export.Dim)
   export_schema99.pt2   export_mlp.pt2 with its schema version's major set to 99
   export_aoti_layout.pt2  a zip laid out as torch._inductor.aoti_compile_and_package lays out its
@@ -59,6 +61,32 @@ class ExportCond(nn.Module):
         return out.mean()
 
 
+class ExportWhile(nn.Module):
+    """torch's while_loop, a higher-order operator the importer refuses."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        from torch._higher_order_ops.while_loop import while_loop
+        _, h = while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, h * 0.5),
+                          (torch.tensor(0), self.fc(x)))
+        return h.mean()
+
+
+class ExportCondTwin(ExportCond):
+    """ExportCond with a Python `if`, which TorchScript keeps: its scripted twin."""
+
+    def forward(self, x):
+        h = self.fc(x)
+        if bool(h.sum() > 0):
+            out = h * 2.0
+        else:
+            out = h - 1.0
+        return out.mean()
+
+
 def _rewrite(src: str, dst: str, edit) -> None:
     """Copies the zip `src` to `dst`, passing models/*.json through edit(dict) -> dict."""
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
@@ -98,10 +126,18 @@ def write_exports(outdir: str) -> None:
 
     torch.manual_seed(33)
     cond = ExportCond().train()
-    cond_data = {"x": torch.randn(2, 4, 8)}
+    # Micro-steps of alternating sign: the data takes both branches.
+    sign = torch.tensor([5.0, -5.0, 5.0, -5.0]).view(4, 1, 1)
+    cond_data = {"x": 0.1 * torch.randn(4, 4, 8) + sign}
     program = torch.export.export(cond, (cond_data["x"][0],))
     torch.export.save(program, os.path.join(outdir, "export_cond.pt2"))
+    twin = ExportCondTwin()
+    twin.load_state_dict(cond.state_dict())
+    torch.jit.script(twin.train()).save(os.path.join(outdir, "export_cond_twin.pt"))
     torch.save(cond_data, os.path.join(outdir, "export_cond.data.pt"))
+
+    program = torch.export.export(ExportWhile().train(), (cond_data["x"][0],))
+    torch.export.save(program, os.path.join(outdir, "export_while.pt2"))
 
     with zipfile.ZipFile(os.path.join(outdir, "export_aoti_layout.pt2"), "w") as z:
         z.writestr("model/archive_format", "pt2")

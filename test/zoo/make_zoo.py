@@ -350,12 +350,39 @@ class SwitchSparseMLP(nn.Module):
         return out.view(x.shape)
 
 
+class SwitchCondMLP(SwitchSparseMLP):
+    """The Switch block written to export (docs/import.md): each expert runs on every token
+    with its gate (the router probability where it is chosen, else 0), under torch.cond so
+    that an expert no token chose is skipped; shapes never depend on the data. Scripted, the
+    same `if` is a Python one (TorchScript does not compile torch.cond)."""
+
+    def forward(self, x):
+        tokens = x.reshape(-1, x.size(-1))
+        probs = F.softmax(self.router(tokens), dim=-1)
+        top, idx = probs.max(-1)
+        out = torch.zeros_like(tokens)
+        for i, expert in enumerate(self.experts):
+            gate = ((idx == i).to(tokens.dtype) * top).unsqueeze(-1)
+            if torch.jit.is_scripting():
+                if bool(gate.any()):
+                    out = out + expert(tokens) * gate
+            else:
+                out = out + self.expert_cond(i, tokens, gate)
+        return out.view(x.shape)
+
+    @torch.jit.unused
+    def expert_cond(self, i: int, tokens, gate):
+        expert = self.experts[i]
+        return torch.cond(gate.any(), lambda t, g: expert(t) * g,
+                          lambda t, g: torch.zeros_like(t), (tokens, gate))
+
+
 class SwitchLM(nn.Module):
-    def __init__(self, vocab: int = V, d: int = 16, hidden: int = 32):
+    def __init__(self, vocab: int = V, d: int = 16, hidden: int = 32, cond: bool = False):
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
         self.ln = nn.LayerNorm(d)
-        self.mlp = SwitchSparseMLP(d, hidden)
+        self.mlp = (SwitchCondMLP if cond else SwitchSparseMLP)(d, hidden)
         self.head = nn.Linear(d, vocab)
 
     def forward(self, input_ids, labels):
@@ -493,6 +520,13 @@ def build_bert():
                  "key part has a zero gradient"}
 
 
+def build_switch_cond():
+    torch.manual_seed(105)
+    return SwitchLM(cond=True), lm_data(5), {
+        "leaf": "SwitchCondMLP", "script_only": True, "exports": True,
+        "notes": "Switch-style top-1 MoE written with torch.cond (exports)"}
+
+
 def build_mixtral():
     torch.manual_seed(104)
     return MixtralLM(), lm_data(4), {
@@ -543,6 +577,7 @@ BUILDERS = [
     ("bert", build_bert),
     ("mixtral", build_mixtral),
     ("switch", build_switch),
+    ("switch_cond", build_switch_cond),
     ("resnet_cnn", build_resnet_cnn),
     ("resnet18", build_resnet18),
     ("hf_gpt2", build_hf_gpt2),
@@ -585,7 +620,7 @@ def main(argv: List[str]) -> int:
         # holds the state the scripted archive holds.
         # A program is specialised on its example's shapes: one for 1 rank (the whole
         # micro-batch), one for 2 ranks (half of it), NAME.w2.pt2.
-        exported = not entry.get("script_only", False)
+        exported = entry.get("exports", not entry.get("script_only", False))
         if exported:
             for suffix, rows in ((".pt2", None), (".w2.pt2", 2)):
                 example = tuple(data[k][0] if rows is None

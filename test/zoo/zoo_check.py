@@ -14,6 +14,8 @@ DIR is make_zoo.py's output (NAME.pt, NAME_traced.pt, NAME.data.pt, zoo.json). C
                  oracle trains its TorchScript twin (NAME.pt, else NAME_traced.pt)
   export-z3-w2   the program exported for one of 2 ranks' rows (NAME.w2.pt2), at ZeRO stage 3
                  on 2 MPI ranks
+  export-leaf-z3-w2  so, with the MoE block a ZeRO-3 leaf module (matched by its class, which
+                 the program's nn_module_stack names)
 The optimizer is AdamW unless zoo.json says otherwise for the model (docs/oracle.md: a parameter
 whose true gradient is exactly zero, as an attention key bias, is trained with SGD). Runs
 test/oracle/train_check.py, which prints the compile time and the comparison; exit status is
@@ -36,7 +38,7 @@ OPTIMIZERS = {
 STAGE3 = {"stage": 3, "reduce_bucket_size": 4000, "stage3_prefetch_bucket_size": 4000,
           "stage3_param_persistence_threshold": 64}
 CELLS = ("script-s0-w1", "traced-s0-w1", "script-z3-w2", "traced-z3-w2", "leaf-z3-w2",
-         "export-s0-w1", "export-z3-w2")
+         "export-s0-w1", "export-z3-w2", "export-leaf-z3-w2")
 
 
 def config_for(entry: dict, cell: str) -> dict:
@@ -44,7 +46,7 @@ def config_for(entry: dict, cell: str) -> dict:
               "optimizer": OPTIMIZERS[entry.get("optimizer", "adamw")]}
     if "-z3-" in cell:
         config["zero_optimization"] = dict(STAGE3)
-    if cell.startswith("leaf-"):
+    if "leaf-" in cell:
         config["zero_optimization"]["leaf_module"] = {"classes": [entry["leaf"]]}
     return config
 
@@ -68,7 +70,7 @@ def main(argv=None) -> int:
         p.error(f"{args.model} has no traced archive: {entry['notes']}")
     if args.cell.startswith(("script", "leaf")) and not entry["scripted"]:
         p.error(f"{args.model} has no scripted archive: {entry['notes']}")
-    if args.cell == "leaf-z3-w2" and not entry["leaf"]:
+    if args.cell.endswith("leaf-z3-w2") and not entry["leaf"]:
         p.error(f"{args.model} names no leaf module")
     traced = args.cell.startswith("traced") or (args.cell.startswith("export") and
                                                  not entry["scripted"])
