@@ -337,10 +337,14 @@ class SwitchSparseMLP(nn.Module):
         self.router = nn.Linear(d, num_experts, bias=False)
         self.experts = nn.ModuleList([SwitchExpert(d, hidden) for _ in range(num_experts)])
 
-    def forward(self, x):
+    def route(self, x) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(tokens, each token's top probability, its expert)."""
         tokens = x.reshape(-1, x.size(-1))
-        probs = F.softmax(self.router(tokens), dim=-1)
-        top, idx = probs.max(-1)
+        top, idx = F.softmax(self.router(tokens), dim=-1).max(-1)
+        return tokens, top, idx
+
+    def forward(self, x):
+        tokens, top, idx = self.route(x)
         out = torch.zeros_like(tokens)
         for i, expert in enumerate(self.experts):
             sel = (idx == i).nonzero().squeeze(-1)
@@ -357,9 +361,7 @@ class SwitchCondMLP(SwitchSparseMLP):
     same `if` is a Python one (TorchScript does not compile torch.cond)."""
 
     def forward(self, x):
-        tokens = x.reshape(-1, x.size(-1))
-        probs = F.softmax(self.router(tokens), dim=-1)
-        top, idx = probs.max(-1)
+        tokens, top, idx = self.route(x)
         out = torch.zeros_like(tokens)
         for i, expert in enumerate(self.experts):
             gate = ((idx == i).to(tokens.dtype) * top).unsqueeze(-1)
