@@ -121,7 +121,9 @@ mlir::ds::importModel(MLIRContext *context, const ImportOptions &options) {
   for (size_t i = 0; i < exported.inputShapes.size() && i < inputs.size();
        ++i) {
     auto given = inputs[i].example.sizes();
-    const std::vector<int64_t> &want = exported.inputShapes[i];
+    if (!exported.inputShapes[i]) // no metadata: nothing to check against
+      continue;
+    const std::vector<int64_t> &want = *exported.inputShapes[i];
     if (std::vector<int64_t>(given.begin(), given.end()) == want)
       continue;
     auto show = [](llvm::ArrayRef<int64_t> dims) {

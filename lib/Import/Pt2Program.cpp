@@ -18,8 +18,8 @@
 #include <torch/csrc/jit/runtime/operator.h>
 #include <torch/csrc/utils/generated_serialization_types.h>
 
+#include <cctype>
 #include <map>
-#include <regex>
 #include <set>
 
 using namespace mlir;
@@ -115,19 +115,39 @@ std::pair<std::string, std::string> innermostModule(const std::string &stack) {
 }
 
 /// `File "f.py", line 12, in forward\n    code` frames: the innermost's file,
-/// line and code.
+/// line and code. Parsed by hand: std::regex recurses per character and a
+/// long generated line could exhaust the stack.
 jit::SourceRange sourceRangeOf(const std::string &trace) {
-  static const std::regex frame(R"(File \"([^\"]+)\", line (\d+), in [^\n]*\n?([^\n]*))");
+  static const std::string kFile = "File \"", kLine = "\", line ";
   std::string file, code;
   size_t line = 0;
-  for (auto it = std::sregex_iterator(trace.begin(), trace.end(), frame);
-       it != std::sregex_iterator(); ++it) {
+  for (size_t at = trace.find(kFile); at != std::string::npos;
+       at = trace.find(kFile, at + 1)) {
+    size_t nameStart = at + kFile.size();
+    size_t nameEnd = trace.find(kLine, nameStart);
+    if (nameEnd == std::string::npos)
+      break;
+    std::string name = trace.substr(nameStart, nameEnd - nameStart);
     // Code torch generates (`<eval_with_key>.3`) is no place to point at.
-    if (std::string((*it)[1]).rfind("<", 0) == 0 && !file.empty())
+    if (name.rfind("<", 0) == 0 && !file.empty())
       continue;
-    file = (*it)[1];
-    line = std::stoul((*it)[2]);
-    code = (*it)[3];
+    size_t digits = nameEnd + kLine.size();
+    size_t number = 0, k = digits;
+    for (; k < trace.size() && k < digits + 9 && std::isdigit(
+                                                   static_cast<unsigned char>(trace[k]));
+         ++k)
+      number = number * 10 + static_cast<size_t>(trace[k] - '0');
+    if (k == digits)
+      continue;
+    file = name;
+    line = number;
+    size_t eol = trace.find('\n', k);
+    code.clear();
+    if (eol != std::string::npos) {
+      size_t next = trace.find('\n', eol + 1);
+      code = trace.substr(eol + 1, next == std::string::npos ? std::string::npos
+                                                             : next - eol - 1);
+    }
   }
   if (file.empty())
     return jit::SourceRange();
@@ -153,7 +173,7 @@ private:
   const ex::Graph &graph() const {
     return program.get_graph_module().get_graph();
   }
-  void collectClasses();
+  void collectClasses(const ex::Graph &from);
   c10::ClassTypePtr newClass(const std::string &className);
   jit::Module &moduleAt(const std::string &path);
   JitValue *getAttrChain(const std::string &qualifiedName);
@@ -179,11 +199,23 @@ private:
   std::map<std::string, JitValue *> attrValues;   // state / module paths
   std::set<std::string> usedClassNames;
   std::map<std::string, std::string> bufferOfInput; // placeholder -> buffer
+  /// The modules of the torch.cond nodes being imported: torch 2.15 records
+  /// no nn_module_stack in branch graphs, whose calls are then the module's
+  /// that called torch.cond.
+  std::vector<std::pair<std::string, std::string>> condModules;
+  std::pair<std::string, std::string> enclosingModule() {
+    return condModules.empty() ? std::make_pair(std::string(), classOfPath[""])
+                               : condModules.back();
+  }
 };
 } // namespace
 
-void ProgramBuilder::collectClasses() {
-  for (const ex::Node &node : graph().get_nodes()) {
+void ProgramBuilder::collectClasses(const ex::Graph &from) {
+  for (const ex::Node &node : from.get_nodes()) {
+    // Modules called only inside a torch.cond branch are named there.
+    for (const auto &named : node.get_inputs())
+      if (named.get_arg().tag() == ex::Argument::Tag::AS_GRAPH)
+        collectClasses(*named.get_arg().get_as_graph().get_graph());
     auto it = node.get_metadata().find("nn_module_stack");
     if (it == node.get_metadata().end())
       continue;
@@ -294,7 +326,10 @@ jit::Value *ProgramBuilder::argumentValue(const ex::Argument &arg,
                       type->containedType(0)->kind() == c10::TypeKind::TensorType);
   // A Python number where the schema has a Tensor (`x.add_(1)` calls
   // add_.Tensor): a wrapped number, as eager PyTorch makes it.
-  auto number = [&](const c10::Scalar &s) -> JitValue * {
+  auto number = [&](c10::Scalar s) -> JitValue * {
+    // TorchScript's Scalar is a number, not a bool (`masked_fill(m, True)`).
+    if (s.isBoolean() && type->kind() == c10::TypeKind::NumberType)
+      s = c10::Scalar(static_cast<int64_t>(s.toBool()));
     if (!wantsTensor)
       return constant(s.isFloatingPoint() ? c10::IValue(s.toDouble())
                       : s.isBoolean()     ? c10::IValue(s.toBool())
@@ -402,6 +437,32 @@ jit::Value *ProgramBuilder::argumentValue(const ex::Argument &arg,
   }
 }
 
+/// Whether the eval twin replaces argument `formal` of `node`: a training
+/// flag (`train`, `training`, bool or bool?) becomes false and attention's
+/// `dropout_p` 0, as `module.eval()` would have exported them. Batch norm
+/// without running statistics (track_running_stats=False) normalises by the
+/// batch's in eval too: its flag stays.
+static bool evalOverride(const c10::FunctionSchema &schema,
+                         const c10::Argument &formal, const ex::Node &node) {
+  if (formal.name() == "dropout_p")
+    return true;
+  if (formal.name() != "train" && formal.name() != "training")
+    return false;
+  c10::TypePtr type = formal.type();
+  if (type->kind() == c10::TypeKind::OptionalType)
+    type = type->containedType(0);
+  if (type->kind() != c10::TypeKind::BoolType)
+    return false;
+  if (llvm::StringRef(schema.name()).contains("batch_norm"))
+    for (const auto &named : node.get_inputs())
+      if (named.get_name() == "running_mean")
+        return named.get_arg().tag() != ex::Argument::Tag::AS_NONE &&
+               !(named.get_arg().tag() == ex::Argument::Tag::AS_OPTIONAL_TENSOR &&
+                 named.get_arg().get_as_optional_tensor().tag() ==
+                     ex::OptionalTensorArgument::Tag::AS_NONE);
+  return true;
+}
+
 /// torch.cond(pred, true_fn, false_fn, operands) as TorchScript writes an
 /// `if` on a tensor: `prim::If(aten::Bool(pred))` with one block per branch
 /// graph, so that the importer folds it when the example decides it and
@@ -438,6 +499,10 @@ void ProgramBuilder::importCond(const ex::Node &node, bool eval,
   for (jit::Value *o : branch->outputs())
     o->setType(c10::TensorType::get());
 
+  auto stack = node.get_metadata().find("nn_module_stack");
+  condModules.push_back(stack == node.get_metadata().end()
+                            ? enclosingModule()
+                            : innermostModule(stack->second));
   for (int side = 1; side <= 2; ++side) {
     const ex::Graph &sub = *inputs[side].get_arg().get_as_graph().get_graph();
     if (sub.get_inputs().size() != operands.size())
@@ -468,6 +533,7 @@ void ProgramBuilder::importCond(const ex::Node &node, bool eval,
     }
     values = std::move(outer);
   }
+  condModules.pop_back();
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i].tag() != Tag::AS_TENSOR)
       fail(where + ": a result that is not a tensor");
@@ -578,9 +644,9 @@ void ProgramBuilder::importNode(const ex::Node &node, bool eval) {
     for (const auto &named : node.get_inputs())
       if (named.get_name() == formal.name())
         given = &named;
-    if (eval && (formal.name() == "train" || formal.name() == "training") &&
-        formal.type()->kind() == c10::TypeKind::BoolType) {
-      inputs.push_back(constant(false));
+    if (eval && evalOverride(schema, formal, node)) {
+      inputs.push_back(formal.name() == "dropout_p" ? constant(0.0)
+                                                    : constant(false));
     } else if (given) {
       inputs.push_back(argumentValue(given->get_arg(), formal, where));
     } else if (formal.default_value()) {
@@ -599,8 +665,7 @@ void ProgramBuilder::importNode(const ex::Node &node, bool eval) {
     fail(where + ": the call does not match the schema " +
          c10::toString(schema));
   std::string stack = metaOf("nn_module_stack");
-  out.nodeModules[n] = stack.empty() ? std::make_pair(std::string(),
-                                                      classOfPath[""])
+  out.nodeModules[n] = stack.empty() ? enclosingModule()
                                      : innermostModule(stack);
 
   const auto &outputs = node.get_outputs();
@@ -628,7 +693,7 @@ void ProgramBuilder::importNode(const ex::Node &node, bool eval) {
 }
 
 void ProgramBuilder::build() {
-  collectClasses();
+  collectClasses(graph());
   jit::Module root(cu, newClass(classOfPath.count("") ? classOfPath[""]
                                                       : std::string()));
   root.register_attribute("training", c10::BoolType::get(), true);
@@ -730,16 +795,18 @@ void ProgramBuilder::buildMethod(jit::Module &root, const std::string &name,
       v->setType(c10::TensorType::get());
       values[name] = v;
       out.inputNames.push_back(name);
-      std::vector<int64_t> shape;
+      std::optional<std::vector<int64_t>> shape;
       auto meta = graph().get_tensor_values().find(name);
-      if (meta != graph().get_tensor_values().end())
+      if (meta != graph().get_tensor_values().end()) {
+        shape.emplace();
         for (const ex::SymInt &s : meta->second.get_sizes()) {
           if (s.tag() != ex::SymInt::Tag::AS_INT)
             fail("input '" + name +
                  "' has a dynamic dim (torch.export.Dim): not supported yet; "
                  "export with static shapes, one rank's micro-batch");
-          shape.push_back(s.get_as_int());
+          shape->push_back(s.get_as_int());
         }
+      }
       out.inputShapes.push_back(shape);
       break;
     }

@@ -43,7 +43,7 @@ struct Pt2Model {
   /// exported for (the import specialises on the data's shapes, which must
   /// be these).
   std::vector<std::string> inputNames;
-  std::vector<std::vector<int64_t>> inputShapes;
+  std::vector<std::optional<std::vector<int64_t>>> inputShapes;
   /// The serialisation schema version (major.minor) and the exporting torch.
   std::string schemaVersion;
   std::string torchVersion;

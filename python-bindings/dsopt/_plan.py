@@ -288,27 +288,40 @@ def _export(module, example_inputs, world_size, unbatched, script_error):
     """torch.export.export of `module` on one rank's micro-step; a
     CompileError naming both failures when it does not export either."""
     args, kwargs = (), {}
-    if isinstance(example_inputs, Mapping):
-        kwargs = {str(k): as_tensor(v, "example_inputs[%r]" % (k,)).cpu()
-                  for k, v in example_inputs.items()}
-    elif isinstance(example_inputs, _PathTypes):
-        # A data file holds [S, B, ...] per argument: one rank's rows of micro-step 0.
-        data = torch.load(os.fspath(example_inputs))
-        step = data[0] if isinstance(data, list) else {k: v[0] for k, v in data.items()}
-        kwargs = {str(k): v if k in unbatched else v[: v.shape[0] // world_size]
-                  for k, v in step.items()}
-    else:
-        if isinstance(example_inputs, torch.Tensor) or _is_array(example_inputs):
-            example_inputs = (example_inputs,)
-        args = tuple(as_tensor(v, "example_inputs[%d]" % i).cpu()
-                     for i, v in enumerate(example_inputs))
     try:
+        if isinstance(example_inputs, Mapping):
+            kwargs = {str(k): as_tensor(v, "example_inputs[%r]" % (k,)).cpu()
+                      for k, v in example_inputs.items()}
+        elif isinstance(example_inputs, _PathTypes):
+            # A data file holds [S, B, ...] per argument (or a list of per-micro-step
+            # dicts): one rank's rows of micro-step 0, as the compiler reads them.
+            data = _read_data_file(os.fsdecode(os.fspath(example_inputs)))
+            step = data[0] if isinstance(data, list) else {k: v[0] for k, v in data.items()}
+            kwargs = {str(k): (v if k in unbatched else v[: v.shape[0] // world_size]).cpu()
+                      for k, v in step.items()}
+            # Positional keys (in0, in1, ...) are forward's arguments in order.
+            if kwargs and all(k == "in%d" % i for i, k in enumerate(kwargs)):
+                args, kwargs = tuple(kwargs.values()), {}
+        else:
+            if isinstance(example_inputs, torch.Tensor) or _is_array(example_inputs):
+                example_inputs = (example_inputs,)
+            args = tuple(as_tensor(v, "example_inputs[%d]" % i).cpu()
+                         for i, v in enumerate(example_inputs))
         return torch.export.export(module, args, kwargs)
     except Exception as export_error:
         raise _dsopt.CompileError(
             "%s neither scripts nor exports. torch.jit.script: %s. torch.export.export: %s"
             % (type(module).__name__, _first_line(script_error),
                _first_line(export_error))) from export_error
+
+
+def _read_data_file(path):
+    """A data file as the compiler reads it: a torch.save dict or list, or a
+    .safetensors file."""
+    if path.endswith(".safetensors"):
+        from ._data import read_safetensors
+        return dict(read_safetensors(path))
+    return torch.load(path)
 
 
 def _first_line(error):

@@ -672,3 +672,19 @@ def test_compile_names_both_failures_when_a_module_neither_scripts_nor_exports()
                              r"torch\.jit\.script: .*torch\.export\.export: "):
         dsopt.compile(NeitherScriptNorExport(), config,
                       (torch.randn(4, 6), torch.randn(4, 3)))
+
+
+def test_compile_exports_from_a_data_file(tmp_path):
+    # example_inputs as a data file ([S, B, ...], one rank's rows are exported;
+    # positional keys in0, in1 are forward's arguments in order).
+    config = {"train_micro_batch_size_per_gpu": "auto",
+              "optimizer": {"type": "SGD", "params": {"lr": 0.05}}}
+    torch.manual_seed(2)
+    x, y = torch.randn(3, 8, 6), torch.randn(3, 8, 3)
+    for keys in (("x", "y"), ("in0", "in1")):
+        path = tmp_path / ("data_%s.pt" % keys[0])
+        torch.save({keys[0]: x, keys[1]: y}, path)
+        plan = dsopt.compile(NoScript(), config, path, world_size=2)
+        assert plan.weights["kind"] == "pt2"
+        assert [(i["shape"], i["batched"]) for i in plan.inputs] == [([4, 6], True),
+                                                                     ([4, 3], True)]

@@ -5,7 +5,8 @@ export*.test); make_models.py calls write_exports(OUTDIR).
                         with torch.export.export (the training IR) for 8 rows; export_mlp_twin.pt
                         its scripted twin (the same weights), export_mlp.data.pt the data
   export_tied.pt2       a tiny LM whose head is tied to its embedding
-  export_cond.pt2       a program with torch.cond on data (imported as a ds.if);
+  export_cond.pt2       a program with torch.cond on data (imported as a ds.if; a Linear called
+                        only in a branch, a BatchNorm1d without running statistics);
                         export_cond_twin.pt its scripted twin (a Python `if`, the same weights)
   export_while.pt2      a program with torch's while_loop (a higher-order operator, refused)
   export_dynamic.pt2    export_mlp's module exported with a dynamic batch dim (torch.export.Dim)
@@ -54,10 +55,14 @@ class ExportCond(nn.Module):
     def __init__(self):
         super().__init__()
         self.fc = nn.Linear(8, 8)
+        self.inner = nn.Linear(8, 8)  # called only inside a branch
+        self.norm = nn.BatchNorm1d(8, track_running_stats=False)
 
     def forward(self, x):
         h = self.fc(x)
-        out = torch.cond(h.sum() > 0, lambda t: t * 2.0, lambda t: t - 1.0, (h,))
+        z = self.norm(h)
+        out = torch.cond(h.sum() > 0, lambda t, u: self.inner(t) * 2.0 + u,
+                         lambda t, u: t - 1.0 + u, (h, z))
         return out.mean()
 
 
@@ -80,10 +85,11 @@ class ExportCondTwin(ExportCond):
 
     def forward(self, x):
         h = self.fc(x)
+        z = self.norm(h)
         if bool(h.sum() > 0):
-            out = h * 2.0
+            out = self.inner(h) * 2.0 + z
         else:
-            out = h - 1.0
+            out = h - 1.0 + z
         return out.mean()
 
 
