@@ -222,6 +222,8 @@ def _probes():
     p["aten::logical_or"] = (lambda r: [r(4), r(4)],
                              lambda x, y: torch.logical_or(x, y).to(x.dtype))
     p["aten::logical_not"] = (lambda r: [r(4)], lambda x: torch.logical_not(x).to(x.dtype))
+    p["aten::any"] = (lambda r: [r(4)], lambda x: torch.any(x).to(x.dtype))
+    p["aten::all"] = (lambda r: [r(4)], lambda x: torch.all(x).to(x.dtype))
     # activations
     p["aten::relu"] = (lambda r: [r(4, 8)], F.relu)
     p["aten::gelu"] = (lambda r: [r(4, 8)], F.gelu)
