@@ -47,6 +47,8 @@ NumToTensor TupleConstruct _transformer_encoder_layer_fwd _native_multi_head_att
 _scaled_dot_product_flash_attention_for_cpu _scaled_dot_product_flash_attention_for_cpu_backward
 _safe_softmax
 scaled_dot_product_attention rms_norm unflatten
+scalar_tensor _to_copy _native_batch_norm_legit_functional _native_batch_norm_legit_no_training
+bitwise_and bitwise_or copy
 """.split()
 
 # Overloads skipped: words of the overload name (split at "_"), so that "out" skips

@@ -4,28 +4,34 @@
 // rewrite the ones the runtime and the autodiff take apart, once, on the
 // module the importer built (as torch-mlir's DecomposeComplexOps does):
 //
-// - training-mode `aten::dropout(x, p, true)`, as ATen's CPU dropout computes
-//   it: noise = bernoulli(x, 1 - p) / (1 - p); out = x * noise. The mask is
-//   then a value, so the backward uses the forward's mask, and the numbers and
-//   random draws are PyTorch's;
 // - `aten::_native_batch_norm_legit_functional` (training-mode batch norm with
-//   its running statistics): a batch_norm without running statistics, the
+//   its running statistics, from the TorchScript importer or a core-ATen
+//   program): a batch_norm without running statistics, the
 //   unbiased batch variance and mean (`aten::var_mean.correction`, as PyTorch
 //   updates the running variance) and `running = lerp(running, batch_stat,
-//   momentum)` for both statistics;
+//   momentum)` for both statistics; in eval mode, a batch_norm with the
+//   running statistics, which stay;
 // - `aten::_convolution` (what `torch.jit.trace` records for a convolution
-//   module) that is not transposed: `aten::conv1d` / `aten::conv2d` by the
+//   module) and `aten::convolution` (a core-ATen program's) that are not
+//   transposed: `aten::conv1d` / `aten::conv2d` by the
 //   input's rank, the op a scripted module calls (its benchmark, deterministic,
 //   cudnn and tf32 flags do not change CPU results);
 // - `aten::to.device` and `aten::to.dtype_layout` (a trace records
 //   `x.to(other.device)` with the device it ran on): `aten::to.dtype`, or x
-//   itself when no dtype is given. A plan is device-neutral and every tensor
-//   of a run lives on the run's device.
+//   itself when no dtype is given; `aten::_to_copy` (a core-ATen program's
+//   `x.to(...)`): `aten::to.dtype` with copy. A plan is device-neutral and
+//   every tensor of a run lives on the run's device;
+// - `aten::native_layer_norm` and `aten::max_pool2d_with_indices` (core
+//   ATen's) whose statistics or indices nothing reads: `aten::layer_norm` and
+//   `aten::max_pool2d`;
+// - `aten::copy(self, src)` (a core-ATen program's buffer write) where src
+//   has self's type: src.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ImportInternal.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
+#include "ds/Dialect/DS/Utils/DTypeInference.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
 
@@ -42,40 +48,6 @@ static Value createAten(PatternRewriter &rewriter, AtenOp like, StringRef name,
 }
 
 namespace {
-
-struct DecomposeTrainingDropout : OpRewritePattern<AtenOp> {
-  using OpRewritePattern::OpRewritePattern;
-
-  LogicalResult matchAndRewrite(AtenOp op,
-                                PatternRewriter &rewriter) const override {
-    if (op.getOp() != "aten::dropout")
-      return failure();
-    auto p = op.getArgs()[1].getDefiningOp<ConstantOp>();
-    auto train = op.getArgs()[2].getDefiningOp<ConstantOp>();
-    if (!p || !train || !isa<FloatAttr>(p.getValue()) ||
-        !isa<BoolAttr>(train.getValue()) ||
-        !cast<BoolAttr>(train.getValue()).getValue())
-      return failure();
-    double drop = cast<FloatAttr>(p.getValue()).getValueAsDouble();
-    if (drop <= 0.0 || drop >= 1.0)
-      return failure();
-
-    Location l = op.getLoc();
-    Value x = op.getArgs()[0];
-    Type type = x.getType();
-    Value keep = ConstantOp::create(rewriter, l, rewriter.getF64Type(),
-                                    rewriter.getF64FloatAttr(1.0 - drop));
-    Value none = ConstantOp::create(
-        rewriter, l, ds::NoneType::get(getContext()), rewriter.getUnitAttr());
-    Value bits =
-        createAten(rewriter, op, "aten::bernoulli.p", {x, keep, none}, type);
-    Value noise =
-        createAten(rewriter, op, "aten::div.Scalar", {bits, keep}, type);
-    rewriter.replaceOp(
-        op, createAten(rewriter, op, "aten::mul.Tensor", {x, noise}, type));
-    return success();
-  }
-};
 
 struct DecomposeBatchNormFunctional : OpRewritePattern<AtenOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -98,6 +70,21 @@ struct DecomposeBatchNormFunctional : OpRewritePattern<AtenOp> {
         rewriter, l, ds::NoneType::get(getContext()), rewriter.getUnitAttr());
     Value cudnnEnabled = ConstantOp::create(rewriter, l, rewriter.getI1Type(),
                                             rewriter.getBoolAttr(true));
+    auto mode = training.getDefiningOp<ConstantOp>();
+    if (mode && isa<BoolAttr>(mode.getValue()) &&
+        !cast<BoolAttr>(mode.getValue()).getValue()) {
+      // Eval mode (a core-ATen program's eval twin): normalise by the running
+      // statistics, which stay as they are.
+      Value out = createAten(rewriter, op, "aten::batch_norm",
+                             {input, args[1], args[2], runningMean, runningVar,
+                              training, momentum, eps, cudnnEnabled},
+                             inputType);
+      rewriter.replaceAllUsesWith(op.getResult(0), out);
+      rewriter.replaceAllUsesWith(op.getResult(3), runningMean);
+      rewriter.replaceAllUsesWith(op.getResult(4), runningVar);
+      rewriter.eraseOp(op);
+      return success();
+    }
     Value out = createAten(rewriter, op, "aten::batch_norm",
                            {input, args[1], args[2], none, none, training,
                             momentum, eps, cudnnEnabled},
@@ -142,10 +129,11 @@ struct DecomposeTracedConvolution : OpRewritePattern<AtenOp> {
   LogicalResult matchAndRewrite(AtenOp op,
                                 PatternRewriter &rewriter) const override {
     if (op.getOp() != "aten::_convolution" &&
-        op.getOp() != "aten::_convolution.deprecated")
+        op.getOp() != "aten::_convolution.deprecated" &&
+        op.getOp() != "aten::convolution")
       return failure();
-    // _convolution(input, weight, bias, stride, padding, dilation,
-    //              transposed, output_padding, groups, ...flags)
+    // [_]convolution(input, weight, bias, stride, padding, dilation,
+    //                transposed, output_padding, groups, ...flags)
     ValueRange args = op.getArgs();
     auto transposed = args[6].getDefiningOp<ConstantOp>();
     if (!transposed || !isa<BoolAttr>(transposed.getValue()) ||
@@ -169,6 +157,26 @@ struct DecomposeToDevice : OpRewritePattern<AtenOp> {
   LogicalResult matchAndRewrite(AtenOp op,
                                 PatternRewriter &rewriter) const override {
     ValueRange args = op.getArgs();
+    if (op.getOp() == "aten::_to_copy") {
+      // _to_copy(self, *, dtype?, layout?, device?, pin_memory?, non_blocking,
+      //          memory_format?)
+      auto type = dyn_cast<RankedTensorType>(op.getResult(0).getType());
+      if (!type)
+        return failure();
+      Value dtype = args[1];
+      if (isa<ds::NoneType>(dtype.getType()))
+        dtype = ConstantOp::create(
+            rewriter, op.getLoc(), rewriter.getI64Type(),
+            rewriter.getI64IntegerAttr(
+                scalarTypeCodeOf(type.getElementType())));
+      Value copy = ConstantOp::create(rewriter, op.getLoc(),
+                                      rewriter.getI1Type(),
+                                      rewriter.getBoolAttr(true));
+      rewriter.replaceOp(op, createAten(rewriter, op, "aten::to.dtype",
+                                        {args[0], dtype, args[5], copy, args[6]},
+                                        type));
+      return success();
+    }
     if (op.getOp() == "aten::to.device") {
       // to.device(self, device, dtype, non_blocking, copy, memory_format)
       rewriter.replaceOp(
@@ -200,12 +208,62 @@ struct DecomposeToDevice : OpRewritePattern<AtenOp> {
   }
 };
 
+/// Core ATen's forms of `layer_norm` and `max_pool2d` that also return what
+/// their backward needs (the statistics, the indices): when nothing reads
+/// those, the composite the TorchScript path calls, whose gradient rule
+/// derives them itself.
+struct DecomposeUnreadExtraResults : OpRewritePattern<AtenOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AtenOp op,
+                                PatternRewriter &rewriter) const override {
+    StringRef composite;
+    if (op.getOp() == "aten::native_layer_norm")
+      composite = "aten::layer_norm";
+    else if (op.getOp() == "aten::max_pool2d_with_indices")
+      composite = "aten::max_pool2d";
+    else
+      return failure();
+    if (!llvm::all_of(op.getResults().drop_front(),
+                      [](Value v) { return v.use_empty(); }))
+      return failure();
+    SmallVector<Value> args(op.getArgs());
+    if (composite == "aten::layer_norm")
+      // layer_norm(input, normalized_shape, weight, bias, eps, cudnn_enable)
+      args.push_back(ConstantOp::create(rewriter, op.getLoc(),
+                                        rewriter.getI1Type(),
+                                        rewriter.getBoolAttr(true)));
+    rewriter.replaceAllUsesWith(
+        op.getResult(0), createAten(rewriter, op, composite, args,
+                                    op.getResult(0).getType()));
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// `aten::copy(self, src, non_blocking)` (a core-ATen program's write of a
+/// buffer, `copy_` in functional form) where src already has self's type:
+/// src itself.
+struct FoldSameTypeCopy : OpRewritePattern<AtenOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AtenOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getOp() != "aten::copy" ||
+        op.getArgs()[1].getType() != op.getResult(0).getType())
+      return failure();
+    rewriter.replaceOp(op, op.getArgs()[1]);
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::ds::import::populateImportDecompositionPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<DecomposeTrainingDropout, DecomposeBatchNormFunctional,
-               DecomposeTracedConvolution, DecomposeToDevice>(
+  patterns.add<DecomposeBatchNormFunctional, DecomposeTracedConvolution,
+               DecomposeToDevice, DecomposeUnreadExtraResults,
+               FoldSameTypeCopy>(
       patterns.getContext());
 }
 

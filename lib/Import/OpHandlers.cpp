@@ -152,9 +152,9 @@ static HandlerResult listAppend(OpCall &call) {
 //===----------------------------------------------------------------------===//
 
 /// Training-mode dropout keeps its mask as a value, so that the backward uses
-/// the forward's mask: emitted as `aten::dropout` and decomposed after import
-/// (Decompositions.cpp). The importer draws no mask: the example is the
-/// input's.
+/// the forward's mask: emitted as `aten::dropout`, which -ds-lower-dropout
+/// draws as the target device does. The importer draws no mask: the example
+/// is the input's.
 static HandlerResult trainingDropout(OpCall &call) {
   ArrayRef<Abstract> args = call.args();
   if (!args[1].isStatic() || !args[2].isStatic() || !args[2].example.toBool() ||

@@ -199,6 +199,10 @@ private:
   std::map<std::string, JitValue *> attrValues;   // state / module paths
   std::set<std::string> usedClassNames;
   std::map<std::string, std::string> bufferOfInput; // placeholder -> buffer
+  // In the eval twin, the results of batch norms taken out of training mode:
+  // the running statistics they return are the ones they were given, so
+  // writing them back (BUFFER_MUTATION) is left out.
+  std::set<std::string> unchangedInEval;
   /// The modules of the torch.cond nodes being imported: torch 2.15 records
   /// no nn_module_stack in branch graphs, whose calls are then the module's
   /// that called torch.cond.
@@ -645,6 +649,10 @@ void ProgramBuilder::importNode(const ex::Node &node, bool eval) {
       if (named.get_name() == formal.name())
         given = &named;
     if (eval && evalOverride(schema, formal, node)) {
+      if (llvm::StringRef(schema.name()).contains("batch_norm"))
+        for (const ex::Argument &o : node.get_outputs())
+          if (o.tag() == ex::Argument::Tag::AS_TENSOR)
+            unchangedInEval.insert(o.get_as_tensor().get_name());
       inputs.push_back(formal.name() == "dropout_p" ? constant(0.0)
                                                     : constant(false));
     } else if (given) {
@@ -833,6 +841,12 @@ void ProgramBuilder::buildMethod(jit::Module &root, const std::string &name,
     }
     case OutTag::BUFFER_MUTATION: {
       const auto &m = spec.get_buffer_mutation();
+      // In eval, BatchNorm's counter of batches stays (as for add_ above),
+      // and so do its running statistics.
+      if (eval &&
+          (llvm::StringRef(m.get_buffer_name()).ends_with("num_batches_tracked") ||
+           unchangedInEval.count(m.get_arg().get_name())))
+        break;
       JitValue *target = getAttrChain(m.get_buffer_name());
       JitValue *value = tensorNamed(m.get_arg().get_name(), "output");
       jit::Node *n = g->create(c10::Symbol::fromQualString("aten::copy_"),

@@ -4,6 +4,8 @@ export*.test); make_models.py calls write_exports(OUTDIR).
   export_mlp.pt2        an MLP with BatchNorm1d and dropout returning cross entropy, exported
                         with torch.export.export (the training IR) for 8 rows; export_mlp_twin.pt
                         its scripted twin (the same weights), export_mlp.data.pt the data
+  export_mlp_core.pt2   export_mlp.pt2 in core ATen (ExportedProgram.run_decompositions())
+  export_pool_core.pt2  a conv, max pool, layer norm and casts in core ATen
   export_tied.pt2       a tiny LM whose head is tied to its embedding
   export_cond.pt2       a program with torch.cond on data (imported as a ds.if; a Linear called
                         only in a branch, a BatchNorm1d without running statistics);
@@ -37,6 +39,21 @@ class ExportMlp(nn.Module):
     def forward(self, x, y):
         h = self.drop(F.relu(self.bn(self.fc1(x))))
         return F.cross_entropy(self.fc2(h), y)
+
+
+class ExportPoolNorm(nn.Module):
+    """Conv, max pool, layer norm and a float cast: core ATen writes them as convolution,
+    max_pool2d_with_indices, native_layer_norm and _to_copy."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.norm = nn.LayerNorm(4)
+
+    def forward(self, x):
+        h = self.pool(self.conv(x)).permute(0, 2, 3, 1)
+        return self.norm(h).double().sum().float()
 
 
 class ExportTied(nn.Module):
@@ -112,6 +129,15 @@ def write_exports(outdir: str) -> None:
     program = torch.export.export(mlp, example)
     torch.export.save(program, os.path.join(outdir, "export_mlp.pt2"))
     torch.save(data, os.path.join(outdir, "export_mlp.data.pt"))
+    # The same program in core ATen: addmm, _native_batch_norm_legit_functional whose new
+    # statistics are BUFFER_MUTATION outputs, native_dropout.
+    torch.export.save(program.run_decompositions(), os.path.join(outdir, "export_mlp_core.pt2"))
+
+    pool = ExportPoolNorm().train()
+    pool_data = {"x": torch.randn(2, 2, 2, 6, 6)}
+    program = torch.export.export(pool, (pool_data["x"][0],)).run_decompositions()
+    torch.export.save(program, os.path.join(outdir, "export_pool_core.pt2"))
+    torch.save(pool_data, os.path.join(outdir, "export_pool.data.pt"))
 
     batch = torch.export.Dim("batch", min=2, max=64)
     dynamic = torch.export.export(mlp, example, dynamic_shapes={"x": {0: batch}, "y": {0: batch}})

@@ -66,7 +66,9 @@ OPS = ["linear", "matmul", "mm", "bmm", "add", "sub", "mul", "div", "neg", "pow"
        # torch 2.x operators (issue 16)
        "scaled_dot_product_attention", "rms_norm", "unflatten",
        # the model zoo's operators (issue 17)
-       "addmm", "index", "repeat_interleave", "index_put"]
+       "addmm", "index", "repeat_interleave", "index_put",
+       # core ATen's spellings, as torch.export's run_decompositions() writes them (issue 29)
+       "_softmax", "_log_softmax"]
 
 # The TorchScript node kinds (after inlining) that count as the op: every case of an op has one.
 OP_KINDS = {op: ["aten::" + op] for op in OPS}
@@ -546,6 +548,28 @@ class LogSoftmaxM(nn.Module):
 
     def forward(self, x, t):
         return (F.log_softmax(x * self.p, dim=self.dim) * t).sum()
+
+
+class CoreSoftmaxM(nn.Module):
+    """aten::_softmax(self, dim, half_to_float), core ATen's softmax."""
+
+    def __init__(self, dim: int, *shape):
+        super().__init__()
+        self.dim = dim
+        self.p = P(*shape)
+
+    def forward(self, x, t):
+        return (torch.ops.aten._softmax(x * self.p, self.dim, False) * t).sum()
+
+
+class CoreLogSoftmaxM(nn.Module):
+    def __init__(self, dim: int, *shape):
+        super().__init__()
+        self.dim = dim
+        self.p = P(*shape)
+
+    def forward(self, x, t):
+        return (torch.ops.aten._log_softmax(x * self.p, self.dim, False) * t).sum()
 
 
 class LayerNormModule(nn.Module):
@@ -1050,6 +1074,17 @@ class SqueezeDim1(nn.Module):
 
     def forward(self, x, t):
         return ((x * self.p).squeeze(1) * t).sum()
+
+
+class SqueezeDims(nn.Module):
+    """squeeze.dims (a list of dims), as core ATen writes squeeze."""
+
+    def __init__(self):
+        super().__init__()
+        self.p = P(1, 8, 1)
+
+    def forward(self, x, t):
+        return ((x * self.p).squeeze([1, 3]) * t).sum()
 
 
 class UnsqueezeParam(nn.Module):
@@ -1664,6 +1699,10 @@ case("softmax", "last_dim")(lambda: _xt(SoftmaxM(-1, 8), [8]))
 case("softmax", "dim1_bcast")(lambda: _xt(SoftmaxM(1, 4, 1), [4, 6]))
 case("log_softmax", "last_dim")(lambda: _xt(LogSoftmaxM(-1, 8), [8]))
 case("log_softmax", "dim1_bcast")(lambda: _xt(LogSoftmaxM(1, 4, 1), [4, 6]))
+case("_softmax", "last_dim")(lambda: _xt(CoreSoftmaxM(-1, 8), [8]))
+case("_softmax", "dim1_bcast")(lambda: _xt(CoreSoftmaxM(1, 4, 1), [4, 6]))
+case("_log_softmax", "last_dim")(lambda: _xt(CoreLogSoftmaxM(-1, 8), [8]))
+case("_log_softmax", "dim1_bcast")(lambda: _xt(CoreLogSoftmaxM(1, 4, 1), [4, 6]))
 
 case("layer_norm", "module")(lambda: _xt(LayerNormModule(), [3, 8]))
 case("layer_norm", "2d_shape")(lambda: _xt(LayerNorm2dShape(), [4, 6]))
@@ -1771,6 +1810,7 @@ case("stack", "dim0")(lambda: _xt(StackDim0(), [8]))
 case("squeeze", "last")(lambda: _xt(SqueezeLast(), [8], []))
 case("squeeze", "all")(lambda: _xt(SqueezeAll(), [1, 8], [8]))
 case("squeeze", "dim1")(lambda: _xt(SqueezeDim1(), [1, 8], [8]))
+case("squeeze", "dims")(lambda: _xt(SqueezeDims(), [1, 8, 1], [8]))
 case("unsqueeze", "param")(lambda: _xt(UnsqueezeParam(), [8]))
 case("unsqueeze", "data_bcast")(lambda: _xt(UnsqueezeData(), [8], [3, 8]))
 case("expand", "row")(lambda: _xt(ExpandRow(), [8]))

@@ -13,9 +13,12 @@ resnet18 is the one large one) under its own seed and written as
   OUTDIR/NAME.pt2         torch.export.save of torch.export.export(module, example) (the same
                           weights), for the models that export to static shapes (not the MoE
                           blocks: their expert selection is data-dependent; docs/import.md);
-                          NAME.w2.pt2 the same exported for one of 2 ranks' rows
+                          NAME.w2.pt2 the same exported for one of 2 ranks' rows;
+  OUTDIR/NAME.core.pt2    (and NAME.w2.core.pt2) for two of them (zoo.json "core"): the same
+                          programs in core ATen (ExportedProgram.run_decompositions())
   OUTDIR/NAME.data.pt     torch.save'd dict, one tensor per forward argument, shaped [S, B, ...]
 and OUTDIR/zoo.json: {"NAME": {"inputs": [...], "scripted": bool, "traced": bool, "exported": bool,
+                               "core": bool,
                                "leaf": CLASS or null, "optimizer": "adamw" | "sgd", "params": N,
                                "notes": "..."}}.
 Every forward returns the scalar training loss. The models are the zoo's (test/zoo/
@@ -495,7 +498,8 @@ def lm_data(seed: int) -> dict:
 
 def build_llama():
     torch.manual_seed(101)
-    return LlamaForCausalLM(), lm_data(1), {"leaf": None, "notes": "Llama-style decoder"}
+    return LlamaForCausalLM(), lm_data(1), {"leaf": None, "core": True,
+                                            "notes": "Llama-style decoder"}
 
 
 def build_gpt2():
@@ -549,7 +553,8 @@ def image_data(seed: int, size: int) -> dict:
 
 def build_resnet_cnn():
     torch.manual_seed(106)
-    return SmallResNet(), image_data(6, 8), {"leaf": None, "notes": "ResNet-style CNN"}
+    return SmallResNet(), image_data(6, 8), {"leaf": None, "core": True,
+                                             "notes": "ResNet-style CNN"}
 
 
 def build_resnet18():
@@ -629,6 +634,10 @@ def main(argv: List[str]) -> int:
                                 else data[k][0][: data[k][0].shape[0] // rows] for k in inputs)
                 program = torch.export.export(module, example)
                 torch.export.save(program, os.path.join(outdir, name + suffix))
+                if entry.get("core"):
+                    core = program.run_decompositions()
+                    torch.export.save(core, os.path.join(
+                        outdir, name + suffix.replace(".pt2", ".core.pt2")))
         if traced:
             example = tuple(data[k][0] for k in inputs)
             archive = torch.jit.trace(module, example, check_trace=False)
@@ -636,7 +645,7 @@ def main(argv: List[str]) -> int:
             archive.save(os.path.join(outdir, name + "_traced.pt"))
         torch.save({k: own(v) for k, v in data.items()}, os.path.join(outdir, name + ".data.pt"))
         zoo[name] = {"inputs": inputs, "scripted": scripted, "traced": traced,
-                     "exported": exported,
+                     "exported": exported, "core": bool(entry.get("core")),
                      "leaf": entry["leaf"],
                      "optimizer": entry.get("optimizer", "adamw"),
                      "params": sum(p.numel() for p in module.parameters()),

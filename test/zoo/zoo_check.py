@@ -16,6 +16,8 @@ DIR is make_zoo.py's output (NAME.pt, NAME_traced.pt, NAME.data.pt, zoo.json). C
                  on 2 MPI ranks
   export-leaf-z3-w2  so, with the MoE block a ZeRO-3 leaf module (matched by its class, which
                  the program's nn_module_stack names)
+  core-s0-w1     the core-ATen program (NAME.core.pt2: run_decompositions()), stage 0, one rank
+  core-z3-w2     so for one of 2 ranks' rows (NAME.w2.core.pt2), ZeRO stage 3 on 2 ranks
 The optimizer is AdamW unless zoo.json says otherwise for the model (docs/oracle.md: a parameter
 whose true gradient is exactly zero, as an attention key bias, is trained with SGD). Runs
 test/oracle/train_check.py, which prints the compile time and the comparison; exit status is
@@ -38,7 +40,7 @@ OPTIMIZERS = {
 STAGE3 = {"stage": 3, "reduce_bucket_size": 4000, "stage3_prefetch_bucket_size": 4000,
           "stage3_param_persistence_threshold": 64}
 CELLS = ("script-s0-w1", "traced-s0-w1", "script-z3-w2", "traced-z3-w2", "leaf-z3-w2",
-         "export-s0-w1", "export-z3-w2", "export-leaf-z3-w2")
+         "export-s0-w1", "export-z3-w2", "export-leaf-z3-w2", "core-s0-w1", "core-z3-w2")
 
 
 def config_for(entry: dict, cell: str) -> dict:
@@ -66,22 +68,25 @@ def main(argv=None) -> int:
     entry = zoo[args.model]
     if args.cell.startswith("export") and not entry.get("exported"):
         p.error(f"{args.model} has no torch.export program: {entry['notes']}")
+    if args.cell.startswith("core") and not entry.get("core"):
+        p.error(f"{args.model} has no core-ATen program (zoo.json \"core\")")
     if args.cell.startswith("traced") and not entry["traced"]:
         p.error(f"{args.model} has no traced archive: {entry['notes']}")
     if args.cell.startswith(("script", "leaf")) and not entry["scripted"]:
         p.error(f"{args.model} has no scripted archive: {entry['notes']}")
     if args.cell.endswith("leaf-z3-w2") and not entry["leaf"]:
         p.error(f"{args.model} names no leaf module")
-    traced = args.cell.startswith("traced") or (args.cell.startswith("export") and
-                                                 not entry["scripted"])
+    exported = args.cell.startswith(("export", "core"))
+    traced = args.cell.startswith("traced") or (exported and not entry["scripted"])
     model = args.model + ("_traced" if traced else "")
     world = 2 if args.cell.endswith("-w2") else 1
     check = ["--bin", args.bin, "--models", args.zoo, "--model", model,
              "--data", os.path.join(args.zoo, args.model + ".data.pt"),
              "--config-json", json.dumps(config_for(entry, args.cell)),
              "--steps", "4", "--world-size", str(world)]
-    if args.cell.startswith("export"):
-        program = args.model + (".w2.pt2" if world == 2 else ".pt2")
+    if exported:
+        program = args.model + (".w2" if world == 2 else "") + (
+            ".core.pt2" if args.cell.startswith("core") else ".pt2")
         check += ["--compile-model", os.path.join(args.zoo, program)]
     if args.keep:
         check += ["--keep", args.keep]

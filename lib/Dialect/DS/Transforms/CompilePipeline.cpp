@@ -25,6 +25,9 @@ void mlir::ds::buildCompilePipeline(OpPassManager &pm,
   engines.overrides.assign(options.configOverrides.begin(),
                            options.configOverrides.end());
   pm.addPass(createDSAssignEngines(engines));
+  // Training-mode dropout as the target device draws its mask (the device is
+  // the engines' pass's to set).
+  pm.addPass(createDSLowerDropout());
   // Mixed precision (fp16 / bf16 / torch_autocast) as casts and dtypes, in
   // the forward the backward is then derived from (no change in fp32).
   pm.addPass(createDSAssignPrecision());

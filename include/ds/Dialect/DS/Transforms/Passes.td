@@ -85,6 +85,33 @@ def DSAssignEngines : Pass<"ds-assign-engines", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DSLowerDropout : Pass<"ds-lower-dropout", "::mlir::ModuleOp"> {
+  let summary = "Training-mode dropout as the target device's kernel draws it";
+  let description = [{
+    Rewrites every training-mode dropout with a constant p in (0, 1) into
+    the form whose mask is a value, drawn as eager PyTorch draws it on the
+    module's `ds.target_device` from the same generator state, so that the
+    backward reuses the forward's mask and -ds-rematerialize can replay it:
+
+    - CPU (ATen's `_dropout_impl`): `aten::dropout(x, p, true)`, and an
+      `aten::native_dropout` whose mask nothing reads (a core-ATen program's
+      spelling), become
+
+      ```mlir
+      %bits = ds.aten "aten::bernoulli.p"(%x, %keep, %none)   // keep = 1 - p
+      %noise = ds.aten "aten::div.Scalar"(%bits, %keep)
+      %out = ds.aten "aten::mul.Tensor"(%x, %noise)
+      ```
+
+    - CUDA (`at::dropout` calls the fused kernel): `aten::dropout(x, p, true)`
+      becomes `%out, %mask = ds.aten "aten::native_dropout"(%x, %p, %true)`,
+      whose gradient rule reads the mask (`native_dropout_backward`).
+
+    Dropout in eval mode, with p = 0 or 1, or with a p computed at run time
+    is left alone (the autodiff rule of `aten::dropout` decides about it).
+  }];
+}
+
 def DSAssignPrecision : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
   let summary = "Run every op in the dtype of its engine's fp16 / bf16 / torch_autocast config";
   let description = [{

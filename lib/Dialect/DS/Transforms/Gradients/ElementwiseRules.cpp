@@ -355,6 +355,9 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
   };
   t["aten::softmax.int"] = softmaxLike("aten::_softmax_backward_data");
   t["aten::log_softmax.int"] = softmaxLike("aten::_log_softmax_backward_data");
+  // Core ATen's spellings: (self, dim, half_to_float).
+  t["aten::_softmax"] = softmaxLike("aten::_softmax_backward_data");
+  t["aten::_log_softmax"] = softmaxLike("aten::_log_softmax_backward_data");
   t["aten::masked_fill.Scalar"] = [](GradientBuilder &gb) {
     Value g = gb.resultGradOrZeros(0);
     gb.setGrad(0,
@@ -407,7 +410,7 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
       return success();
     }
     return gb.op.emitOpError()
-           << "gradient of dropout with p > 0 in training is not supported "
-              "yet (the mask must be kept)";
+           << "gradient of training-mode dropout needs its mask: run "
+              "-ds-lower-dropout first (for a p that is a constant in (0, 1))";
   };
 }

@@ -124,6 +124,7 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
   t["aten::unflatten.int"] = reshapeBack;
   t["aten::squeeze.dim"] = reshapeBack;
   t["aten::squeeze"] = reshapeBack;
+  t["aten::squeeze.dims"] = reshapeBack;
   t["aten::unsqueeze"] = reshapeBack;
   t["aten::transpose.int"] = [](GradientBuilder &gb) {
     gb.setGrad(0,
