@@ -11,6 +11,7 @@
 #include "ImportInternal.h"
 #include "Pt2Program.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
+#include "ds/Plan/Plan.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
@@ -126,19 +127,24 @@ mlir::ds::importModel(MLIRContext *context, const ImportOptions &options) {
     const std::vector<int64_t> &want = *exported.inputShapes[i];
     if (std::vector<int64_t>(given.begin(), given.end()) == want)
       continue;
-    auto show = [](llvm::ArrayRef<int64_t> dims) {
-      std::string text = "[";
-      for (size_t d = 0; d < dims.size(); ++d)
-        text += (d ? ", " : "") + std::to_string(dims[d]);
-      return text + "]";
-    };
-    emitError(fileLoc) << "the program was exported for input '"
-                       << inputs[i].name << "' of shape " << show(want)
-                       << ", but one rank's micro-step of the data has "
-                       << show(llvm::ArrayRef<int64_t>(given.begin(),
-                                                       given.end()))
-                       << " (world size " << options.worldSize
-                       << "): export with one rank's micro-batch";
+    std::vector<int64_t> have(given.begin(), given.end());
+    InFlightDiagnostic diag = emitError(fileLoc);
+    diag << "the program was exported for input '" << inputs[i].name
+         << "' of shape " << ::ds::plan::formatShape(want)
+         << ", but one rank's micro-step of the data has "
+         << ::ds::plan::formatShape(have) << " (world size " << options.worldSize
+         << ")";
+    // Only the rows differ: the program was exported for another world size
+    // (or the whole micro-batch). Otherwise the data has another shape than
+    // the one the program was exported with (several shapes per plan).
+    if (have.size() == want.size() && !want.empty() &&
+        std::equal(want.begin() + 1, want.end(), have.begin() + 1))
+      diag << ": export with one rank's micro-batch (" << have[0]
+           << " rows at world size " << options.worldSize << ")";
+    else
+      diag << ": a .pt2 program takes only the shapes it was exported with; "
+              "export one program for this shape, or use the TorchScript "
+              "front door, whose models compute shapes from their inputs";
     return nullptr;
   }
 

@@ -875,19 +875,12 @@ std::optional<std::string>
 mlir::ds::import::loadExportedProgram(const std::string &path, Pt2Model &out) {
   try {
     caffe2::serialize::PyTorchStreamReader reader(path);
-    std::string modelJson;
     std::string modelName;
-    for (const std::string &name : reader.getAllRecords())
-      if (name.rfind("models/", 0) == 0 && name.size() > 12 &&
-          name.compare(name.size() - 5, 5, ".json") == 0 &&
-          name.find("_example_inputs") == std::string::npos) {
-        if (!modelName.empty())
-          return "the archive holds several programs ('" + modelName +
-                 "', '" + name + "'): one is supported";
-        modelName = name;
-      }
-    if (modelName.empty())
-      return "no program (models/*.json) in the archive";
+    try {
+      modelName = "models/" + ::ds::runtime::pt2ProgramName(reader) + ".json";
+    } catch (const ::ds::runtime::RuntimeError &error) {
+      return error.what();
+    }
     // The version first: a newer format may not parse as this one.
     nlohmann::json doc;
     try {

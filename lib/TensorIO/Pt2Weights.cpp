@@ -1,8 +1,9 @@
 //===- Pt2Weights.cpp - State tensors of a torch.export archive -----------===//
 //
 // A .pt2 (torch.export.save) is a zip under one top folder: archive_format
-// ("pt2"), models/model.json (the program), data/weights/ and
-// data/constants/, each with a PayloadConfig JSON that maps a state name to
+// ("pt2"), models/NAME.json (the program; NAME is "model" unless the saver
+// named it), data/weights/ and data/constants/, each with a PayloadConfig
+// JSON (NAME_weights_config.json, ...) that maps a state name to
 // a storage record (path_name) and a TensorMeta. Several names may share one
 // record (tied weights, or views of one storage at other offsets). The
 // JSON is parsed with the schema types the torch wheel ships.
@@ -11,6 +12,7 @@
 
 #include "ds/TensorIO/Pt2Weights.h"
 
+#include "ds/Plan/Plan.h"
 #include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/ATen.h>
@@ -32,10 +34,6 @@ namespace {
 
 namespace ex = torch::_export;
 using caffe2::serialize::PyTorchStreamReader;
-
-constexpr const char *kWeightsConfig = "data/weights/model_weights_config.json";
-constexpr const char *kConstantsConfig =
-    "data/constants/model_constants_config.json";
 
 /// The first line of a c10 message: the rest is a C++ trace.
 std::string firstLine(const std::string &message) {
@@ -111,13 +109,6 @@ std::optional<std::vector<int64_t>> ints(const std::vector<ex::SymInt> &list) {
   return values;
 }
 
-std::string joined(const std::vector<int64_t> &values) {
-  std::string text = "[";
-  for (size_t i = 0; i < values.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(values[i]);
-  return text + "]";
-}
-
 /// Elements of storage that a view reaches (offset + sum((size - 1) *
 /// stride) + 1; 0 when it has no element), or nullopt on overflow.
 std::optional<uint64_t> extentOf(const std::vector<int64_t> &sizes,
@@ -150,9 +141,32 @@ struct Entry {
   /// What identifies one tensor: tied names have the same key.
   std::string key() const {
     return record + " " + std::string(c10::toString(dtype)) + " " +
-           joined(sizes) + " " + joined(strides) + " " + std::to_string(offset);
+           plan::formatShape(sizes) + " " + plan::formatShape(strides) + " " + std::to_string(offset);
   }
 };
+
+} // namespace
+
+std::string pt2ProgramName(PyTorchStreamReader &reader) {
+  std::string found;
+  for (const std::string &record : reader.getAllRecords()) {
+    if (record.rfind("models/", 0) != 0 || record.size() <= 12 ||
+        record.compare(record.size() - 5, 5, ".json") != 0 ||
+        record.find('/', 7) != std::string::npos)
+      continue;
+    std::string name = record.substr(7, record.size() - 12);
+    if (!found.empty())
+      throw RuntimeError("the archive holds several programs (models/" +
+                         found + ".json, " + record + "): one is supported");
+    found = name;
+  }
+  if (found.empty())
+    throw RuntimeError("not a torch.export program: the archive has no "
+                       "models/<name>.json");
+  return found;
+}
+
+namespace {
 
 class Pt2Reader {
 public:
@@ -161,12 +175,22 @@ public:
   Pt2State read() {
     open();
     checkKind();
-    std::set<std::string> buffers = signatureBuffers();
-    std::vector<Entry> entries = readConfig(kWeightsConfig, "data/weights/");
+    std::string program;
+    try {
+      program = pt2ProgramName(*reader_);
+    } catch (const RuntimeError &error) {
+      fail(error.what());
+    }
+    std::set<std::string> buffers = signatureBuffers("models/" + program +
+                                                     ".json");
+    std::vector<Entry> entries = readConfig(
+        "data/weights/" + program + "_weights_config.json", "data/weights/");
     // Non-persistent buffers live among the constants, next to the tensor
     // constants of the program, which are no module state.
     std::set<std::string> constantNames;
-    for (Entry &entry : readConfig(kConstantsConfig, "data/constants/")) {
+    for (Entry &entry :
+         readConfig("data/constants/" + program + "_constants_config.json",
+                    "data/constants/")) {
       if (!buffers.count(entry.name))
         constantNames.insert(entry.name);
       entry.isParam = false;
@@ -254,15 +278,11 @@ private:
         readText(*reader_, "byteorder") != "little")
       fail("its tensors are stored big-endian (byteorder \"" +
            readText(*reader_, "byteorder") + "\"); only little-endian is read");
-    if (!reader_->hasRecord("models/model.json")) {
-      for (const std::string &record : reader_->getAllRecords())
-        if (record.rfind("data/aotinductor/", 0) == 0)
-          fail("an AOTInductor package (aoti_compile_and_package), not a "
-               "torch.export program; save the ExportedProgram with "
-               "torch.export.save");
-      fail("not a torch.export program: the archive has no "
-           "models/model.json");
-    }
+    for (const std::string &record : reader_->getAllRecords())
+      if (record.rfind("data/aotinductor/", 0) == 0)
+        fail("an AOTInductor package (aoti_compile_and_package), not a "
+             "torch.export program; save the ExportedProgram with "
+             "torch.export.save");
   }
 
   nlohmann::json parseJson(const std::string &record) {
@@ -275,8 +295,7 @@ private:
 
   /// The buffer names of the program's signature (non-persistent ones
   /// included).
-  std::set<std::string> signatureBuffers() {
-    const char *record = "models/model.json";
+  std::set<std::string> signatureBuffers(const std::string &record) {
     nlohmann::json program = parseJson(record);
     std::set<std::string> names;
     try {
@@ -288,8 +307,7 @@ private:
         if (spec.tag() == ex::InputSpec::Tag::BUFFER)
           names.insert(spec.get_buffer().get_buffer_name());
     } catch (const std::exception &error) {
-      fail(std::string(record) +
-           ": cannot read graph_module.signature.input_specs: " +
+      fail(record + ": cannot read graph_module.signature.input_specs: " +
            firstLine(error.what()));
     }
     return names;
@@ -358,8 +376,8 @@ private:
     for (int64_t value : entry.strides)
       negative = negative || value < 0;
     if (entry.sizes.size() != entry.strides.size() || negative)
-      fail(where + ": bad tensor_meta: sizes " + joined(entry.sizes) +
-           ", strides " + joined(entry.strides) + ", storage_offset " +
+      fail(where + ": bad tensor_meta: sizes " + plan::formatShape(entry.sizes) +
+           ", strides " + plan::formatShape(entry.strides) + ", storage_offset " +
            std::to_string(entry.offset));
     return entry;
   }
@@ -373,8 +391,8 @@ private:
     uint64_t needed = 0;
     std::string where = quoted(entry.name) + " (" + entry.record + ")";
     std::string view = std::string(c10::toString(entry.dtype)) + " " +
-                       joined(entry.sizes) + " view (strides " +
-                       joined(entry.strides) + ", storage_offset " +
+                       plan::formatShape(entry.sizes) + " view (strides " +
+                       plan::formatShape(entry.strides) + ", storage_offset " +
                        std::to_string(entry.offset) + ")";
     if (!extent || __builtin_mul_overflow(*extent, itemSize, &needed))
       fail(where + ": its " + view + " overflows 64 bits");

@@ -6,6 +6,7 @@ export*.test); make_models.py calls write_exports(OUTDIR).
                         its scripted twin (the same weights), export_mlp.data.pt the data
   export_mlp_core.pt2   export_mlp.pt2 in core ATen (ExportedProgram.run_decompositions())
   export_pool_core.pt2  a conv, max pool, layer norm and casts in core ATen
+  export_two_programs.pt2  two programs in one archive (package_pt2), refused
   export_tied.pt2       a tiny LM whose head is tied to its embedding
   export_cond.pt2       a program with torch.cond on data (imported as a ds.if; a Linear called
                         only in a branch, a BatchNorm1d without running statistics);
@@ -129,9 +130,17 @@ def write_exports(outdir: str) -> None:
     program = torch.export.export(mlp, example)
     torch.export.save(program, os.path.join(outdir, "export_mlp.pt2"))
     torch.save(data, os.path.join(outdir, "export_mlp.data.pt"))
+    # Data of another shape (12 features): refused by the 16-feature program.
+    torch.save({"x": torch.randn(4, 8, 12), "y": data["y"]},
+               os.path.join(outdir, "export_mlp_wide.data.pt"))
     # The same program in core ATen: addmm, _native_batch_norm_legit_functional whose new
     # statistics are BUFFER_MUTATION outputs, native_dropout.
     torch.export.save(program.run_decompositions(), os.path.join(outdir, "export_mlp_core.pt2"))
+
+    # Two programs in one archive (torch.export's package_pt2 names them): refused.
+    from torch.export.pt2_archive._package import package_pt2
+    package_pt2(os.path.join(outdir, "export_two_programs.pt2"),
+                exported_programs={"a": program, "b": program})
 
     pool = ExportPoolNorm().train()
     pool_data = {"x": torch.randn(2, 2, 2, 6, 6)}

@@ -151,6 +151,14 @@ def main():
          "--save-params", p("b.safetensors")])
     check_equal(p("b.safetensors"), expected, "plan weights kind pt2")
 
+    # 2b. A program packaged under another name (models/net.json, net_weights_config.json),
+    # as torch.export's package_pt2 names programs; two programs in one archive are refused.
+    from torch.export.pt2_archive._package import package_pt2
+    package_pt2(p("named.pt2"), exported_programs={"net": ep})
+    package_pt2(p("two.pt2"), exported_programs={"a": ep, "b": ep})
+    run(base + ["--weights", p("named.pt2"), "--save-params", p("c.safetensors")])
+    check_equal(p("c.safetensors"), expected, "a program named net")
+
     # 3. Refusals: (file, expected message, via --weights?).
     def pt2_plan(name, path, version=8):
         plan["version"] = version
@@ -194,7 +202,9 @@ def main():
         ("aoti.pt2", "aoti.pt2: an AOTInductor package (aoti_compile_and_package), not a "
                      "torch.export program"),
         ("nomodel.pt2", "nomodel.pt2: not a torch.export program: the archive has no "
-                        "models/model.json"),
+                        "models/<name>.json"),
+        ("two.pt2", "two.pt2: the archive holds several programs (models/a.json, "
+                    "models/b.json): one is supported"),
         ("badjson.pt2", "badjson.pt2: data/weights/model_weights_config.json: not valid JSON"),
         ("dtype99.pt2", "dtype99.pt2: data/weights/model_weights_config.json: entry "
                         "\"fc.weight\": unsupported dtype code 99"),

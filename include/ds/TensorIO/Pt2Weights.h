@@ -16,7 +16,17 @@
 #include <string>
 #include <vector>
 
+namespace caffe2::serialize {
+class PyTorchStreamReader;
+} // namespace caffe2::serialize
+
 namespace ds::runtime {
+
+/// The name of the archive's one program, NAME of its `models/NAME.json`
+/// ("model" as torch.export.save writes it); the weights and constants
+/// configs are named after it. Throws RuntimeError (without the path) when
+/// the archive has none or several.
+std::string pt2ProgramName(caffe2::serialize::PyTorchStreamReader &reader);
 
 /// Whether `path` is a zip whose `<top>/archive_format` says "pt2" (an
 /// AOTInductor package says so too; readPt2State refuses it, naming it).
