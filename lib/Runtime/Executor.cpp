@@ -20,6 +20,7 @@
 
 #include "ds/Plan/PlanError.h"
 #include "ds/Runtime/ExecutionObserver.h"
+#include "ds/Runtime/FaultPoints.h"
 #include "ds/Runtime/StateStore.h"
 #include "ds/TensorIO/DTypes.h"
 #include "ds/TensorIO/RuntimeError.h"
@@ -635,12 +636,15 @@ void Executor::Impl::execute(const Step &step) {
         training_->startCollective(op.kind, size_t(step.stateIndex), op.bucket);
     checkResult(step, "result", op.results[0], token);
     set(op.results[0], std::move(token));
+    if (op.kind == OpKind::AllGather)
+      reachFaultPoint(FaultPoint::AllGather); // Tests only (FaultPoints.h).
     return;
   }
   case OpKind::Wait:
     training_->wait(get(op.arg));
     return;
   case OpKind::OptimizerStep:
+    reachFaultPoint(FaultPoint::OptimizerStep); // Tests only.
     training_->optimizerStep(size_t(step.stateIndex));
     return;
   case OpKind::Release:

@@ -61,13 +61,23 @@ struct World {
   void abortIfOthersRun(int exitCode) const;
 
   /// A training step (1-based) begins: timeout messages name it, and the
-  /// fault point below may fire.
+  /// fault below may fire or be armed.
   void beginStep(int64_t step) const;
 
-  /// Test hook for the failure tests (test/mpi): with
-  /// DS_TEST_FAULT=MODE:RANK:STEP, rank RANK exits (MODE exit: code 3,
-  /// without MPI_Finalize, like a crash), hangs (hang) or is killed
-  /// (kill: SIGKILL) when training step STEP (1-based) begins.
+  /// Test hook for the failure tests (test/mpi/fault_check.py): with
+  /// DS_TEST_FAULT=MODE:RANK:STEP[:POINT[:N]], rank RANK exits (MODE exit:
+  /// code 3, without MPI_Finalize, like a crash), hangs (hang) or is killed
+  /// (kill: SIGKILL) in training step STEP (1-based), at POINT:
+  ///   step       (the default) when the step begins;
+  ///   allgather  once it has issued the step's N-th all_gather (default 1;
+  ///              ZeRO-3: a parameter bucket's gather), so that the other
+  ///              ranks are inside a collective;
+  ///   optimizer  in the step's N-th optimizer_step (one per training
+  ///              engine), after the gradient reduction, before the update.
+  /// allgather and optimizer are the runtime's fault points
+  /// (lib/Runtime/FaultPoints.h), armed for step STEP only: a step with
+  /// fewer than N of them leaves the run alone. Prints
+  /// "ds-run: DS_TEST_FAULT: rank R: MODE at step S[ (POINT #N)]" first.
   void faultPoint(int64_t step) const;
 
   /// Parsed DS_TEST_FAULT; mode empty when unset.
@@ -75,6 +85,10 @@ struct World {
     std::string mode;
     int64_t rank = -1;
     int64_t step = -1;
+    /// "step", "allgather" or "optimizer".
+    std::string point = "step";
+    /// The point's occurrence in the step (1-based).
+    int64_t occurrence = 1;
   };
   Fault fault;
 };
