@@ -1282,6 +1282,34 @@ def build_cancel_probe():
     return torch.jit.script(m), {"idx": idx, "y": y}
 
 
+class UpcastRouter(nn.Module):
+    """A Mixtral-style router and an upcast loss, as their authors write them for bf16:
+    softmax(router(x), dtype=torch.float), topk, the weights cast back with .to(x.dtype), and
+    cross_entropy(head(h).float(), y)."""
+
+    def __init__(self):
+        super().__init__()
+        self.router = nn.Linear(8, 4, bias=False)
+        self.expert = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 6)
+
+    def forward(self, x, y):
+        probs = F.softmax(self.router(x), dim=1, dtype=torch.float)
+        weights, _ = torch.topk(probs, 1, dim=1)
+        h = self.expert(x) * weights.to(x.dtype)
+        return F.cross_entropy(self.head(h).float(), y)
+
+
+def build_upcast_router():
+    """UpcastRouter (docs/precision.md, "Explicit upcasts"): under bf16 the router's softmax
+    and the loss run in f32 as the code asks, and the routing weights return to bf16."""
+    torch.manual_seed(19)
+    m = UpcastRouter()
+    x = torch.randn(S, B, 8)
+    y = torch.randint(0, 6, (S, B), dtype=torch.int64)
+    return torch.jit.script(m), {"x": x, "y": y}
+
+
 def write_error_cases(outdir: str) -> dict:
     cases = {}
 
@@ -1379,6 +1407,10 @@ def main(argv: List[str]) -> int:
     check_runs("cancel_probe", module, data)
     module.save(os.path.join(outdir, "cancel_probe.pt"))
     save_data(os.path.join(outdir, "cancel_probe.data.pt"), data)
+    module, data = build_upcast_router()
+    check_runs("upcast_router", module, data)
+    module.save(os.path.join(outdir, "upcast_router.pt"))
+    save_data(os.path.join(outdir, "upcast_router.data.pt"), data)
     module, steps = build_gpt_varlen()
     for step in steps:
         check_runs("gpt_varlen", module, {k: v[None] for k, v in step.items()})

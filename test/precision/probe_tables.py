@@ -224,6 +224,13 @@ def _probes():
     p["aten::logical_not"] = (lambda r: [r(4)], lambda x: torch.logical_not(x).to(x.dtype))
     p["aten::any"] = (lambda r: [r(4)], lambda x: torch.any(x).to(x.dtype))
     p["aten::all"] = (lambda r: [r(4)], lambda x: torch.all(x).to(x.dtype))
+    p["aten::bitwise_and"] = (lambda r: [r(4), r(4)],
+                              lambda x, y: torch.bitwise_and(x > 0, y > 0).to(x.dtype))
+    p["aten::bitwise_or"] = (lambda r: [r(4), r(4)],
+                             lambda x, y: torch.bitwise_or(x > 0, y > 0).to(x.dtype))
+    p["aten::copy"] = (lambda r: [r(4), r(4)], lambda x, y: aten.copy(x, y))
+    p["aten::_to_copy"] = (lambda r: [r(4)], lambda x: aten._to_copy(x))
+    p["aten::scalar_tensor"] = (lambda r: [r(4)], lambda x: x * aten.scalar_tensor(2.0, dtype=x.dtype))
     # activations
     p["aten::relu"] = (lambda r: [r(4, 8)], F.relu)
     p["aten::gelu"] = (lambda r: [r(4, 8)], F.gelu)
@@ -291,6 +298,16 @@ def _probes():
     p["aten::native_batch_norm"] = (
         lambda r: [r(2, 4, 3, 3), r(4), r(4)],
         lambda x, w, b: torch.native_batch_norm(x, w, b, None, None, True, 0.1, 1e-5)[0])
+    p["aten::_native_batch_norm_legit_functional"] = (
+        lambda r: [r(2, 4, 3, 3), r(4), r(4)],
+        lambda x, w, b: aten._native_batch_norm_legit_functional(
+            x, w, b, torch.zeros(4, dtype=x.dtype), torch.ones(4, dtype=x.dtype), True, 0.1,
+            1e-5)[0])
+    p["aten::_native_batch_norm_legit_no_training"] = (
+        lambda r: [r(2, 4, 3, 3), r(4), r(4)],
+        lambda x, w, b: aten._native_batch_norm_legit_no_training(
+            x, w, b, torch.zeros(4, dtype=x.dtype), torch.ones(4, dtype=x.dtype), 0.1,
+            1e-5)[0])
     p["aten::instance_norm"] = (lambda r: [r(2, 4, 3), r(4), r(4)],
                                 lambda x, w, b: F.instance_norm(x, weight=w, bias=b))
     p["aten::dropout"] = (lambda r: [r(4, 8)], lambda x: F.dropout(x, 0.5, True))

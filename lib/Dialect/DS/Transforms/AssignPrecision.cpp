@@ -158,8 +158,9 @@ struct EnginePrecision {
   /// The stored dtype (native modes) or the autocast dtype.
   Type lowType;
   unsigned params = 0, buffers = 0;
-  /// Native: ops run in the engine's dtype, ops computed in f32.
-  OpCounts native, wrapped;
+  /// Native: ops run in the engine's dtype, ops computed in f32, ops kept
+  /// in the wider dtype the model's code asks for.
+  OpCounts native, wrapped, kept;
   /// Autocast: ops cast to the autocast dtype, to f32, promoted, others.
   OpCounts lower, fp32, promoted, other;
 };
@@ -176,6 +177,10 @@ struct AssignPrecisionPass
   OpList extraNoKernel;
   /// Casts made so far: (value, element type) -> the cast values.
   DenseMap<std::pair<Value, Type>, SmallVector<Value, 1>> casts;
+  /// Values of native engines that the model's code made wider than the
+  /// engine's dtype on purpose (`.float()`, `dtype=`), and what follows from
+  /// them: kept wide ("Explicit upcasts" in docs/precision.md).
+  DenseSet<Value> upcast;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -183,6 +188,7 @@ struct AssignPrecisionPass
     tables = &PrecisionTables::get(device);
     engines.clear();
     casts.clear();
+    upcast.clear();
     extraNoKernel.names.clear();
     for (const std::string &op : noKernelOps)
       extraNoKernel.names.insert(op);
@@ -449,7 +455,71 @@ struct AssignPrecisionPass
                .contains(op);
   }
 
+  /// The float dtype `op`'s `dtype` argument asks for, when it is a
+  /// constant; null otherwise.
+  static Type requestedFloatType(AtenOp op) {
+    std::optional<unsigned> pos = dtypeArgumentPosition(op.getOp());
+    if (!pos || *pos >= op.getArgs().size())
+      return Type();
+    auto constant = op.getArgs()[*pos].getDefiningOp<ConstantOp>();
+    if (!constant || !isa<IntegerAttr>(constant.getValue()))
+      return Type();
+    Type elem = elementTypeOfScalarTypeCode(
+        op.getContext(), cast<IntegerAttr>(constant.getValue()).getInt());
+    return elem && isa<FloatType>(elem) ? elem : Type();
+  }
+
+  /// Whether float type `t` is wider than a native engine's `low`.
+  static bool widerThan(Type t, Type low) {
+    return t && (t.isF32() || t.isF64()) && t != low;
+  }
+
+  /// The model's explicit upcasts in a native engine (docs/precision.md,
+  /// "Explicit upcasts"); returns whether `op` was handled here.
+  bool keepExplicitUpcast(AtenOp op, EnginePrecision &e) {
+    Type low = e.lowType;
+    SmallVector<Value> floats = floatTensorOperands(op);
+    bool readsUpcast =
+        llvm::any_of(floats, [&](Value v) { return upcast.contains(v); });
+    Type requested = requestedFloatType(op);
+    StringRef name = op.getOp();
+    bool isCast = name == "aten::to.dtype" || name == "aten::to.dtype_layout";
+    if (readsUpcast && isCast && requested == elementOf(op.getArgs()[0])) {
+      // A cast of an upcast value to the dtype it already has: in the f32
+      // capture, `x.to(input_dtype)` after `x.float()` (the model restoring
+      // its input's dtype, which was f32 when it was captured). It restores
+      // the engine's dtype.
+      std::optional<unsigned> pos = dtypeArgumentPosition(name);
+      OpBuilder builder(op);
+      op->setOperand(*pos, ConstantOp::create(
+                               builder, op.getLoc(), builder.getI64Type(),
+                               builder.getI64IntegerAttr(scalarTypeCodeOf(low))));
+      inferResultTypes(op);
+      e.native[name]++;
+      return true;
+    }
+    bool asks = widerThan(requested, low) && !floats.empty();
+    if (!readsUpcast && !asks)
+      return false;
+    // Values from outside the upcast still enter in the engine's dtype;
+    // then torch's promotion decides (a bf16 weight times an f32 upcast
+    // value is f32).
+    castFloatOperands(op, [&](Value v) {
+      return upcast.contains(v) || elementOf(v) == low ? CastChain{}
+                                                       : CastChain{low};
+    });
+    promoteExplicitly(op);
+    inferResultTypes(op);
+    for (Value r : op.getResults())
+      if (isFloatTensorType(r.getType()) && widerThan(elementOf(r), low))
+        upcast.insert(r);
+    e.kept[name]++;
+    return true;
+  }
+
   void rewriteNative(AtenOp op, EnginePrecision &e) {
+    if (keepExplicitUpcast(op, e))
+      return;
     Type low = e.lowType;
     Type f32 = Float32Type::get(op.getContext());
     bool native = !hasNoKernel(op.getOp(), e.mode);
@@ -574,6 +644,10 @@ struct AssignPrecisionPass
       diag << " (no " << low << " "
            << (device == TargetDevice::CUDA ? "CUDA" : "CPU")
            << " kernel: " << describe(e.wrapped) << ")";
+    if (!e.kept.empty())
+      diag << "; " << count(total(e.kept), "op")
+           << " kept wider as the model's code asks (" << describe(e.kept)
+           << ")";
   }
 };
 

@@ -347,9 +347,14 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
   auto softmaxLike = [](StringRef backward) {
     return [backward](GradientBuilder &gb) -> LogicalResult {
       Value g = gb.resultGradOrZeros(0);
-      Value code = gb.constInt(scalarTypeCode(elementOf(gb.operand(0))));
-      gb.setGrad(0, gb.aten(backward, {g, gb.result(0), gb.operand(1), code},
-                            gb.operand(0).getType()));
+      // softmax(x, dim, dtype=) is x.to(dtype) then softmax (as autograd
+      // sees it): the backward runs in the result's dtype and its gradient
+      // is cast back to x's.
+      Type resultElem = elementOf(gb.result(0));
+      Value code = gb.constInt(scalarTypeCode(resultElem));
+      Value gx = gb.aten(backward, {g, gb.result(0), gb.operand(1), code},
+                         gb.result(0).getType());
+      gb.setGrad(0, castTo(gb, gx, elementOf(gb.operand(0))));
       return success();
     };
   };

@@ -86,16 +86,6 @@ int64_t dimFromEnd(Value v, int64_t i) {
   return t.getDimSize(t.getRank() - i);
 }
 
-/// `v` cast to element type `elem` (`aten::to.dtype`); `v` when it has it.
-Value castTo(GradientBuilder &gb, Value v, Type elem) {
-  if (elementOf(v) == elem)
-    return v;
-  return gb.aten("aten::to.dtype",
-                 {v, gb.constInt(scalarTypeCode(elem)), gb.constBool(false),
-                  gb.constBool(false), gb.none()},
-                 cast<RankedTensorType>(v.getType()).clone(elem));
-}
-
 /// Key/value heads repeated to the query's (enable_gqa): `v` [.., Hk, S, E]
 /// -> [.., Hk * groups, S, E] as repeat_interleave(groups, dim=-3) does.
 Value repeatHeads(GradientBuilder &gb, Value v, int64_t groups) {

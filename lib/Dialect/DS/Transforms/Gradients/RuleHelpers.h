@@ -23,6 +23,16 @@ inline int64_t rankOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getRank();
 }
 
+/// `v` cast to element type `elem` (`aten::to.dtype`); `v` when it has it.
+inline Value castTo(GradientBuilder &gb, Value v, Type elem) {
+  if (elementOf(v) == elem)
+    return v;
+  return gb.aten("aten::to.dtype",
+                 {v, gb.constInt(scalarTypeCode(elem)), gb.constBool(false),
+                  gb.constBool(false), gb.none()},
+                 cast<RankedTensorType>(v.getType()).clone(elem));
+}
+
 /// Static int list of a ds.list_construct of constants.
 inline std::optional<SmallVector<int64_t>> staticIntList(GradientBuilder &gb,
                                                          Value list) {
