@@ -123,14 +123,34 @@ void resolveBatchSizes(ObjectReader &root, const ParseContext &context,
                       "or \"auto\")");
   }
 
-  if (context.dataMicroBatch && *m * world != *context.dataMicroBatch)
+  if (context.dataMicroBatch && *m * world != *context.dataMicroBatch) {
+    // Say the fix: the value that fits the data, or "auto", which takes it
+    // from the data, and how to override a key without editing the file.
+    int64_t dataB = *context.dataMicroBatch;
+    std::string fix =
+        dataB % world == 0
+            ? "set train_micro_batch_size_per_gpu to " + str(dataB / world) +
+                  " (B / world size) or to \"auto\", which takes it from "
+                  "the data"
+            : "B is not divisible by the world size: run on a world size "
+              "that divides B, or give data whose B is a multiple of " +
+                  str(world);
+    if (dataB % world == 0 && !micro.value && t)
+      fix += " (train_batch_size " + str(*t) +
+             " implies it: change train_batch_size, or give "
+             "train_micro_batch_size_per_gpu)";
+    if (dataB % world == 0)
+      fix += "; to override a key without editing the config: ds-compile "
+             "--set KEY=auto, dsopt's overrides={\"KEY\": \"auto\"} (KEY "
+             "is the dotted path this error names)";
     throw ConfigError(kMicro, "train_micro_batch_size_per_gpu (" + str(*m) +
                                   ") * world size (" + str(world) +
                                   ") = " + str(*m * world) +
                                   " does not match the data's global "
-                                  "micro-batch B = " +
-                                  str(*context.dataMicroBatch) +
-                                  " (dimension 1 of each batched input)");
+                                  "micro-batch B = " + str(dataB) +
+                                  " (dimension 1 of each batched input): " +
+                                  fix);
+  }
 
   config.trainBatchSize = *t;
   config.trainMicroBatchSizePerGpu = *m;

@@ -35,6 +35,16 @@ def launched():
     return any(os.environ.get(name) for name in _LAUNCHER_VARIABLES)
 
 
+def launcher_rank():
+    """This process's rank as the launcher's variables give it (0 without a
+    launcher), read without starting anything."""
+    for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "RANK"):
+        value = os.environ.get(name)
+        if value and value.isdigit():
+            return int(value)
+    return 0
+
+
 def _rank_group():
     global _group
     if _group is None:

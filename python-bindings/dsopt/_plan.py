@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import torch
 
-from . import _dsopt
+from . import _distributed, _dsopt
 from ._leaf import marked_paths, with_leaf_names
 from ._tensors import as_tensor
 
@@ -241,9 +241,7 @@ def compile(module_or_path, config, example_inputs, world_size=1, *,
     except BaseException:
         tmp.cleanup()
         raise
-    level = _caller_stacklevel()
-    for message in native.warnings:
-        warnings.warn(message, CompileWarning, stacklevel=level)
+    _warn(native.warnings, _caller_stacklevel())
     if script is None:  # The weights are the user's archive.
         tmp.cleanup()
         return Plan(native)
@@ -343,6 +341,22 @@ def _config_args(config):
         return "", json.dumps(config)
     raise TypeError("config must be a dict or the path of a JSON file, got %s"
                     % type(config).__name__)
+
+
+def _warn(messages, level):
+    """The compiler's warnings as one dsopt.CompileWarning, issued on rank 0
+    only: every rank compiles the same model, and one copy speaks for the
+    job (each rank's Plan.warnings keeps them all)."""
+    if not messages or _distributed.launcher_rank() != 0:
+        return
+    if len(messages) == 1:
+        text = messages[0]
+    else:
+        text = "%d compile warnings:\n" % len(messages) + "\n".join(
+            "  - " + m for m in messages)
+    text += ("\n(silence them with warnings.filterwarnings(\"ignore\", "
+             "category=dsopt.CompileWarning))")
+    warnings.warn(text, CompileWarning, stacklevel=level + 1)  # + _warn
 
 
 def _caller_stacklevel():

@@ -9,6 +9,7 @@ against the oracle; these tests hold the API pieces to the existing paths.
 import json
 import os
 import types
+import warnings
 
 import pytest
 import torch
@@ -289,6 +290,31 @@ def test_ranks_without_a_launcher(net_plan):
     # all_reduce over one rank is the identity.
     value = torch.tensor([3.0])
     assert torch.equal(dsopt.all_reduce(value), torch.tensor([3.0]))
+
+
+def test_compile_warnings_once_per_job_grouped(monkeypatch):
+    """The compiler's warnings: one CompileWarning listing them all, saying how to silence
+    it, on rank 0 only (every rank compiles; Plan.warnings keeps them on each)."""
+    config = {"train_micro_batch_size_per_gpu": "auto", "gradient_clipping": "auto",
+              "optimizer": {"type": "SGD", "params": {"lr": "auto"}}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan = dsopt.compile(Net(), config, batch())
+    ours = [w for w in caught if issubclass(w.category, dsopt.CompileWarning)]
+    assert len(plan.warnings) >= 2, plan.warnings
+    assert len(ours) == 1, [str(w.message) for w in ours]
+    text = str(ours[0].message)
+    assert text.startswith("%d compile warnings:" % len(plan.warnings)), text
+    assert all(m in text for m in plan.warnings)
+    assert 'filterwarnings("ignore", category=dsopt.CompileWarning)' in text
+    assert ours[0].filename == __file__  # points at the caller, not at dsopt
+    # Another rank of a launched job stays silent and keeps the list.
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        other = dsopt.compile(Net(), config, batch())
+    assert not [w for w in caught if issubclass(w.category, dsopt.CompileWarning)]
+    assert other.warnings == plan.warnings
 
 
 def test_auto_values_from_overrides_and_mixed_precision():

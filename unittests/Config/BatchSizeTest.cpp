@@ -112,6 +112,20 @@ TEST(ConfigBatchSizeTest, DataMicroBatchMustAgreeNamingBothValues) {
                                  makeContext(2, /*dataMicroBatch=*/6));
   EXPECT_EQ(error.keyPath(), "train_micro_batch_size_per_gpu");
   expectMessageHas(error, {"= 8", "B = 6"});
+  // The message says the fix: the value that fits, "auto", and how to
+  // override the key.
+  expectMessageHas(error, {"set train_micro_batch_size_per_gpu to 3",
+                           "or to \"auto\"", "--set KEY=auto",
+                           "overrides={\"KEY\": \"auto\"}"});
+  // A micro-batch implied by train_batch_size names that key too.
+  expectMessageHas(parseError(R"({"train_batch_size": 8})",
+                              makeContext(2, /*dataMicroBatch=*/6)),
+                   {"set train_micro_batch_size_per_gpu to 3",
+                    "train_batch_size 8 implies it"});
+  // A B the world size does not divide has no per-rank value to suggest.
+  expectMessageHas(parseError(R"({"train_micro_batch_size_per_gpu": 2})",
+                              makeContext(2, /*dataMicroBatch=*/5)),
+                   {"B = 5", "not divisible by the world size"});
   // Agreement passes.
   EXPECT_EQ(parse(R"({"train_micro_batch_size_per_gpu": 3})", makeContext(2, 6))
                 .trainBatchSize,
