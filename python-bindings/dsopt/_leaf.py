@@ -9,17 +9,25 @@ object. The compiler does not read module attributes, so ``dsopt.compile``
 reads the marks from the module it is given (an nn.Module, or a ScriptModule:
 scripting keeps the attribute) and adds the marked paths to the config's
 ``zero_optimization.leaf_module.names`` (docs/leaf-modules.md), per engine.
-A model given as an archive path is not searched for marks.
+``torch.jit.trace`` and ``torch.export`` drop the attribute but keep the
+parameters themselves (the same tensor objects), so the marks of a captured
+model are found through them: a marked module's parameters name its path in
+the capture. A marked module whose parameters the capture holds only in part
+is an error. A model given as an archive path is not searched for marks.
 """
 
 import copy
 import json
 import os
+import weakref
 from collections.abc import Mapping
 
 import torch
 
 _MARK = "_z3_leaf"
+# Every module marked in this process, so that a captured copy (traced,
+# exported), which loses the attribute, can be matched through parameters.
+_marked = weakref.WeakSet()
 
 
 def _class_matches(module, spec):
@@ -38,6 +46,7 @@ def _set_by(model, wanted, matches, what, flag, raise_if_not_found):
         hits = [i for i, spec in enumerate(wanted) if matches(name, module, spec)]
         if hits:
             setattr(module, _MARK, flag)
+            (_marked.add if flag else _marked.discard)(module)
             marked.append(module)
             found.update(hits)
     missing = [spec for i, spec in enumerate(wanted) if i not in found]
@@ -88,10 +97,49 @@ def get_z3_leaf_modules(model):
 
 
 def marked_paths(model):
-    """``named_modules()`` paths of the marked submodules (none for a path)."""
-    if not isinstance(model, torch.nn.Module):
+    """``named_modules()`` paths of the marked submodules of ``model`` (an
+    nn.Module, a ScriptModule or an ExportedProgram; none for a path): its own
+    marks, and those of marked modules whose parameters it holds."""
+    if isinstance(model, torch.nn.Module):
+        own = [name for name, module in model.named_modules() if z3_leaf_module(module)]
+        named = dict(model.named_parameters(remove_duplicate=False))
+    elif isinstance(model, torch.export.ExportedProgram):
+        own, named = [], dict(model.state_dict)
+    else:
         return []
-    return [name for name, module in model.named_modules() if z3_leaf_module(module)]
+    return own + [p for p in _captured_marks(named) if p not in own]
+
+
+def _captured_marks(named):
+    """Paths, in a captured model whose parameters are ``named`` (qualified
+    name -> tensor), of the marked modules whose parameters these are."""
+    where = {}
+    for name, tensor in named.items():
+        where.setdefault(id(tensor), []).append(name)
+    paths = []
+    for module in list(_marked):
+        if not z3_leaf_module(module):
+            continue
+        relative = dict(module.named_parameters(remove_duplicate=False))
+        if not relative:
+            continue
+        found = {rel: where.get(id(t), []) for rel, t in relative.items()}
+        if not any(found.values()):
+            continue  # Another model's module.
+        prefixes = None
+        for rel, names in found.items():
+            here = {n[:-len(rel)].rstrip(".") for n in names
+                    if n == rel or n.endswith("." + rel)}
+            prefixes = here if prefixes is None else prefixes & here
+        if not prefixes:
+            missing = sorted(rel for rel, names in found.items() if not names)
+            raise ValueError(
+                "a module marked as a ZeRO-3 leaf (%s) is only partly in the captured "
+                "model: its parameters %s are not; mark the captured model's module, or "
+                "name it in zero_optimization.leaf_module" % (
+                    type(module).__name__, ", ".join(missing) or "sit elsewhere"))
+        paths.extend(sorted(prefixes))
+    return paths
 
 
 def with_leaf_names(config, paths, config_dir):

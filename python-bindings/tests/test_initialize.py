@@ -279,6 +279,29 @@ def test_leaf_module_marks():
     # reads them there too.
     plan = dsopt.compile(torch.jit.script(model), {"a": stage3, "b": stage3}, pair_batch())
     assert leaf_names(plan) == {"a": ["2"], "b": None}
+    # torch.jit.trace and torch.export drop the attribute but keep the parameters, through
+    # which the marks are found.
+    x = torch.randn(4, 4)
+    traced = torch.jit.trace(model, (x, x), check_trace=False)
+    assert not hasattr(getattr(traced.a, "2"), "_z3_leaf")
+    plan = dsopt.compile(traced, {"a": stage3, "b": stage3}, pair_batch())
+    assert leaf_names(plan) == {"a": ["2"], "b": None}
+    program = torch.export.export(model, (x, x))
+    plan = dsopt.compile(program, {"a": stage3, "b": stage3}, pair_batch())
+    assert leaf_names(plan) == {"a": ["2"], "b": None}
+    dsopt.unset_z3_leaf_modules(model, [Block])
+
+
+def test_leaf_mark_partly_in_a_capture():
+    """A marked module whose parameters a capture holds only in part is refused by name."""
+    model = Pair()
+    dsopt.set_z3_leaf_modules_by_name(model, ["a"])
+    traced = torch.jit.trace(model, (torch.randn(4, 4),) * 2, check_trace=False)
+    model.a[2].inner.weight = nn.Parameter(torch.randn(4, 4))  # no longer the traced one
+    with pytest.raises(ValueError, match=r"marked as a ZeRO-3 leaf \(Sequential\) is only "
+                                         r"partly in the captured model: its parameters "
+                                         r"2.inner.weight are not"):
+        dsopt.compile(traced, SGD, pair_batch())
 
 
 def test_ranks_without_a_launcher(net_plan):
