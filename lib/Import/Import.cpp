@@ -76,7 +76,8 @@ mlir::ds::importModel(MLIRContext *context, const ImportOptions &options) {
   std::vector<std::string> argNames;
   Pt2Model exported;
   const char *frontend = "torchscript";
-  switch (sniffModelFile(options.modelPath)) {
+  ModelFileKind kind = sniffModelFile(options.modelPath);
+  switch (kind) {
   case ModelFileKind::AOTInductor:
     emitError(fileLoc) << "an AOTInductor package (compiled kernels, no "
                           "graph to train): save the program with "
@@ -93,6 +94,7 @@ mlir::ds::importModel(MLIRContext *context, const ImportOptions &options) {
     frontend = "torch.export";
     break;
   case ModelFileKind::TorchScript:
+  case ModelFileKind::TracedTorchScript:
   case ModelFileKind::Unknown:
     if (failed(loadTorchScript(options.modelPath, fileLoc, model, argNames)))
       return nullptr;
@@ -155,6 +157,9 @@ mlir::ds::importModel(MLIRContext *context, const ImportOptions &options) {
                                   builder.getStringAttr(options.modelPath));
   module->getOperation()->setAttr("ds.frontend",
                                   builder.getStringAttr(frontend));
+  // A trace keeps only the path its example took (-ds-check-parameter-use).
+  if (kind == ModelFileKind::TracedTorchScript)
+    module->getOperation()->setAttr("ds.traced", builder.getUnitAttr());
   setWorldSize(*module, options.worldSize);
   StateTable state = declareState(builder, fileLoc, model);
   noteEvalModules(*module, model, fileLoc);

@@ -57,7 +57,9 @@ ModelFileKind mlir::ds::import::sniffModelFile(const std::string &path) {
       }
     }
     if (reader.hasRecord("data.pkl") || reader.hasRecord("constants.pkl"))
-      return ModelFileKind::TorchScript;
+      return reader.hasRecord("traced_inputs.pkl")
+                 ? ModelFileKind::TracedTorchScript
+                 : ModelFileKind::TorchScript;
   } catch (const std::exception &) {
   }
   return ModelFileKind::Unknown;

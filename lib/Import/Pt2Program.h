@@ -24,6 +24,8 @@ namespace mlir::ds::import {
 /// What a model file is, from its zip layout (not its extension).
 enum class ModelFileKind {
   TorchScript,    // torch.jit.save: <top>/data.pkl, <top>/code/
+  TracedTorchScript, // the same from torch.jit.trace, which also stores
+                     // <top>/traced_inputs.pkl
   ExportedProgram, // torch.export.save: <top>/archive_format "pt2",
                    // <top>/models/*.json
   AOTInductor,    // torch._inductor.aoti_compile_and_package: a .pt2 of

@@ -811,6 +811,23 @@ def moe_expert_counts(module, x: torch.Tensor) -> List[List[int]]:
     return out
 
 
+def build_moe_traced():
+    """The moe model traced (torch.jit.trace) on a micro-step that leaves experts idle: the
+    trace keeps only the experts that micro-step chose, so the others' parameters are never
+    read (-ds-check-parameter-use refuses it; test/Plan/compile-traced-moe.test)."""
+    torch.manual_seed(5)
+    m = MoeModel()
+    sm, moe_data, _ = build_moe()
+    m.load_state_dict(sm.state_dict())
+    counts = moe_expert_counts(sm, moe_data["x"])
+    step = next(i for i, c in enumerate(counts) if 0 in c)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TracerWarning: the branch on idx.numel()
+        traced = torch.jit.trace(m, (moe_data["x"][step], moe_data["y"][step]),
+                                 check_trace=False)
+    return traced, [e for e, n in enumerate(counts[step]) if n == 0]
+
+
 def build_eval_teacher():
     torch.manual_seed(21)
     m = EvalTeacherDistill()
@@ -1407,6 +1424,9 @@ def main(argv: List[str]) -> int:
     check_runs("cancel_probe", module, data)
     module.save(os.path.join(outdir, "cancel_probe.pt"))
     save_data(os.path.join(outdir, "cancel_probe.data.pt"), data)
+    module, idle = build_moe_traced()
+    module.save(os.path.join(outdir, "moe_traced.pt"))
+    assert idle, "moe_traced: the traced micro-step uses every expert"
     module, data = build_upcast_router()
     check_runs("upcast_router", module, data)
     module.save(os.path.join(outdir, "upcast_router.pt"))

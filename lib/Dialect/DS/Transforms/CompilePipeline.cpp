@@ -25,6 +25,9 @@ void mlir::ds::buildCompilePipeline(OpPassManager &pm,
   engines.overrides.assign(options.configOverrides.begin(),
                            options.configOverrides.end());
   pm.addPass(createDSAssignEngines(engines));
+  // Trainable parameters the forward never reads (a traced model's frozen
+  // branch): after the engines say which are frozen.
+  pm.addPass(createDSCheckParameterUse());
   // Training-mode dropout as the target device draws its mask (the device is
   // the engines' pass's to set).
   pm.addPass(createDSLowerDropout());

@@ -85,6 +85,23 @@ def DSAssignEngines : Pass<"ds-assign-engines", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DSCheckParameterUse : Pass<"ds-check-parameter-use", "::mlir::ModuleOp"> {
+  let summary = "Refuse a traced model whose trainable parameters the forward never reads";
+  let description = [{
+    A trainable parameter (`requires_grad`, not in a frozen engine) that no
+    `ds.get_param` of `@forward` reads gets no gradient and never trains. In
+    a model made by `torch.jit.trace` (the importer marks it `ds.traced`:
+    its archive holds `traced_inputs.pkl`) that is the sign of a frozen
+    path: the trace kept only the branch its example took, as when a
+    mixture of experts is traced on a batch that chose some of its experts.
+    There it is an error naming the modules and their parameters, and what
+    to do (script, export with `torch.cond`, trace on a batch that takes
+    every path, or `requires_grad=False` for parameters unused on purpose).
+    In a scripted or exported model, which keeps every branch, an unused
+    submodule is legal: a warning.
+  }];
+}
+
 def DSLowerDropout : Pass<"ds-lower-dropout", "::mlir::ModuleOp"> {
   let summary = "Training-mode dropout as the target device's kernel draws it";
   let description = [{
