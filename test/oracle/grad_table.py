@@ -68,7 +68,9 @@ OPS = ["linear", "matmul", "mm", "bmm", "add", "sub", "mul", "div", "neg", "pow"
        # the model zoo's operators (issue 17)
        "addmm", "index", "repeat_interleave", "index_put",
        # core ATen's spellings, as torch.export's run_decompositions() writes them (issue 29)
-       "_softmax", "_log_softmax"]
+       "_softmax", "_log_softmax",
+       # models written any way (issue 30): transformers' Gemma traced
+       "type_as"]
 
 # The TorchScript node kinds (after inlining) that count as the op: every case of an op has one.
 OP_KINDS = {op: ["aten::" + op] for op in OPS}
@@ -570,6 +572,23 @@ class CoreLogSoftmaxM(nn.Module):
 
     def forward(self, x, t):
         return (torch.ops.aten._log_softmax(x * self.p, self.dim, False) * t).sum()
+
+
+class TypeAsM(nn.Module):
+    """x.type_as(other) on a parameter, to a wider and to a narrower dtype (Gemma's
+    `normalizer.type_as(hidden)`, `output.type_as(x)`)."""
+
+    def __init__(self, wide: bool):
+        super().__init__()
+        self.wide = wide
+        self.p = P(8)
+
+    def forward(self, x, t):
+        if self.wide:
+            y = (x * self.p).float().type_as(t)   # f32 -> the data's dtype (f64 or f32)
+        else:
+            y = (x * self.p).type_as(t.float()).type_as(t)  # through f32
+        return (y * t).sum()
 
 
 class LayerNormModule(nn.Module):
@@ -1699,6 +1718,8 @@ case("softmax", "last_dim")(lambda: _xt(SoftmaxM(-1, 8), [8]))
 case("softmax", "dim1_bcast")(lambda: _xt(SoftmaxM(1, 4, 1), [4, 6]))
 case("log_softmax", "last_dim")(lambda: _xt(LogSoftmaxM(-1, 8), [8]))
 case("log_softmax", "dim1_bcast")(lambda: _xt(LogSoftmaxM(1, 4, 1), [4, 6]))
+case("type_as", "to_data_dtype")(lambda: _xt(TypeAsM(True), [8]))
+case("type_as", "through_f32")(lambda: _xt(TypeAsM(False), [8]))
 case("_softmax", "last_dim")(lambda: _xt(CoreSoftmaxM(-1, 8), [8]))
 case("_softmax", "dim1_bcast")(lambda: _xt(CoreSoftmaxM(1, 4, 1), [4, 6]))
 case("_log_softmax", "last_dim")(lambda: _xt(CoreLogSoftmaxM(-1, 8), [8]))

@@ -395,6 +395,12 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
                           gb.operand(0).getType()));
     return success();
   };
+  // type_as(self, other) is self.to(other.dtype): the gradient goes back to
+  // self's dtype; `other` only lends its dtype.
+  t["aten::type_as"] = [](GradientBuilder &gb) {
+    gb.setGrad(0, castTo(gb, gb.resultGradOrZeros(0), elementOf(gb.operand(0))));
+    return success();
+  };
   t["aten::native_dropout"] = [](GradientBuilder &gb) -> LogicalResult {
     auto p = gb.staticFloat(gb.operand(1));
     if (!p)
