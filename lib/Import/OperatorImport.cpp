@@ -293,11 +293,19 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
           a.example.toTensor().sizes() == t.sizes() &&
           a.dynamicDims.size() == static_cast<size_t>(t.dim()))
         return a.dynamicDims;
-    // Operators whose result is shaped like `self` (scatters into it).
-    if (resultShapedLikeSelf().contains(schema->name()) && !args.empty() &&
-        args[0].kind == Abstract::Kind::Dynamic && args[0].example.isTensor() &&
-        args[0].example.toTensor().sizes() == t.sizes())
-      return args[0].dynamicDims;
+    // Operators whose result is shaped like `self` (scatters into it; the
+    // in-place forms too): `self`'s dynamic dims, none for a self of static
+    // shape (a `zeros((B * T, D))` a mixture of experts adds into).
+    StringRef base = StringRef(schema->name()).rtrim('_');
+    if (resultShapedLikeSelf().contains(base) && !args.empty() &&
+        args[0].example.isTensor() &&
+        args[0].example.toTensor().sizes() == t.sizes()) {
+      const Abstract &self = args[0];
+      if (self.kind == Abstract::Kind::Dynamic &&
+          self.dynamicDims.size() == static_cast<size_t>(t.dim()))
+        return self.dynamicDims;
+      return dims;
+    }
     dims.assign(t.dim(), true);
     return dims;
   };

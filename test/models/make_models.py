@@ -1327,6 +1327,60 @@ def build_upcast_router():
     return torch.jit.script(m), {"x": x, "y": y}
 
 
+class MixtralSparseBlock(nn.Module):
+    """transformers' MixtralSparseMoeBlock as written: softmax in f32, top-2, one_hot expert
+    mask, `torch.where(mask[e])`, and `final.index_add_(0, top_x, ...)` into a zeros((B*T, D))."""
+
+    def __init__(self, d: int = 16, hidden: int = 32, num_experts: int = 4, top_k: int = 2):
+        super().__init__()
+        self.num_experts = num_experts
+        self.top_k = top_k
+        self.gate = nn.Linear(d, num_experts, bias=False)
+        self.experts = nn.ModuleList([Expert(d, hidden) for _ in range(num_experts)])
+
+    def forward(self, hidden_states):
+        batch, seq, d = hidden_states.shape
+        hs = hidden_states.view(-1, d)
+        routing_weights = F.softmax(self.gate(hs), dim=1, dtype=torch.float)
+        routing_weights, selected = torch.topk(routing_weights, self.top_k, dim=-1)
+        routing_weights = routing_weights / routing_weights.sum(dim=-1, keepdim=True)
+        routing_weights = routing_weights.to(hs.dtype)
+        final = torch.zeros((batch * seq, d), dtype=hs.dtype, device=hs.device)
+        expert_mask = F.one_hot(selected, num_classes=self.num_experts).permute(2, 1, 0)
+        for expert_idx, expert in enumerate(self.experts):
+            found = torch.where(expert_mask[expert_idx])
+            idx, top_x = found[0], found[1]
+            current = hs[top_x]
+            current = expert(current) * routing_weights[top_x, idx].unsqueeze(-1)
+            final.index_add_(0, top_x, current.to(hs.dtype))
+        return final.reshape(batch, seq, d)
+
+
+class MoeRmsNorm(nn.Module):
+    """An HF-Mixtral-style sparse block followed by nn.RMSNorm (issue 30: the block's output
+    was typed with every dim dynamic, and rms_norm's gradient refused it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(32, 16)
+        self.moe = MixtralSparseBlock()
+        self.norm = nn.RMSNorm(16)
+        self.head = nn.Linear(16, 32)
+
+    def forward(self, idx, targets):
+        h = self.emb(idx)
+        h = self.norm(h + self.moe(h))
+        return F.cross_entropy(self.head(h).view(-1, 32), targets.view(-1))
+
+
+def build_moe_rmsnorm():
+    torch.manual_seed(29)
+    m = MoeRmsNorm()
+    idx = torch.randint(0, 32, (S, B, 6), dtype=torch.int64)
+    targets = torch.randint(0, 32, (S, B, 6), dtype=torch.int64)
+    return torch.jit.script(m), {"idx": idx, "targets": targets}
+
+
 def write_error_cases(outdir: str) -> dict:
     cases = {}
 
@@ -1424,6 +1478,10 @@ def main(argv: List[str]) -> int:
     check_runs("cancel_probe", module, data)
     module.save(os.path.join(outdir, "cancel_probe.pt"))
     save_data(os.path.join(outdir, "cancel_probe.data.pt"), data)
+    module, data = build_moe_rmsnorm()
+    check_runs("moe_rmsnorm", module, data)
+    module.save(os.path.join(outdir, "moe_rmsnorm.pt"))
+    save_data(os.path.join(outdir, "moe_rmsnorm.data.pt"), data)
     module, idle = build_moe_traced()
     module.save(os.path.join(outdir, "moe_traced.pt"))
     assert idle, "moe_traced: the traced micro-step uses every expert"
