@@ -254,7 +254,8 @@ def test_save_load_round_trip(tmp_path):
 
 def test_mlir_after_each_pass(tmp_path):
     plan = tiny_plan()
-    assert plan.stages == ["import", "ds-assign-engines", "ds-assign-precision",
+    assert plan.stages == ["import", "ds-assign-engines", "ds-check-parameter-use",
+                           "ds-lower-dropout", "ds-assign-precision",
                            "ds-autodiff", "ds-scale-loss", "canonicalize",
                            "cse", "ds-rematerialize", "ds-lower-optimizer",
                            "ds-zero-partition",

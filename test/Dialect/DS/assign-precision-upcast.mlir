@@ -77,3 +77,32 @@ func.func @forward(%x: tensor<4x8xf32>) -> tensor<f32> {
   %s = ds.aten "aten::sum"(%o, %none) {module_class = "Moe"} : (tensor<4x2xf32>, !ds.none) -> tensor<f32>
   return %s : tensor<f32>
 }
+
+// -----
+
+// A buffer update computed from an upcast value (a running statistic updated
+// in f32) is rounded to the buffer's bf16 once, by the ds.set_buffer.
+// CHECK-LABEL: func.func @forward(%arg0: tensor<4xf32>) -> tensor<bf16>
+// CHECK:      %[[R:.*]] = ds.get_buffer @running : tensor<4xbf16>
+// CHECK-NEXT: %[[W:.*]] = ds.aten "aten::to.dtype"(%[[R]], {{.*}}) {{.*}} -> tensor<4xf32>
+// CHECK:      %[[L:.*]] = ds.aten "aten::lerp.Scalar"(%[[W]], {{.*}}) {{.*}} -> tensor<4xf32>
+// CHECK-NEXT: %[[B:.*]] = ds.aten "aten::to.dtype"(%[[L]], {{.*}}) {{.*}} : (tensor<4xf32>, {{.*}}) -> tensor<4xbf16>
+// CHECK-NEXT: ds.set_buffer @running, %[[B]] : tensor<4xbf16>
+ds.engine @model {module = "", deepspeed = #ds.engine_config<optimizer = <kind = adamw>, precision = <mode = bf16>>}
+ds.param @w : tensor<4xf32> {engine = @model, module = "", module_class = "Net", requires_grad}
+ds.buffer @running : tensor<4xf32> {engine = @model, module = "", module_class = "Net"}
+
+func.func @forward(%x: tensor<4xf32>) -> tensor<f32> {
+  %none = ds.constant unit : !ds.none
+  %false = ds.constant false
+  %f32 = ds.constant 6 : i64
+  %m = ds.constant 1.000000e-01 : f64
+  %w = ds.get_param @w : tensor<4xf32>
+  %r = ds.get_buffer @running : tensor<4xf32>
+  %rw = ds.aten "aten::to.dtype"(%r, %f32, %false, %false, %none) {module_class = "Net"} : (tensor<4xf32>, i64, i1, i1, !ds.none) -> tensor<4xf32>
+  %xw = ds.aten "aten::mul.Tensor"(%x, %w) {module_class = "Net"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %l = ds.aten "aten::lerp.Scalar"(%rw, %xw, %m) {module_class = "Net"} : (tensor<4xf32>, tensor<4xf32>, f64) -> tensor<4xf32>
+  ds.set_buffer @running, %l : tensor<4xf32>
+  %s = ds.aten "aten::sum"(%xw, %none) {module_class = "Net"} : (tensor<4xf32>, !ds.none) -> tensor<f32>
+  return %s : tensor<f32>
+}

@@ -421,7 +421,7 @@ struct AssignPrecisionPass
             module = def.getModule();
             moduleClass = def.getModuleClass();
           }
-          set->setOperand(1, castTo(v, want, op, module, moduleClass));
+          set.getValueMutable().assign(castTo(v, want, op, module, moduleClass));
         }
       }
     }
