@@ -2,6 +2,7 @@
 
 #include "ds/Plan/AtomicFile.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -34,7 +35,8 @@ std::string baseName(const std::string &path) {
 
 } // namespace
 
-void writeFileAtomic(const std::string &path, std::string_view contents) {
+void writeFileAtomic(const std::string &path, std::string_view contents,
+                     const WriteTap &tap) {
   // Same folder as the target, so that rename() never crosses file systems.
   // open() with mode 0666 (not mkstemp's 0600) lets the umask decide the
   // final permissions, as for any ordinary output file.
@@ -45,34 +47,66 @@ void writeFileAtomic(const std::string &path, std::string_view contents) {
     temp = folderOf(path) + "/." + baseName(path) + ".tmp." +
            std::to_string(::getpid()) + "." + std::to_string(counter++);
     fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && (errno != EEXIST || attempt > 100))
-      fail(path, "cannot create a temporary file in " + folderOf(path), errno);
+    if (fd < 0 && (errno != EEXIST || attempt > 100)) {
+      int error = errno;
+      fail(path, "cannot create a temporary file in " + folderOf(path), error);
+    }
   }
+  // From here on, every way out but the rename closes the descriptor and
+  // removes the temporary file: an error below, and an exception from the
+  // tap's callback too.
+  struct Temporary {
+    int fd;
+    const std::string &name;
+    bool renamed = false;
+    ~Temporary() {
+      if (fd >= 0)
+        ::close(fd);
+      if (!renamed)
+        ::unlink(name.c_str());
+    }
+    /// close(): the descriptor is gone whatever it returns (Linux).
+    int close() {
+      int result = ::close(fd);
+      fd = -1;
+      return result;
+    }
+  } file{fd, temp};
 
   size_t written = 0;
   while (written < contents.size()) {
-    ssize_t n =
-        ::write(fd, contents.data() + written, contents.size() - written);
-    if (n < 0 && errno == EINTR)
-      continue;
+    // The test hook's full disk: what fits goes out, then write() fails
+    // with failErrno, once (never retried, whatever the errno: EINTR too).
+    size_t chunk = std::min(contents.size(), tap.failAfter) - written;
+    if (chunk == 0)
+      fail(path, "write failed", tap.failErrno != 0 ? tap.failErrno : EIO);
+    ssize_t n = ::write(file.fd, contents.data() + written, chunk);
     if (n < 0) {
       int error = errno;
-      ::close(fd);
-      ::unlink(temp.c_str());
+      if (error == EINTR)
+        continue;
       fail(path, "write failed", error);
     }
+    // A regular file that takes no byte of a non-empty write is full.
+    if (n == 0)
+      fail(path, "write failed", ENOSPC);
+    if (tap.written)
+      tap.written(contents.substr(written, size_t(n)));
     written += size_t(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+  if (::fsync(file.fd) != 0) {
     int error = errno;
-    ::unlink(temp.c_str());
+    fail(path, "flush failed", error);
+  }
+  if (file.close() != 0) {
+    int error = errno;
     fail(path, "flush failed", error);
   }
   if (std::rename(temp.c_str(), path.c_str()) != 0) {
     int error = errno;
-    ::unlink(temp.c_str());
     fail(path, "rename failed", error);
   }
+  file.renamed = true;
 }
 
 } // namespace ds::plan

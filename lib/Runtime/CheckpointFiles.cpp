@@ -2,18 +2,20 @@
 
 #include "CheckpointFiles.h"
 
+#include "CheckpointHash.h"
+
 #include "ds/TensorIO/TorchSave.h"
 
 #include "ds/Plan/AtomicFile.h"
 #include "ds/TensorIO/RuntimeError.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
-#include <fstream>
 #include <ftw.h>
 #include <optional>
 #include <sstream>
@@ -81,31 +83,57 @@ c10::IValue jsonToIValue(const plan::ordered_json &json) {
 
 namespace {
 
-/// DS_TEST_CHECKPOINT_KILL=RANK:N: the failure test's crash in mid-save.
-void countWrittenFile(int64_t rank) {
-  static int64_t written = 0;
-  ++written;
-  const char *text = std::getenv("DS_TEST_CHECKPOINT_KILL");
-  if (!text)
-    return;
-  long long killRank = -1, killAfter = -1;
-  if (std::sscanf(text, "%lld:%lld", &killRank, &killAfter) != 2)
-    throw RuntimeError(std::string("DS_TEST_CHECKPOINT_KILL: '") + text +
-                       "' is not RANK:N");
-  if (killRank == rank && killAfter == written) {
-    std::fprintf(stderr,
-                 "DS_TEST_CHECKPOINT_KILL: rank %lld killed after checkpoint "
-                 "file %lld\n",
-                 killRank, killAfter);
-    std::fflush(stderr);
-    std::raise(SIGKILL);
+/// RANK:N from the test hook `name`, or nullopt when it is unset.
+std::optional<std::pair<int64_t, int64_t>> rankAndCount(const char *name) {
+  const char *text = std::getenv(name);
+  if (!text || !*text)
+    return std::nullopt;
+  long long rank = -1, count = -1;
+  char tail = 0;
+  if (std::sscanf(text, "%lld:%lld%c", &rank, &count, &tail) != 2 || rank < 0 ||
+      count < 1)
+    throw RuntimeError(std::string(name) + ": '" + text +
+                       "' is not RANK:N (RANK >= 0, N >= 1)");
+  return std::make_pair(int64_t(rank), int64_t(count));
+}
+
+/// The failure tests' hooks, counting this process's checkpoint files.
+/// DS_TEST_CHECKPOINT_ENOSPC=RANK:N: rank RANK's N-th file fails half-way
+/// with ENOSPC, as on a full disk (the error path is the real one).
+/// DS_TEST_CHECKPOINT_KILL=RANK:N: rank RANK kills itself (SIGKILL) right
+/// after writing its N-th file, a crash in mid-save.
+struct TestHooks {
+  int64_t written = 0;
+
+  bool fullDiskNext(int64_t rank) const {
+    auto hook = rankAndCount("DS_TEST_CHECKPOINT_ENOSPC");
+    return hook && hook->first == rank && hook->second == written + 1;
   }
+
+  void fileWritten(int64_t rank) {
+    ++written;
+    auto hook = rankAndCount("DS_TEST_CHECKPOINT_KILL");
+    if (hook && hook->first == rank && hook->second == written) {
+      std::fprintf(stderr,
+                   "DS_TEST_CHECKPOINT_KILL: rank %lld killed after "
+                   "checkpoint file %lld\n",
+                   static_cast<long long>(rank),
+                   static_cast<long long>(written));
+      std::fflush(stderr);
+      std::raise(SIGKILL);
+    }
+  }
+};
+
+TestHooks &testHooks() {
+  static TestHooks hooks;
+  return hooks;
 }
 
 } // namespace
 
-void writeTorchFile(const std::string &path, const c10::IValue &value,
-                    int64_t rank) {
+ManifestEntry writeTorchFile(const std::string &path, const c10::IValue &value,
+                             int64_t rank) {
   std::vector<char> bytes;
   try {
     bytes = writeTorchSave(value);
@@ -113,12 +141,20 @@ void writeTorchFile(const std::string &path, const c10::IValue &value,
     throw RuntimeError("cannot write " + path + ": " +
                        error.what_without_backtrace());
   }
+  // The manifest's hash, of the bytes as they go out: no second read.
+  Xxh64 hash;
+  plan::WriteTap tap;
+  tap.written = [&](std::string_view chunk) { hash.update(chunk); };
+  if (testHooks().fullDiskNext(rank))
+    tap.failAfter = bytes.size() / 2;
   try {
-    plan::writeFileAtomic(path, std::string_view(bytes.data(), bytes.size()));
+    plan::writeFileAtomic(path, std::string_view(bytes.data(), bytes.size()),
+                          tap);
   } catch (const std::runtime_error &error) {
     throw RuntimeError(error.what());
   }
-  countWrittenFile(rank);
+  testHooks().fileWritten(rank);
+  return ManifestEntry{hash.size(), hash.digest()};
 }
 
 c10::IValue readTorchFile(const std::string &path) {
@@ -308,7 +344,7 @@ at::Tensor fp32PartitionIn(const DictView &optimStates, int64_t stage,
     optimStates.fail(key, "expected one tensor (one param group)");
   at::Tensor partition = groups[0].toTensor();
   if (partition.dim() != 1 || partition.numel() != numel)
-    optimStates.fail(key, "shape " + shapeText(partition.sizes().vec()) +
+    optimStates.fail(key, "shape " + plan::formatShape(partition.sizes().vec()) +
                               ", expected [" + std::to_string(numel) + "] (" +
                               expected + ")");
   return partition;
@@ -332,27 +368,66 @@ std::vector<int64_t> intList(const c10::IValue &value,
   return ints;
 }
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
+std::optional<std::string> readSmallFile(const std::string &path,
+                                         size_t maxBytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT)
+    return std::nullopt;
+  if (fd < 0)
+    throw RuntimeError("cannot read " + path + ": " + std::strerror(errno));
+  std::string text;
+  char block[1 << 14];
+  // One byte past the cap tells the caller the file is larger.
+  while (text.size() <= maxBytes) {
+    ssize_t n =
+        ::read(fd, block, std::min(sizeof block, maxBytes + 1 - text.size()));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      int error = errno;
+      ::close(fd);
+      throw RuntimeError("cannot read " + path + ": " + std::strerror(error));
+    }
+    if (n == 0)
+      break;
+    text.append(block, size_t(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+void checkTag(const std::string &tag) {
+  if (tag.empty() || tag == "." || tag == ".." || tag[0] == '.' ||
+      tag.find('/') != std::string::npos || tag.find('\0') != std::string::npos)
+    throw RuntimeError("checkpoint tag '" + tag +
+                       "' is not a folder name (no '/', not starting with "
+                       "'.')");
 }
 
 std::string readLatest(const std::string &dir) {
   std::string path = dir + "/latest";
-  std::ifstream in(path);
-  if (!in)
+  // DeepSpeed's and ours hold the tag alone.
+  constexpr size_t kMaxBytes = 4096;
+  std::optional<std::string> text = readSmallFile(path, kMaxBytes);
+  if (!text)
     throw RuntimeError("no checkpoint in " + dir + ": " + path +
                        " does not exist (no checkpoint was completed there; "
                        "a tag names a specific one)");
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string tag = text.str();
+  if (text->size() > kMaxBytes)
+    throw RuntimeError(path + ": larger than " + std::to_string(kMaxBytes) +
+                       " bytes (expected the tag of a checkpoint)");
+  std::string tag = *text;
   while (!tag.empty() && (tag.back() == '\n' || tag.back() == ' '))
     tag.pop_back();
   if (tag.empty())
     throw RuntimeError(path + ": empty (expected the tag of a checkpoint)");
+  // A tag is a folder inside DIR: `latest` naming "../other" must not lead
+  // a load or ds-zero-to-fp32 out of it.
+  try {
+    checkTag(tag);
+  } catch (const RuntimeError &error) {
+    throw RuntimeError(path + ": " + error.what());
+  }
   return tag;
 }
 

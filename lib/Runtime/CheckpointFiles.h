@@ -4,20 +4,25 @@
 // DeepSpeed's file names, torch.save files written with LibTorch's pickler
 // (Python's torch.load reads them) and read back, checked access to their
 // dict keys with errors naming the file and the key, the `latest` file, the
-// staging folder that makes a save all-or-nothing, and the test hook that
-// kills a process in the middle of a save. Private to lib/Runtime.
+// staging folder that makes a save all-or-nothing, and the test hooks that
+// kill a process or fill the disk in the middle of a save. Private to
+// lib/Runtime.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DS_LIB_RUNTIME_CHECKPOINTFILES_H
 #define DS_LIB_RUNTIME_CHECKPOINTFILES_H
 
+#include "CheckpointManifest.h"
+
 #include "ds/Plan/Plan.h"
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,12 +50,15 @@ c10::impl::GenericList newList();
 /// bool, None).
 c10::IValue jsonToIValue(const plan::ordered_json &json);
 
-/// torch::pickle_save of `value`, written atomically (temporary file and
-/// rename). Then the test hook: with DS_TEST_CHECKPOINT_KILL=RANK:N, the
-/// process of rank RANK kills itself (SIGKILL) right after writing its N-th
-/// checkpoint file. Throws RuntimeError naming the file.
-void writeTorchFile(const std::string &path, const c10::IValue &value,
-                    int64_t rank);
+/// `value` as torch.save writes it, written atomically (temporary file and
+/// rename). Returns its size and XXH64, hashed as the bytes went out (for
+/// the manifest). Test hooks (test/mpi): DS_TEST_CHECKPOINT_ENOSPC=RANK:N
+/// makes rank RANK's N-th checkpoint file fail half-way with ENOSPC;
+/// DS_TEST_CHECKPOINT_KILL=RANK:N makes rank RANK kill itself (SIGKILL)
+/// right after writing its N-th. Throws RuntimeError naming the file
+/// ("cannot write PATH: write failed: No space left on device").
+ManifestEntry writeTorchFile(const std::string &path, const c10::IValue &value,
+                             int64_t rank);
 /// The object in a torch.save file. Throws RuntimeError naming the file.
 c10::IValue readTorchFile(const std::string &path);
 
@@ -108,11 +116,20 @@ at::Tensor fp32PartitionIn(const DictView &optimStates, int64_t stage,
 /// A list of ints from a checkpoint value (a shape: a list, or a tuple as
 /// torch.Size reads); `what` names it in errors.
 std::vector<int64_t> intList(const c10::IValue &value, const std::string &what);
-/// "[32, 8]".
-std::string shapeText(const std::vector<int64_t> &shape);
 
-/// The tag in DIR/latest. Throws RuntimeError when the file is missing or
-/// empty.
+/// The bytes of the small text file at `path` (`latest`, a manifest), at
+/// most `maxBytes` + 1 of them: more than `maxBytes` means the file is
+/// larger (the caller says what that makes it). nullopt when there is no
+/// such file; throws RuntimeError ("cannot read PATH: REASON") otherwise.
+std::optional<std::string> readSmallFile(const std::string &path,
+                                         size_t maxBytes);
+
+/// Throws RuntimeError unless `tag` names a folder inside the checkpoint
+/// folder: not empty, no '/', not starting with '.' (not "..", not a
+/// staging folder).
+void checkTag(const std::string &tag);
+/// The tag in DIR/latest, checked with checkTag. Throws RuntimeError naming
+/// the file when it is missing, empty, larger than 4 KiB or holds no tag.
 std::string readLatest(const std::string &dir);
 /// Writes DIR/latest atomically.
 void writeLatest(const std::string &dir, const std::string &tag);

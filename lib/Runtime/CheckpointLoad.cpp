@@ -31,9 +31,9 @@ namespace {
 at::Tensor matching(const at::Tensor &value, const at::Tensor &destination,
                     const std::string &where) {
   if (value.sizes() != destination.sizes())
-    throw RuntimeError(where + ": shape " + shapeText(value.sizes().vec()) +
+    throw RuntimeError(where + ": shape " + plan::formatShape(value.sizes().vec()) +
                        " in the checkpoint, " +
-                       shapeText(destination.sizes().vec()) +
+                       plan::formatShape(destination.sizes().vec()) +
                        " in this run's plan");
   if (value.scalar_type() != destination.scalar_type())
     throw RuntimeError(
@@ -106,8 +106,8 @@ void checkShapes(const EngineContext &context, const DictView &model) {
                                      "' of the plan is not in the checkpoint");
     if (it->second != state.shape)
       model.fail("param_shapes." + name,
-                 "shape " + shapeText(it->second) + " in the checkpoint, " +
-                     shapeText(state.shape) + " in this run's plan");
+                 "shape " + plan::formatShape(it->second) + " in the checkpoint, " +
+                     plan::formatShape(state.shape) + " in this run's plan");
     saved.erase(it);
   }
   if (!saved.empty())

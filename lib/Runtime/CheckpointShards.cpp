@@ -351,7 +351,7 @@ std::vector<at::Tensor> readAllFrozenPartitions(const std::string &folder,
     at::Tensor partition = model.tensor("ds_frozen_partition");
     if (partition.dim() != 1 || partition.numel() != shardNumel)
       model.fail("ds_frozen_partition",
-                 "shape " + shapeText(partition.sizes().vec()) +
+                 "shape " + plan::formatShape(partition.sizes().vec()) +
                      ", expected [" + std::to_string(shardNumel) +
                      "] (one block of each bucket at " +
                      std::to_string(worldSize) + " ranks)");

@@ -3,10 +3,12 @@
 // The ranks' side of a checkpoint: which folders, which rank writes which
 // file, and the agreement steps that make a save all-or-nothing and a load
 // all-or-nothing. A save writes into DIR/.<tag>.partial; once every rank
-// reports its files written, rank 0 renames the staging folder to DIR/<tag>
-// and only then writes DIR/latest (a multi-engine plan: each engine's
-// folder, then the top-level DIR/latest last). A load reads and checks
-// everything on every rank, agrees, then copies.
+// reports its files written, rank 0 writes the manifest of every rank's
+// file sizes and hashes (ds_manifest.json) into it, renames the staging
+// folder to DIR/<tag> and only then writes DIR/latest (a multi-engine plan:
+// each engine's folder, then the top-level DIR/latest last). A load first
+// checks the files against their manifest, then reads and checks everything
+// on every rank, agrees, then copies.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +16,8 @@
 
 #include "CheckpointEngine.h"
 #include "CheckpointFiles.h"
+#include "CheckpointManifest.h"
+#include "CheckpointRanks.h"
 #include "Trainer.h"
 
 #include "ds/Runtime/Communicator.h"
@@ -22,6 +26,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <map>
 
@@ -38,14 +44,6 @@ std::string engineFolder(const plan::Plan &plan, const std::string &dir,
   if (plan.engines.size() == 1)
     return dir;
   return dir + "/" + plan.engines[engine].name;
-}
-
-void checkTag(const std::string &tag) {
-  if (tag.empty() || tag == "." || tag == ".." || tag[0] == '.' ||
-      tag.find('/') != std::string::npos)
-    throw RuntimeError("checkpoint tag '" + tag +
-                       "' is not a folder name (no '/', not starting with "
-                       "'.')");
 }
 
 /// Whether save_16bit_model skips the engine: ZeRO stage 3 (trainable or
@@ -95,42 +93,45 @@ void Engine::requireCheckpointPoint(const char *call) const {
                        std::to_string(microSteps_) + " is inside a window");
 }
 
-bool Engine::allRanksOk(bool ok) const {
-  if (worldSize() <= 1)
-    return ok;
-  at::Tensor flag = at::full({1}, ok ? 0 : 1, at::kInt);
-  communicator_->allReduce(flag, ReduceOp::Max).wait();
-  return flag.item<int>() == 0;
-}
-
 std::string Engine::saveCheckpoint(const std::string &dir,
                                    const std::string &tagArg,
                                    const SaveCheckpointOptions &options) {
   requireCheckpointPoint("save_checkpoint");
   const std::string tag =
       tagArg.empty() ? "global_step" + std::to_string(globalSteps_) : tagArg;
-  checkTag(tag);
+  detail::checkTag(tag);
   detail::RunCounters counters{globalSteps_, microSteps_, seed()};
   std::vector<size_t> saved;
   for (size_t e = 0; e < plan_->engines.size(); ++e)
     if (plan_->engines[e].optimizer || options.includeFrozen)
       saved.push_back(e);
 
-  // Each step: every rank does its part, then all agree before the next
-  // (a rank that failed makes every rank throw; nothing is published).
-  auto agreed = [&](const std::function<void()> &part, const char *what) {
+  // Each step: every rank does its part, then all agree before the next. An
+  // error on any rank becomes every rank's (naming its file); the staging
+  // folders go (what a full disk holds is freed); `latest` stays.
+  auto agreed = [&](const std::function<void()> &part, bool publishing) {
     std::string error;
     try {
       part();
     } catch (const std::exception &caught) {
       error = caught.what();
     }
-    if (!allRanksOk(error.empty()))
-      throw RuntimeError(
-          error.empty() ? "save_checkpoint " + dir + "/" + tag +
-                              ": another rank failed " + what +
-                              " (its error says why); nothing was published"
-                        : "save_checkpoint " + dir + "/" + tag + ": " + error);
+    error = detail::firstError(communicator_.get(), error);
+    if (error.empty())
+      return;
+    if (rank_ == 0)
+      for (size_t e : saved) {
+        try {
+          detail::removeTree(
+              detail::stagingFolder(engineFolder(*plan_, dir, e), tag));
+        } catch (const std::exception &) {
+          // Best effort: the next save of the tag removes it too.
+        }
+      }
+    throw RuntimeError("save_checkpoint " + dir + "/" + tag + ": " + error +
+                       (publishing ? ""
+                                   : "; nothing was published (`latest` "
+                                     "still names the previous checkpoint)"));
   };
   // Rank 0 prepares and publishes the folders of the saved engines.
   auto eachFolder = [&](const std::function<void(const std::string &)> &body) {
@@ -147,10 +148,17 @@ std::string Engine::saveCheckpoint(const std::string &dir,
           detail::makeDirectories(staging);
         });
       },
-      "to create the staging folder");
-  agreed(
-      [&] {
-        for (size_t e : saved) {
+      false);
+  // This rank's files: detail::digestLine()s, for the manifests.
+  std::string digests;
+  // One engine at a time, each ending in an agreement: building the optim
+  // states is a collective (the ranks gather DeepSpeed's partitions), so a
+  // rank whose write failed must not leave the others alone in the next
+  // engine's gather. Every rank reaches the same collectives in the same
+  // order: the engine's gather, then the agreement on its files.
+  for (size_t e : saved)
+    agreed(
+        [&] {
           EngineContext context{*plan_,
                                 e,
                                 *state_,
@@ -160,28 +168,53 @@ std::string Engine::saveCheckpoint(const std::string &dir,
                                 communicator_.get()};
           std::string staging =
               detail::stagingFolder(engineFolder(*plan_, dir, e), tag);
+          auto write = [&](const std::string &name, const c10::IValue &value) {
+            digests += detail::digestLine(
+                e, name,
+                detail::writeTorchFile(staging + "/" + name, value, rank_));
+          };
           const int64_t stage = context.stage();
-          // First the optim states: building them is a collective (the
-          // ranks gather DeepSpeed's partitions), which every rank must
+          // First the optim states (the collective), which every rank must
           // reach before any can fail on a file.
           c10::IValue optimStates;
           if (context.trains() && stage >= 1)
             optimStates = detail::buildOptimStates(context, counters);
           if (stage == 3 || rank_ == 0)
-            detail::writeTorchFile(
-                staging + "/" + detail::modelStatesFile(stage, rank_),
-                detail::buildModelStates(context, counters), rank_);
+            write(detail::modelStatesFile(stage, rank_),
+                  detail::buildModelStates(context, counters));
           if (context.trains() && stage >= 1)
-            detail::writeTorchFile(
-                staging + "/" +
-                    detail::optimStatesFile(
-                        rank_, context.desc().precision &&
-                                   context.desc().precision->mode ==
-                                       plan::PrecisionMode::BF16),
-                optimStates, rank_);
+            write(detail::optimStatesFile(rank_,
+                                          context.desc().precision &&
+                                              context.desc().precision->mode ==
+                                                  plan::PrecisionMode::BF16),
+                  optimStates);
+        },
+        false);
+  // Every rank's digests reach rank 0, which writes each engine's manifest
+  // into its staging folder: published with the folder, so that a published
+  // folder always has its complete manifest.
+  std::vector<std::string> allDigests =
+      detail::gatherText(communicator_.get(), digests);
+  agreed(
+      [&] {
+        if (rank_ == 0) {
+          std::map<size_t, detail::Manifest> manifests;
+          for (size_t r = 0; r < allDigests.size(); ++r)
+            detail::addDigestLines(manifests, allDigests[r],
+                                   "rank " + std::to_string(r));
+          for (const auto &entry : manifests)
+            if (std::find(saved.begin(), saved.end(), entry.first) ==
+                saved.end())
+              throw RuntimeError("internal error: file digests for engine " +
+                                 std::to_string(entry.first) +
+                                 ", which this save does not write");
+          for (size_t e : saved)
+            detail::writeManifest(
+                detail::stagingFolder(engineFolder(*plan_, dir, e), tag),
+                manifests[e]);
         }
       },
-      "to write its files");
+      false);
   agreed(
       [&] {
         eachFolder([&](const std::string &folder) {
@@ -193,7 +226,7 @@ std::string Engine::saveCheckpoint(const std::string &dir,
         if (rank_ == 0 && plan_->engines.size() > 1)
           detail::writeLatest(dir, tag);
       },
-      "to publish the checkpoint");
+      true);
   return tag;
 }
 
@@ -201,12 +234,14 @@ std::string Engine::loadCheckpoint(const std::string &dir,
                                    const std::string &tagArg) {
   requireCheckpointPoint("load_checkpoint");
   std::string tag;
-  std::vector<detail::LoadedEngine> loaded(plan_->engines.size());
-  std::vector<bool> present(plan_->engines.size(), false);
+  std::vector<std::string> folders(plan_->engines.size());
   std::string error;
+  std::string remarks;
+  // First the folders, each checked against its manifest before anything
+  // reads it: the ranks split the hashing, and agree.
   try {
     tag = tagArg.empty() ? detail::readLatest(dir) : tagArg;
-    checkTag(tag);
+    detail::checkTag(tag);
     for (size_t e = 0; e < plan_->engines.size(); ++e) {
       EngineContext context{*plan_,         e,     *state_,
                             trainer_.get(), rank_, worldSize()};
@@ -220,18 +255,40 @@ std::string Engine::loadCheckpoint(const std::string &dir,
                            (plan_->engines.size() > 1
                                 ? " (engine \"" + plan_->engines[e].name + "\")"
                                 : std::string()));
-      loaded[e] = detail::readEngineCheckpoint(context, folder);
+      std::string remark = detail::verifyFolder(folder, rank_, worldSize());
+      if (!remark.empty())
+        remarks += "remark: load_checkpoint: " + remark + "\n";
+      folders[e] = folder;
+    }
+  } catch (const std::exception &caught) {
+    error = caught.what();
+  }
+  error = detail::firstError(communicator_.get(), error);
+  if (!error.empty())
+    throw RuntimeError(error);
+  if (rank_ == 0 && !remarks.empty()) {
+    std::fputs(remarks.c_str(), stderr);
+    std::fflush(stderr);
+  }
+
+  std::vector<detail::LoadedEngine> loaded(plan_->engines.size());
+  std::vector<bool> present(plan_->engines.size(), false);
+  try {
+    for (size_t e = 0; e < plan_->engines.size(); ++e) {
+      if (folders[e].empty())
+        continue;
+      EngineContext context{*plan_,         e,     *state_,
+                            trainer_.get(), rank_, worldSize()};
+      loaded[e] = detail::readEngineCheckpoint(context, folders[e]);
       present[e] = true;
     }
   } catch (const std::exception &caught) {
     error = caught.what();
   }
-  if (!allRanksOk(error.empty()))
-    throw RuntimeError(error.empty()
-                           ? "load_checkpoint " + dir +
-                                 ": another rank could not read its files "
-                                 "(its error says why); nothing was loaded"
-                           : error);
+  // As above: every rank names the file at fault ("on rank R: ...").
+  error = detail::firstError(communicator_.get(), error);
+  if (!error.empty())
+    throw RuntimeError(error);
 
   const detail::LoadedEngine *counters = nullptr;
   for (size_t e = 0; e < plan_->engines.size(); ++e) {
@@ -295,11 +352,10 @@ bool Engine::save16bitModel(const std::string &dir, const std::string &filename,
         error = caught.what();
       }
     }
-    if (!allRanksOk(error.empty()))
-      throw RuntimeError(error.empty()
-                             ? "save_16bit_model: rank 0 could not write " +
-                                   dir + "/" + filename
-                             : "save_16bit_model: " + error);
+    // Every rank reports rank 0's error ("on rank 0: cannot write ...").
+    error = detail::firstError(communicator_.get(), error);
+    if (!error.empty())
+      throw RuntimeError("save_16bit_model: " + error);
   }
   if (skipped.empty())
     return true;

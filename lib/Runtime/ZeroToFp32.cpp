@@ -12,6 +12,7 @@
 #include "ds/Runtime/Checkpoint.h"
 
 #include "CheckpointFiles.h"
+#include "CheckpointManifest.h"
 #include "CheckpointShards.h"
 
 #include "ds/TensorIO/RuntimeError.h"
@@ -116,13 +117,21 @@ ConsolidatedCheckpoint consolidateCheckpoint(const std::string &dir,
   if (tag.empty() && !detail::isFile(dir + "/latest") &&
       !multiEngineHint(dir).empty())
     throw RuntimeError(dir + ": no `latest` file" + multiEngineHint(dir));
+  // As a load: the tag names a folder inside DIR (readLatest checks its
+  // own), so `latest` or --tag cannot lead out of it ("../other").
   if (tag.empty())
     tag = detail::readLatest(dir);
+  else
+    detail::checkTag(tag);
   ConsolidatedCheckpoint result;
   result.path = dir + "/" + tag;
   if (!detail::isDirectory(result.path))
     throw RuntimeError(result.path + ": no such checkpoint folder" +
                        multiEngineHint(dir));
+  // Every file against the manifest before any is read.
+  std::string remark = detail::verifyFolder(result.path);
+  if (!remark.empty())
+    result.remarks.push_back(remark);
   std::string modelPath = findModelStates(dir, result.path);
   DictView model(detail::readTorchFile(modelPath), modelPath);
   result.stage = detail::savedZeroStage(
@@ -191,7 +200,7 @@ ConsolidatedCheckpoint consolidateCheckpoint(const std::string &dir,
       if (offset + numel > flat.numel())
         model.fail("ds_flat_layout.offsets." + name,
                    "parameter '" + name + "' of shape " +
-                       detail::shapeText(shape) + " at offset " +
+                       plan::formatShape(shape) + " at offset " +
                        std::to_string(offset) +
                        " lies outside the flat buffer of " +
                        std::to_string(flat.numel()) + " elements");
@@ -204,9 +213,9 @@ ConsolidatedCheckpoint consolidateCheckpoint(const std::string &dir,
                       " is missing from the module");
       tensor = module.tensor(name);
       if (tensor.sizes().vec() != shape)
-        module.fail(name, "shape " + detail::shapeText(tensor.sizes().vec()) +
+        module.fail(name, "shape " + plan::formatShape(tensor.sizes().vec()) +
                               ", but param_shapes says " +
-                              detail::shapeText(shape));
+                              plan::formatShape(shape));
     }
     result.tensors.emplace_back(name, tensor);
   }

@@ -26,7 +26,10 @@ const char *kUsage =
 
 Rebuilds whole fp32 weights (every parameter and buffer) from a checkpoint
 written by ds-run --save-checkpoint or Engine.save_checkpoint, of any ZeRO
-stage (0-3) and any world size, and writes them into OUT_DIR.
+stage (0-3) and any world size, and writes them into OUT_DIR. Every file is
+first checked against the checkpoint's ds_manifest.json (sizes and XXH64
+hashes): a changed, cut or missing file is an error naming it; a checkpoint
+without a manifest (DeepSpeed's) is read with a remark.
 
   CHECKPOINT_DIR        the folder holding `latest` and the tag folders (for
                         a multi-engine plan: one engine's folder, DIR/<engine>)
@@ -122,6 +125,8 @@ int main(int argc, char **argv) {
     }
     ds::runtime::ConsolidatedCheckpoint checkpoint =
         ds::runtime::consolidateCheckpoint(options.positional[0], options.tag);
+    for (const std::string &remark : checkpoint.remarks)
+      std::fprintf(stderr, "ds-zero-to-fp32: remark: %s\n", remark.c_str());
     std::vector<std::string> files =
         ds::runtime::writeStateDict(options.positional[1], checkpoint.tensors,
                                     options.safetensors, options.maxShardBytes);

@@ -35,14 +35,18 @@ struct ConsolidatedCheckpoint {
   std::string path;
   int64_t stage = 0;
   int64_t worldSize = 1;
+  /// Lines for the user that are not errors: the folder had no manifest
+  /// (DeepSpeed's checkpoints), so its files were read unverified.
+  std::vector<std::string> remarks;
 };
 
 /// Rebuilds full fp32 weights from DIR/<tag> (tag "": DIR/latest's) as
 /// DeepSpeed's zero_to_fp32.py does: stage 0 from the module, stages 1-3
 /// from every rank's fp32 partition, laid out by the checkpoint's flat
-/// layout. Checks that every rank's file is there and every shape agrees;
-/// throws RuntimeError naming the file, key or parameter that is missing or
-/// wrong.
+/// layout. First checks every file against the folder's manifest
+/// (ds_manifest.json: sizes and XXH64 hashes; none: a remark). Checks that
+/// every rank's file is there and every shape agrees; throws RuntimeError
+/// naming the file, key or parameter that is missing, changed or wrong.
 ConsolidatedCheckpoint consolidateCheckpoint(const std::string &dir,
                                              const std::string &tag = "");
 

@@ -315,9 +315,6 @@ private:
   void broadcastState();
   /// Checkpoints: on an accumulation boundary, outside a micro-step.
   void requireCheckpointPoint(const char *call) const;
-  /// Whether every rank's `ok` is true (a collective; `ok` alone on one
-  /// rank).
-  bool allRanksOk(bool ok) const;
   /// The factor backward() gives the train program's `grad` ops.
   void setSeedScale(double scale);
 
