@@ -48,6 +48,7 @@ _scaled_dot_product_flash_attention_for_cpu _scaled_dot_product_flash_attention_
 _safe_softmax
 scaled_dot_product_attention rms_norm unflatten
 scalar_tensor _to_copy _native_batch_norm_legit_functional _native_batch_norm_legit_no_training
+slice_scatter select_scatter fill tensor
 bitwise_and bitwise_or copy
 """.split()
 

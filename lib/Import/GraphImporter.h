@@ -57,6 +57,11 @@ private:
   LogicalResult evaluateStatic(JitNode *node);       // OperatorImport.cpp
   LogicalResult importGenericOperator(JitNode *node, // OperatorImport.cpp
                                       ArrayRef<Abstract> args);
+  /// Whether an in-place op may write into `view` (OperatorImport.cpp).
+  static bool writableView(const Abstract &view);
+  LogicalResult writeIntoBase(JitNode *node, const Abstract &view,
+                              const Abstract &updated);
+  void rebindUpdated(JitValue *target, const Abstract &updated);
 
   // IR emission.
   Value materialize(const Abstract &a, Location loc);

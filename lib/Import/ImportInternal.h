@@ -113,6 +113,10 @@ struct Abstract {
   bool isParam = false;
   /// Produced by a view operator (shares storage with another value).
   bool isView = false;
+  /// A view taken by `aten::slice` or `aten::select` from a tensor that is
+  /// not a view itself: the node that took it (its first input is the base),
+  /// so that an in-place write into the view can be written into the base.
+  torch::jit::Node *viewOf = nullptr;
 
   static Abstract makeStatic(c10::IValue v) {
     Abstract a;

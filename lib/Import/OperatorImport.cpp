@@ -209,9 +209,12 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
     if (target.isParam)
       return error(node) << "in-place '" << name << "' on parameter '"
                          << target.path << "' is not supported";
-    if (target.isView)
-      return error(node) << "in-place '" << name
-                         << "' on a view of another tensor is not supported";
+    if (target.isView && !writableView(target))
+      return error(node)
+             << "in-place '" << name
+             << "' on a view of another tensor is not supported (only on a "
+                "slice or select of a tensor that needs no gradient: an "
+                "integer or bool one)";
   }
 
   // A traced Python number (a 0-dim tensor constant) as the other operand
@@ -354,6 +357,10 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
     a.example = std::move(ex);
     a.dynamicDims = std::move(dyn);
     a.isView = viewOps().contains(schema->name());
+    if ((schema->name() == "aten::slice" || schema->name() == "aten::select") &&
+        !args.empty() && args[0].kind == Abstract::Kind::Dynamic &&
+        !args[0].isView)
+      a.viewOf = node;
     return a;
   };
   if (unpackList) {
@@ -380,20 +387,93 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
     jit::Value *target = node->input(mutatedArg);
     if (args[0].isBuffer)
       SetBufferOp::create(builder, l, args[0].path, updated.value);
-    // The result of an in-place op is its target: in `x.mul_(a).add_(b)`
-    // the second op updates x too.
-    SmallVector<jit::Value *> targets = {target};
-    for (auto it = inplaceResultOf.find(target); it != inplaceResultOf.end();
-         it = inplaceResultOf.find(it->second))
-      targets.push_back(it->second);
-    for (jit::Value *t : targets)
-      rebind(t, updated);
+    if (args[0].isView && failed(writeIntoBase(node, args[0], updated)))
+      return failure();
+    rebindUpdated(target, updated);
     results[0] = updated;
     inplaceResultOf[node->output(0)] = target;
   }
   for (auto [out, a] : llvm::zip(node->outputs(), results))
     bind(out, a);
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// In-place writes into views
+//===----------------------------------------------------------------------===//
+
+bool GraphImporter::writableView(const Abstract &view) {
+  if (!view.viewOf || !view.example.isTensor())
+    return false;
+  // A tensor that can carry no gradient: the write needs no gradient rule
+  // for the scatter that functionalizes it (T5's `_shift_right` writes into
+  // a slice of integer token ids).
+  at::ScalarType dtype = view.example.toTensor().scalar_type();
+  return !at::isFloatingType(dtype) && !at::isComplexType(dtype);
+}
+
+/// `base[view] = updated` in functional form: `aten::slice_scatter` or
+/// `aten::select_scatter` of the updated view into its base, with the view's
+/// own arguments; later uses of the base (and of what it was updated from
+/// in place) see the result.
+LogicalResult GraphImporter::writeIntoBase(jit::Node *node, const Abstract &view,
+                                           const Abstract &updated) {
+  jit::Node *taken = view.viewOf;
+  jit::Value *baseValue = taken->input(0);
+  Abstract base = lookup(baseValue);
+  bool slice = taken->kind().toQualString() == std::string("aten::slice");
+  Location l = loc(node);
+  SmallVector<Value> operands = {materialize(base, l), updated.value};
+  std::vector<c10::IValue> viewArgs;
+  for (size_t i = 1; i < taken->inputs().size(); ++i) {
+    Abstract arg = lookup(taken->input(i));
+    if (!arg.isStatic())
+      return error(node) << "in-place write into a view whose bounds are "
+                            "computed at run time is not supported";
+    operands.push_back(materialize(arg, l));
+    viewArgs.push_back(arg.example);
+  }
+  if (llvm::is_contained(operands, Value()))
+    return error(node) << "in-place write into a view: an operand the IR "
+                          "cannot carry";
+  Operation *scatter =
+      emitAten(slice ? "aten::slice_scatter" : "aten::select_scatter",
+               operands, TypeRange{operands[0].getType()}, node);
+  Abstract written = base;
+  written.kind = Abstract::Kind::Dynamic;
+  written.value = scatter->getResult(0);
+  written.isView = false;
+  written.viewOf = nullptr;
+  if (base.example.isTensor() && updated.example.isTensor()) {
+    at::Tensor b = base.example.toTensor(), u = updated.example.toTensor();
+    auto optionalInt = [](const c10::IValue &v) -> std::optional<int64_t> {
+      if (v.isNone())
+        return std::nullopt;
+      return v.toInt();
+    };
+    written.example =
+        slice ? at::slice_scatter(b, u, viewArgs[0].toInt(),
+                                  optionalInt(viewArgs[1]),
+                                  optionalInt(viewArgs[2]), viewArgs[3].toInt())
+              : at::select_scatter(b, u, viewArgs[0].toInt(),
+                                   viewArgs[1].toInt());
+  }
+  if (base.isBuffer)
+    SetBufferOp::create(builder, l, base.path, written.value);
+  rebindUpdated(baseValue, written);
+  return success();
+}
+
+/// `target` and what it was updated from in place (the result of an in-place
+/// op is its target: in `x.mul_(a).add_(b)` the second op updates x too) see
+/// `updated` from here on.
+void GraphImporter::rebindUpdated(jit::Value *target, const Abstract &updated) {
+  SmallVector<jit::Value *> targets = {target};
+  for (auto it = inplaceResultOf.find(target); it != inplaceResultOf.end();
+       it = inplaceResultOf.find(it->second))
+    targets.push_back(it->second);
+  for (jit::Value *t : targets)
+    rebind(t, updated);
 }
 
 //===----------------------------------------------------------------------===//

@@ -121,6 +121,16 @@ def _rewrite(src: str, dst: str, edit) -> None:
             zout.writestr(info, data)
 
 
+def save_core(program, path: str) -> None:
+    """torch.export.save of program.run_decompositions(), deterministic: the decomposition
+    records each node's provenance with Python object ids (from_node's graph_id), which would
+    make every run's file different."""
+    core = program.run_decompositions()
+    for node in core.graph.nodes:
+        node.meta.pop("from_node", None)
+    torch.export.save(core, path)
+
+
 def write_exports(outdir: str) -> None:
     torch.manual_seed(31)
     mlp = ExportMlp().train()
@@ -135,7 +145,7 @@ def write_exports(outdir: str) -> None:
                os.path.join(outdir, "export_mlp_wide.data.pt"))
     # The same program in core ATen: addmm, _native_batch_norm_legit_functional whose new
     # statistics are BUFFER_MUTATION outputs, native_dropout.
-    torch.export.save(program.run_decompositions(), os.path.join(outdir, "export_mlp_core.pt2"))
+    save_core(program, os.path.join(outdir, "export_mlp_core.pt2"))
 
     # Two programs in one archive (torch.export's package_pt2 names them): refused.
     from torch.export.pt2_archive._package import package_pt2
@@ -144,8 +154,8 @@ def write_exports(outdir: str) -> None:
 
     pool = ExportPoolNorm().train()
     pool_data = {"x": torch.randn(2, 2, 2, 6, 6)}
-    program = torch.export.export(pool, (pool_data["x"][0],)).run_decompositions()
-    torch.export.save(program, os.path.join(outdir, "export_pool_core.pt2"))
+    save_core(torch.export.export(pool, (pool_data["x"][0],)),
+              os.path.join(outdir, "export_pool_core.pt2"))
     torch.save(pool_data, os.path.join(outdir, "export_pool.data.pt"))
 
     batch = torch.export.Dim("batch", min=2, max=64)

@@ -652,6 +652,17 @@ class BadTensorDict(nn.Module):
         return F.mse_loss(outs["h"], y)
 
 
+class BadFloatViewWrite(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        h = self.fc(x)
+        h[:, 0] = 0.0                 # in place into a view of a tensor that carries a gradient
+        return F.mse_loss(h, y)
+
+
 # ---------------------------------------------------------------------------------------------
 # writers
 # ---------------------------------------------------------------------------------------------
@@ -1381,6 +1392,33 @@ def build_moe_rmsnorm():
     return torch.jit.script(m), {"idx": idx, "targets": targets}
 
 
+class ShiftRight(nn.Module):
+    """transformers' T5 `_shift_right` as written: token ids shifted into a new_zeros by writing
+    into a slice and a select of it (in place on views of an integer tensor)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(16, 8)
+        self.head = nn.Linear(8, 16)
+
+    def forward(self, labels):
+        shifted = labels.new_zeros(labels.shape)
+        shifted[..., 1:] = labels[..., :-1].clone()
+        shifted[..., 0] = 3
+        shifted.masked_fill_(shifted == -100, 0)
+        return F.cross_entropy(self.head(self.emb(shifted)).view(-1, 16), labels.view(-1))
+
+
+def build_shift_right():
+    torch.manual_seed(31)
+    m = ShiftRight()
+    labels = torch.randint(0, 16, (S, B, 6), dtype=torch.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(m, (labels[0],), check_trace=False)
+    return torch.jit.script(m), traced, {"labels": labels}
+
+
 def write_error_cases(outdir: str) -> dict:
     cases = {}
 
@@ -1415,6 +1453,17 @@ def write_error_cases(outdir: str) -> dict:
         "data": "bad_tensor_dict.data.pt",
         "expect": "import error naming prim::DictConstruct (a dict of tensors; torch 2.x's "
                   "fast-path checks build only empty dicts, which import) and its source line"}
+
+    torch.manual_seed(106)
+    m = torch.jit.script(BadFloatViewWrite())
+    data = {"x": torch.randn(S, B, 8), "y": torch.randn(S, B, 4)}
+    check_runs("bad_view_write", m, data)
+    m.save(os.path.join(outdir, "bad_view_write.pt"))
+    save_data(os.path.join(outdir, "bad_view_write.data.pt"), data)
+    cases["bad_view_write.pt"] = {
+        "data": "bad_view_write.data.pt",
+        "expect": "import error: an in-place write into a view of a float tensor (its gradient "
+                  "would need the scatter's), with its source line"}
 
     torch.manual_seed(102)
     torch.save({"fc.weight": torch.randn(4, 8), "fc.bias": torch.randn(4)},
@@ -1478,6 +1527,11 @@ def main(argv: List[str]) -> int:
     check_runs("cancel_probe", module, data)
     module.save(os.path.join(outdir, "cancel_probe.pt"))
     save_data(os.path.join(outdir, "cancel_probe.data.pt"), data)
+    scripted, traced, data = build_shift_right()
+    check_runs("shift_right", scripted, data)
+    scripted.save(os.path.join(outdir, "shift_right.pt"))
+    traced.save(os.path.join(outdir, "shift_right_traced.pt"))
+    save_data(os.path.join(outdir, "shift_right.data.pt"), data)
     module, data = build_moe_rmsnorm()
     check_runs("moe_rmsnorm", module, data)
     module.save(os.path.join(outdir, "moe_rmsnorm.pt"))

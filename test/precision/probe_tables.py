@@ -229,6 +229,11 @@ def _probes():
     p["aten::bitwise_or"] = (lambda r: [r(4), r(4)],
                              lambda x, y: torch.bitwise_or(x > 0, y > 0).to(x.dtype))
     p["aten::copy"] = (lambda r: [r(4), r(4)], lambda x, y: aten.copy(x, y))
+    p["aten::fill"] = (lambda r: [r(4)], lambda x: aten.fill(x, 2.0))
+    p["aten::slice_scatter"] = (lambda r: [r(4, 8), r(4, 3)],
+                                lambda x, y: torch.slice_scatter(x, y, 1, 2, 5))
+    p["aten::select_scatter"] = (lambda r: [r(4, 8), r(4)],
+                                 lambda x, y: torch.select_scatter(x, y, 1, 2))
     p["aten::_to_copy"] = (lambda r: [r(4)], lambda x: aten._to_copy(x))
     p["aten::scalar_tensor"] = (lambda r: [r(4)], lambda x: x * aten.scalar_tensor(2.0, dtype=x.dtype))
     # activations
@@ -438,6 +443,7 @@ NOT_PROBED = {
     "aten::bitwise_not": "integer / bool tensors only",
     "aten::one_hot": "integer tensors only",
     "aten::arange": "factory: the dtype argument decides",
+    "aten::tensor": "factory: the dtype argument decides",
     "aten::zeros": "factory: the dtype argument decides",
     "aten::ones": "factory: the dtype argument decides",
     "aten::full": "factory: the dtype argument decides",

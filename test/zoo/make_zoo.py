@@ -43,6 +43,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
+from make_exports import save_core  # noqa: E402
 from make_models import forward_arg_names, own  # noqa: E402
 
 S = 4  # micro-steps in every data file
@@ -635,8 +636,7 @@ def main(argv: List[str]) -> int:
                 program = torch.export.export(module, example)
                 torch.export.save(program, os.path.join(outdir, name + suffix))
                 if entry.get("core"):
-                    core = program.run_decompositions()
-                    torch.export.save(core, os.path.join(
+                    save_core(program, os.path.join(
                         outdir, name + suffix.replace(".pt2", ".core.pt2")))
         if traced:
             example = tuple(data[k][0] for k in inputs)
