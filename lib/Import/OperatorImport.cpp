@@ -287,6 +287,23 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
     }
     if (!dynamicInputs && !dynamicListElement)
       return dims;
+    // Operators whose result is shaped like `self` (scatters into it; the
+    // in-place forms too): `self`'s dynamic dims, none for a self of static
+    // shape (a `zeros((B * T, D))` a mixture of experts adds into).
+    StringRef base = StringRef(schema->name()).rtrim('_');
+    if (resultShapedLikeSelf().contains(base) && !args.empty()) {
+      const Abstract &self = args[0];
+      if (self.kind == Abstract::Kind::Dynamic && self.value)
+        if (auto type = dyn_cast<RankedTensorType>(self.value.getType());
+            type && type.getRank() == t.dim()) {
+          for (int64_t d = 0; d < type.getRank(); ++d)
+            dims[d] = type.isDynamicDim(d);
+          return dims;
+        }
+      if (self.kind == Abstract::Kind::Static && self.example.isTensor() &&
+          self.example.toTensor().sizes() == t.sizes())
+        return dims;
+    }
     // Same shape as a dynamic-shaped input: same dynamic dims (elementwise
     // ops). A static input of the same shape proves nothing: the dynamic
     // one (an index) may still change the result's shape.
@@ -296,19 +313,6 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
           a.example.toTensor().sizes() == t.sizes() &&
           a.dynamicDims.size() == static_cast<size_t>(t.dim()))
         return a.dynamicDims;
-    // Operators whose result is shaped like `self` (scatters into it; the
-    // in-place forms too): `self`'s dynamic dims, none for a self of static
-    // shape (a `zeros((B * T, D))` a mixture of experts adds into).
-    StringRef base = StringRef(schema->name()).rtrim('_');
-    if (resultShapedLikeSelf().contains(base) && !args.empty() &&
-        args[0].example.isTensor() &&
-        args[0].example.toTensor().sizes() == t.sizes()) {
-      const Abstract &self = args[0];
-      if (self.kind == Abstract::Kind::Dynamic &&
-          self.dynamicDims.size() == static_cast<size_t>(t.dim()))
-        return self.dynamicDims;
-      return dims;
-    }
     dims.assign(t.dim(), true);
     return dims;
   };
@@ -341,6 +345,17 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
       if (ex.isTensor())
         dyn = dynamicDimsFor(ex.toTensor());
       Type type = typeOfExample(ex, dyn, node->outputs()[i]->type());
+      // In a branch the example does not take, the op may not run on the
+      // examples; a scatter into `self` still has self's type.
+      if (!ran && i == 0 && !operands.empty() &&
+          resultShapedLikeSelf().contains(
+              StringRef(schema->name()).rtrim('_')))
+        if (auto self = dyn_cast<RankedTensorType>(operands[0].getType())) {
+          type = self;
+          dyn.clear();
+          for (int64_t d = 0; d < self.getRank(); ++d)
+            dyn.push_back(self.isDynamicDim(d));
+        }
       if (!type)
         return error(node) << "cannot type result #" << i << " of '" << name
                            << "'";

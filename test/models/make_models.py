@@ -1367,6 +1367,33 @@ class MixtralSparseBlock(nn.Module):
         return final.reshape(batch, seq, d)
 
 
+class MaxRouteMoe(nn.Module):
+    """A scripted MoE that picks experts with max, loops over them with enumerate and skips the
+    idle ones with a data-dependent branch (issue 30: the backward's ds.if was mistyped)."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(16, 4)
+        self.experts = nn.ModuleList([nn.Linear(16, 16) for _ in range(4)])
+
+    def forward(self, x, y):
+        w, idx = self.gate(x).softmax(-1).max(dim=-1)
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            sel = (idx == e).nonzero().squeeze(-1)
+            if sel.numel() > 0:
+                out = out.index_add(0, sel, expert(x[sel]) * w[sel].unsqueeze(-1))
+        return F.mse_loss(out, y)
+
+
+def build_max_route_moe():
+    torch.manual_seed(37)
+    m = MaxRouteMoe()
+    # Each micro-step's tokens cluster around their own centre: some experts stay idle.
+    x = torch.randn(S, B, 16) + torch.randn(S, 1, 16) * 2
+    return torch.jit.script(m), {"x": x, "y": torch.randn(S, B, 16)}
+
+
 class MoeRmsNorm(nn.Module):
     """An HF-Mixtral-style sparse block followed by nn.RMSNorm (issue 30: the block's output
     was typed with every dim dynamic, and rms_norm's gradient refused it)."""
@@ -1532,6 +1559,10 @@ def main(argv: List[str]) -> int:
     scripted.save(os.path.join(outdir, "shift_right.pt"))
     traced.save(os.path.join(outdir, "shift_right_traced.pt"))
     save_data(os.path.join(outdir, "shift_right.data.pt"), data)
+    module, data = build_max_route_moe()
+    check_runs("max_route_moe", module, data)
+    module.save(os.path.join(outdir, "max_route_moe.pt"))
+    save_data(os.path.join(outdir, "max_route_moe.data.pt"), data)
     module, data = build_moe_rmsnorm()
     check_runs("moe_rmsnorm", module, data)
     module.save(os.path.join(outdir, "moe_rmsnorm.pt"))
