@@ -19,7 +19,8 @@
 // - `aten::to.device` and `aten::to.dtype_layout` (a trace records
 //   `x.to(other.device)` with the device it ran on): `aten::to.dtype`, or x
 //   itself when no dtype is given; `aten::_to_copy` (a core-ATen program's
-//   `x.to(...)`): `aten::to.dtype` with copy. A plan is device-neutral and
+//   `x.to(...)`): `aten::to.dtype` with copy, `aten::clone` without a dtype.
+//   A plan is device-neutral and
 //   every tensor of a run lives on the run's device;
 // - `aten::native_layer_norm` and `aten::max_pool2d_with_indices` (core
 //   ATen's) whose statistics or indices nothing reads: `aten::layer_norm` and
@@ -164,11 +165,13 @@ struct DecomposeToDevice : OpRewritePattern<AtenOp> {
       if (!type)
         return failure();
       Value dtype = args[1];
-      if (isa<ds::NoneType>(dtype.getType()))
-        dtype = ConstantOp::create(
-            rewriter, op.getLoc(), rewriter.getI64Type(),
-            rewriter.getI64IntegerAttr(
-                scalarTypeCodeOf(type.getElementType())));
+      if (isa<ds::NoneType>(dtype.getType())) {
+        // No dtype: a copy (of any dtype; layout and device do not matter
+        // to a plan).
+        rewriter.replaceOp(op, createAten(rewriter, op, "aten::clone",
+                                          {args[0], args[6]}, type));
+        return success();
+      }
       Value copy = ConstantOp::create(rewriter, op.getLoc(),
                                       rewriter.getI1Type(),
                                       rewriter.getBoolAttr(true));

@@ -209,12 +209,17 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
     if (target.isParam)
       return error(node) << "in-place '" << name << "' on parameter '"
                          << target.path << "' is not supported";
+    if (target.isView && !target.viewOf)
+      return error(node) << "in-place '" << name
+                         << "' on a view of another tensor is not supported "
+                            "(only on one slice or select of a tensor that is "
+                            "not itself a view)";
     if (target.isView && !writableView(target))
       return error(node)
              << "in-place '" << name
-             << "' on a view of another tensor is not supported (only on a "
-                "slice or select of a tensor that needs no gradient: an "
-                "integer or bool one)";
+             << "' on a view of a tensor that needs a gradient is not "
+                "supported (only on a slice or select of an integer or bool "
+                "tensor)";
   }
 
   // A traced Python number (a 0-dim tensor constant) as the other operand
@@ -295,7 +300,12 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
       const Abstract &self = args[0];
       if (self.kind == Abstract::Kind::Dynamic && self.value)
         if (auto type = dyn_cast<RankedTensorType>(self.value.getType());
-            type && type.getRank() == t.dim()) {
+            type && type.getRank() == t.dim() &&
+            llvm::all_of(llvm::seq<int64_t>(0, t.dim()), [&](int64_t d) {
+              // masked_fill / masked_scatter broadcast self against the
+              // mask: only a self whose static dims are the result's.
+              return type.isDynamicDim(d) || type.getDimSize(d) == t.size(d);
+            })) {
           for (int64_t d = 0; d < type.getRank(); ++d)
             dims[d] = type.isDynamicDim(d);
           return dims;
@@ -402,8 +412,14 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
     jit::Value *target = node->input(mutatedArg);
     if (args[0].isBuffer)
       SetBufferOp::create(builder, l, args[0].path, updated.value);
-    if (args[0].isView && failed(writeIntoBase(node, args[0], updated)))
-      return failure();
+    if (args[0].isView) {
+      if (failed(writeIntoBase(node, args[0], updated)))
+        return failure();
+      // Still the same view of the same base: a second write into it (or
+      // a chained `.add_(1).mul_(2)`) is written into the base too.
+      updated.isView = true;
+      updated.viewOf = args[0].viewOf;
+    }
     rebindUpdated(target, updated);
     results[0] = updated;
     inplaceResultOf[node->output(0)] = target;

@@ -659,7 +659,7 @@ class BadFloatViewWrite(nn.Module):
 
     def forward(self, x, y):
         h = self.fc(x)
-        h[:, 0] = 0.0                 # in place into a view of a tensor that carries a gradient
+        h[0] = 0.0                    # in place into a view of a tensor that carries a gradient
         return F.mse_loss(h, y)
 
 
@@ -1432,6 +1432,9 @@ class ShiftRight(nn.Module):
         shifted = labels.new_zeros(labels.shape)
         shifted[..., 1:] = labels[..., :-1].clone()
         shifted[..., 0] = 3
+        tail = shifted[..., 2:]        # two writes into one view: both reach the base
+        tail.add_(1)
+        tail.remainder_(16)
         shifted.masked_fill_(shifted == -100, 0)
         return F.cross_entropy(self.head(self.emb(shifted)).view(-1, 16), labels.view(-1))
 

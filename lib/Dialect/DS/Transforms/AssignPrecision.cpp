@@ -498,7 +498,14 @@ struct AssignPrecisionPass
       e.native[name]++;
       return true;
     }
-    bool asks = widerThan(requested, low) && !floats.empty();
+    // A factory that takes its shape from a tensor (`zeros_like(x)`, which
+    // torch.jit.trace records with the dtype it saw, f32) is no upcast:
+    // only casts and ops that compute in the dtype they are given.
+    bool factory = name.ends_with("_like") ||
+                   name.starts_with("aten::new_") ||
+                   name.starts_with("aten::full") ||
+                   name.starts_with("aten::empty");
+    bool asks = widerThan(requested, low) && !floats.empty() && !factory;
     if (!readsUpcast && !asks)
       return false;
     // Values from outside the upcast still enter in the engine's dtype;
