@@ -7,7 +7,7 @@ from lit.llvm import llvm_config
 config.name = "DS"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["CMakeLists.txt", "README.md", "models", "oracle", "Inputs",
+config.excludes = ["CMakeLists.txt", "README.md", "models", "oracle", "Inputs", "fuzz",
                    "lit.cfg.py", "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.ds_obj_root, "test")

@@ -137,15 +137,13 @@ ordered_json parseJsonText(const std::string &text,
   try {
     return ordered_json::parse(strict, DuplicateKeyChecker(sourceName));
   } catch (const ordered_json::parse_error &error) {
-    // what() is "[json.exception.parse_error.101] parse error at line L,
-    // column C: ..."; keep the part after the exception id.
-    std::string what = error.what();
-    size_t idEnd = what.find("] ");
-    if (idEnd != std::string::npos)
-      what = what.substr(idEnd + 2);
     throw ConfigError("",
-                      "malformed JSON: " + what + " (byte " +
-                          std::to_string(error.byte) + ")",
+                      "malformed JSON: " + ds::json::parseFailure(error) +
+                          " (byte " + std::to_string(error.byte) + ")",
+                      sourceName);
+  } catch (const ordered_json::exception &error) {
+    // A number too large for a double (out_of_range 406).
+    throw ConfigError("", "malformed JSON: " + ds::json::parseFailure(error),
                       sourceName);
   }
 }

@@ -12,6 +12,8 @@
 #include "Pt2Program.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Plan/Plan.h"
+#include "ds/TensorIO/RuntimeError.h"
+#include "ds/TensorIO/TorchScriptDebugInfo.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
@@ -26,6 +28,14 @@ using namespace mlir::ds::import;
 static LogicalResult loadTorchScript(const std::string &path, Location fileLoc,
                                      torch::jit::Module &model,
                                      std::vector<std::string> &argNames) {
+  try {
+    // LibTorch reads the debug info lazily and unchecked; the import asks
+    // for every node's source line.
+    ::ds::runtime::checkTorchScriptDebugInfo(path);
+  } catch (const ::ds::runtime::RuntimeError &e) {
+    emitError(fileLoc) << "cannot load TorchScript model: " << e.what();
+    return failure();
+  }
   try {
     model = torch::jit::load(path);
   } catch (const c10::Error &e) {

@@ -2,6 +2,7 @@
 
 #include "ds/Plan/AtomicFile.h"
 #include "ds/Plan/PlanFormat.h"
+#include "ds/Support/JsonPath.h"
 
 #include <cerrno>
 #include <cstring>
@@ -26,12 +27,9 @@ Plan readPlan(const std::string &path) {
   ordered_json json;
   try {
     json = ordered_json::parse(text.str());
-  } catch (const ordered_json::parse_error &error) {
-    // Drop nlohmann's "[json.exception.parse_error.101] " prefix.
-    std::string message = error.what();
-    if (size_t end = message.find("] "); end != std::string::npos)
-      message = message.substr(end + 2);
-    throw PlanError(path, "", "not valid JSON: " + message);
+  } catch (const ordered_json::exception &error) {
+    // A syntax error, or a number too large for a double.
+    throw PlanError(path, "", "not valid JSON: " + ds::json::parseFailure(error));
   }
   return parsePlan(json, path);
 }

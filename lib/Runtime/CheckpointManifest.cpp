@@ -6,6 +6,7 @@
 #include "CheckpointHash.h"
 
 #include "ds/Plan/AtomicFile.h"
+#include "ds/Support/JsonPath.h"
 #include "ds/TensorIO/RuntimeError.h"
 
 #include <nlohmann/json.hpp>
@@ -124,7 +125,7 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
   try {
     json = nlohmann::json::parse(text, repeated.callback());
   } catch (const nlohmann::json::exception &error) {
-    malformed(path, std::string("bad JSON: ") + error.what());
+    malformed(path, "bad JSON: " + ds::json::parseFailure(error));
   }
   if (!json.is_object())
     malformed(path, "expected a JSON object");

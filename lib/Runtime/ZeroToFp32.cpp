@@ -111,6 +111,10 @@ std::map<std::string, at::Tensor> rebuildPartitioned(const std::string &folder,
 
 } // namespace
 
+std::string verifyCheckpointFolder(const std::string &folder) {
+  return detail::verifyFolder(folder);
+}
+
 ConsolidatedCheckpoint consolidateCheckpoint(const std::string &dir,
                                              const std::string &tagArg) {
   std::string tag = tagArg;
@@ -129,7 +133,7 @@ ConsolidatedCheckpoint consolidateCheckpoint(const std::string &dir,
     throw RuntimeError(result.path + ": no such checkpoint folder" +
                        multiEngineHint(dir));
   // Every file against the manifest before any is read.
-  std::string remark = detail::verifyFolder(result.path);
+  std::string remark = verifyCheckpointFolder(result.path);
   if (!remark.empty())
     result.remarks.push_back(remark);
   std::string modelPath = findModelStates(dir, result.path);

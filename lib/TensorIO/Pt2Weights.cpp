@@ -13,6 +13,7 @@
 #include "ds/TensorIO/Pt2Weights.h"
 
 #include "ds/Plan/Plan.h"
+#include "ds/Support/JsonPath.h"
 #include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/ATen.h>
@@ -289,7 +290,7 @@ private:
     try {
       return nlohmann::json::parse(readText(*reader_, record));
     } catch (const nlohmann::json::exception &error) {
-      fail(record + ": not valid JSON: " + error.what());
+      fail(record + ": not valid JSON: " + ds::json::parseFailure(error));
     }
   }
 

@@ -4,6 +4,7 @@
 
 #include "ds/Plan/AtomicFile.h"
 #include "ds/TensorIO/DTypes.h"
+#include "ds/Support/JsonPath.h"
 #include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/ATen.h>
@@ -102,8 +103,10 @@ NamedTensors readSafetensors(const std::string &path) {
   ordered_json header;
   try {
     header = ordered_json::parse(headerText);
-  } catch (const ordered_json::parse_error &) {
-    fail(path, "not a safetensors file: the header is not valid JSON");
+  } catch (const ordered_json::exception &error) {
+    // A syntax error, or a number no double holds (out_of_range 406).
+    fail(path, "not a safetensors file: the header is not valid JSON (" +
+                   ds::json::parseFailure(error) + ")");
   }
   if (!header.is_object())
     fail(path, "not a safetensors file: the header is not a JSON object");

@@ -9,8 +9,11 @@ The same functions, signatures and defaults as DeepSpeed 0.19's, reading checkpo
 `ds-run` / `dsopt.Engine.save_checkpoint` and of DeepSpeed itself (docs/checkpoint.md): stages
 1-3 from every rank's fp32 partition in DeepSpeed's layout, stage 0 (which DeepSpeed's script
 cannot read: it has no optimizer shards) from the module, or from our float32 master of a
-bf16 / fp16 engine. Pure Python over torch.load: DeepSpeed is not needed. `lazy_mode=True` is
-accepted and returns ordinary tensors.
+bf16 / fp16 engine. Python over torch.load: DeepSpeed is not needed. Before anything is loaded,
+every file of the folder is checked against its `ds_manifest.json` (sizes and XXH64, by dsopt's
+runtime, as `ds-zero-to-fp32` checks it): a changed, cut or missing file raises
+`dsopt.EngineError` naming it; a folder without a manifest (DeepSpeed's) is read with a
+warning. `lazy_mode=True` is accepted and returns ordinary tensors.
 """
 
 import glob
@@ -20,7 +23,11 @@ import os
 import re
 from collections import OrderedDict
 
+import warnings
+
 import torch
+
+from ._dsopt import verify_checkpoint_folder
 
 __all__ = ["get_fp32_state_dict_from_zero_checkpoint", "load_state_dict_from_zero_checkpoint",
            "convert_zero_checkpoint_to_fp32_state_dict"]
@@ -113,6 +120,9 @@ def _frozen_zero3_flat(model_states, world):
 
 
 def _rebuild(folder, exclude_frozen_parameters):
+    remark = verify_checkpoint_folder(folder)
+    if remark:
+        warnings.warn(remark, stacklevel=3)
     model_files = _files(folder, "*_model_states.pt")
     if not model_files:
         raise FileNotFoundError(f"can't find *_model_states.pt files in directory '{folder}'")

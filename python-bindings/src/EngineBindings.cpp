@@ -10,6 +10,7 @@
 #include "PyPlan.h"
 #include "Tensors.h"
 
+#include "ds/Runtime/Checkpoint.h"
 #include "ds/Runtime/Communicator.h"
 #include "ds/Runtime/Device.h"
 #include "ds/Runtime/Engine.h"
@@ -242,6 +243,9 @@ void bindDataFile(py::module_ &m) {
 void bindEngine(py::module_ &m) {
   bindEngineClass(m);
   bindDataFile(m);
+  // dsopt.zero_to_fp32 checks a checkpoint's manifest before torch.load.
+  m.def("verify_checkpoint_folder", &ds::runtime::verifyCheckpointFolder,
+        py::arg("folder"));
   m.def("read_safetensors", [](const std::string &path) {
     return namedToPython(ds::runtime::readSafetensors(path));
   });

@@ -75,3 +75,38 @@ def test_functions_rebuild_the_trained_weights(bin_dir, models, tmp_path, stage)
 def test_missing_latest_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="Unable to find 'latest' file"):
         get_fp32_state_dict_from_zero_checkpoint(str(tmp_path))
+
+
+def test_manifest_is_checked_before_loading(bin_dir, models, tmp_path):
+    """A flipped byte, a cut file, a missing file: refused naming it, before torch.load; no
+    manifest (DeepSpeed's checkpoints): read with a warning."""
+    import shutil
+
+    import dsopt
+
+    ckpt, trained = train(bin_dir, models, str(tmp_path), 2)
+    folder = os.path.join(ckpt, "global_step2")
+    optim = os.path.join(folder, "zero_pp_rank_0_mp_rank_00_optim_states.pt")
+    pristine = tmp_path / "pristine"
+    shutil.copytree(folder, pristine)
+
+    data = bytearray(open(optim, "rb").read())
+    data[len(data) // 2] ^= 0x10
+    open(optim, "wb").write(bytes(data))
+    with pytest.raises(dsopt.EngineError, match="zero_pp_rank_0_mp_rank_00_optim_states.pt"):
+        get_fp32_state_dict_from_zero_checkpoint(ckpt)
+
+    open(optim, "wb").write(bytes(data[: len(data) // 2]))
+    with pytest.raises(dsopt.EngineError, match="zero_pp_rank_0_mp_rank_00_optim_states.pt"):
+        get_fp32_state_dict_from_zero_checkpoint(ckpt)
+
+    os.remove(optim)
+    with pytest.raises(dsopt.EngineError, match="zero_pp_rank_0_mp_rank_00_optim_states.pt"):
+        get_fp32_state_dict_from_zero_checkpoint(ckpt)
+
+    shutil.copy(pristine / os.path.basename(optim), optim)
+    same(get_fp32_state_dict_from_zero_checkpoint(ckpt), trained)
+
+    os.remove(os.path.join(folder, "ds_manifest.json"))
+    with pytest.warns(UserWarning, match="manifest"):
+        same(get_fp32_state_dict_from_zero_checkpoint(ckpt), trained)

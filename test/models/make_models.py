@@ -30,8 +30,10 @@ The script is deterministic: every model and data set is made under its own fixe
 import json
 import math
 import os
+import pickle
 import struct
 import sys
+import zipfile
 from typing import List, Tuple
 
 if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
@@ -1506,6 +1508,20 @@ def write_error_cases(outdir: str) -> dict:
     with open(os.path.join(outdir, "truncated.pt"), "wb") as f:
         f.write(blob[: len(blob) // 2])
     cases["truncated.pt"] = {"expect": "error: the first half of the bytes of mlp.pt"}
+
+    # mlp.pt with its debug info (source lines) pointing past its string table, which
+    # LibTorch would index unchecked (found by the torchscript fuzz target).
+    debug = "code/__torch__.py.debug_pkl"
+    with zipfile.ZipFile(os.path.join(outdir, "mlp.pt")) as src, zipfile.ZipFile(
+            os.path.join(outdir, "bad_debug_info.pt"), "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            data = src.read(info.filename)
+            if info.filename.endswith(debug):
+                data = pickle.dumps(("FORMAT_WITH_STRING_TABLE", ("", "model.py"),
+                                     ((0, (([0, 7], 1, 1), 0, 1), 0),)), protocol=2)
+            dst.writestr(info, data)
+    cases["bad_debug_info.pt"] = {
+        "expect": "error: a text piece index outside the debug info's string table"}
 
     torch.manual_seed(103)
     save_data(os.path.join(outdir, "mismatched.data.pt"),

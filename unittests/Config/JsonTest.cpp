@@ -33,6 +33,16 @@ TEST(ConfigJsonTest, MalformedJsonNamesFileAndPosition) {
   expectMessageHas(error, {file, "malformed JSON", "line 3, column 1", "byte"});
 }
 
+// Found by the config fuzz target: nlohmann throws out_of_range, not
+// parse_error, for a number no double holds.
+TEST(ConfigJsonTest, NumberTooLargeIsMalformedJson) {
+  ConfigError error = configErrorOf(
+      [] { parseJsonText(R"({"gradient_clipping": 1e999})", "big.json"); });
+  EXPECT_EQ(error.file(), "big.json");
+  expectMessageHas(error, {"big.json", "malformed JSON",
+                           "number overflow parsing '1e999'"});
+}
+
 TEST(ConfigJsonTest, DuplicateKeyIsAnErrorNamingItsPath) {
   ConfigError error = configErrorOf([] {
     parseJsonText(R"({"zero_optimization": {"stage": 1, "stage": 3}})",

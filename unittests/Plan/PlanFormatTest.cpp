@@ -78,6 +78,10 @@ TEST(PlanFormatTest, FileErrorsNameTheFile) {
   test::writeText(dir.file("truncated.json"), text.substr(0, text.size() / 2));
   EXPECT_THROW_WITH(readPlan(dir.file("truncated.json")), PlanError,
                     "truncated.json: not valid JSON: parse error at line");
+  // Found by the plan fuzz target: a number no double holds.
+  test::writeText(dir.file("big.json"), "{\"version\": 1e999}");
+  EXPECT_THROW_WITH(readPlan(dir.file("big.json")), PlanError,
+                    "big.json: not valid JSON: number overflow parsing");
 }
 
 TEST(PlanFormatTest, FormatAndVersion) {

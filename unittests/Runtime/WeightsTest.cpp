@@ -99,6 +99,15 @@ TEST(TensorIOSafetensorsTest, ReportsBrokenFiles) {
   test::writeText(dir.file("garbage.safetensors"), garbage);
   EXPECT_THROW_WITH(runtime::readSafetensors(dir.file("garbage.safetensors")),
                     RuntimeError, "exceeds the file size (64 bytes)");
+  // Found by the data-file fuzz target: a number no double holds escaped as
+  // nlohmann's out_of_range.
+  std::string header = R"({"w": {"dtype": "F32", "shape": [1e999]}})";
+  std::string big(8, '\0');
+  big[0] = char(header.size());
+  test::writeText(dir.file("big.safetensors"), big + header);
+  EXPECT_THROW_WITH(runtime::readSafetensors(dir.file("big.safetensors")),
+                    RuntimeError,
+                    "header is not valid JSON (number overflow parsing");
 }
 
 TEST(RuntimeStateStoreTest, LoadsATorchScriptArchive) {

@@ -40,6 +40,13 @@ struct ConsolidatedCheckpoint {
   std::vector<std::string> remarks;
 };
 
+/// Checks every file of one checkpoint folder (DIR/<tag>) against its
+/// ds_manifest.json (sizes and XXH64 hashes). Returns "" when verified, or
+/// the remark to show when the folder has no manifest (DeepSpeed's). Throws
+/// RuntimeError naming a changed, cut or missing file, or a malformed
+/// manifest. consolidateCheckpoint() calls it first.
+std::string verifyCheckpointFolder(const std::string &folder);
+
 /// Rebuilds full fp32 weights from DIR/<tag> (tag "": DIR/latest's) as
 /// DeepSpeed's zero_to_fp32.py does: stage 0 from the module, stages 1-3
 /// from every rank's fp32 partition, laid out by the checkpoint's flat

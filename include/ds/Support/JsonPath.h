@@ -29,6 +29,17 @@ inline std::string joinIndex(const std::string &path, size_t index) {
   return path + "[" + std::to_string(index) + "]";
 }
 
+/// A parse failure's message without nlohmann's "[json.exception.parse_error.
+/// 101] " prefix: "parse error at line 2, column 5: ...", or "number
+/// overflow parsing '1e999'" (an out_of_range the parser throws for a
+/// number no double holds).
+inline std::string parseFailure(const nlohmann::json::exception &error) {
+  std::string what = error.what();
+  if (size_t end = what.find("] "); end != std::string::npos)
+    what = what.substr(end + 2);
+  return what;
+}
+
 /// `text` cut to at most 40 characters, "..." marking the cut.
 inline std::string shortened(std::string text) {
   if (text.size() > 40)
