@@ -13,7 +13,7 @@
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Plan/Plan.h"
 #include "ds/TensorIO/RuntimeError.h"
-#include "ds/TensorIO/TorchScriptDebugInfo.h"
+#include "ds/TensorIO/TorchScriptArchive.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
@@ -31,7 +31,7 @@ static LogicalResult loadTorchScript(const std::string &path, Location fileLoc,
   try {
     // LibTorch reads the debug info lazily and unchecked; the import asks
     // for every node's source line.
-    ::ds::runtime::checkTorchScriptDebugInfo(path);
+    ::ds::runtime::checkTorchScriptArchive(path);
   } catch (const ::ds::runtime::RuntimeError &e) {
     emitError(fileLoc) << "cannot load TorchScript model: " << e.what();
     return failure();

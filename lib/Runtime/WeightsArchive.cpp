@@ -3,6 +3,7 @@
 #include "WeightsArchive.h"
 
 #include "ds/TensorIO/RuntimeError.h"
+#include "ds/TensorIO/TorchScriptArchive.h"
 
 #include <torch/script.h>
 
@@ -21,6 +22,7 @@ void readTorchScriptState(const std::string &path, NamedTensors &params,
                           NamedTensors &buffers) {
   if (!std::ifstream(path))
     throw RuntimeError(path + ": cannot open the TorchScript archive");
+  checkTorchScriptArchive(path);
   torch::jit::Module module;
   try {
     module = torch::jit::load(path, c10::Device(c10::kCPU));

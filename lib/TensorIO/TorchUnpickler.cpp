@@ -59,7 +59,7 @@ private:
     return static_cast<unsigned char>(data_[pos_++]);
   }
   template <typename T> T read() {
-    TORCH_CHECK(pos_ + sizeof(T) <= data_.size(),
+    TORCH_CHECK(sizeof(T) <= data_.size() - pos_,
                 "pickle: unexpected end of data");
     T result;
     std::memcpy(&result, data_.data() + pos_, sizeof(T));
@@ -67,7 +67,8 @@ private:
     return result;
   }
   std::string bytes(size_t size) {
-    TORCH_CHECK(pos_ + size <= data_.size(), "pickle: unexpected end of data");
+    // Not pos_ + size: a BINUNICODE8 size near 2^64 would wrap around.
+    TORCH_CHECK(size <= data_.size() - pos_, "pickle: unexpected end of data");
     std::string text = data_.substr(pos_, size);
     pos_ += size;
     return text;

@@ -31,6 +31,7 @@ import json
 import math
 import os
 import pickle
+import pickletools
 import struct
 import sys
 import zipfile
@@ -1510,16 +1511,26 @@ def write_error_cases(outdir: str) -> dict:
     cases["truncated.pt"] = {"expect": "error: the first half of the bytes of mlp.pt"}
 
     # mlp.pt with its debug info (source lines) pointing past its string table, which
-    # LibTorch would index unchecked (found by the torchscript fuzz target).
-    debug = "code/__torch__.py.debug_pkl"
-    with zipfile.ZipFile(os.path.join(outdir, "mlp.pt")) as src, zipfile.ZipFile(
-            os.path.join(outdir, "bad_debug_info.pt"), "w", zipfile.ZIP_STORED) as dst:
-        for info in src.infolist():
-            data = src.read(info.filename)
-            if info.filename.endswith(debug):
-                data = pickle.dumps(("FORMAT_WITH_STRING_TABLE", ("", "model.py"),
-                                     ((0, (([0, 7], 1, 1), 0, 1), 0),)), protocol=2)
-            dst.writestr(info, data)
+    # LibTorch would index unchecked (found by the torchscript fuzz target), and with a
+    # string in data.pkl declaring 4 GB, which LibTorch's unpickler would reserve first.
+    def rewrite_mlp(name, record, edit):
+        with zipfile.ZipFile(os.path.join(outdir, "mlp.pt")) as src, zipfile.ZipFile(
+                os.path.join(outdir, name), "w", zipfile.ZIP_STORED) as dst:
+            for info in src.infolist():
+                data = src.read(info.filename)
+                dst.writestr(info, edit(data) if info.filename.endswith(record) else data)
+
+    rewrite_mlp("bad_debug_info.pt", "code/__torch__.py.debug_pkl",
+                lambda data: pickle.dumps(("FORMAT_WITH_STRING_TABLE", ("", "model.py"),
+                                           ((0, (([0, 7], 1, 1), 0, 1), 0),)), protocol=2))
+
+    def huge_string(data):
+        at = next(pos for op, _, pos in pickletools.genops(data) if op.name == "BINUNICODE")
+        return data[:at + 1] + struct.pack("<I", 0xFFFFFFF0) + data[at + 5:]
+
+    rewrite_mlp("bad_pickle_length.pt", "/data.pkl", huge_string)
+    cases["bad_pickle_length.pt"] = {
+        "expect": "error: a string in data.pkl longer than the record"}
     cases["bad_debug_info.pt"] = {
         "expect": "error: a text piece index outside the debug info's string table"}
 

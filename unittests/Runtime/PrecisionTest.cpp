@@ -659,7 +659,10 @@ TEST(RuntimePrecisionTest, Fp16UnscalesBeforeClippingAndReporting) {
         // norm's and the overflow flag's all-reduces (2 elements each).
         const plan::Report report = plan::predictReport(plan);
         const plan::CommVolume &perStep = report.ranks[0].engines[0].comm;
-        const plan::CommVolume &moved = engine.engineReports()[0].comm;
+        // engineReports() returns by value: keep it alive (ASan found a
+        // reference into the destroyed temporary).
+        const std::vector<plan::EngineReport> reports = engine.engineReports();
+        const plan::CommVolume &moved = reports[0].comm;
         const int64_t steps = int64_t(data.size());
         EXPECT_EQ(moved.allReduce, steps * perStep.allReduce);
         EXPECT_EQ(perStep.allReduce, 2 + 2);

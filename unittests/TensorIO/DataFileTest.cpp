@@ -6,6 +6,7 @@
 #include "ds/TensorIO/RuntimeError.h"
 #include "ds/TensorIO/Safetensors.h"
 
+#include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/torch.h>
 
@@ -210,4 +211,29 @@ TEST(TensorIODataFileTest, ListMicroStepOfAnotherShapeNamesBoth) {
   saveSteps(path, {{{"x", torch::zeros({4, 3})}}});
   EXPECT_THROW_WITH(DataFile::load(path, dataPlan(2)), RuntimeError,
                     "micro-step 0: missing forward argument 1");
+}
+
+// Found by review of the fuzz targets: a BINUNICODE8 length near 2^64 made the
+// unpickler's bounds check wrap around and step backwards (a loop until out of
+// memory); it is the end of the data.
+TEST(TensorIODataFileTest, HugeStringLengthIsTheEndOfTheData) {
+  TempDir dir;
+  std::string path = dir.file("huge.pt");
+  std::string pickle = "\x80\x02\x8d";
+  pickle += std::string(8, '\xff');
+  pickle += ".";
+  std::vector<char> archive;
+  {
+    caffe2::serialize::PyTorchStreamWriter writer(
+        [&](const void *bytes, size_t size) {
+          const char *begin = static_cast<const char *>(bytes);
+          archive.insert(archive.end(), begin, begin + size);
+          return size;
+        });
+    writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+    writer.writeEndOfFile();
+  }
+  test::writeText(path, std::string(archive.begin(), archive.end()));
+  EXPECT_THROW_WITH(runtime::readTensorFile(path), RuntimeError,
+                    "unexpected end of data");
 }

@@ -5,6 +5,7 @@
 #include "ds/TensorIO/DTypes.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -112,9 +113,18 @@ std::string describeLayout(const at::Tensor &tensor) {
 }
 
 /// Whether the byte ranges of two tensors intersect.
+/// As addresses, not pointers: a tensor without data (the meta device of the
+/// placement tests) has a null storage, and data_ptr()'s offset from null
+/// is undefined (UBSan found it).
+uintptr_t addressOf(const at::Tensor &tensor) {
+  if (!tensor.has_storage())
+    return 0;
+  return reinterpret_cast<uintptr_t>(tensor.storage().data()) +
+         uintptr_t(tensor.storage_offset()) * uintptr_t(tensor.itemsize());
+}
+
 bool overlaps(const at::Tensor &a, const at::Tensor &b) {
-  auto *aBegin = static_cast<const char *>(a.data_ptr());
-  auto *bBegin = static_cast<const char *>(b.data_ptr());
+  uintptr_t aBegin = addressOf(a), bBegin = addressOf(b);
   return aBegin < bBegin + b.nbytes() && bBegin < aBegin + a.nbytes();
 }
 
