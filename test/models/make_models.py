@@ -1455,48 +1455,27 @@ def build_shift_right():
 def write_error_cases(outdir: str) -> dict:
     cases = {}
 
-    torch.manual_seed(100)
-    m = torch.jit.script(BadUnsupportedOp())
-    data = {"x": torch.randn(S, B, 8), "y": torch.randn(S, B, 5)}
-    check_runs("bad_unsupported_op", m, data)
-    m.save(os.path.join(outdir, "bad_unsupported_op.pt"))
-    save_data(os.path.join(outdir, "bad_unsupported_op.data.pt"), data)
-    cases["bad_unsupported_op.pt"] = {
-        "data": "bad_unsupported_op.data.pt",
-        "expect": "import error naming aten::fft_rfft (complex intermediate) and its source line"}
+    def scripted_case(name, seed, module_class, target_width, expect):
+        """A scripted model the importer must refuse, with its data and expectation."""
+        torch.manual_seed(seed)
+        m = torch.jit.script(module_class())
+        data = {"x": torch.randn(S, B, 8), "y": torch.randn(S, B, target_width)}
+        check_runs(name, m, data)
+        m.save(os.path.join(outdir, name + ".pt"))
+        save_data(os.path.join(outdir, name + ".data.pt"), data)
+        cases[name + ".pt"] = {"data": name + ".data.pt", "expect": expect}
 
-    torch.manual_seed(101)
-    m = torch.jit.script(BadDynamicLoop())
-    data = {"x": torch.randn(S, B, 8), "y": torch.randn(S, B, 4)}
-    check_runs("bad_dynamic_loop", m, data)
-    m.save(os.path.join(outdir, "bad_dynamic_loop.pt"))
-    save_data(os.path.join(outdir, "bad_dynamic_loop.data.pt"), data)
-    cases["bad_dynamic_loop.pt"] = {
-        "data": "bad_dynamic_loop.data.pt",
-        "expect": "import error: prim::Loop whose condition depends on tensor data "
-                  "(`while h.sum() > 0:`), with its source line"}
-
-    torch.manual_seed(105)
-    m = torch.jit.script(BadTensorDict())
-    data = {"x": torch.randn(S, B, 8), "y": torch.randn(S, B, 4)}
-    check_runs("bad_tensor_dict", m, data)
-    m.save(os.path.join(outdir, "bad_tensor_dict.pt"))
-    save_data(os.path.join(outdir, "bad_tensor_dict.data.pt"), data)
-    cases["bad_tensor_dict.pt"] = {
-        "data": "bad_tensor_dict.data.pt",
-        "expect": "import error naming prim::DictConstruct (a dict of tensors; torch 2.x's "
-                  "fast-path checks build only empty dicts, which import) and its source line"}
-
-    torch.manual_seed(106)
-    m = torch.jit.script(BadFloatViewWrite())
-    data = {"x": torch.randn(S, B, 8), "y": torch.randn(S, B, 4)}
-    check_runs("bad_view_write", m, data)
-    m.save(os.path.join(outdir, "bad_view_write.pt"))
-    save_data(os.path.join(outdir, "bad_view_write.data.pt"), data)
-    cases["bad_view_write.pt"] = {
-        "data": "bad_view_write.data.pt",
-        "expect": "import error: an in-place write into a view of a float tensor (its gradient "
-                  "would need the scatter's), with its source line"}
+    scripted_case("bad_unsupported_op", 100, BadUnsupportedOp, 5,
+                  "import error naming aten::fft_rfft (complex intermediate) and its source line")
+    scripted_case("bad_dynamic_loop", 101, BadDynamicLoop, 4,
+                  "import error: prim::Loop whose condition depends on tensor data "
+                  "(`while h.sum() > 0:`), with its source line")
+    scripted_case("bad_tensor_dict", 105, BadTensorDict, 4,
+                  "import error naming prim::DictConstruct (a dict of tensors; torch 2.x's "
+                  "fast-path checks build only empty dicts, which import) and its source line")
+    scripted_case("bad_view_write", 106, BadFloatViewWrite, 4,
+                  "import error: an in-place write into a view of a float tensor (its gradient "
+                  "would need the scatter's), with its source line")
 
     torch.manual_seed(102)
     torch.save({"fc.weight": torch.randn(4, 8), "fc.bias": torch.randn(4)},
