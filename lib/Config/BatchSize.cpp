@@ -7,6 +7,10 @@
 // derivation and then fails its assertion, we say which division failed.
 // "auto" takes the micro-batch from the data (B / world size), as Accelerate
 // fills it from its dataloader; then the data must agree with the result.
+// A frozen engine (no optimizer) never steps, and DeepSpeed ignores its batch
+// sizes (Accelerate's guide gives its teacher a micro-batch of 1 only because
+// DeepSpeed requires the key): where they disagree with the data, the data's
+// micro-batch replaces them, with a warning for each key it overrides.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,35 +50,14 @@ int64_t multiply(int64_t a, int64_t b, const char *key) {
 
 std::string str(int64_t value) { return std::to_string(value); }
 
-} // namespace
+struct BatchSizes {
+  int64_t train, micro, gas;
+};
 
-void resolveBatchSizes(ObjectReader &root, const ParseContext &context,
-                       EngineConfig &config) {
-  const int64_t world = context.worldSize;
-  BatchValue train = readBatchValue(root, kTrain);
-  BatchValue micro = readBatchValue(root, kMicro);
-  BatchValue gas = readBatchValue(root, kGas);
-
-  std::optional<int64_t> t = train.value, m = micro.value, g = gas.value;
-
-  // Any "auto" among the three asks us to fill in what the data implies: the
-  // micro-batch per rank. An "auto" GAS or train batch is then derived.
-  const char *autoKey =
-      micro.isAuto ? kMicro
-                   : (train.isAuto ? kTrain : (gas.isAuto ? kGas : nullptr));
-  if (autoKey && !m) {
-    if (!context.dataMicroBatch)
-      throw ConfigError(autoKey,
-                        "\"auto\" needs the global micro-batch B of the data, "
-                        "which was not given");
-    int64_t dataB = *context.dataMicroBatch;
-    if (dataB % world != 0)
-      throw ConfigError(
-          autoKey, "\"auto\": the data's global micro-batch B = " + str(dataB) +
-                       " is not divisible by the world size " + str(world));
-    m = dataB / world;
-  }
-
+/// DeepSpeed's completion of the three from those given; a ConfigError for
+/// values that contradict each other or leave a division with a remainder.
+BatchSizes derive(std::optional<int64_t> t, std::optional<int64_t> m,
+                  std::optional<int64_t> g, int64_t world) {
   if (t && m && g) {
     if (*t != multiply(multiply(*m, *g, kTrain), world, kTrain))
       throw ConfigError(kTrain,
@@ -122,6 +105,107 @@ void resolveBatchSizes(ObjectReader &root, const ParseContext &context,
                       "train_micro_batch_size_per_gpu must be given (a number "
                       "or \"auto\")");
   }
+  return {*t, *m, *g};
+}
+
+/// A frozen engine's batch sizes on the data's micro-batch `dataMicro` (per
+/// rank): DeepSpeed's derivation from the given train_batch_size and GAS,
+/// as if the micro-batch were "auto"; where the given train_batch_size does
+/// not fit, it is ignored too (train = micro * GAS * world). A given GAS is
+/// kept: it contradicts no data, and the engines of a session must agree on
+/// it. A warning for each given key whose value the data overrides.
+BatchSizes resolveFrozen(const BatchValue &train, const BatchValue &micro,
+                         const BatchValue &gas, int64_t dataMicro,
+                         int64_t world, ConfigNotes &notes) {
+  BatchSizes sizes;
+  try {
+    sizes = derive(train.value, dataMicro, gas.value, world);
+  } catch (const ConfigError &) {
+    sizes = derive(std::nullopt, dataMicro, gas.value, world);
+  }
+  auto ignored = [](const char *key, int64_t value) {
+    return std::string("the engine is frozen (no optimizer): its ") + key +
+           " " + str(value) +
+           " is ignored, as DeepSpeed ignores the batch sizes of an engine "
+           "that never steps; ";
+  };
+  if (micro.value && *micro.value != sizes.micro)
+    notes.warnings.push_back(ConfigNote{
+        kMicro,
+        ignored(kMicro, *micro.value) + "the data's micro-batch is " +
+            str(dataMicro) + " rows per rank (B = " + str(dataMicro * world) +
+            " over world size " + str(world) + ")",
+        "", 0});
+  if (train.value && *train.value != sizes.train)
+    notes.warnings.push_back(
+        ConfigNote{kTrain,
+                   ignored(kTrain, *train.value) + "the data gives " +
+                       str(sizes.train) + " = " + str(dataMicro) +
+                       " rows per rank * gradient_accumulation_steps " +
+                       str(sizes.gas) + " * world size " + str(world),
+                   "", 0});
+  return sizes;
+}
+
+} // namespace
+
+void resolveBatchSizes(ObjectReader &root, const ParseContext &context,
+                       EngineConfig &config) {
+  const int64_t world = context.worldSize;
+  BatchValue train = readBatchValue(root, kTrain);
+  BatchValue micro = readBatchValue(root, kMicro);
+  BatchValue gas = readBatchValue(root, kGas);
+  // No optimizer (config.optimizer is parsed later): a frozen engine.
+  const bool frozen = !root.has("optimizer");
+
+  std::optional<int64_t> t = train.value, m = micro.value, g = gas.value;
+
+  // Any "auto" among the three asks us to fill in what the data implies: the
+  // micro-batch per rank. An "auto" GAS or train batch is then derived.
+  const char *autoKey =
+      micro.isAuto ? kMicro
+                   : (train.isAuto ? kTrain : (gas.isAuto ? kGas : nullptr));
+  bool microFromData = false;
+  if (autoKey && !m) {
+    if (!context.dataMicroBatch)
+      throw ConfigError(autoKey,
+                        "\"auto\" needs the global micro-batch B of the data, "
+                        "which was not given");
+    int64_t dataB = *context.dataMicroBatch;
+    if (dataB % world != 0)
+      throw ConfigError(
+          autoKey, "\"auto\": the data's global micro-batch B = " + str(dataB) +
+                       " is not divisible by the world size " + str(world));
+    m = dataB / world;
+    microFromData = true;
+  }
+
+  // A frozen engine on data with a micro-batch per rank: the data decides.
+  // A config DeepSpeed itself rejects (values that contradict each other
+  // whatever the data) stays an error.
+  if (frozen && context.dataMicroBatch &&
+      *context.dataMicroBatch % world == 0) {
+    const int64_t dataMicro = *context.dataMicroBatch / world;
+    std::optional<BatchSizes> sizes;
+    try {
+      sizes = derive(t, m, g, world);
+    } catch (const ConfigError &) {
+      // Only the data's micro-batch (from "auto") can be at fault here.
+      if (!microFromData)
+        throw;
+    }
+    if (!sizes || sizes->micro != dataMicro)
+      sizes = resolveFrozen(train, micro, gas, dataMicro, world, config.notes);
+    config.trainBatchSize = sizes->train;
+    config.trainMicroBatchSizePerGpu = sizes->micro;
+    config.gradientAccumulationSteps = sizes->gas;
+    return;
+  }
+
+  BatchSizes sizes = derive(t, m, g, world);
+  t = sizes.train;
+  m = sizes.micro;
+  g = sizes.gas;
 
   if (context.dataMicroBatch && *m * world != *context.dataMicroBatch) {
     // Say the fix: the value that fits the data, or "auto", which takes it

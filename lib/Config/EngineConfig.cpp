@@ -89,7 +89,8 @@ void checkGradAccumDtype(const EngineConfig &config) {
                         "DeepSpeed)");
 }
 
-/// The batch sizes resolved from "auto", into the config the plan records.
+/// The batch sizes resolved from "auto", and those of a frozen engine that
+/// the data overrode (BatchSize.cpp), into the config the plan records.
 void writeBackBatchSizes(EngineConfig &config) {
   const std::pair<const char *, int64_t> sizes[] = {
       {"train_batch_size", config.trainBatchSize},
@@ -98,7 +99,9 @@ void writeBackBatchSizes(EngineConfig &config) {
   };
   for (const auto &[key, value] : sizes) {
     auto it = config.source.find(key);
-    if (it != config.source.end() && isAutoValue(*it))
+    if (it != config.source.end() &&
+        (isAutoValue(*it) ||
+         (config.frozen() && it->is_number() && *it != value)))
       *it = value;
   }
 }

@@ -39,7 +39,7 @@ constexpr std::array<std::pair<ValueType, const char *>, 8> kValueTypes = {{
     {ValueType::Token, "token"},
 }};
 
-constexpr std::array<std::pair<OpKind, const char *>, 18> kOpKinds = {{
+constexpr std::array<std::pair<OpKind, const char *>, 19> kOpKinds = {{
     {OpKind::Input, "input"},
     {OpKind::State, "state"},
     {OpKind::SetState, "set_state"},
@@ -58,6 +58,7 @@ constexpr std::array<std::pair<OpKind, const char *>, 18> kOpKinds = {{
     {OpKind::BackwardPrologue, "backward_prologue"},
     {OpKind::BackwardEpilogue, "backward_epilogue"},
     {OpKind::LossScale, "loss_scale"},
+    {OpKind::Cotangent, "cotangent"},
 }};
 
 constexpr std::array<std::pair<OptimizerType, const char *>, 3>
@@ -419,6 +420,14 @@ Op Op::backwardEpilogue(std::string engine) {
 
 Op Op::lossScale(std::string engine, ValueId result) {
   Op op = engineMarker(OpKind::LossScale, std::move(engine));
+  op.results = {result};
+  return op;
+}
+
+Op Op::cotangent(int64_t index, ValueId result) {
+  Op op;
+  op.kind = OpKind::Cotangent;
+  op.index = index;
   op.results = {result};
   return op;
 }

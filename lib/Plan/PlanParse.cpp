@@ -223,7 +223,8 @@ private:
                       "\" (expected input, state, set_state, constant, list, "
                       "unpack, call, if, grad, all_reduce, reduce_scatter, "
                       "all_gather, wait, optimizer_step, release, "
-                      "backward_prologue, backward_epilogue or loss_scale)");
+                      "backward_prologue, backward_epilogue, loss_scale or "
+                      "cotangent)");
     Op op;
     op.kind = *kind;
     if (op.kind == OpKind::Call) {
@@ -235,6 +236,7 @@ private:
 
     switch (op.kind) {
     case OpKind::Input:
+    case OpKind::Cotangent:
       op.index = cursor.field("index").toInt();
       op.results = {cursor.field("result").toInt()};
       break;

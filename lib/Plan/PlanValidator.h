@@ -54,7 +54,8 @@ inline bool isBackwardMarker(OpKind kind) {
 
 /// Ops of the train program's backward, outside branches.
 inline bool isBackwardOnly(OpKind kind) {
-  return isBackwardMarker(kind) || kind == OpKind::LossScale;
+  return isBackwardMarker(kind) || kind == OpKind::LossScale ||
+         kind == OpKind::Cotangent;
 }
 
 inline bool isFloat(DType dtype) {

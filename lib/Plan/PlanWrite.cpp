@@ -139,6 +139,10 @@ ordered_json opToJson(const Op &op) {
     json["engine"] = op.engine;
     json["result"] = singleResult(op);
     break;
+  case OpKind::Cotangent:
+    json["index"] = op.index;
+    json["result"] = singleResult(op);
+    break;
   }
   // Calls always carry their origin; other ops only when the compiler set it.
   bool isCall = op.kind == OpKind::Call;

@@ -439,6 +439,28 @@ void ProgramValidator::checkOp(const Op &op, const std::string &path,
                  "a loss scale");
     return;
   }
+  case OpKind::Cotangent: {
+    expectResults(1);
+    if (op.index < 0 || op.index >= int64_t(program_.results.size()))
+      fail(where, "index: " + std::to_string(op.index) +
+                      " is not a result of the program (it has " +
+                      std::to_string(program_.results.size()) + ")");
+    defineResults();
+    ValueId result = program_.results[size_t(op.index)];
+    if (result < 0 || result >= ValueId(program_.values.size()))
+      return; // The results' own check names it.
+    const ValueDesc &of = desc(result);
+    if (of.type != ValueType::Tensor || !of.dtype || !isFloat(*of.dtype))
+      fail(where, "index: result " + std::to_string(op.index) + " is " +
+                      describe(result) + ", which has no gradient");
+    // A result of unknown shape constrains only the dtype.
+    std::vector<int64_t> shape = of.shape ? *of.shape
+                                          : desc(op.results[0]).shape.value_or(
+                                                std::vector<int64_t>{});
+    expectTensor(op.results[0], *of.dtype, shape, where, "result",
+                 "result " + std::to_string(op.index) + " of the program");
+    return;
+  }
   case OpKind::If:
     use(op.cond, where, "cond");
     expectType(op.cond, ValueType::Bool, where, "cond", "the condition");

@@ -14,6 +14,7 @@
 
 #include "ds/Runtime/Seed.h"
 #include "ds/Runtime/StateStore.h"
+#include "ds/TensorIO/DTypes.h"
 #include "ds/TensorIO/RuntimeError.h"
 
 #include <ATen/ATen.h>
@@ -112,10 +113,63 @@ std::vector<at::Tensor> Engine::forward(const std::vector<at::Tensor> &inputs) {
     losses.push_back(results[i].toTensor());
   }
   phase_ = Phase::Forwarded;
+  forwardResults_ = losses;
   return losses;
 }
 
-void Engine::backward(double seedScale) {
+void Engine::backward(double seedScale) { runBackward(nullptr, seedScale); }
+
+void Engine::backward(const std::vector<at::Tensor> &cotangents) {
+  runBackward(&cotangents, 1.0);
+}
+
+bool Engine::takesCotangents() const {
+  if (!canTrain())
+    return false;
+  const plan::Program &train = *plan_->findProgram("train");
+  for (const plan::Op &op : train.body)
+    if (op.kind == plan::OpKind::Cotangent)
+      return true;
+  return false;
+}
+
+std::vector<at::Tensor>
+Engine::cotangentsFor(const std::vector<at::Tensor> *given) const {
+  size_t count = forwardResults_.size();
+  if (given && given->size() != count)
+    throw RuntimeError(origin_ + ": backward: got " +
+                       std::to_string(given->size()) +
+                       " cotangent(s), one per output expected (the forward "
+                       "returned " +
+                       std::to_string(count) + ")");
+  std::vector<at::Tensor> cotangents(count);
+  for (size_t i = 0; i < count; ++i) {
+    const at::Tensor &result = forwardResults_[i];
+    if (!at::isFloatingType(result.scalar_type()))
+      continue; // No gradient; no cotangent op reads it.
+    bool loss = i < plan_->outputs.size() && plan_->outputs[i].kind == "loss";
+    if (!given || !(*given)[i].defined()) {
+      cotangents[i] = given || !loss ? at::zeros_like(result)
+                                     : at::ones_like(result);
+      continue;
+    }
+    const at::Tensor &cotangent = (*given)[i];
+    if (cotangent.sizes() != result.sizes()) {
+      std::string name =
+          i < plan_->outputs.size() ? " (\"" + plan_->outputs[i].name + "\")"
+                                    : std::string();
+      throw RuntimeError(origin_ + ": backward: the gradient of output " +
+                         std::to_string(i) + name + " is " +
+                         describeTensor(cotangent) + ", but the output is " +
+                         describeTensor(result));
+    }
+    cotangents[i] = cotangent.to(result.options());
+  }
+  return cotangents;
+}
+
+void Engine::runBackward(const std::vector<at::Tensor> *given,
+                         double seedScale) {
   requireTrain("backward");
   Stopwatch stopwatch(trainSeconds_);
   if (phase_ != Phase::Forwarded)
@@ -130,10 +184,19 @@ void Engine::backward(double seedScale) {
                        ": backward: the seed scale must be finite, "
                        "got " +
                        std::to_string(seedScale));
+  if (given && !takesCotangents())
+    throw RuntimeError(origin_ +
+                       ": backward: this plan (version 8 or a plan whose "
+                       "outputs reach no trainable parameter) seeds its "
+                       "backward with constants; it takes a seed scale, "
+                       "not the outputs' gradients: recompile it");
   at::NoGradGuard noGrad;
+  std::vector<at::Tensor> cotangents = cotangentsFor(given);
   phase_ = Phase::Idle; // A failing backward ends the micro-step.
+  forwardResults_.clear();
   setSeedScale(seedScale);
   Executor &train = *shapes_[forwardShape_].train;
+  train.setCotangents(std::move(cotangents));
   try {
     train.runRange(size_t(shapes_[forwardShape_].backwardStart), train.size());
   } catch (...) {

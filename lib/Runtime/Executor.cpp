@@ -200,6 +200,7 @@ public:
     clearAll();
     stack_.clear();
     inputs_.clear();
+    cotangents_.clear();
   }
   size_t size() const { return steps_.size(); }
 
@@ -309,6 +310,15 @@ private:
 
   // Per run (kept between the parts of a split run).
   std::vector<c10::IValue> inputs_;
+  /// The cotangent of each program result (backward only).
+  std::vector<at::Tensor> cotangents_;
+
+public:
+  void setCotangents(std::vector<at::Tensor> cotangents) {
+    cotangents_ = std::move(cotangents);
+  }
+
+private:
   std::vector<c10::IValue> slots_;
   std::vector<int64_t> slotBytes_;
   torch::jit::Stack stack_;
@@ -656,6 +666,17 @@ void Executor::Impl::execute(const Step &step) {
     set(op.results[0], std::move(scale));
     return;
   }
+  case OpKind::Cotangent: {
+    if (size_t(op.index) >= cotangents_.size() ||
+        !cotangents_[size_t(op.index)].defined())
+      throw RuntimeError(origin_ + ": " + step.context.where +
+                         ": no cotangent was given for result " +
+                         std::to_string(op.index));
+    c10::IValue cotangent = cotangents_[size_t(op.index)];
+    checkResult(step, "result", op.results[0], cotangent);
+    set(op.results[0], std::move(cotangent));
+    return;
+  }
   case OpKind::BackwardPrologue:
   case OpKind::BackwardEpilogue:
     // Markers: the plan's validation already placed every grad op and
@@ -923,6 +944,10 @@ void Executor::runRange(size_t begin, size_t end) {
 std::vector<c10::IValue> Executor::results() const { return impl_->results(); }
 
 void Executor::finish() { impl_->finish(); }
+
+void Executor::setCotangents(std::vector<at::Tensor> cotangents) {
+  impl_->setCotangents(std::move(cotangents));
+}
 
 size_t Executor::size() const { return impl_->size(); }
 

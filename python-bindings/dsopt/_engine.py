@@ -17,7 +17,7 @@ import torch
 
 from . import _distributed, _dsopt
 from ._plan import Plan, load_plan
-from ._tensors import from_native, from_native_list, to_native_list
+from ._tensors import from_native, from_native_list, to_native, to_native_list
 from ._views import LRSchedulerView, OptimizerView
 
 
@@ -94,17 +94,18 @@ class Engine:
         ``backward`` has run.
         """
         batch = _native_inputs(self._input_names, inputs, named)
+        spec = self._plan._out_spec
         if not self.training or not self._plan.can_train:
-            return _outputs(from_native_list(self._native.forward_eval(batch)))
+            return _outputs(from_native_list(self._native.forward_eval(batch)), spec)
         if not torch.is_grad_enabled():
             outputs = self._forward_native(batch)
         else:
-            # The losses are autograd outputs: loss.backward() (of any sum
-            # of them, across engines) runs this engine's backward.
+            # The outputs are autograd outputs: loss.backward() of anything
+            # computed from them (across engines, with other models' outputs)
+            # runs this engine's backward with their gradients.
             outputs = _CompiledStep.apply(self._anchor, self, batch)
-        outputs = _outputs(list(outputs))
-        self._last_outputs = outputs
-        return outputs
+        self._last_outputs = tuple(outputs)
+        return _outputs(list(outputs), spec)
 
     def _forward_native(self, batch):
         losses = from_native_list(self._native.forward(batch))
@@ -113,12 +114,16 @@ class Engine:
         self._awaiting_step = False
         return tuple(losses)
 
-    def _backward_native(self, seed_scale=1.0, forward=None):
+    def _backward_native(self, seed_scale=1.0, forward=None, cotangents=None):
         if forward is not None and forward != self._forwards:
             raise RuntimeError(
                 "backward: this loss comes from an earlier forward of the engine; the "
                 "engine keeps only its last forward's activations")
-        self._native.backward(float(seed_scale))
+        if cotangents is not None:
+            self._native.backward_with([None if g is None else to_native(g, "gradient")
+                                        for g in cotangents])
+        else:
+            self._native.backward(float(seed_scale))
         self._last_outputs = None
         self._awaiting_backward = False
         self._awaiting_step = True
@@ -367,21 +372,30 @@ class EngineHandle:
 
 class _CompiledStep(torch.autograd.Function):
     """The engine's forward as an autograd node: its backward runs the
-    compiled backward, seeded with the gradient that reached the losses."""
+    compiled backward, seeded with the gradients that reached the outputs
+    (a vector-Jacobian product; an output no gradient reached counts as
+    zeros)."""
 
     @staticmethod
     def forward(ctx, anchor, engine, batch):
         # Weak: the engine keeps its last outputs, whose graph holds ctx.
         ctx.engine = weakref.ref(engine)
         ctx.forward_number = engine._forwards + 1
-        return engine._forward_native(batch)
+        ctx.set_materialize_grads(False)  # None: no gradient, no zeros made.
+        outputs = engine._forward_native(batch)
+        ctx.mark_non_differentiable(*[o for o in outputs
+                                      if not o.dtype.is_floating_point])
+        return outputs
 
     @staticmethod
     def backward(ctx, *grads):
         engine = ctx.engine()
         if engine is None:
             raise RuntimeError("backward: the engine of this loss no longer exists")
-        engine._backward_native(_seed_scale(grads), ctx.forward_number)
+        if engine._native.takes_cotangents:
+            engine._backward_native(forward=ctx.forward_number, cotangents=grads)
+        else:  # A version 8 plan: one seed for the sum of its losses.
+            engine._backward_native(_seed_scale(grads), ctx.forward_number)
         return None, None, None
 
 
@@ -431,17 +445,20 @@ def _by_name(names, named):
     return to_native_list([named[name] for name in names], "inputs")
 
 
-def _outputs(tensors):
+def _outputs(tensors, spec=None):
+    """What the model returns: rebuilt from `spec` (the pytree structure of
+    an exported model's outputs: a transformers ModelOutput, a dict, ...)
+    when there is one, else the tensor, or a tuple of several."""
+    if spec is not None and spec.num_leaves == len(tensors):
+        return torch.utils._pytree.tree_unflatten(list(tensors), spec)
     return tensors[0] if len(tensors) == 1 else tuple(tensors)
 
 
 def _is_output(loss, outputs):
+    """Whether `loss` is one of the last forward's outputs (flat tuple), or a
+    list of them (several engines' losses at once)."""
     if outputs is None:
         return True  # The native backward reports a missing forward itself.
-    if loss is outputs:
-        return True
-    if not isinstance(outputs, tuple):
-        return False
-    if isinstance(loss, (tuple, list)):  # Several engines' losses at once.
+    if isinstance(loss, (tuple, list)):
         return len(loss) > 0 and all(any(l is t for t in outputs) for l in loss)
     return any(loss is t for t in outputs)

@@ -31,10 +31,14 @@ class Plan:
     plan; ``save`` copies that archive next to the plan file.
     """
 
-    def __init__(self, native, owned_dir=None):
+    def __init__(self, native, owned_dir=None, out_spec=None):
         self._native = native
         # tempfile.TemporaryDirectory holding the model archive, or None.
         self._owned_dir = owned_dir
+        # The pytree structure of an exported model's outputs (a
+        # transformers ModelOutput, a dict, ...), which the engine's forward
+        # returns; None: a tensor or a tuple.
+        self._out_spec = out_spec
 
     # -- export -------------------------------------------------------------
     def save(self, path):
@@ -242,10 +246,23 @@ def compile(module_or_path, config, example_inputs, world_size=1, *,
         tmp.cleanup()
         raise
     _warn(native.warnings, _caller_stacklevel())
+    out_spec = _out_spec(script)
     if script is None:  # The weights are the user's archive.
         tmp.cleanup()
-        return Plan(native)
-    return Plan(native, owned_dir=tmp)
+        return Plan(native, out_spec=out_spec)
+    return Plan(native, owned_dir=tmp, out_spec=out_spec)
+
+
+def _out_spec(program):
+    """The output structure of an ExportedProgram, unless it is a plain
+    tensor or tuple of tensors (which the engine returns as they are)."""
+    if not isinstance(program, torch.export.ExportedProgram):
+        return None
+    spec = program.call_spec.out_spec
+    if spec is None or spec.is_leaf() or spec.type is tuple and all(
+            spec.child(i).is_leaf() for i in range(spec.num_children)):
+        return None
+    return spec
 
 
 def _model_file(module_or_path, folder, example_inputs, world_size, unbatched):

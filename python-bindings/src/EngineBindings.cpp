@@ -106,8 +106,24 @@ void bindEngineClass(py::module_ &m) {
                return engine.forwardEval(tensors);
              });
            })
-      .def("backward", &Engine::backward, py::arg("seed_scale") = 1.0,
-           py::call_guard<py::gil_scoped_release>())
+      .def("backward",
+           [](Engine &engine, double seedScale) {
+             py::gil_scoped_release release;
+             engine.backward(seedScale);
+           },
+           py::arg("seed_scale") = 1.0)
+      // One DLPack capsule or None (zeros) per forward result.
+      .def("backward_with",
+           [](Engine &engine, const py::list &cotangents) {
+             std::vector<at::Tensor> tensors;
+             tensors.reserve(cotangents.size());
+             for (py::handle item : cotangents)
+               tensors.push_back(item.is_none() ? at::Tensor()
+                                                : tensorFromPython(item));
+             py::gil_scoped_release release;
+             engine.backward(tensors);
+           })
+      .def_property_readonly("takes_cotangents", &Engine::takesCotangents)
       .def_property_readonly("rank", &Engine::rank)
       .def_property_readonly("world_size", &Engine::worldSize)
       .def("step",

@@ -21,7 +21,7 @@ module attributes {ds.target_device = "cuda"} {
 }
 
 // CHECK: "format": "ds-plan",
-// CHECK-NEXT: "version": 8,
+// CHECK-NEXT: "version": 9,
 // CHECK-NEXT: "producer": "ds-translate",
 // CHECK-NEXT: "device": "cuda",
 // CHECK: "body": [

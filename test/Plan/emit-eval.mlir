@@ -15,7 +15,7 @@ func.func @forward_eval(%x: tensor<2x3xf32> {ds.name = "x"}, %t: tensor<3x3xf32>
 }
 
 // CHECK: "format": "ds-plan",
-// CHECK-NEXT: "version": 8,
+// CHECK-NEXT: "version": 9,
 // CHECK-NEXT: "producer": "ds-translate",
 // CHECK-NEXT: "device": "cpu",
 // CHECK-NEXT: "torch_version": "",

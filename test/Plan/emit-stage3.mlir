@@ -58,20 +58,20 @@
 // CHECK-NEXT:    {"kind": "call", "op": "aten::sum"
 // CHECK-NEXT:    {"kind": "all_gather", "engine": "model", "bucket": 0, "result": 25},
 // CHECK:         {"kind": "wait", "arg": 25, "free": [25]},
-// CHECK-NEXT:    {"kind": "all_gather", "engine": "model", "bucket": 1, "result": 28},
-// CHECK-NEXT:    {"kind": "state", "name": "fc3.weight", "result": 29},
-// CHECK-NEXT:    {"kind": "call", "op": "aten::matmul", "args": [27, 29], {{.*}}"free": [29]},
+// CHECK-NEXT:    {"kind": "all_gather", "engine": "model", "bucket": 1, "result": 30},
+// CHECK-NEXT:    {"kind": "state", "name": "fc3.weight", "result": 31},
+// CHECK-NEXT:    {"kind": "call", "op": "aten::matmul", "args": [29, 31], {{.*}}"free": [31]},
 // CHECK-NEXT:    {"kind": "release", "engine": "model", "bucket": 0{{.*}}},
-// CHECK:         {"kind": "reduce_scatter", "engine": "model", "bucket": 0, "result": 39},
-// CHECK:         {"kind": "wait", "arg": 28, "free": [28]},
-// CHECK-NEXT:    {"kind": "state", "name": "fc2.weight", "result": 41},
+// CHECK:         {"kind": "reduce_scatter", "engine": "model", "bucket": 0, "result": 41},
+// CHECK:         {"kind": "wait", "arg": 30, "free": [30]},
+// CHECK-NEXT:    {"kind": "state", "name": "fc2.weight", "result": 43},
 // CHECK-NEXT:    {"kind": "call", "op": "aten::matmul"
 // CHECK-NEXT:    {"kind": "release", "engine": "model", "bucket": 1{{.*}}},
-// CHECK:         {"kind": "reduce_scatter", "engine": "model", "bucket": 2, "result": 59},
-// CHECK-NEXT:    {"kind": "wait", "arg": 39, "free": [39]},
-// CHECK-NEXT:    {"kind": "wait", "arg": 50, "free": [50]},
-// CHECK-NEXT:    {"kind": "wait", "arg": 58, "free": [58]},
-// CHECK-NEXT:    {"kind": "wait", "arg": 59, "free": [59]}
+// CHECK:         {"kind": "reduce_scatter", "engine": "model", "bucket": 2, "result": 61},
+// CHECK-NEXT:    {"kind": "wait", "arg": 41, "free": [41]},
+// CHECK-NEXT:    {"kind": "wait", "arg": 52, "free": [52]},
+// CHECK-NEXT:    {"kind": "wait", "arg": 60, "free": [60]},
+// CHECK-NEXT:    {"kind": "wait", "arg": 61, "free": [61]}
 // CHECK-NEXT:   ],
 // CHECK-NEXT:   "results": [24],
 // CHECK-NEXT:   "backward_start": 31

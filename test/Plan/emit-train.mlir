@@ -48,10 +48,13 @@ func.func @forward_eval(%x: tensor<4x3xf32> {ds.name = "x"}) -> tensor<f32> {
 // CHECK: "train": {
 // CHECK: "body": [
 // CHECK: {"kind": "call", "op": "aten::sum", "args": [3, 2], "results": [4]
+// CHECK-NEXT: {"kind": "cotangent", "index": 0, "result": 5},
 // CHECK-NEXT: {
 // CHECK-NEXT: "kind": "constant",
-// CHECK-NEXT: "result": 5,
+// CHECK-NEXT: "result": 6,
 // CHECK-NEXT: "value": {"dtype": "float32", "shape": [], "base64": "AACAPg=="}
+// CHECK-NEXT: },
+// CHECK-NEXT: {"kind": "call", "op": "aten::mul.Tensor", "args": [5, 6], "results": [7]
 // CHECK: {"kind": "grad", "name": "w", "arg": [[G:[0-9]+]]
 // CHECK: "results": [4],
 // CHECK-NEXT: "backward_start": 5

@@ -8,9 +8,9 @@
 // "pt2" (plan version 8); a TorchScript module ("torchscript", or no
 // ds.frontend) names its archive as kind "torchscript".
 
-// EXPORT: "version": 8,
+// EXPORT: "version": 9,
 // EXPORT: "weights": {"kind": "pt2", "path": "/models/m.pt2"},
-// SCRIPT: "version": 8,
+// SCRIPT: "version": 9,
 // SCRIPT: "weights": {"kind": "torchscript", "path": "/models/m.pt"},
 
 //--- export.mlir

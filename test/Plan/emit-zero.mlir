@@ -42,15 +42,15 @@
 // CHECK-NEXT:   {"kind": "wait", "arg": 1, "free": [1]}
 // CHECK-NEXT:  ],
 // CHECK:      "train": {
-// CHECK:        {"id": 25, "type": "token"},
-// CHECK-NEXT:   {"id": 26, "type": "token"}
+// CHECK:        {"id": 27, "type": "token"},
+// CHECK-NEXT:   {"id": 28, "type": "token"}
 // CHECK-NEXT:  ],
-// CHECK:        {"kind": "grad", "name": "student.b", "arg": 24, "free": [24]},
-// CHECK-NEXT:   {"kind": "reduce_scatter", "engine": "student", "bucket": 0, "result": 25},
-// CHECK-NEXT:   {"kind": "grad", "name": "student.w", "arg": 22, "free": [22]},
-// CHECK-NEXT:   {"kind": "reduce_scatter", "engine": "student", "bucket": 1, "result": 26},
-// CHECK-NEXT:   {"kind": "wait", "arg": 25, "free": [25]},
-// CHECK-NEXT:   {"kind": "wait", "arg": 26, "free": [26]}
+// CHECK:        {"kind": "grad", "name": "student.b", "arg": 26, "free": [26]},
+// CHECK-NEXT:   {"kind": "reduce_scatter", "engine": "student", "bucket": 0, "result": 27},
+// CHECK-NEXT:   {"kind": "grad", "name": "student.w", "arg": 24, "free": [24]},
+// CHECK-NEXT:   {"kind": "reduce_scatter", "engine": "student", "bucket": 1, "result": 28},
+// CHECK-NEXT:   {"kind": "wait", "arg": 27, "free": [27]},
+// CHECK-NEXT:   {"kind": "wait", "arg": 28, "free": [28]}
 // CHECK-NEXT:  ],
 // CHECK-NEXT:  "results": [14],
 // CHECK-NEXT:  "backward_start": 15

@@ -22,11 +22,17 @@ namespace ds::run {
 using runtime::RuntimeError;
 
 LossMeter::LossMeter(const plan::Plan &plan, std::string planPath)
-    : plan_(plan), planPath_(std::move(planPath)),
-      sums_(plan.outputs.size(), 0.0), pending_(plan.outputs.size()) {}
+    : plan_(plan), planPath_(std::move(planPath)) {
+  for (size_t k = 0; k < plan.outputs.size(); ++k)
+    if (plan.outputs[k].kind == "loss")
+      losses_.push_back(k);
+  sums_.assign(losses_.size(), 0.0);
+  pending_.resize(losses_.size());
+}
 
 void LossMeter::add(const std::vector<at::Tensor> &outputs) {
-  for (size_t k = 0; k < sums_.size() && k < outputs.size(); ++k) {
+  for (size_t l = 0; l < losses_.size() && losses_[l] < outputs.size(); ++l) {
+    size_t k = losses_[l];
     if (outputs[k].numel() != 1)
       throw RuntimeError(planPath_ + ": output " + std::to_string(k) + " (\"" +
                          plan_.outputs[k].name + "\") is " +
@@ -35,7 +41,7 @@ void LossMeter::add(const std::vector<at::Tensor> &outputs) {
     // Summed where the loss lives, in float64 (exactly what adding each
     // loss's item() would give): a GPU run reads them once per step.
     at::Tensor loss = outputs[k].detach().reshape({}).to(at::kDouble);
-    pending_[k] = pending_[k].defined() ? pending_[k] + loss : loss;
+    pending_[l] = pending_[l].defined() ? pending_[l] + loss : loss;
   }
   ++microSteps_;
 }

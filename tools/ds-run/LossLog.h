@@ -15,7 +15,8 @@
 
 namespace ds::run {
 
-/// Sums one optimizer step's losses over its micro-steps, per output.
+/// Sums one optimizer step's losses over its micro-steps, per loss output
+/// (outputs of kind "loss"; other outputs, logits, are not reported).
 class LossMeter {
 public:
   /// `planPath` names the plan in errors.
@@ -37,6 +38,9 @@ private:
   /// Adds the pending device sums into sums_.
   void readPending();
 
+  /// The outputs of kind "loss", in plan order.
+  std::vector<size_t> losses_;
+  /// Per loss output.
   std::vector<double> sums_;
   /// Per output, the losses added since the last readPending(), on their
   /// device (undefined: none).

@@ -108,7 +108,9 @@ TEST(ConfigBatchSizeTest, NonPositiveAndNonIntegralValuesAreErrors) {
 }
 
 TEST(ConfigBatchSizeTest, DataMicroBatchMustAgreeNamingBothValues) {
-  ConfigError error = parseError(R"({"train_micro_batch_size_per_gpu": 4})",
+  // Trainable engines: a frozen one's batch sizes yield to the data (below).
+  ConfigError error = parseError(R"({"train_micro_batch_size_per_gpu": 4,
+                                     "optimizer": {"type": "SGD"}})",
                                  makeContext(2, /*dataMicroBatch=*/6));
   EXPECT_EQ(error.keyPath(), "train_micro_batch_size_per_gpu");
   expectMessageHas(error, {"= 8", "B = 6"});
@@ -118,12 +120,14 @@ TEST(ConfigBatchSizeTest, DataMicroBatchMustAgreeNamingBothValues) {
                            "or to \"auto\"", "--set KEY=auto",
                            "overrides={\"KEY\": \"auto\"}"});
   // A micro-batch implied by train_batch_size names that key too.
-  expectMessageHas(parseError(R"({"train_batch_size": 8})",
+  expectMessageHas(parseError(R"({"train_batch_size": 8,
+                                  "optimizer": {"type": "SGD"}})",
                               makeContext(2, /*dataMicroBatch=*/6)),
                    {"set train_micro_batch_size_per_gpu to 3",
                     "train_batch_size 8 implies it"});
   // A B the world size does not divide has no per-rank value to suggest.
-  expectMessageHas(parseError(R"({"train_micro_batch_size_per_gpu": 2})",
+  expectMessageHas(parseError(R"({"train_micro_batch_size_per_gpu": 2,
+                                  "optimizer": {"type": "SGD"}})",
                               makeContext(2, /*dataMicroBatch=*/5)),
                    {"B = 5", "not divisible by the world size"});
   // Agreement passes.
@@ -162,4 +166,127 @@ TEST(ConfigBatchSizeTest, AutoNeedsTheData) {
   ConfigError indivisible = parseError(
       R"({"train_micro_batch_size_per_gpu": "auto"})", makeContext(4, 6));
   expectMessageHas(indivisible, {"B = 6", "world size 4"});
+}
+
+namespace {
+
+/// The frozen ZeRO-3 teacher of Accelerate's multi-model guide, verbatim
+/// but for its trailing comma: no optimizer, and a micro-batch of 1 that is
+/// there only because DeepSpeed requires the key.
+constexpr const char *kGuideTeacher = R"({
+  "bf16": {"enabled": "auto"},
+  "zero_optimization": {"stage": 3, "overlap_comm": true,
+      "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
+      "stage3_param_persistence_threshold": "auto",
+      "stage3_max_live_parameters": "auto",
+      "stage3_max_reuse_distance": "auto"},
+  "train_micro_batch_size_per_gpu": 1})";
+
+/// The warnings of `config` about `key`.
+std::vector<std::string> warningsOn(const EngineConfig &config,
+                                    const std::string &key) {
+  std::vector<std::string> details;
+  for (const ConfigNote &note : config.notes.warnings)
+    if (note.keyPath == key)
+      details.push_back(note.detail);
+  return details;
+}
+
+void expectOneWarning(const EngineConfig &config, const std::string &key,
+                      std::initializer_list<std::string> parts) {
+  std::vector<std::string> details = warningsOn(config, key);
+  ASSERT_EQ(details.size(), 1u)
+      << key << ": " << ::testing::PrintToString(details);
+  for (const std::string &part : parts)
+    EXPECT_NE(details[0].find(part), std::string::npos)
+        << "warning \"" << details[0] << "\" lacks \"" << part << "\"";
+}
+
+} // namespace
+
+TEST(ConfigBatchSizeTest, FrozenEngineBatchKeysDisagreeingWithTheDataWarn) {
+  // 4 rows per rank on 2 ranks: B = 8, not the teacher's 1 * 2.
+  ParseContext context = makeContext(2, /*dataMicroBatch=*/8,
+                                     /*hiddenSize=*/8);
+  EngineConfig teacher = parse(kGuideTeacher, context);
+  ASSERT_TRUE(teacher.frozen());
+  expectBatch({teacher.trainBatchSize, teacher.trainMicroBatchSizePerGpu,
+               teacher.gradientAccumulationSteps},
+              8, 4, 1);
+  expectOneWarning(teacher, "train_micro_batch_size_per_gpu",
+                   {"frozen (no optimizer)",
+                    "its train_micro_batch_size_per_gpu 1 is ignored",
+                    "the data's micro-batch is 4 rows per rank", "B = 8",
+                    "world size 2"});
+  EXPECT_TRUE(warningsOn(teacher, "train_batch_size").empty());
+  // The recorded config holds what the plan runs on.
+  EXPECT_EQ(teacher.source["train_micro_batch_size_per_gpu"], 4);
+
+  // A micro-batch implied by train_batch_size: that key is ignored.
+  EngineConfig trainOnly = parse(R"({"train_batch_size": 2})", context);
+  expectBatch({trainOnly.trainBatchSize, trainOnly.trainMicroBatchSizePerGpu,
+               trainOnly.gradientAccumulationSteps},
+              8, 4, 1);
+  expectOneWarning(trainOnly, "train_batch_size",
+                   {"its train_batch_size 2 is ignored", "the data gives 8"});
+  EXPECT_EQ(trainOnly.source["train_batch_size"], 8);
+
+  // DeepSpeed's derivation with the data's micro-batch, where the given
+  // train_batch_size allows it: GAS 16 / (4 * 2) = 2.
+  EngineConfig derived =
+      parse(R"({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 1})",
+            context);
+  expectBatch({derived.trainBatchSize, derived.trainMicroBatchSizePerGpu,
+               derived.gradientAccumulationSteps},
+              16, 4, 2);
+  EXPECT_EQ(derived.notes.warnings.size(), 1u);
+
+  // A given GAS is kept (engines of a session must agree on it); a
+  // train_batch_size that contradicts it and the data is ignored.
+  EngineConfig gas = parse(R"({"train_batch_size": 8,
+                               "train_micro_batch_size_per_gpu": 1,
+                               "gradient_accumulation_steps": 4})",
+                           context);
+  expectBatch({gas.trainBatchSize, gas.trainMicroBatchSizePerGpu,
+               gas.gradientAccumulationSteps},
+              32, 4, 4);
+  expectOneWarning(gas, "train_micro_batch_size_per_gpu", {"1 is ignored"});
+  expectOneWarning(gas, "train_batch_size", {"8 is ignored", "gives 32"});
+  EXPECT_TRUE(warningsOn(gas, "gradient_accumulation_steps").empty());
+
+  // Values that agree with the data are nothing to ignore.
+  EXPECT_TRUE(parse(R"({"train_micro_batch_size_per_gpu": 4})", context)
+                  .notes.warnings.empty());
+}
+
+TEST(ConfigBatchSizeTest, FrozenEngineStillNeedsAConsistentConfig) {
+  // A B the world size does not divide has no micro-batch per rank.
+  expectMessageHas(parseError(R"({"train_micro_batch_size_per_gpu": 1})",
+                              makeContext(2, /*dataMicroBatch=*/5)),
+                   {"B = 5", "not divisible by the world size"});
+  // A config DeepSpeed itself rejects, whatever the data, stays an error.
+  expectMessageHas(parseError(R"({"train_batch_size": 32,
+                                  "train_micro_batch_size_per_gpu": 1,
+                                  "gradient_accumulation_steps": 2})",
+                              makeContext(2, 8)),
+                   {"inconsistent batch sizes"});
+}
+
+TEST(ConfigBatchSizeTest, TrainableEngineMicroBatchDisagreeingWithTheData) {
+  // The teacher's config with an optimizer: it trains, so its micro-batch
+  // must be the data's, as before.
+  std::string trainable = kGuideTeacher;
+  trainable.insert(1, R"("optimizer": {"type": "AdamW"},)");
+  ConfigError error = parseError(trainable, makeContext(2, /*dataMicroBatch=*/8,
+                                                        /*hiddenSize=*/8));
+  EXPECT_EQ(error.keyPath(), "train_micro_batch_size_per_gpu");
+  expectMessageHas(error, {"train_micro_batch_size_per_gpu (1) * world size "
+                           "(2) = 2 does not match the data's global "
+                           "micro-batch B = 8",
+                           "set train_micro_batch_size_per_gpu to 4"});
+  ConfigError trainOnly =
+      parseError(R"({"train_batch_size": 2, "optimizer": {"type": "SGD"}})",
+                 makeContext(2, 8));
+  expectMessageHas(trainOnly, {"= 2 does not match", "B = 8",
+                               "train_batch_size 2 implies it"});
 }

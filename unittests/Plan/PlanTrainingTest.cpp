@@ -151,7 +151,7 @@ TEST(PlanTrainingTest, ReadingChecksTheNewFields) {
                       "input, state, set_state, constant, list, unpack, call, "
                       "if, grad, all_reduce, reduce_scatter, all_gather, wait, "
                       "optimizer_step, release, backward_prologue, "
-                      "backward_epilogue or loss_scale)");
+                      "backward_epilogue, loss_scale or cotangent)");
   json = planAt(1);
   json["programs"]["eval"]["values"].push_back({{"id", 6}, {"type", "token"}});
   json["programs"]["eval"]["body"].push_back(
@@ -1024,4 +1024,38 @@ TEST(PlanTrainingTest, FrozenEnginesArePartitionedOnlyAtStage3) {
   engine(json).erase("optimizer");
   expectInvalid(json, "engines[0].partition: a frozen engine (\"trainable\": "
                       "false) has a partition only at ZeRO stage 3");
+}
+
+TEST(PlanTrainingTest, CotangentOps) {
+  // A cotangent of the loss (result 0, float32 []) right at backward_start,
+  // as -ds-autodiff seeds the backward (version 9).
+  auto withCotangent = [](int64_t at, int64_t index,
+                          const char *dtype = "float32") {
+    ordered_json json = planAt(2);
+    ordered_json &values = json["programs"]["train"]["values"];
+    int64_t id = int64_t(values.size());
+    values.push_back({{"id", id},
+                      {"type", "tensor"},
+                      {"dtype", dtype},
+                      {"shape", ordered_json::array()}});
+    ordered_json op = {{"kind", "cotangent"}, {"index", index}, {"result", id},
+                       {"free", {id}}};
+    trainBody(json).insert(trainBody(json).begin() + at, op);
+    return json;
+  };
+  int64_t start = planAt(2)["programs"]["train"]["backward_start"];
+  Plan plan = parsePlan(withCotangent(start, 0), "training.json");
+  const Op &op = plan.findProgram("train")->body[size_t(start)];
+  EXPECT_EQ(op.kind, OpKind::Cotangent);
+  EXPECT_EQ(op.index, 0);
+  ordered_json round = toJson(plan);
+  EXPECT_EQ(round["programs"]["train"]["body"][start]["kind"], "cotangent");
+  EXPECT_EQ(round["programs"]["train"]["body"][start]["index"], 0);
+
+  expectInvalid(withCotangent(start, 1),
+                "index: 1 is not a result of the program (it has 1)");
+  expectInvalid(withCotangent(start, 0, "float64"),
+                "does not match result 0 of the program (float32 [])");
+  expectInvalid(withCotangent(start - 1, 0),
+                "cotangent ops belong to the backward of programs.train");
 }

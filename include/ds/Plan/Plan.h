@@ -25,9 +25,11 @@ namespace ds::plan {
 using ordered_json = nlohmann::ordered_json;
 
 /// The plan format version this library writes (and the newest it reads).
-inline constexpr int64_t kPlanFormatVersion = 8;
+inline constexpr int64_t kPlanFormatVersion = 9;
 /// The oldest version it reads: 7 differs from 8 only in not having the
-/// weights kind "pt2".
+/// weights kind "pt2"; 8 from 9 in seeding the backward with constants
+/// (no `cotangent` ops: what a version 8 plan's backward() differentiates
+/// is the sum of its losses) and in every output being a loss.
 inline constexpr int64_t kOldestPlanFormatVersion = 7;
 /// The value of the top-level "format" field.
 inline constexpr const char *kPlanFormatName = "ds-plan";
@@ -335,7 +337,8 @@ struct InputDesc {
 
 struct OutputDesc {
   std::string name;
-  /// "loss" for the scalar losses the forward returns.
+  /// "loss" for a float result of one element (ds-run reports it and seeds
+  /// its backward with 1), "tensor" for any other result (version 9).
   std::string kind = "loss";
 };
 
@@ -419,6 +422,10 @@ enum class OpKind {
   /// current fp16 loss scale of an engine whose precision has a loss_scaler,
   /// as a float32 0-dim tensor (the backward seed is multiplied by it).
   LossScale,
+  /// programs.train only, after backward_start, outside branches (version
+  /// 9): the cotangent of result `index` that backward() was given (ds-run:
+  /// 1 for a loss, zeros otherwise), typed as that result.
+  Cotangent,
 };
 
 /// "input", "set_state", ... as spelled in the plan.
@@ -440,7 +447,8 @@ struct Branch {
 /// as results[0].
 struct Op {
   OpKind kind = OpKind::Call;
-  /// input: position in Plan::inputs.
+  /// input: position in Plan::inputs; cotangent: position in the
+  /// program's results.
   int64_t index = 0;
   /// state, set_state, grad: qualified state name.
   std::string name;
@@ -493,6 +501,8 @@ struct Op {
   static Op backwardEpilogue(std::string engine);
   /// `result`: a float32 0-dim tensor value.
   static Op lossScale(std::string engine, ValueId result);
+  /// The cotangent of the program's result `index`.
+  static Op cotangent(int64_t index, ValueId result);
 
   /// "aten::linear" for calls, the kind name ("if", "unpack") otherwise.
   std::string label() const;

@@ -162,6 +162,18 @@ public:
   /// gradient is multiplied by it as it is added (gradients are linear in
   /// the seed: a power of two gives the seed-scaled gradients bitwise).
   void backward(double seedScale = 1.0);
+  /// The same, with the gradient of the caller's objective for each result
+  /// of forward() (a vector-Jacobian product: what PyTorch's autograd
+  /// computed for the outputs). `cotangents` has one entry per result; an
+  /// undefined tensor counts as zeros. Each must have its result's shape
+  /// (it is cast to the result's dtype and device). backward(seedScale)
+  /// gives 1 for each loss output (a float of one element) and zeros for
+  /// the others. A version 8 plan (constant seeds) takes only
+  /// backward(seedScale).
+  void backward(const std::vector<at::Tensor> &cotangents);
+  /// Whether the train program seeds its backward from cotangents (plan
+  /// version 9), so that backward(cotangents) applies.
+  bool takesCotangents() const;
   /// True when the next step() updates the parameters, i.e. on the last
   /// micro-step of an accumulation window (DeepSpeed's
   /// is_gradient_accumulation_boundary()).
@@ -317,6 +329,12 @@ private:
   void requireCheckpointPoint(const char *call) const;
   /// The factor backward() gives the train program's `grad` ops.
   void setSeedScale(double scale);
+  /// Both backward()s: `given` null means backward(seedScale)'s defaults.
+  void runBackward(const std::vector<at::Tensor> *given, double seedScale);
+  /// One cotangent per result of the last forward(): `given`'s, checked
+  /// against the results, else the defaults.
+  std::vector<at::Tensor>
+  cotangentsFor(const std::vector<at::Tensor> *given) const;
 
   std::unique_ptr<plan::Plan> plan_;
   std::string origin_;
@@ -355,6 +373,8 @@ private:
   /// done (step() next).
   enum class Phase { Idle, Forwarded, BackwardDone };
   Phase phase_ = Phase::Idle;
+  /// The last forward()'s results, until its backward() ran.
+  std::vector<at::Tensor> forwardResults_;
 };
 
 } // namespace ds::runtime

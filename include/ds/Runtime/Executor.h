@@ -131,6 +131,9 @@ public:
   void runRange(size_t begin, size_t end);
   std::vector<c10::IValue> results() const;
   void finish();
+  /// What the program's `cotangent` ops read until finish(): one tensor per
+  /// program result (undefined where no cotangent op reads it).
+  void setCotangents(std::vector<at::Tensor> cotangents);
   /// Top-level ops of the program.
   size_t size() const;
 

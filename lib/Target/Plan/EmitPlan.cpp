@@ -319,6 +319,12 @@ LogicalResult ProgramEmitter::emitOp(Operation *op,
       return op->emitOpError() << "belongs to the top level of the training "
                                   "function's backward";
     out.push_back(plan::Op::lossScale(scale.getEngine().str(), results[0]));
+  } else if (auto cotangent = dyn_cast<CotangentOp>(op)) {
+    if (programKind != ProgramKind::Train || &out != &program.body ||
+        !program.backwardStart)
+      return op->emitOpError() << "belongs to the top level of the training "
+                                  "function's backward";
+    out.push_back(plan::Op::cotangent(cotangent.getIndex(), results[0]));
   } else if (isa<BackwardBeginOp>(op)) {
     // Marks where backward() starts; not an op of the plan.
     if (&out != &program.body)
@@ -775,10 +781,18 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
       result.microBatchPerRank = input.shape[0];
     result.inputs.push_back(std::move(input));
   }
+  // A float result of one element is a loss (ds-run reports it and seeds
+  // its backward with 1); any other result is a tensor output.
   unsigned numResults = eval.getNumResults();
-  for (unsigned i = 0; i < numResults; ++i)
+  for (unsigned i = 0; i < numResults; ++i) {
+    auto type = dyn_cast<RankedTensorType>(eval.getResultTypes()[i]);
+    bool loss = type && isa<FloatType>(type.getElementType()) &&
+                type.hasStaticShape() && type.getNumElements() == 1;
+    std::string kind = loss ? "loss" : "tensor";
+    std::string stem = loss ? "loss" : "output";
     result.outputs.push_back(
-        {numResults == 1 ? "loss" : "loss" + std::to_string(i), "loss"});
+        {numResults == 1 ? stem : stem + std::to_string(i), kind});
+  }
 
   ShapeBounds bounds(module);
   ProgramEmitter emitter(result.programs["eval"], ProgramKind::Eval, buckets,

@@ -37,6 +37,8 @@
 // mse_loss's gradient is bf16, the parameters' gradients are bf16.
 // GRAD-LABEL: func.func @forward(
 // GRAD:      ds.backward_begin
+// GRAD-NEXT: %[[C:.*]] = ds.cotangent 0 : tensor<bf16>
+// GRAD-NEXT: %[[SEED:.*]] = ds.aten "aten::mul.Tensor"(%[[C]], %{{.*}}) : (tensor<bf16>, tensor<bf16>) -> tensor<bf16>
 // GRAD-NEXT: %[[G:.*]] = ds.aten "aten::mse_loss_backward"({{.*}} : (tensor<bf16>, tensor<2x4xbf16>, tensor<2x4xbf16>, i64) -> tensor<2x4xbf16>
 // GRAD-NOT:  aten::to.dtype
 // GRAD:      ds.grad @fc.bias, %{{.*}} : tensor<4xbf16>
@@ -59,6 +61,8 @@
 // NOKERNEL:      return %[[L16]] : tensor<bf16>
 // NOKERNEL-GRAD-LABEL: func.func @forward(
 // NOKERNEL-GRAD:      ds.backward_begin
+// NOKERNEL-GRAD-NEXT: %[[C:.*]] = ds.cotangent 0 : tensor<bf16>
+// NOKERNEL-GRAD-NEXT: %[[SEEDED:.*]] = ds.aten "aten::mul.Tensor"(%[[C]], %{{.*}}) : (tensor<bf16>, tensor<bf16>) -> tensor<bf16>
 // NOKERNEL-GRAD-NEXT: %[[SEED:.*]] = ds.aten "aten::to.dtype"(%{{.*}}) {{.*}} : (tensor<bf16>, {{.*}}) -> tensor<f32>
 // NOKERNEL-GRAD-NEXT: %[[G:.*]] = ds.aten "aten::mse_loss_backward"(%[[SEED]], {{.*}} -> tensor<2x4xf32>
 // NOKERNEL-GRAD-NEXT: ds.aten "aten::to.dtype"(%[[G]], {{.*}} : (tensor<2x4xf32>, {{.*}}) -> tensor<2x4xbf16>

@@ -9,7 +9,9 @@
 // CHECK-COUNT-2: "aten::to.dtype"
 // CHECK-NOT:  "aten::to.dtype"
 // CHECK:      ds.backward_begin
-// CHECK-NEXT: %[[G:.*]] = ds.aten "aten::mse_loss_backward"(%[[SEED]], {{.*}} : (tensor<f16>, tensor<8xf16>, tensor<8xf16>, i64) -> tensor<8xf16>
+// CHECK-NEXT: %[[C:.*]] = ds.cotangent 0 : tensor<f16>
+// CHECK-NEXT: %[[SEEDED:.*]] = ds.aten "aten::mul.Tensor"(%[[C]], %[[SEED]]) : (tensor<f16>, tensor<f16>) -> tensor<f16>
+// CHECK-NEXT: %[[G:.*]] = ds.aten "aten::mse_loss_backward"(%[[SEEDED]], {{.*}} : (tensor<f16>, tensor<8xf16>, tensor<8xf16>, i64) -> tensor<8xf16>
 // CHECK-NOT:  "aten::to.dtype"
 // CHECK:      ds.aten "aten::gelu_backward"({{.*}} : (tensor<2x4xf16>, tensor<2x4xf16>, !ds.str) -> tensor<2x4xf16>
 // CHECK-NOT:  "aten::to.dtype"

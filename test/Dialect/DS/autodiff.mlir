@@ -1,8 +1,8 @@
 // RUN: ds-opt %s -split-input-file -ds-autodiff='grad-scale=0.5' | FileCheck %s
 
 // A linear layer with ReLU and an MSE loss: the backward follows the forward
-// in reverse after ds.backward_begin, seeded with grad-scale, and ends with
-// one ds.grad per parameter read.
+// in reverse after ds.backward_begin, seeded with the loss's cotangent times
+// grad-scale, and ends with one ds.grad per parameter read.
 ds.param @w : tensor<4x3xf32> {module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 ds.param @b : tensor<4xf32> {module = "fc", module_class = "torch.nn.modules.linear.Linear", requires_grad}
 // CHECK-LABEL: func.func @forward
@@ -15,7 +15,9 @@ func.func @forward(%x: tensor<2x3xf32>, %y: tensor<2x4xf32>) -> tensor<f32> {
   %l = ds.aten "aten::mse_loss"(%r, %y, %mean) : (tensor<2x4xf32>, tensor<2x4xf32>, i64) -> tensor<f32>
   // CHECK: %[[L:.*]] = ds.aten "aten::mse_loss"
   // CHECK-NEXT: ds.backward_begin
-  // CHECK-NEXT: %[[SEED:.*]] = ds.constant dense<5.000000e-01> : tensor<f32>
+  // CHECK-NEXT: %[[COT:.*]] = ds.cotangent 0 : tensor<f32>
+  // CHECK-NEXT: %[[SCALE:.*]] = ds.constant dense<5.000000e-01> : tensor<f32> {ds.backward_seed}
+  // CHECK-NEXT: %[[SEED:.*]] = ds.aten "aten::mul.Tensor"(%[[COT]], %[[SCALE]])
   // CHECK-NEXT: %[[GR:.*]] = ds.aten "aten::mse_loss_backward"(%[[SEED]],
   // CHECK: %[[GH:.*]] = ds.aten "aten::threshold_backward"(%[[GR]],
   // CHECK: ds.aten "aten::mm"
@@ -133,4 +135,35 @@ func.func @forward(%x: tensor<2x4xf32>, %c: i1) -> tensor<f32> {
   }
   %s = ds.aten "aten::sum"(%r, %n) : (tensor<2x4xf32>, !ds.none) -> tensor<f32>
   return %s : tensor<f32>
+}
+
+// -----
+
+// Outputs of any kind: a loss and the logits, each seeded with its own
+// cotangent (the vector-Jacobian product the caller asks for); the integer
+// result and the result no parameter reaches get none.
+ds.param @w : tensor<4x3xf32> {module = "fc", module_class = "L", requires_grad}
+// CHECK-LABEL: func.func @forward
+func.func @forward(%x: tensor<2x3xf32>, %y: tensor<2xi64>) -> (tensor<f32>, tensor<2x4xf32>, tensor<2xi64>, tensor<2x3xf32>) {
+  %w = ds.get_param @w : tensor<4x3xf32>
+  %n = ds.constant unit : !ds.none
+  %logits = ds.aten "aten::linear"(%x, %w, %n) : (tensor<2x3xf32>, tensor<4x3xf32>, !ds.none) -> tensor<2x4xf32>
+  %mean = ds.constant 1 : i64
+  %ignore = ds.constant -100 : i64
+  %smooth = ds.constant 0.000000e+00 : f64
+  %l = ds.aten "aten::cross_entropy_loss"(%logits, %y, %n, %mean, %ignore, %smooth) : (tensor<2x4xf32>, tensor<2xi64>, !ds.none, i64, i64, f64) -> tensor<f32>
+  %keep = ds.constant false
+  %dim = ds.constant 1 : i64
+  %pick = ds.aten "aten::argmax"(%logits, %dim, %keep) : (tensor<2x4xf32>, i64, i1) -> tensor<2xi64>
+  // CHECK: ds.backward_begin
+  // CHECK-NEXT: %[[C0:.*]] = ds.cotangent 0 : tensor<f32>
+  // CHECK-NEXT: %[[S0:.*]] = ds.constant dense<5.000000e-01> : tensor<f32> {ds.backward_seed}
+  // CHECK-NEXT: %[[G0:.*]] = ds.aten "aten::mul.Tensor"(%[[C0]], %[[S0]])
+  // CHECK-NEXT: %[[C1:.*]] = ds.cotangent 1 : tensor<2x4xf32>
+  // CHECK-NEXT: %[[S1:.*]] = ds.constant dense<5.000000e-01> : tensor<f32> {ds.backward_seed}
+  // CHECK-NEXT: %[[G1:.*]] = ds.aten "aten::mul.Tensor"(%[[C1]], %[[S1]])
+  // CHECK-NOT: ds.cotangent
+  // CHECK: ds.aten "aten::add.Tensor"(%[[G1]],
+  // CHECK: ds.grad @w
+  return %l, %logits, %pick, %x : tensor<f32>, tensor<2x4xf32>, tensor<2xi64>, tensor<2x3xf32>
 }

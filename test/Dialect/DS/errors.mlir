@@ -791,3 +791,53 @@ func.func @forward() {
   return
 }
 }
+
+// -----
+
+func.func @forward(%l: tensor<f32>) -> tensor<f32> {
+  ds.backward_begin
+  // expected-error @+1 {{'ds.cotangent' op is the cotangent of result 1, but @forward returns 1 result(s)}}
+  %c = ds.cotangent 1 : tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @forward(%l: tensor<f32>) -> tensor<f32> {
+  ds.backward_begin
+  // expected-error @+1 {{'ds.cotangent' op has type 'tensor<f16>', but result 0 of @forward is 'tensor<f32>'}}
+  %c = ds.cotangent 0 : tensor<f16>
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @forward(%l: tensor<f32>, %i: tensor<2xi64>) -> (tensor<f32>, tensor<2xi64>) {
+  ds.backward_begin
+  // expected-error @+1 {{'ds.cotangent' op must be a float tensor (only float results have gradients), got 'tensor<2xi64>'}}
+  %c = ds.cotangent 1 : tensor<2xi64>
+  return %l, %i : tensor<f32>, tensor<2xi64>
+}
+
+// -----
+
+func.func @forward(%l: tensor<f32>, %p: i1) -> tensor<f32> {
+  ds.backward_begin
+  ds.if %p {
+    // expected-error @+1 {{'ds.cotangent' op is inside a ds.if; the cotangent of result 0 seeds the backward, so it belongs at the top level of the backward}}
+    %c = ds.cotangent 0 : tensor<f32>
+    ds.yield
+  } else {
+    ds.yield
+  }
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @forward(%l: tensor<f32>) -> tensor<f32> {
+  ds.backward_begin
+  // expected-error @+1 {{'ds.cotangent' op attribute 'index' failed to satisfy constraint}}
+  %c = ds.cotangent -1 : tensor<f32>
+  return %l : tensor<f32>
+}

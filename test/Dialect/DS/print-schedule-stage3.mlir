@@ -30,7 +30,7 @@
 // CHECK-NEXT:   15  release @model bucket 0; live 0
 // CHECK-NEXT:   16  forward: 1 op
 // CHECK-NEXT:   17  all_gather @model bucket 0 (32 elements) -> wait at 19; live 32
-// CHECK-NEXT:   18  backward: 2 ops
+// CHECK-NEXT:   18  backward: 4 ops
 // CHECK-NEXT:   19  wait all_gather @model bucket 0
 // CHECK-NEXT:   20  all_gather @model bucket 1 (128 elements) -> wait at 26; live 160
 // CHECK-NEXT:   21  backward: 2 ops
@@ -130,7 +130,7 @@ module attributes {ds.world_size = 2 : i64} {
 // CHECK-NEXT:   10  all_gather @model bucket 0 (32 elements) -> wait at 11; live 160
 // CHECK-NEXT:   11  wait all_gather @model bucket 0
 // CHECK-NEXT:   12  forward: 4 ops
-// CHECK-NEXT:   13  backward: 4 ops
+// CHECK-NEXT:   13  backward: 6 ops
 // CHECK-NEXT:   14  release @model bucket 0; live 128
 // CHECK-NEXT:   15  backward: 10 ops (through grad @fc3.weight)
 // CHECK-NEXT:   16  reduce_scatter @model bucket 0 (32 elements) -> wait at 17

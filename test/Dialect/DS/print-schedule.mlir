@@ -8,7 +8,7 @@
 // backward.
 // CHECK-LABEL: schedule of @forward (identical on every rank: no collective is inside a ds.if)
 // CHECK-NEXT:     1  forward: 17 ops
-// CHECK-NEXT:     2  backward: 22 ops (through grad @fc1.bias)
+// CHECK-NEXT:     2  backward: 24 ops (through grad @fc1.bias)
 // CHECK-NEXT:     3  reduce_scatter @model bucket 0 (84 elements) -> wait at 6
 // CHECK-NEXT:     4  backward: 1 op (through grad @fc1.weight)
 // CHECK-NEXT:     5  reduce_scatter @model bucket 1 (128 elements) -> wait at 7
@@ -48,7 +48,7 @@ module attributes {ds.world_size = 2 : i64} {
 // reductions start before either engine updates.
 // CHECK-LABEL: schedule of @forward (identical on every rank: no collective is inside a ds.if)
 // CHECK-NEXT:     1  forward: 8 ops
-// CHECK-NEXT:     2  backward: 5 ops (through grad @b.w)
+// CHECK-NEXT:     2  backward: 7 ops (through grad @b.w)
 // CHECK-NEXT:  schedule of @step (identical on every rank: no collective is inside a ds.if)
 // CHECK-NEXT:     1  all_reduce @a bucket 0 (4 elements) -> wait at 3
 // CHECK-NEXT:     2  reduce_scatter @b bucket 0 (4 elements) -> wait at 5

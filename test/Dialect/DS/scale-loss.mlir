@@ -8,6 +8,7 @@
 // CHECK-LABEL: func.func @forward(
 // CHECK:         ds.backward_begin
 // CHECK-NEXT:    %[[SCALE:.*]] = ds.loss_scale @model : tensor<f32>
+// CHECK-NEXT:    %[[COT:.*]] = ds.cotangent 0 : tensor<f16>
 // CHECK-NEXT:    %[[SEED:.*]] = ds.constant dense<5.000000e-01> : tensor<f16> {ds.backward_seed}
 // CHECK-NEXT:    %[[F32:.*]] = ds.constant 6 : i64
 // CHECK-NEXT:    %[[NO:.*]] = ds.constant false
@@ -18,8 +19,9 @@
 // CHECK-NEXT:    %[[NO2:.*]] = ds.constant false
 // CHECK-NEXT:    %[[NONE2:.*]] = ds.constant unit : !ds.none
 // CHECK-NEXT:    %[[SCALED:.*]] = ds.aten "aten::to.dtype"(%[[PRODUCT]], %[[F16]], %[[NO2]], %[[NO2]], %[[NONE2]]) : (tensor<f32>, i64, i1, i1, !ds.none) -> tensor<f16>
+// CHECK-NEXT:    %[[SEEDED:.*]] = ds.aten "aten::mul.Tensor"(%[[COT]], %[[SCALED]])
 // CHECK-NOT:     %[[SEED]]
-// CHECK:         ds.aten "aten::expand"(%[[SCALED]],
+// CHECK:         ds.aten "aten::expand"(%[[SEEDED]],
 // CHECK-NOT:     %[[SEED]]
 // CHECK:         return
 
@@ -29,10 +31,12 @@
 // PIPE-LABEL: func.func @forward(
 // PIPE:         ds.backward_begin
 // PIPE-NEXT:    %[[SCALE:.*]] = ds.loss_scale @model : tensor<f32>
+// PIPE-NEXT:    %[[COT:.*]] = ds.cotangent 0 : tensor<f16>
 // PIPE-NEXT:    %[[WIDE:.*]] = ds.aten "aten::to.dtype"(%{{.*}}) : (tensor<f16>, i64, i1, i1, !ds.none) -> tensor<f32>
 // PIPE-NEXT:    %[[PRODUCT:.*]] = ds.aten "aten::mul.Tensor"(%[[WIDE]], %[[SCALE]])
 // PIPE-NEXT:    %[[SCALED:.*]] = ds.aten "aten::to.dtype"(%[[PRODUCT]], {{.*}} -> tensor<f16>
-// PIPE:         ds.aten "aten::expand"(%[[SCALED]],
+// PIPE-NEXT:    %[[SEEDED:.*]] = ds.aten "aten::mul.Tensor"(%[[COT]], %[[SCALED]])
+// PIPE:         ds.aten "aten::expand"(%[[SEEDED]],
 // PIPE:         ds.backward_prologue @model
 module attributes {ds.world_size = 2 : i64} {
   ds.engine @model {module = "", deepspeed = #ds.engine_config<train_batch_size = 2, optimizer = <kind = adamw>, zero = <stage = 2>, precision = <mode = fp16, loss_scaler = <kind = dynamic>>>}
@@ -55,13 +59,17 @@ module attributes {ds.world_size = 2 : i64} {
 // CHECK-LABEL: func.func @forward(
 // CHECK:         ds.backward_begin
 // CHECK-NEXT:    %[[SCALE:.*]] = ds.loss_scale @model : tensor<f32>
+// CHECK-NEXT:    %[[COT0:.*]] = ds.cotangent 0 : tensor<f32>
 // CHECK-NEXT:    %[[SEED0:.*]] = ds.constant dense<5.000000e-01> : tensor<f32> {ds.backward_seed}
 // CHECK-NEXT:    %[[SCALED0:.*]] = ds.aten "aten::mul.Tensor"(%[[SEED0]], %[[SCALE]]) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// CHECK-NEXT:    %[[SEEDED0:.*]] = ds.aten "aten::mul.Tensor"(%[[COT0]], %[[SCALED0]])
+// CHECK-NEXT:    %[[COT1:.*]] = ds.cotangent 1 : tensor<f32>
 // CHECK-NEXT:    %[[SEED1:.*]] = ds.constant dense<5.000000e-01> : tensor<f32> {ds.backward_seed}
 // CHECK-NEXT:    %[[SCALED1:.*]] = ds.aten "aten::mul.Tensor"(%[[SEED1]], %[[SCALE]]) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// CHECK-NEXT:    %[[SEEDED1:.*]] = ds.aten "aten::mul.Tensor"(%[[COT1]], %[[SCALED1]])
 // CHECK-NOT:     ds.loss_scale
-// CHECK-DAG:     ds.aten "aten::expand"(%[[SCALED0]],
-// CHECK-DAG:     ds.aten "aten::expand"(%[[SCALED1]],
+// CHECK-DAG:     ds.aten "aten::expand"(%[[SEEDED0]],
+// CHECK-DAG:     ds.aten "aten::expand"(%[[SEEDED1]],
 // CHECK:         return
 // PIPE-LABEL: func.func @forward(
 // PIPE:         ds.backward_begin
@@ -89,15 +97,18 @@ module attributes {ds.world_size = 2 : i64} {
 // CHECK-LABEL: func.func @forward(
 // CHECK:         ds.backward_begin
 // CHECK-NEXT:    %[[SCALE:.*]] = ds.loss_scale @model : tensor<f32>
+// CHECK-NEXT:    %[[COT:.*]] = ds.cotangent 0 : tensor<f32>
 // CHECK-NEXT:    %[[SEED:.*]] = ds.constant dense<5.000000e-01> : tensor<f32> {ds.backward_seed}
 // CHECK-NEXT:    %[[SCALED:.*]] = ds.aten "aten::mul.Tensor"(%[[SEED]], %[[SCALE]]) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// CHECK-NEXT:    %[[SEEDED:.*]] = ds.aten "aten::mul.Tensor"(%[[COT]], %[[SCALED]])
 // CHECK-NOT:     ds.loss_scale
-// CHECK:         ds.aten "aten::expand"(%[[SCALED]],
+// CHECK:         ds.aten "aten::expand"(%[[SEEDED]],
 // CHECK:         -> tensor<3x2xf16>
 // CHECK:         return
 // PIPE-LABEL: func.func @forward(
 // PIPE:         ds.backward_begin
 // PIPE-NEXT:    %[[SCALE:.*]] = ds.loss_scale @model : tensor<f32>
+// PIPE-NEXT:    ds.cotangent 0 : tensor<f32>
 // PIPE-NEXT:    ds.aten "aten::mul.Tensor"(%{{.*}}, %[[SCALE]]) : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // PIPE:         ds.backward_prologue @model
 module attributes {ds.world_size = 2 : i64} {
@@ -124,6 +135,7 @@ module attributes {ds.world_size = 2 : i64} {
 // only).
 // CHECK-LABEL: func.func @forward(
 // CHECK:         ds.backward_begin
+// CHECK-NEXT:    ds.cotangent 0 : tensor<f32>
 // CHECK-NEXT:    ds.constant dense<5.000000e-01> : tensor<f32> {ds.backward_seed}
 // CHECK-NOT:     ds.loss_scale
 // PIPE-LABEL: func.func @forward(
@@ -145,6 +157,7 @@ module attributes {ds.world_size = 2 : i64} {
 // Engines without fp16 (here bf16) are left alone.
 // CHECK-LABEL: func.func @forward(
 // CHECK:         ds.backward_begin
+// CHECK-NEXT:    ds.cotangent 0 : tensor<f32>
 // CHECK-NEXT:    ds.constant dense<5.000000e-01> : tensor<f32> {ds.backward_seed}
 // CHECK-NOT:     ds.loss_scale
 // PIPE-LABEL: func.func @forward(

@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include <cmath>
 #include <cstdio>
@@ -512,6 +513,35 @@ BackwardPrologueOp::verifySymbolUses(SymbolTableCollection &table) {
 LogicalResult
 BackwardEpilogueOp::verifySymbolUses(SymbolTableCollection &table) {
   return verifyBackwardMarker(*this, getEngineAttr(), table);
+}
+
+//===----------------------------------------------------------------------===//
+// CotangentOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CotangentOp::verify() {
+  if ((*this)->getParentOfType<IfOp>())
+    return emitOpError() << "is inside a ds.if; the cotangent of result "
+                         << getIndex()
+                         << " seeds the backward, so it belongs at the top "
+                            "level of the backward";
+  if (!isa<FloatType>(getType().getElementType()))
+    return emitOpError() << "must be a float tensor (only float results have "
+                            "gradients), got "
+                         << getType();
+  auto func = (*this)->getParentOfType<FunctionOpInterface>();
+  if (!func)
+    return success();
+  ArrayRef<Type> results = func.getResultTypes();
+  if (uint64_t(getIndex()) >= results.size())
+    return emitOpError() << "is the cotangent of result " << getIndex()
+                         << ", but @" << func.getName() << " returns "
+                         << results.size() << " result(s)";
+  if (results[getIndex()] != getType())
+    return emitOpError() << "has type " << getType() << ", but result "
+                         << getIndex() << " of @" << func.getName()
+                         << " is " << results[getIndex()];
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -337,22 +337,42 @@ struct AutodiffPass : public ds::impl::DSAutodiffBase<AutodiffPass> {
     diff.markVarying(body);
 
     BackwardBeginOp::create(builder, ret->getLoc());
-    for (Value loss : ret->getOperands()) {
-      if (!diff.varying.contains(loss))
+    // Each result the backward reaches is seeded with its cotangent (what
+    // the caller gives backward(): 1 for a scalar loss under ds-run, the
+    // gradient PyTorch computed for the output under dsopt) times the seed
+    // scale; a scalar loss is the special case.
+    bool anyScalar = false;
+    for (auto [index, result] : llvm::enumerate(ret->getOperands())) {
+      if (!diff.varying.contains(result))
         continue;
-      auto type = cast<RankedTensorType>(loss.getType());
-      if (!type.hasStaticShape() || type.getNumElements() != 1) {
-        func.emitError() << "a loss must be a scalar tensor, got " << type;
-        return signalPassFailure();
-      }
-      auto elem = cast<FloatType>(type.getElementType());
-      auto seed =
-          DenseElementsAttr::get(type, builder.getFloatAttr(elem, *scale));
-      auto seedOp = ConstantOp::create(builder, ret->getLoc(), type, seed);
+      auto type = cast<RankedTensorType>(result.getType());
+      auto elem = dyn_cast<FloatType>(type.getElementType());
+      if (!elem)
+        continue;
+      anyScalar |= type.hasStaticShape() && type.getNumElements() == 1;
+      // The result's own location: the seeding reads as the loss's.
+      Location loc = result.getLoc();
+      Value cotangent =
+          CotangentOp::create(builder, loc, type, int64_t(index)).getResult();
+      auto scalarType = RankedTensorType::get({}, elem);
+      auto seed = DenseElementsAttr::get(scalarType,
+                                         builder.getFloatAttr(elem, *scale));
+      auto seedOp = ConstantOp::create(builder, loc, scalarType, seed);
       // -ds-scale-loss finds the seeds by this mark (fp16 loss scaling).
       seedOp->setAttr("ds.backward_seed", builder.getUnitAttr());
-      diff.addGrad(loss, seedOp);
+      Value grad = AtenOp::create(builder, loc, TypeRange{type},
+                                  builder.getStringAttr("aten::mul.Tensor"),
+                                  ValueRange{cotangent, seedOp})
+                       .getResult(0);
+      diff.addGrad(result, grad);
     }
+    if (!anyScalar && !ret->getOperands().empty())
+      func.emitRemark()
+          << "@" << funcName
+          << " returns no scalar loss that reaches a trainable parameter: "
+             "ds-run seeds every result with zeros, so only a caller that "
+             "gives the results' gradients (dsopt, from PyTorch's autograd) "
+             "trains it";
     if (failed(diff.backprop(body)))
       return signalPassFailure();
   }

@@ -469,6 +469,37 @@ def DS_BackwardEpilogueOp : DS_BackwardMarkerOp<"backward_epilogue"> {
   }] # commonDescription;
 }
 
+def DS_CotangentOp : DS_Op<"cotangent", [MemoryEffects<[MemRead]>]> {
+  let summary = "the gradient the caller gives for one result of the forward";
+  let description = [{
+    The cotangent of result `index` of the training function: the gradient
+    of the caller's objective with respect to that result, which the runtime
+    receives with `backward()` (dsopt: the gradient PyTorch's autograd
+    computed for the engine's output; `ds-run`: 1 for a scalar loss, zeros
+    for any other result). `-ds-autodiff` seeds the backward with it, times
+    the seed scale (1 / gradient_accumulation_steps, a `ds.constant` marked
+    `ds.backward_seed`):
+
+    ```mlir
+    ds.backward_begin
+    %c = ds.cotangent 1 : tensor<4x16x64xf32>
+    %s = ds.constant dense<5.000000e-01> : tensor<f32> {ds.backward_seed}
+    %g = ds.aten "aten::mul.Tensor"(%c, %s)
+        : (tensor<4x16x64xf32>, tensor<f32>) -> tensor<4x16x64xf32>
+    ```
+
+    The enclosing function must return at least `index + 1` results, and the
+    op's type is that of result `index`, a float tensor. The op is never
+    inside a `ds.if` (the runtime sets it once per backward). It reads what
+    the runtime was given, so rewrites do not move it ahead of
+    `ds.backward_begin`.
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative]>:$index);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$index attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def DS_LossScaleOp : DS_Op<"loss_scale", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     MemoryEffects<[MemRead]>]> {
