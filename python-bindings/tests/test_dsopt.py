@@ -228,10 +228,10 @@ def test_save_load_round_trip(tmp_path):
     shutil.copytree(tmp_path, moved, ignore=shutil.ignore_patterns("moved"))
     loaded = dsopt.load_plan(moved / "tiny.plan")
     assert loaded.weights == {"kind": "torchscript", "path": "tiny.weights.pt"}
-    # A .pt2 (torch.export.save) is a third kind (plan version 8).
+    # A .pt2 (torch.export.save) is a third kind (since plan version 8).
     loaded._native.set_weights("pt2", "tiny.pt2")
     assert loaded.weights == {"kind": "pt2", "path": "tiny.pt2"}
-    assert json.loads(loaded.to_json())["version"] == 8
+    assert json.loads(loaded.to_json())["version"] == 9
     with pytest.raises(ValueError, match="'torchscript', 'safetensors' or 'pt2'"):
         loaded._native.set_weights("onnx", "tiny.onnx")
     loaded._native.set_weights("torchscript", "tiny.weights.pt")
@@ -566,7 +566,7 @@ def test_errors_carry_the_cpp_message(models, tmp_path):
     with pytest.raises(TypeError):
         dsopt.compile(TinyNet(), 42, tiny_batch())
 
-    (tmp_path / "bad.plan").write_text('{"format": "ds-plan", "version": 9}')
+    (tmp_path / "bad.plan").write_text('{"format": "ds-plan", "version": 10}')
     with pytest.raises(dsopt.PlanError, match="newer than this runtime supports"):
         dsopt.load_plan(tmp_path / "bad.plan")
 

@@ -463,3 +463,40 @@ def test_outputs_no_gradient_reaches_count_as_zeros():
     model = Classifier()
     (model(*classifier_batch())[1] ** 2).sum().backward()
     assert_gradients_equal_autograd(logits_only, model)
+
+
+def test_transformers_model_as_the_user_has_it():
+    """A transformers model with no subclass and no wrapper: initialize exports
+    it, the engine returns its ModelOutput (.loss, .logits), and a loss
+    combined from both in Python trains equal to autograd on the same model."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=64,
+                                     n_positions=16, use_cache=False, attn_pdrop=0.0,
+                                     resid_pdrop=0.0, embd_pdrop=0.0)
+
+    def make():
+        torch.manual_seed(5)
+        return transformers.GPT2LMHeadModel(config)
+
+    g = torch.Generator().manual_seed(9)
+    ids = [torch.randint(0, 64, (2, 8), generator=g) for _ in range(3)]
+    engine, _, _, _ = dsopt.initialize(
+        model=make(), example_inputs={"input_ids": ids[0], "labels": ids[0]},
+        config={"train_micro_batch_size_per_gpu": 2, "gradient_clipping": 0.0,
+                "optimizer": {"type": "SGD", "params": {"lr": 0.1}}})
+    model = make()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    target = torch.softmax(torch.randn(2, 8, 64, generator=g), dim=-1)
+    for step in range(3):
+        for train in (engine, model):
+            out = train(input_ids=ids[step], labels=ids[step])
+            assert isinstance(out, transformers.modeling_outputs.CausalLMOutputWithCrossAttentions)
+            kl = F.kl_div(F.log_softmax(out.logits, dim=-1), target, reduction="batchmean")
+            (out.loss + 0.5 * kl).backward()
+        assert_gradients_equal_autograd(engine, model, rtol=1e-4)
+        engine.step()
+        optimizer.step()
+        optimizer.zero_grad()
+    for name, param in model.named_parameters():
+        torch.testing.assert_close(engine.state_dict()[name], param.detach(), rtol=1e-4,
+                                   atol=1e-6, msg=name)

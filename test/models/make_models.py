@@ -358,6 +358,20 @@ class TwoLosses(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------
+# loss_and_logits: what a transformers model returns, (loss, logits), plus an integer output
+# ---------------------------------------------------------------------------------------------
+class LossAndLogits(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 5)
+
+    def forward(self, x, labels) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        logits = self.fc2(torch.tanh(self.fc1(x)))
+        return F.cross_entropy(logits, labels), logits, logits.argmax(-1)
+
+
+# ---------------------------------------------------------------------------------------------
 # three_engines: three submodules trained on one shared loss l0 / 1 + l1 / 2 + l2 / 3
 # ---------------------------------------------------------------------------------------------
 class SmallNet(nn.Module):
@@ -713,7 +727,7 @@ def forward_arg_names(module) -> List[str]:
 
 
 def check_runs(name: str, module, data: dict) -> None:
-    """Micro-step 0, every row: forward must return a finite scalar (or tuple of scalars)."""
+    """Micro-step 0, every row: forward must return a finite scalar loss (or a tuple with one)."""
     args = [data[n][0] for n in forward_arg_names(module)]
     modes = [(m, m.training) for m in module.modules()]
     module.eval()  # must not touch BatchNorm running statistics
@@ -722,8 +736,10 @@ def check_runs(name: str, module, data: dict) -> None:
     for m, training in modes:  # each submodule's own mode (eval_teacher's teacher)
         m.train(training)
     outs = out if isinstance(out, tuple) else (out,)
+    # Scalars are the losses; other outputs (loss_and_logits' logits) need only be finite.
+    assert any(o.dim() == 0 for o in outs), f"{name}: no scalar loss in {outs}"
     for o in outs:
-        assert o.dim() == 0 and bool(torch.isfinite(o)), f"{name}: bad loss {o}"
+        assert bool(torch.isfinite(o).all()), f"{name}: bad output {o}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -882,6 +898,18 @@ def build_two_losses():
         "notes": "x [S,B,8] f32, y [S,B,4] f32. Root with submodules a (class BranchA) and b "
                  "(class BranchB); forward returns (mse(a(x), y), mse(b(x), y)). The oracle's "
                  "'loss' is the sum of the tuple, 'losses' the per-element means."}
+
+
+def build_loss_and_logits():
+    torch.manual_seed(21)
+    m = LossAndLogits()
+    return torch.jit.script(m), {"x": torch.randn(S, B, 8),
+                                 "labels": torch.randint(0, 5, (S, B))}, {
+        "unbatched": [], "returns": "tuple",
+        "notes": "x [S,B,8] f32, labels [S,B] i64. Returns (cross_entropy(logits, labels), "
+                 "logits [B,5], argmax(logits) [B] i64), as a transformers model returns its "
+                 "loss and logits: the plan's outputs are a loss and two tensors; ds-run seeds "
+                 "the loss with 1 and the logits with zeros, the oracle trains on the loss."}
 
 
 def build_three_engines():
@@ -1204,6 +1232,7 @@ BUILDERS = [
     ("moe", build_moe),
     ("two_models", build_two_models),
     ("two_losses", build_two_losses),
+    ("loss_and_logits", build_loss_and_logits),
     ("traced_mlp", build_traced_mlp),
     ("ops_zoo", build_ops_zoo),
     ("ops_zoo_conv", build_ops_zoo_conv),

@@ -422,16 +422,23 @@ def rank_args(inputs: Sequence[Input], s: int, rank: int, b: int) -> List[torch.
 # one forward
 # ---------------------------------------------------------------------------------------------
 def forward_losses(module, args: Sequence[torch.Tensor]) -> Tuple[List[torch.Tensor], bool]:
-    """Runs forward; returns (scalar loss tensors, is_tuple). Raises unless every loss is a scalar."""
+    """Runs forward; returns (scalar loss tensors, several): several when the forward returns
+    more than one loss (ds-run then reports "losses"). Of a tuple, the float elements of one
+    element are the losses (ds-run's outputs of kind "loss", each seeded with 1); the others
+    (logits, indices) get no gradient, as ds-run seeds them with zeros. Raises unless there is a
+    loss."""
     out = module(*args)
     is_tuple = isinstance(out, (tuple, list))
-    losses = list(out) if is_tuple else [out]
-    for j, l in enumerate(losses):
-        if not isinstance(l, torch.Tensor) or l.dim() != 0:
-            what = f"element {j} of the returned tuple" if is_tuple else "the returned value"
-            shape = list(l.shape) if isinstance(l, torch.Tensor) else type(l).__name__
-            raise OracleError(f"forward must return a scalar loss; {what} is {shape}")
-    return losses, is_tuple
+    outputs = list(out) if is_tuple else [out]
+    losses = [o for o in outputs if isinstance(o, torch.Tensor) and o.is_floating_point()
+              and o.numel() == 1 and (o.dim() == 0 or is_tuple)]
+    if not losses:
+        if is_tuple:
+            raise OracleError("forward must return a scalar loss; no element of the returned "
+                              "tuple is one")
+        shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise OracleError(f"forward must return a scalar loss; the returned value is {shape}")
+    return losses, is_tuple and len(losses) > 1
 
 
 # ---------------------------------------------------------------------------------------------
