@@ -324,10 +324,14 @@ def _export(module, example_inputs, world_size, unbatched, script_error):
                          for i, v in enumerate(example_inputs))
         return torch.export.export(module, args, kwargs)
     except Exception as export_error:
+        hint = ""
+        if "Cache" in _first_line(export_error):
+            hint = (" (a transformers model returns its key/value cache: set use_cache=False "
+                    "in its config, and the engine returns its other outputs)")
         raise _dsopt.CompileError(
-            "%s neither scripts nor exports. torch.jit.script: %s. torch.export.export: %s"
+            "%s neither scripts nor exports. torch.jit.script: %s. torch.export.export: %s%s"
             % (type(module).__name__, _first_line(script_error),
-               _first_line(export_error))) from export_error
+               _first_line(export_error), hint)) from export_error
 
 
 def _read_data_file(path):

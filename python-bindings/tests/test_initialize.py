@@ -500,3 +500,9 @@ def test_transformers_model_as_the_user_has_it():
     for name, param in model.named_parameters():
         torch.testing.assert_close(engine.state_dict()[name], param.detach(), rtol=1e-4,
                                    atol=1e-6, msg=name)
+    # GPT-2's default key/value cache does not export: the error says what to set.
+    config.use_cache = True
+    with pytest.raises(dsopt.CompileError, match="set use_cache=False"):
+        dsopt.initialize(model=transformers.GPT2LMHeadModel(config),
+                         example_inputs={"input_ids": ids[0], "labels": ids[0]},
+                         config={"train_micro_batch_size_per_gpu": 2})

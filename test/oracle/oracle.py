@@ -24,8 +24,11 @@ precision over the fp32 losses). This equals one pass over the whole batch only 
 interact (no BatchNorm batch statistics).
 
 Tuple-returning models (the root returns (loss_a, loss_b, ...)): "losses" lists the mean of each
-element, and "loss" is the mean of their SUM, i.e. sum(losses). The sum is the scalar that one
-shared backward differentiates, so it is the natural single number to report and compare.
+loss, and "loss" is the mean of their SUM, i.e. sum(losses). The sum is the scalar that one
+shared backward differentiates, so it is the natural single number to report and compare. The
+losses are the float elements of one element; other elements (a transformers-style model's
+logits) are not trained on, as ds-run seeds them with zeros ("losses" appears with two losses
+or more, as in ds-run's lines).
 
 Output of eval: JSON lines, one per optimizer step: {"step": k+1, "loss": float} plus "losses": [float, ...]
 for tuple-returning models.
