@@ -82,6 +82,7 @@ std::vector<at::Tensor> Engine::forward(const std::vector<at::Tensor> &inputs) {
   if (phase_ == Phase::Forwarded)
     trainer_->abandon();
   phase_ = Phase::Idle;
+  forwardResults_.clear();
   forwardShape_ = shape;
   Executor &train = *shapes_[shape].train;
 
@@ -149,8 +150,10 @@ Engine::cotangentsFor(const std::vector<at::Tensor> *given) const {
       continue; // No gradient; no cotangent op reads it.
     bool loss = i < plan_->outputs.size() && plan_->outputs[i].kind == "loss";
     if (!given || !(*given)[i].defined()) {
-      cotangents[i] = given || !loss ? at::zeros_like(result)
-                                     : at::ones_like(result);
+      // One element expanded: no memory of the output's size.
+      at::Tensor fill =
+          at::scalar_tensor(given || !loss ? 0.0 : 1.0, result.options());
+      cotangents[i] = fill.expand(result.sizes());
       continue;
     }
     const at::Tensor &cotangent = (*given)[i];
@@ -201,6 +204,7 @@ void Engine::runBackward(const std::vector<at::Tensor> *given,
     train.runRange(size_t(shapes_[forwardShape_].backwardStart), train.size());
   } catch (...) {
     setSeedScale(1.0);
+    train.finish(); // Its values and any cotangent not read yet.
     trainer_->abandon();
     throw;
   }

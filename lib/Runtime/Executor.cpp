@@ -672,7 +672,8 @@ void Executor::Impl::execute(const Step &step) {
       throw RuntimeError(origin_ + ": " + step.context.where +
                          ": no cotangent was given for result " +
                          std::to_string(op.index));
-    c10::IValue cotangent = cotangents_[size_t(op.index)];
+    // Moved: the backward frees it after its last use, as any value.
+    c10::IValue cotangent = std::move(cotangents_[size_t(op.index)]);
     checkResult(step, "result", op.results[0], cotangent);
     set(op.results[0], std::move(cotangent));
     return;

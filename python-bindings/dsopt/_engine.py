@@ -100,6 +100,7 @@ class Engine:
         if not torch.is_grad_enabled():
             outputs = self._forward_native(batch)
         else:
+            _refuse_differentiable_inputs(self._input_names, inputs, named)
             # The outputs are autograd outputs: loss.backward() of anything
             # computed from them (across engines, with other models' outputs)
             # runs this engine's backward with their gradients.
@@ -144,8 +145,19 @@ class Engine:
         if not scale_wrt_gas:
             raise ValueError("backward(scale_wrt_gas=False) is not supported: the "
                              "compiled backward divides by gradient_accumulation_steps")
-        if loss is None or _is_output(loss, self._last_outputs):
+        if loss is None:
             self._backward_native()
+            return
+        if _is_output(loss, self._last_outputs):
+            if self._last_outputs is None or not self._native.takes_cotangents:
+                self._backward_native()
+                return
+            # The backward of the given output(s) alone, as autograd's
+            # loss.backward() (another loss output, an aux loss, gets none).
+            given = loss if isinstance(loss, (tuple, list)) else (loss,)
+            self._backward_native(cotangents=[
+                torch.ones_like(t) if any(t is g for g in given) else None
+                for t in self._last_outputs])
             return
         if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
             raise ValueError(
@@ -383,6 +395,7 @@ class _CompiledStep(torch.autograd.Function):
         ctx.forward_number = engine._forwards + 1
         ctx.set_materialize_grads(False)  # None: no gradient, no zeros made.
         outputs = engine._forward_native(batch)
+        ctx.floats = [o.dtype.is_floating_point for o in outputs]
         ctx.mark_non_differentiable(*[o for o in outputs
                                       if not o.dtype.is_floating_point])
         return outputs
@@ -395,7 +408,8 @@ class _CompiledStep(torch.autograd.Function):
         if engine._native.takes_cotangents:
             engine._backward_native(forward=ctx.forward_number, cotangents=grads)
         else:  # A version 8 plan: one seed for the sum of its losses.
-            engine._backward_native(_seed_scale(grads), ctx.forward_number)
+            floats = [g for g, is_float in zip(grads, ctx.floats) if is_float]
+            engine._backward_native(_seed_scale(floats), ctx.forward_number)
         return None, None, None
 
 
@@ -419,6 +433,26 @@ def _seed_scale(grads):
             "losses, so each must be used with the same weight; got weights %s"
             % sorted(scales))
     return scales.pop()
+
+
+def _refuse_differentiable_inputs(names, inputs, named):
+    """Gradients do not flow into an engine's inputs: an input that requires
+    them (another trainable model's output) would silently get none."""
+    if named:
+        items = named.items()
+    else:
+        if len(inputs) == 1 and isinstance(inputs[0], dict):
+            items = inputs[0].items()
+        else:
+            if len(inputs) == 1 and isinstance(inputs[0], (tuple, list)):
+                inputs = tuple(inputs[0])
+            items = zip(names, inputs)
+    for name, value in items:
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            raise ValueError(
+                "forward: input %r requires grad, but gradients do not flow into an "
+                "engine's inputs (it would get none): pass %s.detach(), or compute it "
+                "under torch.no_grad() (a teacher's outputs)" % (name, name))
 
 
 def _native_inputs(names, inputs, named):

@@ -506,3 +506,51 @@ def test_transformers_model_as_the_user_has_it():
         dsopt.initialize(model=transformers.GPT2LMHeadModel(config),
                          example_inputs={"input_ids": ids[0], "labels": ids[0]},
                          config={"train_micro_batch_size_per_gpu": 2})
+
+
+class LossAndAux(nn.Module):
+    """Returns (loss, aux, logits): an MoE model's loss already holds its aux."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(4)
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x, labels):
+        logits = self.fc(x)
+        aux = (self.fc.weight ** 2).sum()
+        return F.cross_entropy(logits, labels) + 0.1 * aux, aux, logits
+
+
+def test_backward_of_one_output_is_its_gradient_alone():
+    """engine.backward(out[0]) differentiates that output only, as
+    out[0].backward() does: another scalar output (an aux loss) adds nothing.
+    Results of one row stay tensors: the kinds go by rank, not by size."""
+    engine, _, _, _ = dsopt.initialize(model=LossAndAux(), config=SGD,
+                                       example_inputs=classifier_batch())
+    out = engine(*classifier_batch())
+    engine.backward(out[0])
+    model = LossAndAux()
+    model(*classifier_batch())[0].backward()
+    assert_gradients_equal_autograd(engine, model)
+
+    x, labels = classifier_batch()
+    one_row = dsopt.compile(LossAndAux(), dict(SGD, train_micro_batch_size_per_gpu=1),
+                            (x[:1], labels[:1]))
+    assert [o["kind"] for o in one_row.report()["outputs"]] == ["loss", "loss", "tensor"]
+
+
+def test_inputs_that_require_grad_are_refused():
+    """Gradients do not flow into an engine's inputs: an input that requires
+    them is refused in grad mode, naming it, rather than left without."""
+    engine, _, _, _ = dsopt.initialize(model=Classifier(), config=SGD,
+                                       example_inputs=classifier_batch())
+    x, labels = classifier_batch()
+    features = nn.Linear(6, 6)(x)
+    with pytest.raises(ValueError, match="input 'x' requires grad"):
+        engine(features, labels)
+    loss, _ = engine(features.detach(), labels)
+    loss.backward()
+    with torch.no_grad():
+        engine(features, labels)  # Nothing to differentiate: taken as it is.
+    engine.backward()

@@ -26,7 +26,7 @@ interact (no BatchNorm batch statistics).
 Tuple-returning models (the root returns (loss_a, loss_b, ...)): "losses" lists the mean of each
 loss, and "loss" is the mean of their SUM, i.e. sum(losses). The sum is the scalar that one
 shared backward differentiates, so it is the natural single number to report and compare. The
-losses are the float elements of one element; other elements (a transformers-style model's
+losses are the 0-dim float elements; other elements (a transformers-style model's
 logits) are not trained on, as ds-run seeds them with zeros ("losses" appears with two losses
 or more, as in ds-run's lines).
 
@@ -427,14 +427,14 @@ def rank_args(inputs: Sequence[Input], s: int, rank: int, b: int) -> List[torch.
 def forward_losses(module, args: Sequence[torch.Tensor]) -> Tuple[List[torch.Tensor], bool]:
     """Runs forward; returns (scalar loss tensors, several): several when the forward returns
     more than one loss (ds-run then reports "losses"). Of a tuple, the float elements of one
-    element are the losses (ds-run's outputs of kind "loss", each seeded with 1); the others
+    0-dim elements are the losses (ds-run's outputs of kind "loss", each seeded with 1); the others
     (logits, indices) get no gradient, as ds-run seeds them with zeros. Raises unless there is a
     loss."""
     out = module(*args)
     is_tuple = isinstance(out, (tuple, list))
     outputs = list(out) if is_tuple else [out]
     losses = [o for o in outputs if isinstance(o, torch.Tensor) and o.is_floating_point()
-              and o.numel() == 1 and (o.dim() == 0 or is_tuple)]
+              and o.dim() == 0]
     if not losses:
         if is_tuple:
             raise OracleError("forward must return a scalar loss; no element of the returned "

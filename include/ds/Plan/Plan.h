@@ -337,8 +337,8 @@ struct InputDesc {
 
 struct OutputDesc {
   std::string name;
-  /// "loss" for a float result of one element (ds-run reports it and seeds
-  /// its backward with 1), "tensor" for any other result (version 9).
+  /// "loss" for a 0-dim float result (ds-run reports it and seeds its
+  /// backward with 1), "tensor" for any other result (version 9).
   std::string kind = "loss";
 };
 

@@ -781,13 +781,14 @@ FailureOr<plan::Plan> mlir::ds::emitPlan(ModuleOp module,
       result.microBatchPerRank = input.shape[0];
     result.inputs.push_back(std::move(input));
   }
-  // A float result of one element is a loss (ds-run reports it and seeds
-  // its backward with 1); any other result is a tensor output.
+  // A 0-dim float result is a loss (ds-run reports it and seeds its
+  // backward with 1); any other result is a tensor output (by rank, not by
+  // element count: logits of a one-row micro-batch stay logits).
   unsigned numResults = eval.getNumResults();
   for (unsigned i = 0; i < numResults; ++i) {
     auto type = dyn_cast<RankedTensorType>(eval.getResultTypes()[i]);
-    bool loss = type && isa<FloatType>(type.getElementType()) &&
-                type.hasStaticShape() && type.getNumElements() == 1;
+    bool loss =
+        type && isa<FloatType>(type.getElementType()) && type.getRank() == 0;
     std::string kind = loss ? "loss" : "tensor";
     std::string stem = loss ? "loss" : "output";
     result.outputs.push_back(

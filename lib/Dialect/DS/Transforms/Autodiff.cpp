@@ -349,7 +349,7 @@ struct AutodiffPass : public ds::impl::DSAutodiffBase<AutodiffPass> {
       auto elem = dyn_cast<FloatType>(type.getElementType());
       if (!elem)
         continue;
-      anyScalar |= type.hasStaticShape() && type.getNumElements() == 1;
+      anyScalar |= type.getRank() == 0;
       // The result's own location: the seeding reads as the loss's.
       Location loc = result.getLoc();
       Value cotangent =

@@ -15,6 +15,7 @@
 
 #include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
+#include "ds/Dialect/DS/Transforms/GradientRules.h"
 #include "ds/Dialect/DS/Transforms/Passes.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
@@ -86,6 +87,34 @@ struct DropoutAsBernoulli : OpRewritePattern<AtenOp> {
   }
 };
 
+/// `aten::scaled_dot_product_attention` with a constant dropout_p in (0, 1):
+/// the kernels draw its mask internally, so it is written as ATen's math
+/// path, which LibTorch runs for attention with dropout on the CPU, its
+/// dropout an `aten::dropout(p, train=true)` on the probabilities that the
+/// device's dropout pattern lowers next (emitAttentionWithDropout).
+struct AttentionDropoutAsMath : OpRewritePattern<AtenOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AtenOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getOp() != "aten::scaled_dot_product_attention" ||
+        op.getArgs().size() != 8)
+      return failure();
+    auto p = op.getArgs()[4].getDefiningOp<ConstantOp>();
+    if (!p || !isa<FloatAttr>(p.getValue()))
+      return failure();
+    double drop = cast<FloatAttr>(p.getValue()).getValueAsDouble();
+    if (drop <= 0.0 || drop >= 1.0)
+      return failure();
+    FailureOr<Value> out = emitAttentionWithDropout(rewriter, op, drop);
+    if (failed(out))
+      return failure();
+    rewriter.replaceAllUsesWith(op.getResult(0), *out);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 /// `aten::dropout(x, p, true)` as CUDA draws it: `aten::native_dropout`, whose
 /// mask result the gradient rule reads.
 struct DropoutAsNative : OpRewritePattern<AtenOp> {
@@ -110,6 +139,10 @@ struct LowerDropoutPass
     : public mlir::ds::impl::DSLowerDropoutBase<LowerDropoutPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // Attention first: its dropout is then lowered with the others.
+    RewritePatternSet attention(&getContext());
+    attention.add<AttentionDropoutAsMath>(&getContext());
+    walkAndApplyPatterns(module, std::move(attention));
     RewritePatternSet patterns(&getContext());
     if (getTargetDevice(module) == TargetDevice::CUDA)
       patterns.add<DropoutAsNative>(&getContext());

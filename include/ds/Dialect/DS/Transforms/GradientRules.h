@@ -91,6 +91,15 @@ const GradientRule *lookupGradientRule(StringRef qualifiedName);
 /// shape queries, makers); autodiff treats them as constants.
 bool isNonDifferentiable(StringRef qualifiedName);
 
+/// ATen's math path of `op` (an aten::scaled_dot_product_attention whose
+/// dropout_p is `dropout`, in (0, 1)), emitted at the builder's insertion
+/// point: s = (q * sqrt(scale)) @ (k^T * sqrt(scale)) + mask,
+/// p = _safe_softmax(s), then aten::dropout(p, dropout, true) @ v, as
+/// LibTorch computes attention with dropout. Returns the output; an error on
+/// `op` names what cannot be written so (a non-constant is_causal, ...).
+FailureOr<Value> emitAttentionWithDropout(OpBuilder &builder, AtenOp op,
+                                          double dropout);
+
 namespace rules {
 using RuleTable = llvm::StringMap<GradientRule>;
 /// Rule files register into the table through these (one per file).

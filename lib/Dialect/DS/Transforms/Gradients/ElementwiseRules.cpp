@@ -362,6 +362,9 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
   t["aten::log_softmax.int"] = softmaxLike("aten::_log_softmax_backward_data");
   // Core ATen's spellings: (self, dim, half_to_float).
   t["aten::_softmax"] = softmaxLike("aten::_softmax_backward_data");
+  // softmax whose rows of -inf give zeros (attention's math path): autograd
+  // differentiates it as softmax.
+  t["aten::_safe_softmax"] = softmaxLike("aten::_softmax_backward_data");
   t["aten::_log_softmax"] = softmaxLike("aten::_log_softmax_backward_data");
   t["aten::masked_fill.Scalar"] = [](GradientBuilder &gb) {
     Value g = gb.resultGradOrZeros(0);

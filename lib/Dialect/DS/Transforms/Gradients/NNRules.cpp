@@ -268,10 +268,20 @@ LogicalResult sdpaFlash(GradientBuilder &gb, const SdpaArgs &a) {
   return success();
 }
 
-LogicalResult sdpaMath(GradientBuilder &gb, const SdpaArgs &a) {
+/// ATen's math path up to the probabilities: the scaled query and key, the
+/// key and value with their heads repeated (enable_gqa), and
+/// p = _safe_softmax(s).
+struct MathAttention {
+  Value qs, kts, kr, vr, probs;
+  Value qFactor, kFactor;
+  int64_t groups = 1;
+  RankedTensorType scoreType;
+};
+
+FailureOr<MathAttention> mathAttention(GradientBuilder &gb, const SdpaArgs &a) {
+  MathAttention m;
   Value q = a.q, k = a.k, v = a.v, mask = a.mask;
   // Grouped-query attention: key and value heads repeated to the query's.
-  int64_t groups = 1;
   if (a.gqa && rankOf(q) >= 3 && dimFromEnd(q, 3) != dimFromEnd(k, 3)) {
     auto qt = cast<RankedTensorType>(q.getType());
     auto kt = cast<RankedTensorType>(k.getType());
@@ -283,24 +293,23 @@ LogicalResult sdpaMath(GradientBuilder &gb, const SdpaArgs &a) {
              << "gradient of scaled_dot_product_attention with enable_gqa "
                 "needs static shapes whose query heads are a multiple of the "
                 "key and value heads";
-    groups = dimFromEnd(q, 3) / dimFromEnd(k, 3);
+    m.groups = dimFromEnd(q, 3) / dimFromEnd(k, 3);
   }
-  Value kr = groups > 1 ? repeatHeads(gb, k, groups) : k;
-  Value vr = groups > 1 ? repeatHeads(gb, v, groups) : v;
+  m.kr = m.groups > 1 ? repeatHeads(gb, k, m.groups) : k;
+  m.vr = m.groups > 1 ? repeatHeads(gb, v, m.groups) : v;
 
   // ATen scales q and k by sqrt(|scale|) each (q by its negative for a
   // negative scale) before the product.
   double root = std::sqrt(std::abs(a.scale));
-  Value qFactor = gb.constFloat(a.scale < 0 ? -root : root);
-  Value kFactor = gb.constFloat(root);
+  m.qFactor = gb.constFloat(a.scale < 0 ? -root : root);
+  m.kFactor = gb.constFloat(root);
   Type outType = gb.result(0).getType();
   int64_t lenQ = dimFromEnd(q, 2), lenK = dimFromEnd(k, 2);
-  int64_t headDim = dimFromEnd(q, 1);
-  auto scoreType = withLastTwo(outType, lenQ, lenK);
-  Value qs = gb.aten("aten::mul.Scalar", {q, qFactor}, q.getType());
-  Value kt = transposeLast(gb, kr);
-  Value kts = gb.aten("aten::mul.Scalar", {kt, kFactor}, kt.getType());
-  Value scores = gb.aten("aten::matmul", {qs, kts}, scoreType);
+  m.scoreType = withLastTwo(outType, lenQ, lenK);
+  m.qs = gb.aten("aten::mul.Scalar", {q, m.qFactor}, q.getType());
+  Value kt = transposeLast(gb, m.kr);
+  m.kts = gb.aten("aten::mul.Scalar", {kt, m.kFactor}, kt.getType());
+  Value scores = gb.aten("aten::matmul", {m.qs, m.kts}, m.scoreType);
   Value minusInf = gb.constFloat(-std::numeric_limits<double>::infinity());
   if (a.causal) {
     if (ShapedType::isDynamic(lenQ) || ShapedType::isDynamic(lenK))
@@ -315,21 +324,37 @@ LogicalResult sdpaMath(GradientBuilder &gb, const SdpaArgs &a) {
                          boolType);
     Value above = gb.aten("aten::triu", {ones, gb.constInt(1)}, boolType);
     scores = gb.aten("aten::masked_fill.Scalar", {scores, above, minusInf},
-                     scoreType);
+                     m.scoreType);
   }
-  bool hasMask = isa<RankedTensorType>(mask.getType());
-  if (hasMask) {
+  if (isa<RankedTensorType>(mask.getType())) {
     if (elementOf(mask).isInteger(1)) {
       Value masked = gb.aten("aten::logical_not", {mask}, mask.getType());
       scores = gb.aten("aten::masked_fill.Scalar", {scores, masked, minusInf},
-                       scoreType);
+                       m.scoreType);
     } else {
       scores = gb.aten("aten::add.Tensor", {scores, mask, gb.constInt(1)},
-                       scoreType);
+                       m.scoreType);
     }
   }
-  Value probs = gb.aten("aten::_safe_softmax",
-                        {scores, gb.constInt(-1), gb.none()}, scoreType);
+  m.probs = gb.aten("aten::_safe_softmax",
+                    {scores, gb.constInt(-1), gb.none()}, m.scoreType);
+  return m;
+}
+
+LogicalResult sdpaMath(GradientBuilder &gb, const SdpaArgs &a) {
+  FailureOr<MathAttention> forward = mathAttention(gb, a);
+  if (failed(forward))
+    return failure();
+  Value q = a.q, k = a.k, v = a.v, mask = a.mask;
+  Value qs = forward->qs, kts = forward->kts, vr = forward->vr;
+  Value probs = forward->probs, qFactor = forward->qFactor,
+        kFactor = forward->kFactor;
+  int64_t groups = forward->groups;
+  RankedTensorType scoreType = forward->scoreType;
+  Type outType = gb.result(0).getType();
+  int64_t lenQ = dimFromEnd(q, 2), lenK = dimFromEnd(k, 2);
+  int64_t headDim = dimFromEnd(q, 1);
+  bool hasMask = isa<RankedTensorType>(mask.getType());
   Value g = gb.resultGradOrZeros(0);
   auto finish = [&](unsigned i, Value grad, Value like) {
     if (groups > 1 && i != 0)
@@ -366,13 +391,9 @@ LogicalResult sdpaMath(GradientBuilder &gb, const SdpaArgs &a) {
   return success();
 }
 
-LogicalResult scaledDotProductAttention(GradientBuilder &gb) {
+/// The constant arguments of an sdpa op (dropout_p aside).
+FailureOr<SdpaArgs> sdpaArgs(GradientBuilder &gb) {
   SdpaArgs a{gb.operand(0), gb.operand(1), gb.operand(2), gb.operand(3)};
-  auto dropout = gb.staticFloat(gb.operand(4));
-  if (!dropout || *dropout != 0.0)
-    return gb.op.emitOpError()
-           << "gradient of scaled_dot_product_attention with dropout_p != 0 "
-              "is not supported (the kernel draws its mask internally)";
   auto causal = gb.staticInt(gb.operand(5));
   auto gqa = gb.staticInt(gb.operand(7));
   if (!causal || !gqa)
@@ -397,16 +418,47 @@ LogicalResult scaledDotProductAttention(GradientBuilder &gb) {
                                     "needs a constant scale";
     a.scale = *given;
   }
+  return a;
+}
+
+LogicalResult scaledDotProductAttention(GradientBuilder &gb) {
+  auto dropout = gb.staticFloat(gb.operand(4));
+  if (!dropout || *dropout != 0.0)
+    return gb.op.emitOpError()
+           << "gradient of scaled_dot_product_attention with dropout_p != 0 "
+              "needs -ds-lower-dropout first (the kernel draws its mask "
+              "internally; that pass writes the attention with its dropout "
+              "as ATen's math path computes it)";
+  FailureOr<SdpaArgs> a = sdpaArgs(gb);
+  if (failed(a))
+    return failure();
   // The flash kernel above is the CPU's; a plan for CUDA takes the math
   // path, which runs on any device (its gradients agree with those of
   // CUDA's flash and memory-efficient kernels to the rounding).
   if (mlir::ds::getTargetDevice(gb.op) == mlir::ds::TargetDevice::CPU &&
-      flashEligible(gb, a))
-    return sdpaFlash(gb, a);
-  return sdpaMath(gb, a);
+      flashEligible(gb, *a))
+    return sdpaFlash(gb, *a);
+  return sdpaMath(gb, *a);
 }
 
 } // namespace
+
+FailureOr<Value> mlir::ds::emitAttentionWithDropout(OpBuilder &builder,
+                                                    AtenOp op, double dropout) {
+  GradientBuilder gb(builder, op, {}, {}, {});
+  FailureOr<SdpaArgs> a = sdpaArgs(gb);
+  if (failed(a))
+    return failure();
+  FailureOr<MathAttention> m = mathAttention(gb, *a);
+  if (failed(m))
+    return failure();
+  // ATen's math path: attn = dropout(p, dropout_p, train=true); attn @ v.
+  Value dropped =
+      gb.aten("aten::dropout",
+              {m->probs, gb.constFloat(dropout), gb.constBool(true)},
+              m->probs.getType());
+  return gb.aten("aten::matmul", {dropped, m->vr}, op.getResult(0).getType());
+}
 
 void mlir::ds::rules::addNNRules(RuleTable &t) {
   t["aten::linear"] = [](GradientBuilder &gb) {
