@@ -561,10 +561,12 @@ class BadDynamicLoop(nn.Module):
 # encoder_causal: nn.TransformerEncoder of norm-first GELU TransformerEncoderLayers, causal
 # ---------------------------------------------------------------------------------------------
 class SdpaAttention(nn.Module):
-    def __init__(self, n_embd: int, n_head: int):
+    def __init__(self, n_embd: int, n_head: int, dropout_p: float = 0.0):
         super().__init__()
         self.n_head = n_head
         self.n_embd = n_embd
+        # Attention dropout as transformers' models pass it: only in training.
+        self.dropout_p = dropout_p
         # No qkv bias (a key bias has an exactly-zero true gradient).
         self.qkv = nn.Linear(n_embd, 3 * n_embd, bias=False)
         # QK-norm without a weight: rms_norm with weight None.
@@ -578,15 +580,16 @@ class SdpaAttention(nn.Module):
         q = self.qk_norm(q.view(Bb, T, self.n_head, hd).transpose(1, 2))
         k = self.qk_norm(k.view(Bb, T, self.n_head, hd).transpose(1, 2))
         v = v.view(Bb, T, self.n_head, hd).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           dropout_p=self.dropout_p if self.training else 0.0)
         return self.proj(y.transpose(1, 2).contiguous().view(Bb, T, C))
 
 
 class RMSBlock(nn.Module):
-    def __init__(self, n_embd: int, n_head: int):
+    def __init__(self, n_embd: int, n_head: int, attn_dropout: float = 0.0):
         super().__init__()
         self.norm1 = nn.RMSNorm(n_embd)
-        self.attn = SdpaAttention(n_embd, n_head)
+        self.attn = SdpaAttention(n_embd, n_head, attn_dropout)
         self.norm2 = nn.RMSNorm(n_embd, eps=1e-6)
         self.fc = nn.Linear(n_embd, 2 * n_embd)
         self.act = nn.SiLU()
@@ -599,11 +602,12 @@ class RMSBlock(nn.Module):
 
 class GPTSdpa(nn.Module):
     def __init__(self, vocab: int = 32, block_size: int = 8, n_embd: int = 32, n_head: int = 4,
-                 n_layer: int = 2):
+                 n_layer: int = 2, attn_dropout: float = 0.0):
         super().__init__()
         self.tok_emb = nn.Embedding(vocab, n_embd)
         self.pos_emb = nn.Embedding(block_size, n_embd)
-        self.blocks = nn.ModuleList([RMSBlock(n_embd, n_head) for _ in range(n_layer)])
+        self.blocks = nn.ModuleList([RMSBlock(n_embd, n_head, attn_dropout)
+                                     for _ in range(n_layer)])
         self.norm_f = nn.RMSNorm(n_embd)
         self.head = nn.Linear(n_embd, vocab, bias=False)
 
@@ -1132,6 +1136,19 @@ def build_gpt_sdpa():
                  "RMSNorm, bias-free head, cross_entropy."}
 
 
+def build_gpt_sdpa_dropout():
+    torch.manual_seed(19)
+    m = GPTSdpa(attn_dropout=0.2)
+    idx = torch.randint(0, 32, (S, B, 8), dtype=torch.int64)
+    targets = torch.cat([idx[:, :, 1:], torch.randint(0, 32, (S, B, 1), dtype=torch.int64)], dim=2)
+    return torch.jit.script(m), {"idx": idx, "targets": targets}, {
+        "unbatched": [], "returns": "scalar",
+        "notes": "gpt_sdpa with attention dropout 0.2 in training (dropout_p=p if "
+                 "self.training else 0.0, as transformers' models pass it): LibTorch runs "
+                 "attention with dropout on its math path, the dropout a bernoulli draw of "
+                 "the probabilities, which the training oracle reproduces per micro-step."}
+
+
 def build_mha_lm():
     torch.manual_seed(20)
     m = MhaLM()
@@ -1244,6 +1261,7 @@ BUILDERS = [
     ("through_frozen", build_through_frozen),
     ("two_paths", build_two_paths),
     ("gpt_sdpa", build_gpt_sdpa),
+    ("gpt_sdpa_dropout", build_gpt_sdpa_dropout),
     ("mha_lm", build_mha_lm),
     ("encoder_causal", build_encoder_causal),
     ("traced_transformer", build_traced_transformer),

@@ -69,8 +69,9 @@ OPS = ["linear", "matmul", "mm", "bmm", "add", "sub", "mul", "div", "neg", "pow"
        "addmm", "index", "repeat_interleave", "index_put",
        # core ATen's spellings, as torch.export's run_decompositions() writes them (issue 29)
        "_softmax", "_log_softmax",
-       # models written any way (issue 30): transformers' Gemma traced
-       "type_as"]
+       # models written any way (issue 30): transformers' Gemma traced; attention with dropout
+       # on ATen's math path (-ds-lower-dropout)
+       "type_as", "_safe_softmax"]
 
 # The TorchScript node kinds (after inlining) that count as the op: every case of an op has one.
 OP_KINDS = {op: ["aten::" + op] for op in OPS}
@@ -550,6 +551,21 @@ class LogSoftmaxM(nn.Module):
 
     def forward(self, x, t):
         return (F.log_softmax(x * self.p, dim=self.dim) * t).sum()
+
+
+class SafeSoftmaxM(nn.Module):
+    """aten::_safe_softmax(self, dim, dtype): softmax whose all -inf rows give zeros (attention's
+    math path); the first sample is masked whole, others where t < -1.5."""
+
+    def __init__(self, dim: int, *shape):
+        super().__init__()
+        self.dim = dim
+        self.p = P(*shape)
+
+    def forward(self, x, t):
+        y = (x * self.p).masked_fill(t < -1.5, float("-inf"))
+        y = torch.cat([torch.full_like(y[:1], float("-inf")), y[1:]], 0)
+        return (torch.ops.aten._safe_softmax(y, self.dim) * t).sum()
 
 
 class CoreSoftmaxM(nn.Module):
@@ -1720,6 +1736,8 @@ case("log_softmax", "last_dim")(lambda: _xt(LogSoftmaxM(-1, 8), [8]))
 case("log_softmax", "dim1_bcast")(lambda: _xt(LogSoftmaxM(1, 4, 1), [4, 6]))
 case("type_as", "to_data_dtype")(lambda: _xt(TypeAsM(True), [8]))
 case("type_as", "through_f32")(lambda: _xt(TypeAsM(False), [8]))
+case("_safe_softmax", "last_dim")(lambda: _xt(SafeSoftmaxM(-1, 8), [8]))
+case("_safe_softmax", "dim1_bcast")(lambda: _xt(SafeSoftmaxM(1, 4, 1), [4, 6]))
 case("_softmax", "last_dim")(lambda: _xt(CoreSoftmaxM(-1, 8), [8]))
 case("_softmax", "dim1_bcast")(lambda: _xt(CoreSoftmaxM(1, 4, 1), [4, 6]))
 case("_log_softmax", "last_dim")(lambda: _xt(CoreLogSoftmaxM(-1, 8), [8]))

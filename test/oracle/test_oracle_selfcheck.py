@@ -23,6 +23,7 @@ REQUIRED_MODELS = ["mlp", "transformer", "encoder", "cnn", "moe", "two_models", 
                    "loss_and_logits",
                    "traced_mlp", "ops_zoo", "ops_zoo_conv", "resnet", "tied_lm",
                    "dropout", "three_engines", "through_frozen", "two_paths", "gpt_sdpa",
+                   "gpt_sdpa_dropout",
                    "mha_lm", "encoder_causal", "traced_transformer", "traced_gpt_sdpa",
                    "nograd_distill", "eval_teacher", "dropout_blocks"]
 
