@@ -71,7 +71,9 @@ OPS = ["linear", "matmul", "mm", "bmm", "add", "sub", "mul", "div", "neg", "pow"
        "_softmax", "_log_softmax",
        # models written any way (issue 30): transformers' Gemma traced; attention with dropout
        # on ATen's math path (-ds-lower-dropout)
-       "type_as", "_safe_softmax"]
+       "type_as", "_safe_softmax",
+       # found by the differential tester (test/difftest) and the transformers sweep
+       "expm1", "log1p", "flip", "amax", "amin"]
 
 # The TorchScript node kinds (after inlining) that count as the op: every case of an op has one.
 OP_KINDS = {op: ["aten::" + op] for op in OPS}
@@ -436,6 +438,54 @@ class ExpM(nn.Module):
 
     def forward(self, x, t):
         return (torch.exp(x * self.p) * t).sum()
+
+
+class Expm1M(nn.Module):
+    def __init__(self, *shape):
+        super().__init__()
+        self.p = P(*shape)
+
+    def forward(self, x, t):
+        return (torch.expm1(x * self.p) * t).sum()
+
+
+class Log1pM(nn.Module):
+    def __init__(self, *shape):
+        super().__init__()
+        self.p = P(*shape, positive=True)
+
+    def forward(self, x, t):
+        return (torch.log1p(x.abs() * self.p) * t).sum()
+
+
+class FlipM(nn.Module):
+    def __init__(self, dims: List[int]):
+        super().__init__()
+        self.dims = dims
+        self.p = P(3, 4)
+
+    def forward(self, x, t):
+        return (torch.flip(x * self.p, self.dims) * t).sum()
+
+
+class ExtremeM(nn.Module):
+    """amax / amin over dims; ties (a repeated column) share the gradient."""
+
+    def __init__(self, op: str, dims: List[int], keepdim: bool):
+        super().__init__()
+        self.op = op
+        self.dims = dims
+        self.keepdim = keepdim
+        self.p = P(3, 4)
+
+    def forward(self, x, t):
+        y = x * self.p
+        y = torch.cat([y, y[:, :, :1]], 2)
+        if self.op == "amax":
+            v = torch.amax(y, self.dims, self.keepdim)
+        else:
+            v = torch.amin(y, self.dims, self.keepdim)
+        return (v * t).sum()
 
 
 class ReluM(nn.Module):
@@ -1708,6 +1758,16 @@ case("sqrt", "row")(lambda: (SqrtM(8), {"x": Rpos(B, 8), "t": R(B, 8)}))
 case("sqrt", "bcast_4x1")(lambda: (SqrtM(4, 1), {"x": Rpos(B, 4, 8), "t": R(B, 4, 8)}))
 case("rsqrt", "row")(lambda: (RsqrtM(8), {"x": Rpos(B, 8), "t": R(B, 8)}))
 case("rsqrt", "bcast_4x1")(lambda: (RsqrtM(4, 1), {"x": Rpos(B, 4, 8), "t": R(B, 4, 8)}))
+case("expm1", "row")(lambda: _xt(Expm1M(8), [8]))
+case("expm1", "bcast_4x1")(lambda: _xt(Expm1M(4, 1), [4, 8]))
+case("log1p", "row")(lambda: _xt(Log1pM(8), [8]))
+case("log1p", "bcast_4x1")(lambda: _xt(Log1pM(4, 1), [4, 8]))
+case("flip", "last")(lambda: _xt(FlipM([-1]), [3, 4]))
+case("flip", "two_dims")(lambda: _xt(FlipM([1, 2]), [3, 4]))
+case("amax", "last")(lambda: _xt(ExtremeM("amax", [-1], False), [3, 4], [3]))
+case("amax", "two_keepdim")(lambda: _xt(ExtremeM("amax", [1, 2], True), [3, 4], [1, 1]))
+case("amin", "last_keepdim")(lambda: _xt(ExtremeM("amin", [2], True), [3, 4], [3, 1]))
+case("amin", "two")(lambda: _xt(ExtremeM("amin", [1, 2], False), [3, 4], []))
 case("exp", "row")(lambda: _xt(ExpM(8), [8]))
 case("exp", "bcast_4x1")(lambda: _xt(ExpM(4, 1), [4, 8]))
 case("log", "row")(lambda: (LogM(8), {"x": Rpos(B, 8), "t": R(B, 8)}))

@@ -274,6 +274,61 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
                           {mask, g, gb.constFloat(0.0)}, g.getType()));
     return success();
   };
+  // amax / amin over dims: the gradient is shared evenly among the extrema
+  // of each reduced slice (autograd's scale_grad_by_count).
+  auto extremeOverDims = [](GradientBuilder &gb) -> LogicalResult {
+    Value g = gb.resultGradOrZeros(0);
+    Value a = gb.operand(0);
+    auto at = cast<RankedTensorType>(a.getType());
+    auto dims = staticIntList(gb, gb.operand(1));
+    auto keep = gb.staticInt(gb.operand(2));
+    if (!dims || !keep)
+      return gb.op.emitOpError()
+             << "gradient of " << gb.op.getOp()
+             << " needs constant dims and keepdim";
+    int64_t rank = at.getRank();
+    SmallVector<int64_t> reduced;
+    for (int64_t d : *dims)
+      reduced.push_back(d < 0 ? d + rank : d);
+    if (reduced.empty())
+      for (int64_t d = 0; d < rank; ++d)
+        reduced.push_back(d);
+    llvm::sort(reduced);
+    SmallVector<int64_t> keptShape(at.getShape());
+    for (int64_t d : reduced)
+      keptShape[d] = 1;
+    auto keptType = RankedTensorType::get(keptShape, at.getElementType());
+    // The result and its gradient with the reduced dims kept (size 1).
+    auto restore = [&](Value v) {
+      if (*keep)
+        return v;
+      auto shape = SmallVector<int64_t>(
+          cast<RankedTensorType>(v.getType()).getShape());
+      for (int64_t d : reduced) {
+        shape.insert(shape.begin() + d, 1);
+        v = gb.aten("aten::unsqueeze", {v, gb.constInt(d)},
+                    RankedTensorType::get(shape, at.getElementType()));
+      }
+      return v;
+    };
+    Value result = restore(gb.result(0));
+    Value gk = restore(g);
+    auto maskType = RankedTensorType::get(at.getShape(), gb.b.getI1Type());
+    Value mask = gb.aten("aten::eq.Tensor", {a, result}, maskType);
+    Value f = gb.constBool(false);
+    Value maskF = gb.aten(
+        "aten::to.dtype",
+        {mask, gb.constInt(scalarTypeCode(at.getElementType())), f, f, gb.none()},
+        at);
+    Value count = gb.aten("aten::sum.dim_IntList",
+                          {maskF, gb.intList(reduced), gb.constBool(true), gb.none()},
+                          keptType);
+    Value share = gb.aten("aten::div.Tensor", {gk, count}, keptType);
+    gb.setGrad(0, gb.aten("aten::mul.Tensor", {maskF, share}, at));
+    return success();
+  };
+  t["aten::amax"] = extremeOverDims;
+  t["aten::amin"] = extremeOverDims;
   t["aten::max"] = [](GradientBuilder &gb) {
     // Full reduction: the gradient is shared evenly among the maxima.
     Value g = gb.resultGradOrZeros(0);
@@ -313,6 +368,24 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
   t["aten::exp"] = [](GradientBuilder &gb) {
     Value g = gb.resultGradOrZeros(0);
     gb.setGrad(0, gb.aten("aten::mul.Tensor", {g, gb.result(0)}, g.getType()));
+    return success();
+  };
+  t["aten::expm1"] = [](GradientBuilder &gb) {
+    // d/dx (e^x - 1) = e^x = result + 1, as autograd computes it.
+    Value g = gb.resultGradOrZeros(0);
+    Value e = gb.aten("aten::add.Scalar",
+                      {gb.result(0), gb.constFloat(1.0), gb.constInt(1)},
+                      g.getType());
+    gb.setGrad(0, gb.aten("aten::mul.Tensor", {g, e}, g.getType()));
+    return success();
+  };
+  t["aten::log1p"] = [](GradientBuilder &gb) {
+    // g / (1 + x), as autograd computes it.
+    Value g = gb.resultGradOrZeros(0);
+    Value x = gb.operand(0);
+    Value plus = gb.aten("aten::add.Scalar",
+                         {x, gb.constFloat(1.0), gb.constInt(1)}, x.getType());
+    gb.setGrad(0, gb.aten("aten::div.Tensor", {g, plus}, g.getType()));
     return success();
   };
   t["aten::log"] = [](GradientBuilder &gb) {

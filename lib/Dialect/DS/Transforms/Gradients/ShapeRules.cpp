@@ -126,6 +126,11 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
   t["aten::squeeze"] = reshapeBack;
   t["aten::squeeze.dims"] = reshapeBack;
   t["aten::unsqueeze"] = reshapeBack;
+  t["aten::flip"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.aten("aten::flip", {g, gb.operand(1)}, g.getType()));
+    return success();
+  };
   t["aten::transpose.int"] = [](GradientBuilder &gb) {
     gb.setGrad(0,
                gb.aten("aten::transpose.int",

@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""Differential testing of the compiler: random small PyTorch modules, compiled and eager.
+
+    .venv/bin/python test/difftest/difftest.py --seeds 0:100            # CI's fixed 100
+    .venv/bin/python test/difftest/difftest.py --seeds 100:5000 --keep /tmp/found
+    .venv/bin/python test/difftest/difftest.py --show 17                # one module's source
+
+Each seed generates one module (as NNSmith does for other compilers, ASPLOS 2023): a random
+program of 3 to 9 steps over a pool of tensors, drawn from op families with valid shapes
+(elementwise ops with broadcasting, matmuls with a weight, normalisations, reductions, views,
+in-place ops on a copy, a `torch.no_grad()` region, a data-dependent branch, concatenation,
+indexing), ending in a scalar loss that mixes the values with fixed random weights. The module
+is scripted (TorchScript) and, for every third seed, traced; dsopt.compile builds its training
+step; one forward and backward runs in process through dsopt.Engine. The loss and every
+parameter's gradient must equal eager autograd's within 1e-4 relative (+ 1e-5 absolute); a
+compile error is a failure as well, unless the generator marked the module as expected to be
+refused. A failing module is reduced (steps removed one at a time while it still fails) and,
+with --keep DIR, written as a regression test file DIR/seed_N.py holding the reduced source.
+Seeded and reproducible: the same seed is the same module.
+"""
+
+import argparse
+import importlib.util
+import os
+import random
+import re
+import sys
+import tempfile
+import traceback
+import warnings
+
+import torch
+
+ROWS = 4
+
+
+class Program:
+    """The generated steps: Python statements over named tensors, each [ROWS, width]."""
+
+    def __init__(self, seed):
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.params = []      # (name, shape)
+        self.steps = []       # (source lines, defines name, width)
+        self.pool = [("x", 6)]
+        self.counter = 0
+        self.traced = seed % 3 == 2
+
+    def fresh(self):
+        self.counter += 1
+        return "v%d" % self.counter
+
+    def param(self, *shape):
+        name = "p%d" % len(self.params)
+        self.params.append((name, shape))
+        return "self." + name
+
+    def pick(self):
+        # Later values are likelier: the program grows deep rather than wide.
+        weights = [i + 1 for i in range(len(self.pool))]
+        return self.rng.choices(self.pool, weights)[0]
+
+    def add(self, lines, width, name=None):
+        name = name or lines[0].split(" = ")[0].strip()
+        self.steps.append((lines, name, width))
+        self.pool.append((name, width))
+
+    # -- op families -------------------------------------------------------------------------
+    def unary(self):
+        a, w = self.pick()
+        op = self.rng.choice(["torch.relu({a})", "torch.tanh({a})", "torch.sigmoid({a})",
+                              "F.gelu({a})", "F.silu({a})", "-{a}", "torch.abs({a}) + 1.0",
+                              "torch.sqrt(torch.abs({a}) + 1.0)", "torch.exp(torch.tanh({a}))",
+                              "torch.clamp({a}, -1.0, 1.0)", "F.leaky_relu({a}, 0.1)",
+                              "{a} * {a}"])
+        v = self.fresh()
+        self.add(["%s = %s" % (v, op.format(a=a))], w)
+
+    def binary(self):
+        a, w = self.pick()
+        v = self.fresh()
+        kind = self.rng.choice(["param_row", "param_col", "value"])
+        if kind == "param_row":
+            b = self.param(w)                       # [w] broadcast over rows
+        elif kind == "param_col":
+            b = self.param(ROWS, 1)                 # [ROWS, 1] broadcast over columns
+        else:
+            same = [(n, pw) for n, pw in self.pool if pw == w]
+            b = self.rng.choice(same)[0]
+        op = self.rng.choice(["+", "-", "*", "/"])
+        if op == "/":
+            self.add(["%s = %s / (torch.abs(%s) + 1.0)" % (v, a, b)], w)
+        else:
+            self.add(["%s = %s %s %s" % (v, a, op, b)], w)
+
+    def linear(self):
+        a, w = self.pick()
+        out = self.rng.choice([3, 5, 8])
+        weight = self.param(out, w)
+        v = self.fresh()
+        if self.rng.random() < 0.5:
+            self.add(["%s = F.linear(%s, %s, %s)" % (v, a, weight, self.param(out))], out)
+        else:
+            self.add(["%s = torch.matmul(%s, %s.t())" % (v, a, weight)], out)
+
+    def norm(self):
+        a, w = self.pick()
+        v = self.fresh()
+        kind = self.rng.choice(["layer_norm", "softmax", "log_softmax", "rms"])
+        if kind == "layer_norm":
+            self.add(["%s = F.layer_norm(%s, [%d], %s, %s)" % (
+                v, a, w, self.param(w), self.param(w))], w)
+        elif kind == "rms":
+            self.add(["%s = %s * torch.rsqrt((%s * %s).mean(-1, keepdim=True) + 1e-5)"
+                      % (v, a, a, a)], w)
+        else:
+            self.add(["%s = F.%s(%s, dim=%d)" % (v, kind, a, self.rng.choice([0, 1]))], w)
+
+    def reduce(self):
+        a, w = self.pick()
+        v = self.fresh()
+        op = self.rng.choice(["sum", "mean", "amax"])
+        self.add(["%s = %s + %s.%s(1, keepdim=True)" % (v, a, a, op)], w)
+
+    def view(self):
+        a, w = self.pick()
+        v = self.fresh()
+        kind = self.rng.choice(["transpose", "reshape", "unsqueeze", "flip"])
+        if kind == "transpose":
+            self.add(["%s = %s.t().contiguous().t()" % (v, a)], w)
+        elif kind == "reshape" and w % 2 == 0:
+            self.add(["%s = %s.reshape(%d, 2, %d).sum(1)" % (v, a, ROWS, w // 2)], w // 2)
+        elif kind == "unsqueeze":
+            self.add(["%s = (%s.unsqueeze(1) * %s.unsqueeze(2)).sum(2)" % (v, a, a)], w)
+        else:
+            self.add(["%s = torch.flip(%s, [1])" % (v, a)], w)
+
+    def inplace(self):
+        a, w = self.pick()
+        v = self.fresh()
+        op = self.rng.choice(["add_", "mul_", "sub_"])
+        self.add(["%s = %s.clone()" % (v, a), "%s.%s(%s)" % (v, op, self.param(w))], w)
+
+    def no_grad(self):
+        a, w = self.pick()
+        v, s = self.fresh(), self.fresh()
+        self.add(["with torch.no_grad():",
+                  "    %s = %s.detach() * 2.0" % (s, a),
+                  "%s = %s + %s" % (v, a, s)], w, v)
+
+    def branch(self):
+        if self.traced:  # A trace would freeze the branch the example takes.
+            return self.unary()
+        a, w = self.pick()
+        v = self.fresh()
+        self.add(["if bool(%s.sum() > 0):" % a,
+                  "    %s = torch.tanh(%s) * %s" % (v, a, self.param(w)),
+                  "else:",
+                  "    %s = torch.sigmoid(%s) + %s" % (v, a, self.param(w))], w, v)
+
+    def concat(self):
+        a, w = self.pick()
+        b, wb = self.pick()
+        v = self.fresh()
+        if self.rng.random() < 0.5:
+            self.add(["%s = torch.cat([%s, %s], 1)" % (v, a, b)], w + wb)
+        else:
+            self.add(["%s = torch.stack([%s, %s], 0).sum(0)" % (v, a, a)], w)
+
+    def index(self):
+        a, w = self.pick()
+        v = self.fresh()
+        cols = sorted(self.rng.sample(range(w), max(1, w // 2)))
+        if self.rng.random() < 0.5:
+            self.add(["%s = %s[:, %d:%d] * 2.0" % (v, a, cols[0], cols[-1] + 1)],
+                     cols[-1] + 1 - cols[0])
+        else:
+            self.add(["%s = torch.index_select(%s, 1, torch.tensor(%s))" % (v, a, cols)],
+                     len(cols))
+
+    FAMILIES = ["unary", "binary", "linear", "linear", "norm", "reduce", "view", "inplace",
+                "no_grad", "branch", "concat", "index"]
+
+    def generate(self):
+        self.linear()  # Every module has a trainable path from the input.
+        for _ in range(self.rng.randint(2, 8)):
+            getattr(self, self.rng.choice(self.FAMILIES))()
+        return self
+
+    # -- source ------------------------------------------------------------------------------
+    def source(self, steps=None):
+        steps = self.steps if steps is None else steps
+        used = set()
+        for lines, _, _ in steps:
+            for line in lines:
+                used.update(re.findall(r"self\.(p\d+)", line))
+        out = ["class M(nn.Module):", "    def __init__(self):", "        super().__init__()",
+               "        g = torch.Generator().manual_seed(%d)" % self.seed]
+        for name, shape in self.params:
+            if name in used:
+                out.append("        self.%s = nn.Parameter(torch.randn(%s, generator=g) * 0.5)"
+                           % (name, ", ".join(map(str, shape))))
+        out.append("")
+        out.append("    def forward(self, x, t):")
+        for lines, _, _ in steps:
+            out.extend("        " + line for line in lines)
+        last = steps[-1][1] if steps else "x"
+        # Every value reaches the loss: no parameter is dead code (which a trace refuses).
+        others = "".join(" + %s.mean()" % name for _, name, _ in steps[:-1])
+        out.append("        return (%s * t[:, :%s.shape[1]]).sum() + (%s * %s).mean()%s"
+                   % (last, last, last, last, others))
+        return "\n".join(out) + "\n"
+
+
+_MODULES = {}
+
+
+def instantiate(source):
+    """An instance of the source's class M, from a file (TorchScript reads the source)."""
+    if source not in _MODULES:
+        folder = tempfile.mkdtemp(prefix="difftest-")
+        path = os.path.join(folder, "difftest_m%d.py" % len(_MODULES))
+        with open(path, "w") as f:
+            f.write("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n")
+            f.write(source)
+        spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        _MODULES[source] = module.M
+    return _MODULES[source]()
+
+
+def check(source, seed, traced):
+    """None when dsopt agrees with eager autograd, else the first difference."""
+    import dsopt
+    g = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(ROWS, 6, generator=g)
+    t = torch.randn(ROWS, 64, generator=g)
+    eager = instantiate(source)
+    loss = eager(x, t)
+    loss.backward()
+    module = instantiate(source)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if traced:
+            module = torch.jit.trace(module, (x, t), check_trace=False)
+        try:
+            plan = dsopt.compile(module, {"train_micro_batch_size_per_gpu": ROWS,
+                                          "optimizer": {"type": "SGD", "params": {"lr": 0.1}}},
+                                 (x, t), unbatched=(), keep_ir=False)
+        except Exception as error:  # noqa: BLE001
+            return "compile: " + str(error).strip().splitlines()[0][:300]
+    engine = dsopt.Engine(plan)
+    ours = engine(x, t)
+    engine.backward(ours)
+    if not torch.allclose(ours.detach(), loss.detach(), rtol=1e-4, atol=1e-5):
+        return "loss %.7g, eager %.7g" % (float(ours), float(loss))
+    for name, param in eager.named_parameters():
+        grad = engine.gradient(name)
+        expected = param.grad if param.grad is not None else torch.zeros_like(param)
+        if grad is None:
+            grad = torch.zeros_like(param)
+        if not torch.allclose(grad, expected, rtol=1e-4, atol=1e-5):
+            return "gradient of %s: max difference %.3g" % (
+                name, float((grad - expected).abs().max()))
+    return None
+
+
+def reduce(program, failure):
+    """Steps removed one at a time while the module still fails the same way."""
+    steps = list(program.steps)
+    kind = failure.split(":")[0]
+    i = len(steps) - 1
+    while i >= 1:
+        trial = steps[:i] + steps[i + 1:]
+        try:
+            defined = {"x"}
+            ok = True
+            for lines, name, _ in trial:
+                refs = {r for line in lines for r in re.findall(r"\b(v\d+)\b", line)}
+                if not refs - {name} <= defined:
+                    ok = False
+                    break
+                defined.add(name)
+            if ok:
+                result = check(program.source(trial), program.seed, program.traced)
+                if result is not None and result.split(":")[0] == kind:
+                    steps = trial
+        except Exception:  # noqa: BLE001 - a reduction that breaks the program is skipped
+            pass
+        i -= 1
+    return program.source(steps)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", default="0:100", help="A:B, the seeds [A, B)")
+    p.add_argument("--show", type=int, help="print one seed's module and exit")
+    p.add_argument("--keep", help="write each failure's reduced module here")
+    args = p.parse_args()
+    if args.show is not None:
+        program = Program(args.show).generate()
+        print("# traced" if program.traced else "# scripted")
+        print(program.source())
+        return 0
+    start, stop = (int(v) for v in args.seeds.split(":"))
+    failures = []
+    for seed in range(start, stop):
+        program = Program(seed).generate()
+        try:
+            result = check(program.source(), seed, program.traced)
+        except Exception as error:  # noqa: BLE001
+            traceback.print_exc()
+            result = "harness: %s" % error
+        if result is None:
+            continue
+        failures.append((seed, result))
+        print("seed %d (%s): %s" % (seed, "traced" if program.traced else "scripted", result),
+              flush=True)
+        if args.keep:
+            os.makedirs(args.keep, exist_ok=True)
+            with open(os.path.join(args.keep, "seed_%d.py" % seed), "w") as f:
+                f.write("# difftest seed %d (%s): %s\n" % (
+                    seed, "traced" if program.traced else "scripted", result))
+                f.write(reduce(program, result))
+    print("%d modules, %d failed" % (stop - start, len(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

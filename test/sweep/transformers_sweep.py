@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""A sweep of transformers' *ForCausalLM architectures through dsopt, against eager PyTorch.
+
+    .venv/bin/python test/sweep/transformers_sweep.py --results /tmp/sweep [--shard 0/4]
+    .venv/bin/python test/sweep/transformers_sweep.py --results /tmp/sweep --table docs/sweep.md
+    .venv/bin/python test/sweep/transformers_sweep.py --only gpt2,llama --results DIR --check
+
+For each model type of the pinned transformers' causal-LM mapping: its default config shrunk
+(2 layers, hidden 64, 4 heads, vocabulary 128, ...; no download), dropout off so that eager and
+compiled draw nothing, no key/value cache. The model is exported with torch.export on
+(input_ids, labels) [2, 8] (an architecture eager PyTorch cannot export is left out of the
+denominator, with the reason), then trained 4 steps of SGD with momentum (several models have
+key biases whose true gradient is zero) by dsopt.initialize (the ExportedProgram, no wrapper: the
+engine returns the model's ModelOutput; `.loss.backward()`) and by eager PyTorch from the same
+weights. It passes when every step's loss agrees within 1e-4 relative and every final parameter
+within 1e-4 + 1e-4 * |eager| (the oracle's design tolerance, docs/oracle.md); otherwise the first
+error or the largest difference is recorded. Each architecture runs in a process of its own
+(a crash or a timeout is its result), one JSON file per architecture in --results, so a run
+resumes where it stopped; --shard i/n takes every n-th architecture. --table writes the Markdown
+table of every architecture from the results (docs/transformers-sweep.md).
+"""
+
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+STEPS = 4
+BATCH, SEQ = 2, 8
+LR, MOMENTUM = 0.01, 0.9
+
+# Config attributes shrunk where a config has them (names vary by family).
+SMALL = {
+    "num_hidden_layers": 2, "n_layer": 2, "num_layers": 2, "n_layers": 2,
+    "hidden_size": 64, "n_embd": 64, "d_model": 64, "dim": 64,
+    "num_attention_heads": 4, "n_head": 4, "n_heads": 4, "num_heads": 4,
+    "num_key_value_heads": 2, "n_kv_heads": 2, "multi_query_group_num": 2,
+    "intermediate_size": 128, "ffn_dim": 128, "n_inner": 128, "ffn_hidden_size": 128,
+    "vocab_size": 128, "max_position_embeddings": 64, "n_positions": 64, "n_ctx": 64,
+    "head_dim": 16, "kv_channels": 16,
+    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "moe_num_experts": 4,
+    "num_experts_per_tok": 2, "moe_topk": 2, "top_k": 2, "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 32, "n_shared_experts": 1,
+    "first_k_dense_replace": 1,
+    "sliding_window": 16, "attention_window": 16,
+}
+TOKEN_IDS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "decoder_start_token_id": 1}
+
+
+def model_types():
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+
+def shrink(config):
+    for name, value in SMALL.items():
+        if hasattr(config, name) and isinstance(getattr(config, name), int) \
+                and not isinstance(getattr(config, name), bool):
+            setattr(config, name, value)
+    for name, value in TOKEN_IDS.items():
+        if getattr(config, name, None) is not None:
+            setattr(config, name, value)
+    for name in list(vars(config)):
+        value = getattr(config, name)
+        if ("dropout" in name or "pdrop" in name) and isinstance(value, float):
+            setattr(config, name, 0.0)
+    if hasattr(config, "use_cache"):
+        config.use_cache = False
+    if hasattr(config, "_experts_implementation"):
+        # The experts as a loop of linears (transformers' default is its grouped_mm custom
+        # op, which no exported program can run without transformers).
+        config._experts_implementation = "eager"
+    for sub in ("text_config", "decoder", "encoder"):
+        inner = getattr(config, sub, None)
+        if inner is not None and hasattr(inner, "to_dict"):
+            shrink(inner)
+    return config
+
+
+def build(model_type):
+    import torch
+    import transformers
+    config = shrink(transformers.AutoConfig.for_model(model_type))
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    return model.float().train(), config
+
+
+def batches(vocab):
+    import torch
+    g = torch.Generator().manual_seed(1)
+    return [torch.randint(3, min(vocab, 128), (BATCH, SEQ), generator=g) for _ in range(STEPS)]
+
+
+def first_line(error):
+    text = "%s: %s" % (type(error).__name__, str(error).strip())
+    return text.splitlines()[0][:300]
+
+
+def run_one(model_type):
+    """The result of one architecture: {"type", "status": pass | fail | excluded, ...}."""
+    import torch
+    import dsopt
+    result = {"type": model_type}
+    try:
+        model, config = build(model_type)
+    except Exception as error:  # noqa: BLE001 - the harness cannot shrink it
+        return dict(result, status="excluded", stage="build", error=first_line(error))
+    result["class"] = type(model).__name__
+    vocab = getattr(config, "vocab_size", None) or getattr(
+        getattr(config, "text_config", None), "vocab_size", 128)
+    data = batches(int(vocab))
+    reference = copy.deepcopy(model)
+    try:
+        program = torch.export.export(model, (), {"input_ids": data[0], "labels": data[0]})
+    except Exception as error:  # noqa: BLE001 - eager PyTorch cannot export it
+        return dict(result, status="excluded", stage="export", error=first_line(error))
+    ds_config = {"train_micro_batch_size_per_gpu": BATCH, "gradient_clipping": 0.0,
+                 "optimizer": {"type": "SGD", "params": {"lr": LR, "momentum": MOMENTUM}}}
+    stage = "compile"
+    try:
+        engine, _, _, _ = dsopt.initialize(
+            model=program, config=ds_config,
+            example_inputs={"input_ids": data[0], "labels": data[0]})
+        stage = "train"
+        ours = []
+        for ids in data:
+            out = engine(input_ids=ids, labels=ids)
+            out.loss.backward()
+            engine.step()
+            ours.append(float(out.loss))
+    except Exception as error:  # noqa: BLE001 - the first error is the result
+        return dict(result, status="fail", stage=stage, error=first_line(error))
+
+    optimizer = torch.optim.SGD(reference.parameters(), lr=LR, momentum=MOMENTUM)
+    eager = []
+    for ids in data:
+        loss = reference(input_ids=ids, labels=ids).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        eager.append(float(loss))
+    result.update(losses=ours, eager_losses=eager)
+    for step, (a, b) in enumerate(zip(ours, eager)):
+        if not abs(a - b) <= 1e-4 * abs(b):
+            return dict(result, status="fail", stage="compare",
+                        error="step %d: loss %.7g, eager %.7g" % (step + 1, a, b))
+    state = engine.state_dict()
+    worst, where = 0.0, None
+    params = dict(reference.named_parameters())
+    missing = [name for name in params if name not in state]
+    if missing:
+        return dict(result, status="fail", stage="compare",
+                    error="the engine has no parameter %s" % missing[0])
+    moved = 0.0
+    for name, param in params.items():
+        moved = max(moved, float((state[name].float() - program.state_dict[name]).abs().max()))
+        diff = (state[name].float() - param.detach()).abs()
+        use = float((diff / (1e-4 + 1e-4 * param.detach().abs())).max()) if diff.numel() else 0
+        if use > worst:
+            worst, where = use, name
+    result["tolerance_used"] = worst
+    result["largest_update"] = moved
+    if worst > 1.0:
+        return dict(result, status="fail", stage="compare",
+                    error="parameter %s differs: %.2fx the tolerance" % (where, worst))
+    return dict(result, status="pass")
+
+
+def run_isolated(model_type, results, timeout):
+    path = os.path.join(results, model_type + ".json")
+    start = time.time()
+    try:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", model_type,
+                               "--out", path], capture_output=True, text=True, timeout=timeout,
+                              env=dict(os.environ, OMP_NUM_THREADS="1"))
+        if not os.path.exists(path):
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            result = {"type": model_type, "status": "fail", "stage": "crash",
+                      "error": "exit %d: %s" % (proc.returncode, tail[0][:300])}
+            write_json(path, result)
+    except subprocess.TimeoutExpired:
+        write_json(path, {"type": model_type, "status": "fail", "stage": "timeout",
+                          "error": "no result within %d s" % timeout})
+    with open(path) as f:
+        result = json.load(f)
+    result["seconds"] = round(time.time() - start, 1)
+    write_json(path, result)
+    return result
+
+
+def write_json(path, value):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=1)
+    os.replace(tmp, path)
+
+
+def table(results, path):
+    rows = []
+    for name in model_types():
+        file = os.path.join(results, name + ".json")
+        if os.path.exists(file):
+            with open(file) as f:
+                rows.append(json.load(f))
+        else:
+            rows.append({"type": name, "status": "not run"})
+    counted = [r for r in rows if r["status"] in ("pass", "fail")]
+    passed = [r for r in counted if r["status"] == "pass"]
+    lines = ["| architecture | class | result | stage | first error / largest difference |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        detail = r.get("error", "")
+        if r["status"] == "pass":
+            detail = "parameters within %.2f of the tolerance" % r.get("tolerance_used", 0)
+        lines.append("| %s | %s | %s | %s | %s |" % (
+            r["type"], r.get("class", ""), r["status"], r.get("stage", ""),
+            detail.replace("|", "\\|")))
+    summary = ("%d architectures: %d ran (shrinkable and exportable), %d pass (%.0f%%), "
+               "%d excluded (the harness cannot shrink or eager PyTorch cannot export them), "
+               "%d not run." % (len(rows), len(counted), len(passed),
+                                100.0 * len(passed) / max(1, len(counted)),
+                                sum(r["status"] == "excluded" for r in rows),
+                                sum(r["status"] == "not run" for r in rows)))
+    with open(path, "w") as f:
+        f.write(summary + "\n\n" + "\n".join(lines) + "\n")
+    return summary
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--results", help="folder of per-architecture results (resumed)")
+    p.add_argument("--shard", default="0/1", help="i/n: every n-th architecture from i")
+    p.add_argument("--only", help="comma-separated model types")
+    p.add_argument("--rerun", action="store_true", help="run architectures that have a result")
+    p.add_argument("--reverse", action="store_true",
+                   help="last architecture first (a second process meets the first midway)")
+    p.add_argument("--timeout", type=int, default=600, help="seconds per architecture")
+    p.add_argument("--check", action="store_true", help="exit 1 unless every one passes")
+    p.add_argument("--table", help="write the Markdown table of the results here")
+    p.add_argument("--one", help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.one:
+        try:
+            result = run_one(args.one)
+        except Exception as error:  # noqa: BLE001
+            traceback.print_exc()
+            result = {"type": args.one, "status": "fail", "stage": "harness",
+                      "error": first_line(error)}
+        write_json(args.out, result)
+        return 0
+    if not args.results:
+        p.error("--results is required")
+    os.makedirs(args.results, exist_ok=True)
+    if args.table:
+        print(table(args.results, args.table))
+        return 0
+    names = args.only.split(",") if args.only else model_types()
+    index, count = (int(x) for x in args.shard.split("/"))
+    names = names[index::count]
+    if args.reverse:
+        names.reverse()
+    failed = []
+    for n, name in enumerate(names):
+        path = os.path.join(args.results, name + ".json")
+        if os.path.exists(path) and not args.rerun:
+            continue
+        result = run_isolated(name, args.results, args.timeout)
+        print("[%d/%d] %s: %s %s %s" % (n + 1, len(names), name, result["status"],
+                                        result.get("stage", ""), result.get("error", "")),
+              flush=True)
+        if result["status"] != "pass":
+            failed.append(name)
+    if args.check and failed:
+        print("not passing: " + ", ".join(failed))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
