@@ -289,12 +289,17 @@ Constant Constant::ofTensor(DType dtype, std::vector<int64_t> shape,
   return c;
 }
 
-Op Op::input(int64_t index, ValueId result) {
+/// An op of `kind` that names a position (`index`) and defines `result`.
+static Op indexedOp(OpKind kind, int64_t index, ValueId result) {
   Op op;
-  op.kind = OpKind::Input;
+  op.kind = kind;
   op.index = index;
   op.results = {result};
   return op;
+}
+
+Op Op::input(int64_t index, ValueId result) {
+  return indexedOp(OpKind::Input, index, result);
 }
 
 Op Op::state(std::string name, ValueId result) {
@@ -425,11 +430,7 @@ Op Op::lossScale(std::string engine, ValueId result) {
 }
 
 Op Op::cotangent(int64_t index, ValueId result) {
-  Op op;
-  op.kind = OpKind::Cotangent;
-  op.index = index;
-  op.results = {result};
-  return op;
+  return indexedOp(OpKind::Cotangent, index, result);
 }
 
 std::string Op::label() const {

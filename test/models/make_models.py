@@ -760,12 +760,18 @@ def build_mlp():
                  "Rows independent: the loss is the same for every world size."}
 
 
+def lm_batch():
+    """idx, targets [S, B, 8] in [0, 32): targets the next token of a shifted sequence (random
+    where there is no next token)."""
+    idx = torch.randint(0, 32, (S, B, 8), dtype=torch.int64)
+    targets = torch.cat([idx[:, :, 1:], torch.randint(0, 32, (S, B, 1), dtype=torch.int64)], dim=2)
+    return idx, targets
+
+
 def build_transformer():
     torch.manual_seed(2)
     m = GPT()
-    idx = torch.randint(0, 32, (S, B, 8), dtype=torch.int64)
-    # targets: the next token of a shifted sequence (random where there is no next token)
-    targets = torch.cat([idx[:, :, 1:], torch.randint(0, 32, (S, B, 1), dtype=torch.int64)], dim=2)
+    idx, targets = lm_batch()
     return torch.jit.script(m), {"idx": idx, "targets": targets}, {
         "unbatched": [], "returns": "scalar",
         "notes": "idx, targets [S,B,8] int64 in [0,32). GPT: tok_emb + pos_emb(arange), 2 blocks in "
@@ -1123,8 +1129,7 @@ def build_dropout_blocks():
 def build_gpt_sdpa():
     torch.manual_seed(19)
     m = GPTSdpa()
-    idx = torch.randint(0, 32, (S, B, 8), dtype=torch.int64)
-    targets = torch.cat([idx[:, :, 1:], torch.randint(0, 32, (S, B, 1), dtype=torch.int64)], dim=2)
+    idx, targets = lm_batch()
     return torch.jit.script(m), {"idx": idx, "targets": targets}, {
         "unbatched": [], "returns": "scalar",
         "notes": "idx, targets [S,B,8] int64 in [0,32). Pre-norm GPT on torch 2.x operators: "
@@ -1139,8 +1144,7 @@ def build_gpt_sdpa():
 def build_gpt_sdpa_dropout():
     torch.manual_seed(19)
     m = GPTSdpa(attn_dropout=0.2)
-    idx = torch.randint(0, 32, (S, B, 8), dtype=torch.int64)
-    targets = torch.cat([idx[:, :, 1:], torch.randint(0, 32, (S, B, 1), dtype=torch.int64)], dim=2)
+    idx, targets = lm_batch()
     return torch.jit.script(m), {"idx": idx, "targets": targets}, {
         "unbatched": [], "returns": "scalar",
         "notes": "gpt_sdpa with attention dropout 0.2 in training (dropout_p=p if "
