@@ -85,7 +85,8 @@ nlohmann::ordered_json LossMeter::line(int64_t step, const World &world) {
   }
   nlohmann::ordered_json json;
   json["step"] = step;
-  json["loss"] = number(total);
+  // A plan without a loss output (only logits) has no loss to report.
+  json["loss"] = sums_.empty() ? nlohmann::ordered_json(nullptr) : number(total);
   if (sums_.size() > 1)
     json["losses"] = std::move(losses);
   sums_.assign(sums_.size(), 0.0);
