@@ -186,6 +186,9 @@ private:
   void importNode(const ex::Node &node, bool eval);
   void importCond(const ex::Node &node, bool eval, const jit::SourceRange &range,
                   const std::string &where);
+  void importSetGradEnabled(const ex::Node &node, bool eval,
+                            const jit::SourceRange &range,
+                            const std::string &where);
   void buildMethod(jit::Module &root, const std::string &name, bool eval);
   std::shared_ptr<jit::Operator> operatorFor(const std::string &target,
                                                     const std::string &where);
@@ -547,6 +550,72 @@ void ProgramBuilder::importCond(const ex::Node &node, bool eval,
   }
 }
 
+/// wrap_with_set_grad_enabled(enabled, body, *operands): a `with
+/// torch.no_grad():` (or `enable_grad`) block of the model, which export
+/// keeps as a graph of its own. Its nodes are imported in place; with grad
+/// disabled its results are detached, as TorchScript's no_grad blocks are:
+/// no gradient leaves the block.
+void ProgramBuilder::importSetGradEnabled(const ex::Node &node, bool eval,
+                                          const jit::SourceRange &range,
+                                          const std::string &where) {
+  using Tag = ex::Argument::Tag;
+  const auto &inputs = node.get_inputs();
+  if (inputs.size() < 2 || inputs[0].get_arg().tag() != Tag::AS_BOOL ||
+      inputs[1].get_arg().tag() != Tag::AS_GRAPH)
+    fail(where + ": a wrap_with_set_grad_enabled whose arguments are not (a "
+                 "bool, a graph, tensors)");
+  bool enabled = inputs[0].get_arg().get_as_bool();
+  std::vector<jit::Value *> operands;
+  for (size_t i = 2; i < inputs.size(); ++i) {
+    const ex::Argument &arg = inputs[i].get_arg();
+    if (arg.tag() == Tag::AS_TENSOR)
+      operands.push_back(tensorNamed(arg.get_as_tensor().get_name(), where));
+    else if (arg.tag() == Tag::AS_TENSORS)
+      for (const auto &t : arg.get_as_tensors())
+        operands.push_back(tensorNamed(t.get_name(), where));
+    else
+      fail(where + ": a grad-mode block operand that is not a tensor");
+  }
+  const ex::Graph &body = *inputs[1].get_arg().get_as_graph().get_graph();
+  if (body.get_inputs().size() != operands.size())
+    fail(where + ": the block takes " + std::to_string(body.get_inputs().size()) +
+         " operands, the call passes " + std::to_string(operands.size()));
+  // The block's names are its own: the outer ones are restored after.
+  std::map<std::string, jit::Value *> outer = values;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (body.get_inputs()[i].tag() != Tag::AS_TENSOR)
+      fail(where + ": a grad-mode block operand that is not a tensor");
+    values[body.get_inputs()[i].get_as_tensor().get_name()] = operands[i];
+  }
+  for (const ex::Node &inner : body.get_nodes())
+    importNode(inner, eval);
+  std::vector<jit::Value *> results;
+  for (const ex::Argument &o : body.get_outputs()) {
+    if (o.tag() != Tag::AS_TENSOR)
+      fail(where + ": a grad-mode block result that is not a tensor");
+    results.push_back(tensorNamed(o.get_as_tensor().get_name(), where));
+  }
+  values = std::move(outer);
+  const auto &outputs = node.get_outputs();
+  if (outputs.size() != results.size())
+    fail(where + ": the block returns " + std::to_string(results.size()) +
+         " values, the call " + std::to_string(outputs.size()));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].tag() != Tag::AS_TENSOR)
+      fail(where + ": a result that is not a tensor");
+    jit::Value *result = results[i];
+    if (!enabled) {
+      jit::Node *detach = g->create(
+          c10::Symbol::fromQualString("aten::detach"), {result}, 1);
+      g->insertNode(detach);
+      detach->setSourceRange(range);
+      detach->output()->setType(c10::TensorType::get());
+      result = detach->output();
+    }
+    values[outputs[i].get_as_tensor().get_name()] = result;
+  }
+}
+
 void ProgramBuilder::importNode(const ex::Node &node, bool eval) {
   const auto &meta = node.get_metadata();
   auto metaOf = [&](const char *key) {
@@ -564,6 +633,8 @@ void ProgramBuilder::importNode(const ex::Node &node, bool eval) {
     return;
   if (node.get_target() == "torch.ops.higher_order.cond")
     return importCond(node, eval, range, where);
+  if (node.get_target() == "torch.ops.higher_order.wrap_with_set_grad_enabled")
+    return importSetGradEnabled(node, eval, range, where);
   // alias(x) is x (export keeps it where the model returns an input's view).
   if (node.get_target() == "torch.ops.aten.alias.default" &&
       node.get_inputs().size() == 1 && node.get_outputs().size() == 1 &&

@@ -689,3 +689,34 @@ def test_compile_exports_from_a_data_file(tmp_path):
         assert plan.weights["kind"] == "pt2"
         assert [(i["shape"], i["batched"]) for i in plan.inputs] == [([4, 6], True),
                                                                      ([4, 3], True)]
+
+
+class NoGradBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(4, 4)
+        self.g = nn.Linear(4, 4)
+
+    def forward(self, x, y):
+        h = self.fc(x)
+        with torch.no_grad():
+            s = self.g(h) * 2
+        return ((h + s - y) ** 2).mean()
+
+
+def test_exported_no_grad_block():
+    """torch.export keeps a `with torch.no_grad():` block as a graph of its own
+    (wrap_with_set_grad_enabled): imported in place, its results carry no
+    gradient, as eager autograd's (g gets none, fc the rest)."""
+    x, y = torch.randn(2, 4), torch.randn(2, 4)
+    program = torch.export.export(NoGradBlock(), (x, y))
+    plan = dsopt.compile(program, {"train_micro_batch_size_per_gpu": 2,
+                                   "optimizer": {"type": "SGD"}}, (x, y))
+    engine = dsopt.Engine(plan)
+    engine(x, y).backward()
+    model = NoGradBlock()
+    model(x, y).backward()
+    for name, param in model.named_parameters():
+        expected = param.grad if param.grad is not None else torch.zeros_like(param)
+        assert torch.equal(engine.gradient(name), expected), name
