@@ -83,9 +83,10 @@ def shrink(config, small=SMALL):
     if hasattr(config, "use_cache"):
         config.use_cache = False
     if hasattr(config, "_experts_implementation"):
-        # The experts as a loop of linears (transformers' default is its grouped_mm custom
-        # op, which no exported program can run without transformers).
-        config._experts_implementation = "eager"
+        # The experts as one batched matmul of the weights each token picked: static shapes
+        # that export (transformers' default, its grouped_mm custom op, is no ATen operator;
+        # its "eager" loop over experts is data-dependent and does not export).
+        config._experts_implementation = "batched_mm"
     for sub in ("text_config", "decoder", "encoder"):
         inner = getattr(config, sub, None)
         if inner is not None and hasattr(inner, "to_dict"):

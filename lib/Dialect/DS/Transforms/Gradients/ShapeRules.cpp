@@ -295,18 +295,23 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
                           x.getType()));
     return success();
   };
-  t["aten::index.Tensor"] = [](GradientBuilder &gb) {
-    // x[indices] (advanced indexing): the gradient accumulates into the
-    // indexed positions, as autograd's index_backward does (repeated indices
-    // add up).
-    Value x = gb.operand(0);
-    Value zeros = gb.zerosLike(x);
-    gb.setGrad(0, gb.aten("aten::index_put",
-                          {zeros, gb.operand(1), gb.resultGradOrZeros(0),
-                           gb.constBool(true)},
-                          x.getType()));
-    return success();
+  // x[indices] (advanced indexing): the gradient accumulates into the
+  // indexed positions, as autograd's index_backward does (repeated indices
+  // add up). The hacked twin (indices a Tensor[], no None: what torch.export
+  // writes for `w[ids]`) accumulates with index_put's own twin.
+  auto indexRule = [](StringRef put) {
+    return [put](GradientBuilder &gb) -> LogicalResult {
+      Value x = gb.operand(0);
+      Value zeros = gb.zerosLike(x);
+      gb.setGrad(0, gb.aten(put,
+                            {zeros, gb.operand(1), gb.resultGradOrZeros(0),
+                             gb.constBool(true)},
+                            x.getType()));
+      return success();
+    };
   };
+  t["aten::index.Tensor"] = indexRule("aten::index_put");
+  t["aten::index.Tensor_hacked_twin"] = indexRule("aten::index_put.hacked_twin");
   t["aten::index_put"] = [](GradientBuilder &gb) -> LogicalResult {
     // index_put(x, indices, values, accumulate): x with values written (or
     // added) at the indexed positions. x's gradient is g, with the
