@@ -14,7 +14,7 @@ import torch
 # these is accepted except out=, Dimname, complex, string and dict variants.
 SUPPORTED = """
 broadcast_tensors linear matmul mm bmm addmm baddbmm add sub mul div neg pow sqrt rsqrt exp log
-expm1 log1p flip
+expm1 log1p flip new_empty view_as reshape_as lift_fresh_copy
 relu gelu silu tanh sigmoid softmax log_softmax _softmax _log_softmax layer_norm
 native_layer_norm batch_norm native_batch_norm embedding dropout native_dropout
 bernoulli conv1d conv2d convolution _convolution max_pool2d avg_pool2d

@@ -73,7 +73,8 @@ OPS = ["linear", "matmul", "mm", "bmm", "add", "sub", "mul", "div", "neg", "pow"
        # on ATen's math path (-ds-lower-dropout)
        "type_as", "_safe_softmax",
        # found by the differential tester (test/difftest) and the transformers sweep
-       "expm1", "log1p", "flip", "amax", "amin"]
+       "expm1", "log1p", "flip", "amax", "amin", "logsumexp", "expand_as", "view_as",
+       "reshape_as"]
 
 # The TorchScript node kinds (after inlining) that count as the op: every case of an op has one.
 OP_KINDS = {op: ["aten::" + op] for op in OPS}
@@ -456,6 +457,35 @@ class Log1pM(nn.Module):
 
     def forward(self, x, t):
         return (torch.log1p(x.abs() * self.p) * t).sum()
+
+
+class LogsumexpM(nn.Module):
+    def __init__(self, dims: List[int], keepdim: bool):
+        super().__init__()
+        self.dims = dims
+        self.keepdim = keepdim
+        self.p = P(3, 4)
+
+    def forward(self, x, t):
+        return (torch.logsumexp(x * self.p, self.dims, self.keepdim) * t).sum()
+
+
+class AsM(nn.Module):
+    """expand_as / view_as / reshape_as of a parameter, shaped like another tensor."""
+
+    def __init__(self, op: str):
+        super().__init__()
+        self.op = op
+        self.p = P(1, 12) if op == "expand_as" else P(12)
+
+    def forward(self, x, t):
+        if self.op == "expand_as":
+            y = self.p.expand_as(x)
+        elif self.op == "view_as":
+            y = self.p.view_as(x[0])
+        else:
+            y = self.p.reshape_as(x[0])
+        return (x * y * t).sum()
 
 
 class FlipM(nn.Module):
@@ -1762,6 +1792,11 @@ case("expm1", "row")(lambda: _xt(Expm1M(8), [8]))
 case("expm1", "bcast_4x1")(lambda: _xt(Expm1M(4, 1), [4, 8]))
 case("log1p", "row")(lambda: _xt(Log1pM(8), [8]))
 case("log1p", "bcast_4x1")(lambda: _xt(Log1pM(4, 1), [4, 8]))
+case("logsumexp", "last")(lambda: _xt(LogsumexpM([-1], False), [3, 4], [3]))
+case("logsumexp", "two_keepdim")(lambda: _xt(LogsumexpM([1, 2], True), [3, 4], [1, 1]))
+case("expand_as", "rows")(lambda: _xt(AsM("expand_as"), [12]))
+case("view_as", "matrix")(lambda: _xt(AsM("view_as"), [3, 4]))
+case("reshape_as", "matrix")(lambda: _xt(AsM("reshape_as"), [3, 4]))
 case("flip", "last")(lambda: _xt(FlipM([-1]), [3, 4]))
 case("flip", "two_dims")(lambda: _xt(FlipM([1, 2]), [3, 4]))
 case("amax", "last")(lambda: _xt(ExtremeM("amax", [-1], False), [3, 4], [3]))

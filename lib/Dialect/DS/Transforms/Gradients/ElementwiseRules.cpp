@@ -10,6 +10,51 @@ using namespace mlir::ds::detail;
 
 namespace {
 
+/// The dims a reduction (operand 1, a constant list; empty: all) removes,
+/// sorted, and whether it keeps them (operand 2).
+struct ReducedDims {
+  SmallVector<int64_t> dims;
+  bool keep = false;
+  RankedTensorType keptType;
+
+  /// `v` (the result or its gradient) with the reduced dims back, of size 1.
+  Value restore(GradientBuilder &gb, Value v) const {
+    if (keep)
+      return v;
+    auto t = cast<RankedTensorType>(v.getType());
+    SmallVector<int64_t> shape(t.getShape());
+    for (int64_t d : dims) {
+      shape.insert(shape.begin() + d, 1);
+      v = gb.aten("aten::unsqueeze", {v, gb.constInt(d)},
+                  RankedTensorType::get(shape, t.getElementType()));
+    }
+    return v;
+  }
+};
+
+FailureOr<ReducedDims> reducedDims(GradientBuilder &gb) {
+  auto dims = staticIntList(gb, gb.operand(1));
+  auto keep = gb.staticInt(gb.operand(2));
+  if (!dims || !keep)
+    return gb.op.emitOpError() << "gradient of " << gb.op.getOp()
+                               << " needs constant dims and keepdim";
+  auto at = cast<RankedTensorType>(gb.operand(0).getType());
+  int64_t rank = at.getRank();
+  ReducedDims r;
+  r.keep = *keep;
+  for (int64_t d : *dims)
+    r.dims.push_back(d < 0 ? d + rank : d);
+  if (r.dims.empty())
+    for (int64_t d = 0; d < rank; ++d)
+      r.dims.push_back(d);
+  llvm::sort(r.dims);
+  SmallVector<int64_t> kept(at.getShape());
+  for (int64_t d : r.dims)
+    kept[d] = 1;
+  r.keptType = RankedTensorType::get(kept, at.getElementType());
+  return r;
+}
+
 /// g * s for a Scalar operand s (skipped when s is the constant 1).
 Value scaleBy(GradientBuilder &gb, Value g, Value s) {
   if (auto f = gb.staticFloat(s); f && *f == 1.0)
@@ -82,6 +127,7 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
   t["aten::sub.Scalar"] = passThrough;
   t["aten::contiguous"] = passThrough;
   t["aten::clone"] = passThrough;
+  t["aten::lift_fresh_copy"] = passThrough; // torch.export's copy of a constant
   t["aten::rsub.Scalar"] = [](GradientBuilder &gb) {
     Value g = gb.resultGradOrZeros(0);
     gb.setGrad(
@@ -277,42 +323,13 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
   // amax / amin over dims: the gradient is shared evenly among the extrema
   // of each reduced slice (autograd's scale_grad_by_count).
   auto extremeOverDims = [](GradientBuilder &gb) -> LogicalResult {
-    Value g = gb.resultGradOrZeros(0);
+    FailureOr<ReducedDims> r = reducedDims(gb);
+    if (failed(r))
+      return failure();
     Value a = gb.operand(0);
     auto at = cast<RankedTensorType>(a.getType());
-    auto dims = staticIntList(gb, gb.operand(1));
-    auto keep = gb.staticInt(gb.operand(2));
-    if (!dims || !keep)
-      return gb.op.emitOpError()
-             << "gradient of " << gb.op.getOp()
-             << " needs constant dims and keepdim";
-    int64_t rank = at.getRank();
-    SmallVector<int64_t> reduced;
-    for (int64_t d : *dims)
-      reduced.push_back(d < 0 ? d + rank : d);
-    if (reduced.empty())
-      for (int64_t d = 0; d < rank; ++d)
-        reduced.push_back(d);
-    llvm::sort(reduced);
-    SmallVector<int64_t> keptShape(at.getShape());
-    for (int64_t d : reduced)
-      keptShape[d] = 1;
-    auto keptType = RankedTensorType::get(keptShape, at.getElementType());
-    // The result and its gradient with the reduced dims kept (size 1).
-    auto restore = [&](Value v) {
-      if (*keep)
-        return v;
-      auto shape = SmallVector<int64_t>(
-          cast<RankedTensorType>(v.getType()).getShape());
-      for (int64_t d : reduced) {
-        shape.insert(shape.begin() + d, 1);
-        v = gb.aten("aten::unsqueeze", {v, gb.constInt(d)},
-                    RankedTensorType::get(shape, at.getElementType()));
-      }
-      return v;
-    };
-    Value result = restore(gb.result(0));
-    Value gk = restore(g);
+    Value result = r->restore(gb, gb.result(0));
+    Value gk = r->restore(gb, gb.resultGradOrZeros(0));
     auto maskType = RankedTensorType::get(at.getShape(), gb.b.getI1Type());
     Value mask = gb.aten("aten::eq.Tensor", {a, result}, maskType);
     Value f = gb.constBool(false);
@@ -321,10 +338,24 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
         {mask, gb.constInt(scalarTypeCode(at.getElementType())), f, f, gb.none()},
         at);
     Value count = gb.aten("aten::sum.dim_IntList",
-                          {maskF, gb.intList(reduced), gb.constBool(true), gb.none()},
-                          keptType);
-    Value share = gb.aten("aten::div.Tensor", {gk, count}, keptType);
+                          {maskF, gb.intList(r->dims), gb.constBool(true), gb.none()},
+                          r->keptType);
+    Value share = gb.aten("aten::div.Tensor", {gk, count}, r->keptType);
     gb.setGrad(0, gb.aten("aten::mul.Tensor", {maskF, share}, at));
+    return success();
+  };
+  // logsumexp over dims: g * exp(x - result), as autograd's logsumexp_backward.
+  t["aten::logsumexp"] = [](GradientBuilder &gb) -> LogicalResult {
+    FailureOr<ReducedDims> r = reducedDims(gb);
+    if (failed(r))
+      return failure();
+    Value a = gb.operand(0);
+    Value result = r->restore(gb, gb.result(0));
+    Value gk = r->restore(gb, gb.resultGradOrZeros(0));
+    Value centred =
+        gb.aten("aten::sub.Tensor", {a, result, gb.constInt(1)}, a.getType());
+    Value weights = gb.aten("aten::exp", {centred}, a.getType());
+    gb.setGrad(0, gb.aten("aten::mul.Tensor", {gk, weights}, a.getType()));
     return success();
   };
   t["aten::amax"] = extremeOverDims;

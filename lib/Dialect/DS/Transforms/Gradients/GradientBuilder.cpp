@@ -159,6 +159,7 @@ bool mlir::ds::isNonDifferentiable(StringRef name) {
                                           "aten::empty_like",
                                           "aten::new_zeros",
                                           "aten::new_ones",
+                                          "aten::new_empty",
                                           "aten::one_hot",
                                           "prim::NumToTensor.Scalar",
                                           "aten::eq.int",

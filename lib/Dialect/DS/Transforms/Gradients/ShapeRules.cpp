@@ -119,6 +119,8 @@ RankedTensorType indexResultType(RankedTensorType x, ArrayRef<Value> indices) {
 void mlir::ds::rules::addShapeRules(RuleTable &t) {
   t["aten::view"] = reshapeBack;
   t["aten::reshape"] = reshapeBack;
+  t["aten::view_as"] = reshapeBack;
+  t["aten::reshape_as"] = reshapeBack;
   t["aten::_reshape_alias"] = reshapeBack;
   t["aten::flatten.using_ints"] = reshapeBack;
   t["aten::unflatten.int"] = reshapeBack;
@@ -156,10 +158,12 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
                           gb.operand(0).getType()));
     return success();
   };
-  t["aten::expand"] = [](GradientBuilder &gb) {
+  auto expandBack = [](GradientBuilder &gb) {
     gb.setGrad(0, gb.sumToShapeOf(gb.resultGradOrZeros(0), gb.operand(0)));
     return success();
   };
+  t["aten::expand"] = expandBack;
+  t["aten::expand_as"] = expandBack;
   t["aten::broadcast_tensors"] = [](GradientBuilder &gb) {
     auto elements = gb.listOperand(0);
     SmallVector<Value> grads;
