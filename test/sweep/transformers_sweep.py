@@ -237,7 +237,7 @@ def table(results, path):
     for r in rows:
         detail = r.get("error", "")
         if r["status"] == "pass":
-            detail = "parameters within %.2f of the tolerance" % r.get("tolerance_used", 0)
+            detail = "largest parameter difference %.2fx the tolerance" % r.get("tolerance_used", 0)
         lines.append("| %s | %s | %s | %s | %s |" % (
             r["type"], r.get("class", ""), r["status"], r.get("stage", ""),
             detail.replace("|", "\\|")))
