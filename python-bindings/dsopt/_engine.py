@@ -93,14 +93,15 @@ class Engine:
         The inputs are used in place, not copied: do not modify them before
         ``backward`` has run.
         """
-        batch = _native_inputs(self._input_names, inputs, named)
+        values = _forward_arguments(self._input_names, inputs, named)
+        batch = to_native_list(values, "inputs")
         spec = self._plan._out_spec
         if not self.training or not self._plan.can_train:
             return _outputs(from_native_list(self._native.forward_eval(batch)), spec)
         if not torch.is_grad_enabled():
             outputs = self._forward_native(batch)
         else:
-            _refuse_differentiable_inputs(self._input_names, inputs, named)
+            _refuse_differentiable_inputs(self._input_names, values)
             # The outputs are autograd outputs: loss.backward() of anything
             # computed from them (across engines, with other models' outputs)
             # runs this engine's backward with their gradients.
@@ -435,19 +436,10 @@ def _seed_scale(grads):
     return scales.pop()
 
 
-def _refuse_differentiable_inputs(names, inputs, named):
+def _refuse_differentiable_inputs(names, values):
     """Gradients do not flow into an engine's inputs: an input that requires
     them (another trainable model's output) would silently get none."""
-    if named:
-        items = named.items()
-    else:
-        if len(inputs) == 1 and isinstance(inputs[0], dict):
-            items = inputs[0].items()
-        else:
-            if len(inputs) == 1 and isinstance(inputs[0], (tuple, list)):
-                inputs = tuple(inputs[0])
-            items = zip(names, inputs)
-    for name, value in items:
+    for name, value in zip(names, values):
         if isinstance(value, torch.Tensor) and value.requires_grad:
             raise ValueError(
                 "forward: input %r requires grad, but gradients do not flow into an "
@@ -455,7 +447,9 @@ def _refuse_differentiable_inputs(names, inputs, named):
                 "under torch.no_grad() (a teacher's outputs)" % (name, name))
 
 
-def _native_inputs(names, inputs, named):
+def _forward_arguments(names, inputs, named):
+    """forward's arguments in order, from positions, names, or one
+    tuple/list/dict."""
     if named:
         if inputs:
             raise TypeError("pass the forward's arguments by position or by name, "
@@ -465,7 +459,7 @@ def _native_inputs(names, inputs, named):
         return _by_name(names, inputs[0])
     if len(inputs) == 1 and isinstance(inputs[0], (tuple, list)):
         inputs = tuple(inputs[0])
-    return to_native_list(inputs, "inputs")
+    return list(inputs)
 
 
 def _by_name(names, named):
@@ -476,7 +470,7 @@ def _by_name(names, named):
     missing = [name for name in names if name not in named]
     if missing:
         raise TypeError("missing forward argument(s) %s" % ", ".join(map(repr, missing)))
-    return to_native_list([named[name] for name in names], "inputs")
+    return [named[name] for name in names]
 
 
 def _outputs(tensors, spec=None):
