@@ -145,6 +145,8 @@ LogicalResult GraphImporter::importIf(jit::Node *node) {
     for (int b = 0; b < 2; ++b) {
       OpBuilder::InsertionGuard guard(builder);
       builder.setInsertionPointToEnd(branches[b].block);
+      if (failed(refreshView(yields[b][i], node)))
+        return failure();
       yieldValues[b].push_back(materialize(yields[b][i], l));
       if (!yieldValues[b].back())
         return error(node) << "branch result #" << i
@@ -181,13 +183,36 @@ LogicalResult GraphImporter::importIf(jit::Node *node) {
     return a;
   };
   size_t numOuts = branches[0].outs.size();
-  for (size_t i = 0; i < numOuts; ++i)
-    bind(node->outputs()[i], makeResult(i));
+  for (size_t i = 0; i < numOuts; ++i) {
+    Abstract a = makeResult(i);
+    // A view chosen by the branch (`x[0] if c else x[1]`): never written
+    // through, since which base it is, only the run time knows.
+    a.isView = yields[0][i].isView || yields[1][i].isView;
+    bind(node->outputs()[i], a);
+  }
+  // Values updated in place stay the tensors they were: views keep how they
+  // were taken, now from their roots as the branches left them.
+  SmallVector<std::shared_ptr<const ViewRecord>> views;
   for (size_t k = 0; k < reboundKeys.size(); ++k) {
     Abstract a = makeResult(numOuts + k);
     Abstract &old = lookup(reboundKeys[k]);
     a.path = old.path;
     a.isBuffer = old.isBuffer;
+    a.storage = old.storage;
+    a.isView = old.isView;
+    views.push_back(old.view);
+    rebind(reboundKeys[k], a);
+  }
+  for (size_t k = 0; k < reboundKeys.size(); ++k) {
+    if (!views[k] || !views[k]->root)
+      continue;
+    Abstract *root = find(views[k]->root);
+    Abstract a = lookup(reboundKeys[k]);
+    if (!root || root->storage != a.storage)
+      continue;
+    auto record = std::make_shared<ViewRecord>(*views[k]);
+    record->rootValue = root->value;
+    a.view = std::move(record);
     rebind(reboundKeys[k], a);
   }
   return success();

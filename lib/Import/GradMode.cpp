@@ -117,7 +117,12 @@ LogicalResult GraphImporter::importGradMode(jit::Node *node) {
         return error(node) << "'prim::Enter' without its prim::Exit";
     }
     for (jit::Value *v : valuesEnteringBlock(node, exit)) {
-      const Abstract &a = lookup(v);
+      // Views of bases written before the block are taken again here, so
+      // that only what the block itself updates counts as updated.
+      Abstract a = lookup(v);
+      if (failed(refreshView(a, node)))
+        return failure();
+      bind(v, a);
       if (a.kind == Abstract::Kind::Dynamic && a.value)
         block.before.emplace_back(v, a.value);
     }
@@ -141,6 +146,7 @@ LogicalResult GraphImporter::importGradMode(jit::Node *node) {
         a.value = emitAten("aten::detach", {a.value}, a.value.getType(), node)
                       ->getResult(0);
         a.isView = true;
+        a.view = nullptr;
         a.isParam = a.isBuffer = false;
         a.path.clear();
       };
@@ -160,6 +166,7 @@ LogicalResult GraphImporter::importGradMode(jit::Node *node) {
         a.path = path;
         a.isBuffer = isBuffer;
         a.isView = false;
+        a.view = nullptr;
         rebind(v, a);
       }
     }

@@ -36,6 +36,22 @@ Abstract &GraphImporter::lookup(jit::Value *v) {
                            llvm::Twine(v->debugName()));
 }
 
+Abstract *GraphImporter::find(jit::Value *v) {
+  for (auto it = scopes.rbegin(); it != scopes.rend(); ++it) {
+    auto found = it->map.find(v);
+    if (found != it->map.end())
+      return &found->second;
+  }
+  return nullptr;
+}
+
+void GraphImporter::assignStorage(Abstract &a) {
+  for (Abstract &e : a.elements)
+    assignStorage(e);
+  if (a.kind == Abstract::Kind::Dynamic && a.storage == 0)
+    a.storage = ++lastStorage;
+}
+
 bool GraphImporter::isDefinedOutside(jit::Value *v) const {
   return !scopes.back().map.count(v);
 }
@@ -351,6 +367,8 @@ LogicalResult GraphImporter::importBlock(jit::Block *block,
   for (jit::Node *node : block->nodes())
     if (failed(importNode(node)))
       return failure();
+  if (failed(refreshInputs(block->return_node())))
+    return failure();
   for (jit::Value *out : block->outputs())
     results.push_back(lookup(out));
   return success();
@@ -361,6 +379,9 @@ LogicalResult GraphImporter::importNode(jit::Node *node) {
   namespace attr = c10::attr;
   c10::Symbol kind = node->kind();
   auto outputs = node->outputs();
+  // Views read after their base was written in place see the write.
+  if (failed(refreshInputs(node)))
+    return failure();
 
   if (kind == prim::Constant) {
     // Function constants (the callee of prim::CallFunction) have no IValue;
@@ -550,6 +571,15 @@ LogicalResult GraphImporter::importCall(jit::Node *node) {
   moduleStack.pop_back();
   if (failed(result))
     return failure();
+  // Views the callee returns or updated, of its arguments, are views of the
+  // caller's values from here on.
+  llvm::DenseMap<jit::Value *, jit::Value *> callerNames;
+  for (size_t i = 0; i < args.size(); ++i)
+    callerNames[callee->inputs()[i]] = node->input(i + firstArg);
+  for (auto &[i, value] : updatedArgs)
+    renameViewRoots(value, callerNames);
+  for (Abstract &value : outs)
+    renameViewRoots(value, callerNames);
   for (auto &[i, value] : updatedArgs)
     rebind(node->input(i + firstArg), value);
   for (auto [out, value] : llvm::zip(node->outputs(), outs))
@@ -630,6 +660,8 @@ LogicalResult GraphImporter::run(jit::Graph &graph, func::FuncOp func,
   for (jit::Node *node : graph.nodes())
     if (failed(importNode(node)))
       return failure();
+  if (failed(refreshInputs(graph.return_node())))
+    return failure();
 
   // Outputs: one scalar loss, or a tuple of them.
   Abstract out = lookup(graph.outputs()[0]);

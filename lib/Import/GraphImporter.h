@@ -39,8 +39,13 @@ private:
 
   // Values and scopes.
   Abstract &lookup(JitValue *v);
+  /// The binding of `v`, or null when it is not bound (out of scope).
+  Abstract *find(JitValue *v);
   bool isDefinedOutside(JitValue *v) const;
-  void bind(JitValue *v, Abstract a) { scopes.back().map[v] = std::move(a); }
+  void bind(JitValue *v, Abstract a) {
+    assignStorage(a);
+    scopes.back().map[v] = std::move(a);
+  }
   /// Binds `v` and notes it as rebound when it comes from an outer scope.
   void rebind(JitValue *v, Abstract a);
 
@@ -57,11 +62,39 @@ private:
   LogicalResult evaluateStatic(JitNode *node);       // OperatorImport.cpp
   LogicalResult importGenericOperator(JitNode *node, // OperatorImport.cpp
                                       ArrayRef<Abstract> args);
-  /// Whether an in-place op may write into `view` (OperatorImport.cpp).
-  static bool writableView(const Abstract &view);
+  void rebindUpdated(JitValue *target, const Abstract &updated);
+
+  // Views (Views.cpp): how each view was taken, taken again once its base is
+  // written in place, and writes into views written into their bases.
+  /// The view of `parent` (named `parentName`) that `step` takes, as `result`
+  /// records it (`result` is the op's result, typed and with its example).
+  void recordView(Abstract &result, const Abstract &parent,
+                  JitValue *parentName, ViewStep step);
+  /// The step by which result `index` of `node` (list element when
+  /// `listElement`) is a view of its first argument, if it is one.
+  std::optional<ViewStep> viewStepOf(JitNode *node, ArrayRef<Abstract> args,
+                                     const Abstract &result, unsigned index,
+                                     bool listElement, StringRef emittedName);
+  /// `a` (and the tensors in it) taken again from its base if the base was
+  /// written in place since; an error at `at` when it cannot be.
+  LogicalResult refreshView(Abstract &a, JitNode *at);
+  /// Refreshes the bound values `node` reads.
+  LogicalResult refreshInputs(JitNode *node);
+  FailureOr<Abstract> replayStep(const ViewStep &step, const Abstract &parent,
+                                 JitNode *at);
+  FailureOr<Abstract> writeBackStep(const ViewStep &step,
+                                    const Abstract &parent,
+                                    const Abstract &src, JitNode *at);
+  /// `base[view] = updated` in functional form, through every step from the
+  /// view's root; later uses of the root see the result.
   LogicalResult writeIntoBase(JitNode *node, const Abstract &view,
                               const Abstract &updated);
-  void rebindUpdated(JitValue *target, const Abstract &updated);
+  /// Why an in-place op may not write into `view`, or empty.
+  std::string unwritableViewReason(const Abstract &view);
+  /// Names of views' roots that leave a callee: `names` maps the callee's
+  /// to the caller's; other roots are out of scope from here on.
+  static void renameViewRoots(Abstract &a,
+                              const llvm::DenseMap<JitValue *, JitValue *> &names);
 
   // IR emission.
   Value materialize(const Abstract &a, Location loc);
@@ -114,8 +147,14 @@ private:
     llvm::SmallVector<std::pair<JitValue *, Value>> before;
   };
   std::vector<GradModeBlock> gradModes;
+  /// The last storage id handed out (Abstract::storage).
+  unsigned lastStorage = 0;
+  /// Hands out storage ids to the tensors in `a` that have none.
+  void assignStorage(Abstract &a);
   /// The output of an in-place operator -> the value it updated (its alias).
   llvm::DenseMap<JitValue *, JitValue *> inplaceResultOf;
+  /// The value an in-place operator updated -> its outputs.
+  llvm::DenseMap<JitValue *, llvm::SmallVector<JitValue *, 1>> inplaceResultsOf;
   bool gradEnabled() const {
     return training && (gradModes.empty() || gradModes.back().enabled);
   }

@@ -17,6 +17,7 @@
 #include <torch/script.h>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -92,6 +93,8 @@ StateTable declareState(OpBuilder &builder, Location loc,
 void noteEvalModules(ModuleOp module, const torch::jit::Module &model,
                      Location loc);
 
+struct ViewRecord;
+
 /// What the importer knows about one TorchScript value.
 struct Abstract {
   enum class Kind { Static, Dynamic, Module, Tuple, List };
@@ -111,12 +114,20 @@ struct Abstract {
   std::string path;
   bool isBuffer = false;
   bool isParam = false;
-  /// Produced by a view operator (shares storage with another value).
+  /// Dynamic tensors: which tensor's memory this value is (an id the
+  /// importer hands out; views and in-place results keep their base's), so
+  /// that a name rebound to another tensor (a loop's next iteration) is not
+  /// taken for the same one written in place. 0 until bound.
+  unsigned storage = 0;
+  /// Shares memory with another value (a view, or the result of a view of
+  /// one): an in-place write into it changes that value too.
   bool isView = false;
-  /// A view taken by `aten::slice` or `aten::select` from a tensor that is
-  /// not a view itself: the node that took it (its first input is the base),
-  /// so that an in-place write into the view can be written into the base.
-  torch::jit::Node *viewOf = nullptr;
+  /// For a view: how it was taken from its base, so that it can be taken
+  /// again once the base is written in place and a write into it can be
+  /// written into the base (Views.cpp). Null for views that cannot be
+  /// followed (taken in a branch, or by an operator the importer cannot
+  /// invert), whose bases are then never written through them.
+  std::shared_ptr<const ViewRecord> view;
 
   static Abstract makeStatic(c10::IValue v) {
     Abstract a;
@@ -132,6 +143,43 @@ struct Abstract {
                           [](const Abstract &e) { return e.isStatic(); });
     return false;
   }
+};
+
+/// One step from a tensor to a view of it, in a form that can be taken
+/// again from the tensor's current value and written back into it.
+struct ViewStep {
+  enum class Kind {
+    Slice,     // args: dim, start, end, step (as aten::slice.Tensor)
+    Select,    // args: dim, index
+    Reshape,   // args: the view's sizes (view, reshape, squeeze, flatten, ...)
+    Transpose, // args: dim0, dim1
+    Permute,   // args: dims
+    Identity,  // contiguous, alias, to and type_as that return their input
+    Opaque,    // any other view: taken again as imported, never written into
+  };
+  Kind kind;
+  std::vector<c10::IValue> args;
+  /// The view's IR type.
+  Type type;
+  /// Opaque: the operator node, its name as emitted, its arguments after the
+  /// first (all static, else the step cannot be taken again) and which of
+  /// its results (or list elements) the view is.
+  torch::jit::Node *node = nullptr;
+  std::string opName;
+  std::vector<Abstract> opArgs;
+  std::vector<Type> opResultTypes;
+  bool replayable = true;
+  unsigned resultIndex = 0;
+  bool listElement = false;
+};
+
+/// How a view was taken: from the tensor named `root` (a value that is not
+/// itself a view; null once that name is out of scope) as it was when its IR
+/// value was `rootValue`, by `steps` in order.
+struct ViewRecord {
+  torch::jit::Value *root = nullptr;
+  Value rootValue;
+  std::vector<ViewStep> steps;
 };
 
 /// The example of `a` (tuples and lists rebuilt from their elements).

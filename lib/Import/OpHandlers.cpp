@@ -167,6 +167,8 @@ static HandlerResult trainingDropout(OpCall &call) {
   result.value =
       call.emitAten("aten::dropout", {x, p, train}, x.getType())->getResult(0);
   result.isView = false;
+  result.view = nullptr;
+  result.storage = 0; // a new tensor
   result.isParam = result.isBuffer = false;
   result.path.clear();
   call.setResult(0, result);

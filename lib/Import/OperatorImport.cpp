@@ -52,19 +52,6 @@ static bool isMaskSelection(const c10::FunctionSchema &schema,
                       [&](const Abstract &e) { return isMask(e.example); });
 }
 
-/// Operators whose result aliases their first argument (for rejecting
-/// in-place updates of views, which would also change the base).
-static const llvm::StringSet<> &viewOps() {
-  static const llvm::StringSet<> ops = {
-      "aten::view",       "aten::reshape",   "aten::select", "aten::slice",
-      "aten::transpose",  "aten::permute",   "aten::expand", "aten::squeeze",
-      "aten::unsqueeze",  "aten::split",     "aten::chunk",  "aten::narrow",
-      "aten::t",          "aten::flatten",   "aten::unbind", "aten::detach",
-      "aten::as_strided", "aten::expand_as", "aten::alias",  "aten::diagonal",
-      "aten::unflatten"};
-  return ops;
-}
-
 /// Operators whose result has the shape of their first argument whatever
 /// the others are (they write into a copy of it).
 static const llvm::StringSet<> &resultShapedLikeSelf() {
@@ -209,17 +196,9 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
     if (target.isParam)
       return error(node) << "in-place '" << name << "' on parameter '"
                          << target.path << "' is not supported";
-    if (target.isView && !target.viewOf)
-      return error(node) << "in-place '" << name
-                         << "' on a view of another tensor is not supported "
-                            "(only on one slice or select of a tensor that is "
-                            "not itself a view)";
-    if (target.isView && !writableView(target))
-      return error(node)
-             << "in-place '" << name
-             << "' on a view of a tensor that needs a gradient is not "
-                "supported (only on a slice or select of an integer or bool "
-                "tensor)";
+    std::string unwritable = unwritableViewReason(target);
+    if (!unwritable.empty())
+      return error(node) << "in-place '" << name << "' on " << unwritable;
   }
 
   // A traced Python number (a 0-dim tensor constant) as the other operand
@@ -375,17 +354,19 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
   }
   Operation *op = emitAten(emitName, operands, resultTypes, node);
 
-  auto makeDynamic = [&](Value v, c10::IValue ex, std::vector<bool> dyn) {
+  // A result that shares memory with the first argument is a view of it
+  // (Views.cpp).
+  auto makeDynamic = [&](Value v, c10::IValue ex, std::vector<bool> dyn,
+                         unsigned index, bool listElement) {
     Abstract a;
     a.kind = Abstract::Kind::Dynamic;
     a.value = v;
     a.example = std::move(ex);
     a.dynamicDims = std::move(dyn);
-    a.isView = viewOps().contains(schema->name());
-    if ((schema->name() == "aten::slice" || schema->name() == "aten::select") &&
-        !args.empty() && args[0].kind == Abstract::Kind::Dynamic &&
-        !args[0].isView)
-      a.viewOf = node;
+    if (mutatedArg < 0)
+      if (auto step =
+              viewStepOf(node, args, a, index, listElement, emitName))
+        recordView(a, args[0], node->input(0), std::move(*step));
     return a;
   };
   if (unpackList) {
@@ -395,34 +376,40 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
     auto items = outs[0].toListRef();
     for (unsigned i = 0; i < op->getNumResults(); ++i)
       list.elements.push_back(
-          makeDynamic(op->getResult(i), items[i], resultDyn[i]));
+          makeDynamic(op->getResult(i), items[i], resultDyn[i], i, true));
     bind(node->output(), list);
     return success();
   }
   SmallVector<Abstract> results;
   for (unsigned i = 0; i < op->getNumResults(); ++i)
     results.push_back(makeDynamic(op->getResult(i),
-                                  ran ? outs[i] : c10::IValue(), resultDyn[i]));
+                                  ran ? outs[i] : c10::IValue(), resultDyn[i],
+                                  i, false));
 
   if (mutatedArg >= 0) {
     // Later uses of the mutated value see the result.
     Abstract updated = results[0];
     updated.path = args[0].path;
     updated.isBuffer = args[0].isBuffer;
+    updated.storage = args[0].storage;
     jit::Value *target = node->input(mutatedArg);
     if (args[0].isBuffer)
       SetBufferOp::create(builder, l, args[0].path, updated.value);
     if (args[0].isView) {
       if (failed(writeIntoBase(node, args[0], updated)))
         return failure();
-      // Still the same view of the same base: a second write into it (or
-      // a chained `.add_(1).mul_(2)`) is written into the base too.
+      // Still the same view of the same base, now taken from the base as
+      // written: a second write into it (or a chained `.add_(1).mul_(2)`)
+      // is written into the base too.
+      auto record = std::make_shared<ViewRecord>(*args[0].view);
+      record->rootValue = lookup(record->root).value;
       updated.isView = true;
-      updated.viewOf = args[0].viewOf;
+      updated.view = std::move(record);
     }
     rebindUpdated(target, updated);
     results[0] = updated;
     inplaceResultOf[node->output(0)] = target;
+    inplaceResultsOf[target].push_back(node->output(0));
   }
   for (auto [out, a] : llvm::zip(node->outputs(), results))
     bind(out, a);
@@ -430,79 +417,31 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
 }
 
 //===----------------------------------------------------------------------===//
-// In-place writes into views
+// In-place updates
 //===----------------------------------------------------------------------===//
 
-bool GraphImporter::writableView(const Abstract &view) {
-  if (!view.viewOf || !view.example.isTensor())
-    return false;
-  // A tensor that can carry no gradient: the write needs no gradient rule
-  // for the scatter that functionalizes it (T5's `_shift_right` writes into
-  // a slice of integer token ids).
-  at::ScalarType dtype = view.example.toTensor().scalar_type();
-  return !at::isFloatingType(dtype) && !at::isComplexType(dtype);
-}
-
-/// `base[view] = updated` in functional form: `aten::slice_scatter` or
-/// `aten::select_scatter` of the updated view into its base, with the view's
-/// own arguments; later uses of the base (and of what it was updated from
-/// in place) see the result.
-LogicalResult GraphImporter::writeIntoBase(jit::Node *node, const Abstract &view,
-                                           const Abstract &updated) {
-  jit::Node *taken = view.viewOf;
-  jit::Value *baseValue = taken->input(0);
-  Abstract base = lookup(baseValue);
-  bool slice = taken->kind().toQualString() == std::string("aten::slice");
-  Location l = loc(node);
-  SmallVector<Value> operands = {materialize(base, l), updated.value};
-  std::vector<c10::IValue> viewArgs;
-  for (size_t i = 1; i < taken->inputs().size(); ++i) {
-    Abstract arg = lookup(taken->input(i));
-    if (!arg.isStatic())
-      return error(node) << "in-place write into a view whose bounds are "
-                            "computed at run time is not supported";
-    operands.push_back(materialize(arg, l));
-    viewArgs.push_back(arg.example);
-  }
-  if (llvm::is_contained(operands, Value()))
-    return error(node) << "in-place write into a view: an operand the IR "
-                          "cannot carry";
-  Operation *scatter =
-      emitAten(slice ? "aten::slice_scatter" : "aten::select_scatter",
-               operands, TypeRange{operands[0].getType()}, node);
-  Abstract written = base;
-  written.kind = Abstract::Kind::Dynamic;
-  written.value = scatter->getResult(0);
-  written.isView = false;
-  written.viewOf = nullptr;
-  if (base.example.isTensor() && updated.example.isTensor()) {
-    at::Tensor b = base.example.toTensor(), u = updated.example.toTensor();
-    auto optionalInt = [](const c10::IValue &v) -> std::optional<int64_t> {
-      if (v.isNone())
-        return std::nullopt;
-      return v.toInt();
-    };
-    written.example =
-        slice ? at::slice_scatter(b, u, viewArgs[0].toInt(),
-                                  optionalInt(viewArgs[1]),
-                                  optionalInt(viewArgs[2]), viewArgs[3].toInt())
-              : at::select_scatter(b, u, viewArgs[0].toInt(),
-                                   viewArgs[1].toInt());
-  }
-  if (base.isBuffer)
-    SetBufferOp::create(builder, l, base.path, written.value);
-  rebindUpdated(baseValue, written);
-  return success();
-}
-
-/// `target` and what it was updated from in place (the result of an in-place
-/// op is its target: in `x.mul_(a).add_(b)` the second op updates x too) see
-/// `updated` from here on.
+/// `target` and every name of the same tensor through in-place results (the
+/// result of an in-place op is its target: in `x.mul_(a).add_(b)` the second
+/// op updates x too, and a traced or exported graph goes on with the result
+/// `y = x.add_(1)` where a script names x) see `updated` from here on.
 void GraphImporter::rebindUpdated(jit::Value *target, const Abstract &updated) {
   SmallVector<jit::Value *> targets = {target};
   for (auto it = inplaceResultOf.find(target); it != inplaceResultOf.end();
        it = inplaceResultOf.find(it->second))
     targets.push_back(it->second);
+  // The results of in-place ops on any of them that are bound already, as
+  // the same tensor (not a loop's earlier iteration).
+  for (size_t i = 0; i < targets.size(); ++i) {
+    auto it = inplaceResultsOf.find(targets[i]);
+    if (it == inplaceResultsOf.end())
+      continue;
+    for (jit::Value *result : it->second) {
+      Abstract *bound = find(result);
+      if (bound && bound->storage == updated.storage &&
+          !llvm::is_contained(targets, result))
+        targets.push_back(result);
+    }
+  }
   for (jit::Value *t : targets)
     rebind(t, updated);
 }

@@ -178,8 +178,39 @@ class Program:
             self.add(["%s = torch.index_select(%s, 1, torch.tensor(%s))" % (v, a, cols)],
                      len(cols))
 
+    def view_write(self):
+        """An in-place write through a chain of views of a tensor that carries a gradient,
+        with a view taken before the write and read after it (it sees the write)."""
+        a, w = self.pick()
+        v, early, out = self.fresh(), self.fresh(), self.fresh()
+        lines = ["%s = %s * 1.0" % (v, a), "%s = %s[:, %d:]" % (early, v, w - 1)]
+        j = self.rng.randrange(w)
+        s = self.rng.randrange(w)
+        e = self.rng.randint(s + 1, w)
+        kind = self.rng.choice(["select", "slice", "slice_of_slice", "transpose", "view",
+                                "narrow", "permute"])
+        if kind == "select":
+            lines.append("%s[:, %d] = %s[:, %d] * 2.0" % (v, j, a, w - 1 - j))
+        elif kind == "slice":
+            lines.append("%s[:, %d:%d].mul_(torch.sigmoid(%s[:, %d:%d]))" % (v, s, e, a, s, e))
+        elif kind == "slice_of_slice":
+            lines.append("%s[1:][:, %d:%d].add_(%s)" % (v, s, e, self.param(e - s)))
+        elif kind == "transpose":
+            lines.append("%s.t()[%d].add_(%s)" % (v, j, self.param(ROWS)))
+        elif kind == "view" and w % 2 == 0:
+            lines.append("%s.view(%d, 2, %d)[:, 1].mul_(%s)" % (v, ROWS, w // 2,
+                                                               self.param(w // 2)))
+        elif kind == "permute":
+            lines.append("%s.unsqueeze(0).permute(2, 1, 0)[%d].copy_(%s[:, %d:%d] + 1.0)"
+                         % (v, j, a, j, j + 1))
+        else:
+            lines.append("%s.narrow(1, %d, %d).copy_(torch.tanh(%s.narrow(1, %d, %d)))"
+                         % (v, s, e - s, a, w - (e - s), e - s))
+        lines.append("%s = %s + %s" % (out, v, early))
+        self.add(lines, w, out)
+
     FAMILIES = ["unary", "binary", "linear", "linear", "norm", "reduce", "view", "inplace",
-                "no_grad", "branch", "concat", "index"]
+                "no_grad", "branch", "concat", "index", "view_write"]
 
     def generate(self):
         self.linear()  # Every module has a trainable path from the input.

@@ -673,14 +673,14 @@ class BadTensorDict(nn.Module):
         return F.mse_loss(outs["h"], y)
 
 
-class BadFloatViewWrite(nn.Module):
+class BadDetachedWrite(nn.Module):
     def __init__(self):
         super().__init__()
         self.fc = nn.Linear(8, 4)
 
     def forward(self, x, y):
         h = self.fc(x)
-        h[0] = 0.0                    # in place into a view of a tensor that carries a gradient
+        h.detach().mul_(2.0)          # changes h's values but not its gradient: refused
         return F.mse_loss(h, y)
 
 
@@ -1503,6 +1503,45 @@ def build_shift_right():
     return torch.jit.script(m), traced, {"labels": labels}
 
 
+class ViewWrites(nn.Module):
+    """In-place writes through views of tensors that carry a gradient, as transformers' models
+    write them (issue 30): into a select of a view, a slice of a slice of a view, a select of a
+    transpose of a view and a narrow; views read after their base was written directly or
+    through a sibling view see the write."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 12)
+        self.gate = nn.Linear(8, 4)
+        self.head = nn.Linear(12, 4)
+
+    def forward(self, x, y):
+        h = self.fc(x)                                   # [B, 12]
+        g = self.gate(x)                                 # [B, 4]
+        v = h.view(-1, 3, 4)
+        v[:, 0] = g                                      # select of a view
+        v[:, 1:, :2].mul_(torch.sigmoid(g[:, None, :2]))  # slice of a slice of a view
+        early = h[:, 8:]                                 # taken before h is written again
+        sibling = v[:, 2]                                # row 2: its column 3 is written below
+        h.add_(0.5)                                      # early and sibling see this
+        t = v.transpose(1, 2)                            # [B, 4, 3]
+        t[:, 3].copy_(t[:, 2] * 2.0)                     # select of a transpose of a view
+        h.narrow(1, 0, 6).add_(h[:, 6:].tanh())          # narrow
+        out = self.head(h) + early.sum(1, keepdim=True) + sibling
+        return F.mse_loss(out, y)
+
+
+def build_view_writes():
+    torch.manual_seed(37)
+    m = ViewWrites()
+    data = {"x": torch.randn(S, B, 8), "y": torch.randn(S, B, 4)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(m, (data["x"][0], data["y"][0]), check_trace=False)
+    program = torch.export.export(m, (data["x"][0], data["y"][0]))
+    return torch.jit.script(m), traced, program, data
+
+
 def write_error_cases(outdir: str) -> dict:
     cases = {}
 
@@ -1524,9 +1563,9 @@ def write_error_cases(outdir: str) -> dict:
     scripted_case("bad_tensor_dict", 105, BadTensorDict, 4,
                   "import error naming prim::DictConstruct (a dict of tensors; torch 2.x's "
                   "fast-path checks build only empty dicts, which import) and its source line")
-    scripted_case("bad_view_write", 106, BadFloatViewWrite, 4,
-                  "import error: an in-place write into a view of a float tensor (its gradient "
-                  "would need the scatter's), with its source line")
+    scripted_case("bad_view_write", 106, BadDetachedWrite, 4,
+                  "import error: an in-place write into a detached view (which changes the "
+                  "base's values but not its gradient), with its source line")
 
     torch.manual_seed(102)
     torch.save({"fc.weight": torch.randn(4, 8), "fc.bias": torch.randn(4)},
@@ -1619,6 +1658,12 @@ def main(argv: List[str]) -> int:
     scripted.save(os.path.join(outdir, "shift_right.pt"))
     traced.save(os.path.join(outdir, "shift_right_traced.pt"))
     save_data(os.path.join(outdir, "shift_right.data.pt"), data)
+    scripted, traced, program, data = build_view_writes()
+    check_runs("view_writes", scripted, data)
+    scripted.save(os.path.join(outdir, "view_writes.pt"))
+    traced.save(os.path.join(outdir, "view_writes_traced.pt"))
+    torch.export.save(program, os.path.join(outdir, "view_writes.pt2"))
+    save_data(os.path.join(outdir, "view_writes.data.pt"), data)
     module, data = build_max_route_moe()
     check_runs("max_route_moe", module, data)
     module.save(os.path.join(outdir, "max_route_moe.pt"))

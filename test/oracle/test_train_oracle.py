@@ -551,9 +551,13 @@ def test_grad_table_list_covers_every_op():
     # One op per line: the issue's ops in the issue's order, then the extra ones.
     assert listed[:len(ISSUE_OPS)] == ISSUE_OPS
     assert len(set(listed)) == len(listed)
+    # The ops run in one process (grad-table-in-process) are the rest.
+    r = run_py(GRAD_TABLE, "--list-in-process")
+    in_process = r.stdout.split()
+    assert in_process and not set(in_process) & set(listed)
     r = run_py(GRAD_TABLE, "--list-cases")
     ops_with_cases = {line.split("/")[0] for line in r.stdout.split()}
-    assert ops_with_cases == set(listed)
+    assert ops_with_cases == set(listed) | set(in_process)
 
 
 def test_grad_table_cases_against_eager_autograd(tmp_path):

@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""A sweep of transformers' *ForCausalLM architectures through dsopt, against eager PyTorch.
+"""A sweep of transformers' architectures through dsopt, against eager PyTorch.
 
     .venv/bin/python test/sweep/transformers_sweep.py --results /tmp/sweep [--shard 0/4]
     .venv/bin/python test/sweep/transformers_sweep.py --results /tmp/sweep --table docs/sweep.md
+    .venv/bin/python test/sweep/transformers_sweep.py --family seqcls --results /tmp/sweep-seqcls
     .venv/bin/python test/sweep/transformers_sweep.py --only gpt2,llama --results DIR --check
 
-For each model type of the pinned transformers' causal-LM mapping: its default config shrunk
+--family picks the auto class: causal (*ForCausalLM, the default), seq2seq (encoder-decoder
+*ForConditionalGeneration), seqcls (*ForSequenceClassification, 3 labels) or imagecls
+(*ForImageClassification, 32x32 images, 3 labels); each feeds the model its own labels.
+
+For each model type of the family's auto mapping: its default config shrunk
 (2 layers, hidden 64, 4 heads, vocabulary 128, ...; no download), dropout off so that eager and
 compiled draw nothing, no key/value cache. The model is exported with torch.export on
 (input_ids, labels) [2, 8] (an architecture eager PyTorch cannot export is left out of the
@@ -51,9 +56,24 @@ SMALL = {
 TOKEN_IDS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "decoder_start_token_id": 1}
 
 
-def model_types():
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-    return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+# The families swept: transformers' auto mapping and class, and what one step feeds the model
+# (the loss comes from the model's own `labels`).
+FAMILIES = {
+    "causal": ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "AutoModelForCausalLM", "*ForCausalLM"),
+    "seq2seq": ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "AutoModelForSeq2SeqLM",
+                "encoder-decoder *ForConditionalGeneration"),
+    "seqcls": ("MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+               "AutoModelForSequenceClassification", "*ForSequenceClassification"),
+    "imagecls": ("MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+                 "AutoModelForImageClassification", "*ForImageClassification"),
+}
+NUM_LABELS = 3
+IMAGE = 32  # pixels a side
+
+
+def model_types(family="causal"):
+    from transformers.models.auto import modeling_auto
+    return sorted(getattr(modeling_auto, FAMILIES[family][0]))
 
 
 # Fallbacks when the full shrink gives an inconsistent config (a family whose head or rotary
@@ -94,19 +114,47 @@ def shrink(config, small=SMALL):
     return config
 
 
-def build(model_type, small=SMALL):
+def build(model_type, small=SMALL, family="causal"):
     import torch
     import transformers
     config = shrink(transformers.AutoConfig.for_model(model_type), small)
+    if family == "seqcls":
+        config.num_labels = NUM_LABELS
+        if getattr(config, "pad_token_id", None) is None:
+            config.pad_token_id = 0  # a batch of 2 needs one (inputs hold no padding)
+    if family == "seq2seq":
+        # The decoder's inputs are the labels shifted right by this token.
+        for name, value in (("decoder_start_token_id", 1), ("pad_token_id", 0)):
+            if getattr(config, name, None) is None:
+                setattr(config, name, value)
+    if family == "imagecls":
+        config.num_labels = NUM_LABELS
+        for name in ("image_size", "img_size", "input_size"):
+            if isinstance(getattr(config, name, None), int):
+                setattr(config, name, IMAGE)
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config)
+    model = getattr(transformers, FAMILIES[family][1]).from_config(config)
     return model.float().train(), config
 
 
-def batches(vocab):
+def batches(config, family="causal"):
+    """One dict of model inputs per step, labels included."""
     import torch
     g = torch.Generator().manual_seed(1)
-    return [torch.randint(3, min(vocab, 128), (BATCH, SEQ), generator=g) for _ in range(STEPS)]
+    steps = []
+    for _ in range(STEPS):
+        if family == "imagecls":
+            channels = getattr(config, "num_channels", 3)
+            steps.append({"pixel_values": torch.randn(BATCH, channels, IMAGE, IMAGE, generator=g),
+                          "labels": torch.randint(0, NUM_LABELS, (BATCH,), generator=g)})
+            continue
+        vocab = getattr(config, "vocab_size", None) or getattr(
+            getattr(config, "text_config", None), "vocab_size", 128)
+        ids = torch.randint(3, min(int(vocab), 128), (BATCH, SEQ), generator=g)
+        labels = torch.randint(0, NUM_LABELS, (BATCH,), generator=g) if family == "seqcls" \
+            else ids
+        steps.append({"input_ids": ids, "labels": labels})
+    return steps
 
 
 def first_line(error):
@@ -114,7 +162,7 @@ def first_line(error):
     return text.splitlines()[0][:300]
 
 
-def run_one(model_type):
+def run_one(model_type, family="causal"):
     """The result of one architecture: {"type", "status": pass | fail | excluded, ...}."""
     import torch
     import dsopt
@@ -122,17 +170,15 @@ def run_one(model_type):
     # The first shrink that builds and exports; the last one's error otherwise.
     for level, small in enumerate(SHRINKS):
         try:
-            model, config = build(model_type, small)
+            model, config = build(model_type, small, family)
         except Exception as error:  # noqa: BLE001 - the harness cannot shrink it
             failure = dict(result, status="excluded", stage="build", error=first_line(error))
             continue
         result["class"] = type(model).__name__
-        vocab = getattr(config, "vocab_size", None) or getattr(
-            getattr(config, "text_config", None), "vocab_size", 128)
-        data = batches(int(vocab))
+        data = batches(config, family)
         reference = copy.deepcopy(model)
         try:
-            program = torch.export.export(model, (), {"input_ids": data[0], "labels": data[0]})
+            program = torch.export.export(model, (), data[0])
         except Exception as error:  # noqa: BLE001 - eager PyTorch cannot export it
             failure = dict(result, status="excluded", stage="export", error=first_line(error))
             continue
@@ -144,13 +190,12 @@ def run_one(model_type):
                  "optimizer": {"type": "SGD", "params": {"lr": LR, "momentum": MOMENTUM}}}
     stage = "compile"
     try:
-        engine, _, _, _ = dsopt.initialize(
-            model=program, config=ds_config,
-            example_inputs={"input_ids": data[0], "labels": data[0]})
+        engine, _, _, _ = dsopt.initialize(model=program, config=ds_config,
+                                           example_inputs=data[0])
         stage = "train"
         ours = []
-        for ids in data:
-            out = engine(input_ids=ids, labels=ids)
+        for batch in data:
+            out = engine(**batch)
             out.loss.backward()
             engine.step()
             ours.append(float(out.loss))
@@ -159,8 +204,8 @@ def run_one(model_type):
 
     optimizer = torch.optim.SGD(reference.parameters(), lr=LR, momentum=MOMENTUM)
     eager = []
-    for ids in data:
-        loss = reference(input_ids=ids, labels=ids).loss
+    for batch in data:
+        loss = reference(**batch).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
@@ -192,12 +237,13 @@ def run_one(model_type):
     return dict(result, status="pass")
 
 
-def run_isolated(model_type, results, timeout):
+def run_isolated(model_type, results, timeout, family="causal"):
     path = os.path.join(results, model_type + ".json")
     start = time.time()
     try:
         proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", model_type,
-                               "--out", path], capture_output=True, text=True, timeout=timeout,
+                               "--family", family, "--out", path],
+                              capture_output=True, text=True, timeout=timeout,
                               env=dict(os.environ, OMP_NUM_THREADS="1"))
         if not os.path.exists(path):
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -221,9 +267,9 @@ def write_json(path, value):
     os.replace(tmp, path)
 
 
-def table(results, path):
+def table(results, path, family="causal"):
     rows = []
-    for name in model_types():
+    for name in model_types(family):
         file = os.path.join(results, name + ".json")
         if os.path.exists(file):
             with open(file) as f:
@@ -238,6 +284,8 @@ def table(results, path):
         detail = r.get("error", "")
         if r["status"] == "pass":
             detail = "largest parameter difference %.2fx the tolerance" % r.get("tolerance_used", 0)
+        if r.get("run"):  # a result carried over from an earlier run, at that commit
+            detail += " (run at %s)" % r["run"]
         lines.append("| %s | %s | %s | %s | %s |" % (
             r["type"], r.get("class", ""), r["status"], r.get("stage", ""),
             detail.replace("|", "\\|")))
@@ -247,15 +295,21 @@ def table(results, path):
                                 100.0 * len(passed) / max(1, len(counted)),
                                 sum(r["status"] == "excluded" for r in rows),
                                 sum(r["status"] == "not run" for r in rows)))
+    inputs = {"causal": "`(input_ids, labels)` [2, 8]", "seq2seq": "`(input_ids, labels)` [2, 8]",
+              "seqcls": "`input_ids` [2, 8] and `labels` [2] of %d classes" % NUM_LABELS,
+              "imagecls": "`pixel_values` [2, C, %d, %d] (image size %d) and `labels` [2] of %d "
+                          "classes" % (IMAGE, IMAGE, IMAGE, NUM_LABELS)}[family]
+    title = "# The transformers sweep" + ("" if family == "causal" else ": " + FAMILIES[family][2])
     header = [
-        "# The transformers sweep",
+        title,
         "",
-        "Every `*ForCausalLM` of the pinned transformers (%s), built from its default config shrunk"
-        % _transformers_version(),
-        "(`test/sweep/transformers_sweep.py`: 2 layers, hidden 64, 4 heads, vocabulary 128, no",
-        "download; when that shrink gives an inconsistent config, fewer attributes are shrunk),",
-        "dropout off and no key/value cache, exported with `torch.export` on `(input_ids, labels)`",
-        "[2, 8] and trained 4 steps of SGD with momentum by `dsopt.initialize` (the ExportedProgram",
+        "Every %s of the pinned transformers (%s), built from its default config shrunk"
+        % (FAMILIES[family][2].replace("encoder-decoder ", ""), _transformers_version()),
+        "(`test/sweep/transformers_sweep.py --family %s`: 2 layers, hidden 64, 4 heads, vocabulary"
+        % family,
+        "128, no download; when that shrink gives an inconsistent config, fewer attributes are",
+        "shrunk), dropout off and no key/value cache, exported with `torch.export` on",
+        "%s and trained 4 steps of SGD with momentum by `dsopt.initialize` (the ExportedProgram" % inputs,
         "as it is; the engine returns the model's `ModelOutput`, `out.loss.backward()`) and by eager",
         "PyTorch from the same weights. *pass*: every step's loss within 1e-4 relative and every",
         "final parameter within 1e-4 + 1e-4 |eager| of eager's. *excluded*: the harness cannot shrink",
@@ -263,9 +317,10 @@ def table(results, path):
         "first error (compile, train, crash, timeout of 120 s) or the largest difference. Made with",
         "",
         "```sh",
-        ".venv/bin/python test/sweep/transformers_sweep.py --results /tmp/sweep --timeout 120",
-        ".venv/bin/python test/sweep/transformers_sweep.py --results /tmp/sweep --table "
-        "docs/transformers-sweep.md",
+        ".venv/bin/python test/sweep/transformers_sweep.py --family %s --results /tmp/sweep-%s "
+        "--timeout 120" % (family, family),
+        ".venv/bin/python test/sweep/transformers_sweep.py --family %s --results /tmp/sweep-%s "
+        "--table %s" % (family, family, path),
         "```",
         "",
         "on the CPU of the build machine (2 cores, two processes). CI runs six of them",
@@ -293,12 +348,14 @@ def main():
     p.add_argument("--timeout", type=int, default=600, help="seconds per architecture")
     p.add_argument("--check", action="store_true", help="exit 1 unless every one passes")
     p.add_argument("--table", help="write the Markdown table of the results here")
+    p.add_argument("--family", default="causal", choices=sorted(FAMILIES),
+                   help="which auto class to sweep (default: causal)")
     p.add_argument("--one", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
         try:
-            result = run_one(args.one)
+            result = run_one(args.one, args.family)
         except Exception as error:  # noqa: BLE001
             traceback.print_exc()
             result = {"type": args.one, "status": "fail", "stage": "harness",
@@ -309,9 +366,9 @@ def main():
         p.error("--results is required")
     os.makedirs(args.results, exist_ok=True)
     if args.table:
-        print(table(args.results, args.table))
+        print(table(args.results, args.table, args.family))
         return 0
-    names = args.only.split(",") if args.only else model_types()
+    names = args.only.split(",") if args.only else model_types(args.family)
     index, count = (int(x) for x in args.shard.split("/"))
     names = names[index::count]
     if args.reverse:
@@ -321,7 +378,7 @@ def main():
         path = os.path.join(args.results, name + ".json")
         if os.path.exists(path) and not args.rerun:
             continue
-        result = run_isolated(name, args.results, args.timeout)
+        result = run_isolated(name, args.results, args.timeout, args.family)
         print("[%d/%d] %s: %s %s %s" % (n + 1, len(names), name, result["status"],
                                         result.get("stage", ""), result.get("error", "")),
               flush=True)

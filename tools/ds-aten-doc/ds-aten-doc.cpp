@@ -35,7 +35,8 @@ std::string gradientOf(const AtenOpInfo &entry) {
   if (lookupGradientRule(name))
     return "rule";
   if (isNonDifferentiable(name))
-    return "none needed (integer, boolean or index results)";
+    return "none needed (integer, boolean or index results, or piecewise "
+           "constant)";
   return "-";
 }
 

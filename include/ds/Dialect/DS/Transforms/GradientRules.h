@@ -88,7 +88,8 @@ using GradientRule = std::function<LogicalResult(GradientBuilder &)>;
 const GradientRule *lookupGradientRule(StringRef qualifiedName);
 
 /// Operators whose results never carry a gradient (comparisons, indices,
-/// shape queries, makers); autodiff treats them as constants.
+/// shape queries, makers, and the piecewise-constant roundings, whose
+/// gradient autograd defines as zero); autodiff treats them as constants.
 bool isNonDifferentiable(StringRef qualifiedName);
 
 /// ATen's math path of `op` (an aten::scaled_dot_product_attention whose
@@ -106,6 +107,8 @@ using RuleTable = llvm::StringMap<GradientRule>;
 void addElementwiseRules(RuleTable &table);
 void addShapeRules(RuleTable &table);
 void addNNRules(RuleTable &table);
+void addEinsumRules(RuleTable &table);
+void addReductionRules(RuleTable &table);
 void addLossRules(RuleTable &table);
 } // namespace rules
 

@@ -448,6 +448,99 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
     gb.setGrad(0, unaryResult(gb, "aten::sigmoid_backward", true));
     return success();
   };
+  // Trigonometric and hyperbolic functions and their inverses, and logs of
+  // other bases: g times the derivative, built from x (or the result y).
+  auto times = [](GradientBuilder &gb, Value d) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.aten("aten::mul.Tensor", {g, d}, g.getType()));
+    return success();
+  };
+  auto unary = [](GradientBuilder &gb, StringRef name, Value v) {
+    return gb.aten(name, {v}, v.getType());
+  };
+  /// 1 - x^2 (sign -1) or x^2 + s (s = 1, -1): the radicands of the inverses.
+  auto squarePlus = [](GradientBuilder &gb, Value x, double s, bool negate) {
+    Type type = x.getType();
+    Value sq = gb.aten("aten::mul.Tensor", {x, x}, type);
+    if (negate)
+      return gb.aten("aten::rsub.Scalar", {sq, gb.constFloat(s), gb.constInt(1)},
+                     type);
+    return gb.aten("aten::add.Scalar", {sq, gb.constFloat(s), gb.constInt(1)},
+                   type);
+  };
+  t["aten::sin"] = [=](GradientBuilder &gb) {
+    return times(gb, unary(gb, "aten::cos", gb.operand(0)));
+  };
+  t["aten::cos"] = [=](GradientBuilder &gb) {
+    Value s = unary(gb, "aten::sin", gb.operand(0));
+    return times(gb, unary(gb, "aten::neg", s));
+  };
+  t["aten::tan"] = [=](GradientBuilder &gb) { // 1 + tan(x)^2
+    return times(gb, squarePlus(gb, gb.result(0), 1.0, false));
+  };
+  t["aten::sinh"] = [=](GradientBuilder &gb) {
+    return times(gb, unary(gb, "aten::cosh", gb.operand(0)));
+  };
+  t["aten::cosh"] = [=](GradientBuilder &gb) {
+    return times(gb, unary(gb, "aten::sinh", gb.operand(0)));
+  };
+  t["aten::asin"] = [=](GradientBuilder &gb) { // 1 / sqrt(1 - x^2)
+    return times(gb, unary(gb, "aten::rsqrt",
+                           squarePlus(gb, gb.operand(0), 1.0, true)));
+  };
+  t["aten::acos"] = [=](GradientBuilder &gb) { // -1 / sqrt(1 - x^2)
+    Value r =
+        unary(gb, "aten::rsqrt", squarePlus(gb, gb.operand(0), 1.0, true));
+    return times(gb, unary(gb, "aten::neg", r));
+  };
+  t["aten::atan"] = [=](GradientBuilder &gb) { // 1 / (1 + x^2)
+    return times(gb, unary(gb, "aten::reciprocal",
+                           squarePlus(gb, gb.operand(0), 1.0, false)));
+  };
+  t["aten::asinh"] = [=](GradientBuilder &gb) { // 1 / sqrt(x^2 + 1)
+    return times(gb, unary(gb, "aten::rsqrt",
+                           squarePlus(gb, gb.operand(0), 1.0, false)));
+  };
+  t["aten::acosh"] = [=](GradientBuilder &gb) { // 1 / sqrt(x^2 - 1)
+    return times(gb, unary(gb, "aten::rsqrt",
+                           squarePlus(gb, gb.operand(0), -1.0, false)));
+  };
+  t["aten::atanh"] = [=](GradientBuilder &gb) { // 1 / (1 - x^2)
+    return times(gb, unary(gb, "aten::reciprocal",
+                           squarePlus(gb, gb.operand(0), 1.0, true)));
+  };
+  auto logBase = [=](double lnBase) {
+    return [=](GradientBuilder &gb) { // 1 / (x ln b)
+      Value x = gb.operand(0);
+      Value xl = gb.aten("aten::mul.Scalar", {x, gb.constFloat(lnBase)},
+                         x.getType());
+      return times(gb, unary(gb, "aten::reciprocal", xl));
+    };
+  };
+  t["aten::log2"] = logBase(std::log(2.0));
+  t["aten::log10"] = logBase(std::log(10.0));
+  t["aten::atan2"] = [](GradientBuilder &gb) {
+    // atan2(a, b): da = b / (a^2 + b^2), db = -a / (a^2 + b^2).
+    Value g = gb.resultGradOrZeros(0);
+    Value a = gb.operand(0), b = gb.operand(1);
+    Type out = g.getType();
+    Value a2 = gb.aten("aten::mul.Tensor", {a, a}, a.getType());
+    Value b2 = gb.aten("aten::mul.Tensor", {b, b}, b.getType());
+    Value r2 = gb.aten("aten::add.Tensor", {a2, b2, gb.constInt(1)}, out);
+    Value gOver = gb.aten("aten::div.Tensor", {g, r2}, out);
+    if (gb.needsGrad(0))
+      gb.setGrad(0, gb.sumToShapeOf(
+                        gb.aten("aten::mul.Tensor", {gOver, b}, out), a));
+    if (gb.needsGrad(1)) {
+      Value m = gb.aten("aten::mul.Tensor", {gOver, a}, out);
+      gb.setGrad(1, gb.sumToShapeOf(gb.aten("aten::neg", {m}, out), b));
+    }
+    return success();
+  };
+  t["aten::log_sigmoid"] = [=](GradientBuilder &gb) { // sigmoid(-x)
+    Value x = gb.operand(0);
+    return times(gb, unary(gb, "aten::sigmoid", unary(gb, "aten::neg", x)));
+  };
   auto softmaxLike = [](StringRef backward) {
     return [backward](GradientBuilder &gb) -> LogicalResult {
       Value g = gb.resultGradOrZeros(0);
@@ -477,6 +570,25 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
                                        {g, gb.operand(1), gb.constFloat(0.0)},
                                        g.getType()),
                                gb.operand(0)));
+    return success();
+  };
+  // masked_fill(x, mask, value) with a 0-dim tensor value: x's gradient as
+  // for a Scalar value; the value's is the sum of g where the mask is set.
+  t["aten::masked_fill.Tensor"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    Value mask = gb.operand(1), value = gb.operand(2);
+    if (gb.needsGrad(0))
+      gb.setGrad(0, gb.sumToShapeOf(
+                        gb.aten("aten::masked_fill.Scalar",
+                                {g, mask, gb.constFloat(0.0)}, g.getType()),
+                        gb.operand(0)));
+    if (gb.needsGrad(2)) {
+      Value kept = gb.aten("aten::where.ScalarOther",
+                           {mask, g, gb.constFloat(0.0)}, g.getType());
+      Value sum = gb.aten("aten::sum", {kept, gb.none()},
+                          RankedTensorType::get({}, elementOf(g)));
+      gb.setGrad(2, castTo(gb, sum, elementOf(value)));
+    }
     return success();
   };
   t["aten::where.self"] = [](GradientBuilder &gb) {

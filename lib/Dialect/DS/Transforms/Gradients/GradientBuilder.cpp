@@ -105,6 +105,8 @@ static const rules::RuleTable &ruleTable() {
     rules::addElementwiseRules(t);
     rules::addShapeRules(t);
     rules::addNNRules(t);
+    rules::addEinsumRules(t);
+    rules::addReductionRules(t);
     rules::addLossRules(t);
     return t;
   }();
@@ -169,6 +171,12 @@ bool mlir::ds::isNonDifferentiable(StringRef name) {
                                           "aten::le.int",
                                           "aten::ne.int",
                                           "aten::len.t",
-                                          "aten::__getitem__.t"};
+                                          "aten::__getitem__.t",
+                                          "aten::ceil",
+                                          "aten::floor",
+                                          "aten::round",
+                                          "aten::round.decimals",
+                                          "aten::trunc",
+                                          "aten::sign"};
   return names.contains(name);
 }

@@ -58,6 +58,19 @@ inline Value sizesOf(GradientBuilder &gb, Value v) {
                  ds::ListType::get(gb.b.getContext(), gb.b.getI64Type()));
 }
 
+/// `v` with size-1 dims inserted at the sorted positions `dims` (a reduction
+/// without keepdim undone).
+inline Value unsqueezeAll(GradientBuilder &gb, Value v, ArrayRef<int64_t> dims) {
+  for (int64_t d : dims) {
+    auto t = cast<RankedTensorType>(v.getType());
+    SmallVector<int64_t> shape(t.getShape());
+    shape.insert(shape.begin() + d, 1);
+    v = gb.aten("aten::unsqueeze", {v, gb.constInt(d)},
+                RankedTensorType::get(shape, t.getElementType()));
+  }
+  return v;
+}
+
 /// `g` reshaped to the shape of `like`.
 inline Value reshapeLike(GradientBuilder &gb, Value g, Value like) {
   return gb.aten("aten::reshape", {g, sizesOf(gb, like)}, like.getType());

@@ -17,13 +17,7 @@ Value expandReduced(GradientBuilder &gb, Value g, Value x,
     for (int64_t d : dims)
       sorted.push_back(d < 0 ? d + rank : d);
     llvm::sort(sorted);
-    for (int64_t d : sorted) {
-      auto gt = cast<RankedTensorType>(g.getType());
-      SmallVector<int64_t> shape(gt.getShape());
-      shape.insert(shape.begin() + d, 1);
-      g = gb.aten("aten::unsqueeze", {g, gb.constInt(d)},
-                  RankedTensorType::get(shape, gt.getElementType()));
-    }
+    g = unsqueezeAll(gb, g, sorted);
   }
   return gb.aten("aten::expand", {g, sizesOf(gb, x), gb.constBool(false)},
                  x.getType());
@@ -145,6 +139,12 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
                           gb.operand(0).getType()));
     return success();
   };
+  // numpy_T reverses the dims: its own inverse.
+  t["aten::numpy_T"] = [](GradientBuilder &gb) {
+    gb.setGrad(0, gb.aten("aten::numpy_T", {gb.resultGradOrZeros(0)},
+                          gb.operand(0).getType()));
+    return success();
+  };
   t["aten::permute"] = [](GradientBuilder &gb) -> LogicalResult {
     auto dims = staticIntList(gb, gb.operand(1));
     if (!dims)
@@ -222,6 +222,23 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
   t["aten::chunk"] = [](GradientBuilder &gb) {
     return concatPieces(gb, gb.operand(2));
   };
+  // unbind(x, dim) unpacked into one result per slice: the slices'
+  // gradients stacked back along dim.
+  t["aten::unbind.int"] = [](GradientBuilder &gb) -> LogicalResult {
+    if (gb.op.getNumResults() == 1 && isa<ds::ListType>(gb.result(0).getType()))
+      return gb.op.emitOpError() << "gradient of an unpacked list result is "
+                                    "not supported";
+    SmallVector<Value> pieces;
+    for (unsigned i = 0; i < gb.op.getNumResults(); ++i)
+      pieces.push_back(gb.resultGradOrZeros(i));
+    Type elem = UnrankedTensorType::get(elementOf(gb.operand(0)));
+    Value list = ListConstructOp::create(
+        gb.b, gb.op.getLoc(), ds::ListType::get(gb.b.getContext(), elem),
+        pieces);
+    gb.setGrad(0, gb.aten("aten::stack", {list, gb.operand(1)},
+                          gb.operand(0).getType()));
+    return success();
+  };
   t["aten::cat"] = [](GradientBuilder &gb) -> LogicalResult {
     auto dim = gb.staticInt(gb.operand(1));
     if (!dim)
@@ -280,6 +297,34 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
                           gb.operand(0).getType()));
     return success();
   };
+  // slice_scatter(x, src, dim, start, end, step) and select_scatter(x, src,
+  // dim, index): x with src written into the slice (the importer's form of
+  // an in-place write into a view). x's gradient is g with the written part
+  // zeroed, src's the written part of g.
+  auto scatterIntoView = [](StringRef scatter, StringRef view) {
+    return [scatter, view](GradientBuilder &gb) {
+      Value g = gb.resultGradOrZeros(0);
+      Value src = gb.operand(1);
+      SmallVector<Value> where;
+      for (unsigned i = 2; i < gb.op.getArgs().size(); ++i)
+        where.push_back(gb.operand(i));
+      if (gb.needsGrad(0)) {
+        SmallVector<Value> args = {g, gb.zerosLike(src)};
+        args.append(where);
+        gb.setGrad(0, gb.aten(scatter, args, gb.operand(0).getType()));
+      }
+      if (gb.needsGrad(1)) {
+        SmallVector<Value> args = {g};
+        args.append(where);
+        gb.setGrad(1, gb.aten(view, args, src.getType()));
+      }
+      return success();
+    };
+  };
+  t["aten::slice_scatter"] =
+      scatterIntoView("aten::slice_scatter", "aten::slice.Tensor");
+  t["aten::select_scatter"] =
+      scatterIntoView("aten::select_scatter", "aten::select.int");
   t["aten::narrow"] = [](GradientBuilder &gb) {
     // narrow(x, dim, start, length) == slice(x, dim, start, start + length)
     Value end = gb.aten("aten::add.int", {gb.operand(2), gb.operand(3)},
