@@ -52,7 +52,7 @@ scalar_tensor _to_copy _native_batch_norm_legit_functional _native_batch_norm_le
 slice_scatter select_scatter fill tensor
 bitwise_and bitwise_or copy
 einsum linalg_vector_norm numpy_T acos acosh asin asinh atan atan2 atanh cosh sinh tan
-log10 log2 trunc prod fmod
+log10 log2 trunc prod fmod eye
 """.split()
 
 # Overloads skipped: words of the overload name (split at "_"), so that "out" skips

@@ -227,6 +227,7 @@ def _probes():
     p["aten::linalg_vector_norm"] = (lambda r: [r(4, 8)],
                                      lambda x: torch.linalg.vector_norm(x, 2, [1]))
     p["aten::numpy_T"] = (lambda r: [r(4, 8)], lambda x: x.T * 1.0)
+    p["aten::eye"] = (lambda r: [r(4)], lambda x: torch.eye(4, dtype=x.dtype) * x)
     p["aten::diff"] = (lambda r: [r(4, 8)], lambda x: torch.diff(x, dim=-1))
     p["aten::log"] = (lambda r: [r(4)], lambda x: torch.log(x.abs() + 1))
     p["aten::erf"] = (lambda r: [r(4)], torch.erf)

@@ -304,7 +304,8 @@ def table(results, path, family="causal"):
         title,
         "",
         "Every %s of the pinned transformers (%s), built from its default config shrunk"
-        % (FAMILIES[family][2].replace("encoder-decoder ", ""), _transformers_version()),
+        % (FAMILIES[family][2].replace("encoder-decoder ", "encoder-decoder `").replace(
+            "*For", "`*For" if family != "seq2seq" else "*For") + "`", _transformers_version()),
         "(`test/sweep/transformers_sweep.py --family %s`: 2 layers, hidden 64, 4 heads, vocabulary"
         % family,
         "128, no download; when that shrink gives an inconsistent config, fewer attributes are",
@@ -314,7 +315,8 @@ def table(results, path, family="causal"):
         "PyTorch from the same weights. *pass*: every step's loss within 1e-4 relative and every",
         "final parameter within 1e-4 + 1e-4 |eager| of eager's. *excluded*: the harness cannot shrink",
         "the config or eager PyTorch cannot export the model (not in the denominator). *fail*: the",
-        "first error (compile, train, crash, timeout of 120 s) or the largest difference. Made with",
+        "first error (compile, train, crash, no result within --timeout seconds) or the largest",
+        "difference. Made with",
         "",
         "```sh",
         ".venv/bin/python test/sweep/transformers_sweep.py --family %s --results /tmp/sweep-%s "
@@ -324,7 +326,9 @@ def table(results, path, family="causal"):
         "```",
         "",
         "on the CPU of the build machine (2 cores, two processes). CI runs six of them",
-        "(`transformers-sweep-six`).",
+        "(`transformers-sweep-six`). A row marked *run at COMMIT* is a result carried over from an",
+        "earlier run at that commit (its JSON file has `\"run\"`); every other row ran at the commit",
+        "that wrote this table.",
         "",
     ]
     with open(path, "w") as f:

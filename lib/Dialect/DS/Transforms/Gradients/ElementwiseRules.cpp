@@ -320,6 +320,21 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
                           {mask, g, gb.constFloat(0.0)}, g.getType()));
     return success();
   };
+  // clamp_min(x, lo) / clamp_max(x, hi) with a Scalar bound: the gradient
+  // passes where the bound did not apply (x >= lo, x <= hi), as for clamp.
+  auto oneSidedClamp = [](StringRef keep) {
+    return [keep](GradientBuilder &gb) {
+      Value g = gb.resultGradOrZeros(0);
+      Value x = gb.operand(0);
+      auto maskType = cast<RankedTensorType>(x.getType()).clone(gb.b.getI1Type());
+      Value mask = gb.aten(keep, {x, gb.operand(1)}, maskType);
+      gb.setGrad(0, gb.aten("aten::where.ScalarOther",
+                            {mask, g, gb.constFloat(0.0)}, g.getType()));
+      return success();
+    };
+  };
+  t["aten::clamp_min"] = oneSidedClamp("aten::ge.Scalar");
+  t["aten::clamp_max"] = oneSidedClamp("aten::le.Scalar");
   // amax / amin over dims: the gradient is shared evenly among the extrema
   // of each reduced slice (autograd's scale_grad_by_count).
   auto extremeOverDims = [](GradientBuilder &gb) -> LogicalResult {
@@ -591,6 +606,31 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
     }
     return success();
   };
+  // where(cond, x, scalar) / where(cond, scalar, x): x's gradient where it
+  // was chosen.
+  t["aten::where.ScalarOther"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(1, gb.sumToShapeOf(gb.aten("aten::where.ScalarOther",
+                                          {gb.operand(0), g, gb.constFloat(0.0)},
+                                          g.getType()),
+                                  gb.operand(1)));
+    return success();
+  };
+  t["aten::where.ScalarSelf"] = [](GradientBuilder &gb) {
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(2, gb.sumToShapeOf(gb.aten("aten::where.ScalarSelf",
+                                          {gb.operand(0), gb.constFloat(0.0), g},
+                                          g.getType()),
+                                  gb.operand(2)));
+    return success();
+  };
+  // tril / triu keep a triangle: the gradient is the same triangle of g.
+  for (StringRef name : {"aten::tril", "aten::triu"})
+    t[name] = [name](GradientBuilder &gb) {
+      Value g = gb.resultGradOrZeros(0);
+      gb.setGrad(0, gb.aten(name, {g, gb.operand(1)}, gb.operand(0).getType()));
+      return success();
+    };
   t["aten::where.self"] = [](GradientBuilder &gb) {
     Value g = gb.resultGradOrZeros(0);
     Value zero = gb.constFloat(0.0);

@@ -147,6 +147,8 @@ bool mlir::ds::isNonDifferentiable(StringRef name) {
                                           "aten::zeros_like",
                                           "aten::ones_like",
                                           "aten::full",
+                                          "aten::eye",
+                                          "aten::eye.m",
                                           "aten::full_like",
                                           "aten::detach",
                                           "aten::bernoulli",
