@@ -75,6 +75,8 @@ private:
   std::optional<ViewStep> viewStepOf(JitNode *node, ArrayRef<Abstract> args,
                                      const Abstract &result, unsigned index,
                                      bool listElement, StringRef emittedName);
+  /// Whether `a` or a tensor in it is a view whose root was written since.
+  bool isStale(const Abstract &a);
   /// `a` (and the tensors in it) taken again from its base if the base was
   /// written in place since; an error at `at` when it cannot be.
   LogicalResult refreshView(Abstract &a, JitNode *at);

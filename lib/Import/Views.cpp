@@ -244,12 +244,10 @@ void GraphImporter::recordView(Abstract &result, const Abstract &parent,
 // Taking a view again
 //===----------------------------------------------------------------------===//
 
-/// Whether `a` or a tensor in it is a view whose root was written since.
-static bool isStale(const Abstract &a,
-                    function_ref<Abstract *(jit::Value *)> find) {
+bool GraphImporter::isStale(const Abstract &a) {
   if (a.kind == Abstract::Kind::Tuple || a.kind == Abstract::Kind::List)
     return llvm::any_of(a.elements,
-                        [&](const Abstract &e) { return isStale(e, find); });
+                        [&](const Abstract &e) { return isStale(e); });
   if (a.kind != Abstract::Kind::Dynamic || !a.view || !a.view->root)
     return false;
   Abstract *root = find(a.view->root);
@@ -264,8 +262,7 @@ LogicalResult GraphImporter::refreshView(Abstract &a, jit::Node *at) {
         return failure();
     return success();
   }
-  auto findFn = [this](jit::Value *v) { return find(v); };
-  if (!isStale(a, findFn))
+  if (!isStale(a))
     return success();
   Abstract current = *find(a.view->root);
   for (const ViewStep &step : a.view->steps) {
@@ -289,10 +286,9 @@ LogicalResult GraphImporter::refreshView(Abstract &a, jit::Node *at) {
 }
 
 LogicalResult GraphImporter::refreshInputs(jit::Node *node) {
-  auto findFn = [this](jit::Value *v) { return find(v); };
   for (jit::Value *in : node->inputs()) {
     Abstract *bound = find(in);
-    if (!bound || !isStale(*bound, findFn))
+    if (!bound || !isStale(*bound))
       continue;
     Abstract fresh = *bound;
     if (failed(refreshView(fresh, node)))

@@ -1,8 +1,8 @@
-//===- EinsumRules.cpp - gradients of einsum and vector norms -------------===//
+//===- EinsumRules.cpp - the gradient of einsum ---------------------------===//
 
 #include "RuleHelpers.h"
 
-#include <cmath>
+#include <map>
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -174,65 +174,6 @@ void mlir::ds::rules::addEinsumRules(RuleTable &t) {
       grads[i] = gb.sumToShapeOf(castTo(gb, gi, xt.getElementType()), xs[i]);
     }
     gb.setListGrads(1, grads);
-    return success();
-  };
-
-  // linalg_vector_norm(x, ord, dim, keepdim, dtype): with n the norm,
-  // d n / d x = sign(x) |x|^(p-1) / n^(p-1) (x / n for p = 2), zero where
-  // n is zero, as autograd's norm_backward.
-  t["aten::linalg_vector_norm"] = [](GradientBuilder &gb) -> LogicalResult {
-    auto p = gb.staticFloat(gb.operand(1));
-    auto keep = gb.staticInt(gb.operand(3));
-    if (!p || !keep || !std::isfinite(*p) || *p == 0.0)
-      return gb.op.emitOpError() << "gradient of linalg_vector_norm needs a "
-                                    "constant finite, non-zero ord and keepdim";
-    Value x = gb.operand(0);
-    auto xt = cast<RankedTensorType>(x.getType());
-    Type elem = xt.getElementType();
-    Value g = castTo(gb, gb.resultGradOrZeros(0), elem);
-    Value n = castTo(gb, gb.result(0), elem);
-    if (!*keep) {
-      SmallVector<int64_t> dims;
-      if (!isa<ds::NoneType>(gb.operand(2).getType())) {
-        auto list = staticIntList(gb, gb.operand(2));
-        if (!list)
-          return gb.op.emitOpError()
-                 << "gradient of linalg_vector_norm needs constant dims";
-        dims.assign(list->begin(), list->end());
-      }
-      if (dims.empty())
-        for (int64_t d = 0; d < xt.getRank(); ++d)
-          dims.push_back(d);
-      for (int64_t &d : dims)
-        d = d < 0 ? d + xt.getRank() : d;
-      llvm::sort(dims);
-      g = unsqueezeAll(gb, g, dims);
-      n = unsqueezeAll(gb, n, dims);
-    }
-    Type nType = n.getType();
-    // scale = g / n^(p-1), zero where n == 0.
-    Value np = *p == 2.0 ? n
-                         : gb.aten("aten::pow.Tensor_Scalar",
-                                   {n, gb.constFloat(*p - 1.0)}, nType);
-    Value scale = gb.aten("aten::div.Tensor", {g, np}, nType);
-    auto boolType =
-        cast<RankedTensorType>(nType).clone(gb.b.getI1Type());
-    Value zero = gb.aten("aten::eq.Scalar", {n, gb.constFloat(0.0)}, boolType);
-    scale = gb.aten("aten::masked_fill.Scalar",
-                    {scale, zero, gb.constFloat(0.0)}, nType);
-    Value dx;
-    if (*p == 2.0) {
-      dx = x;
-    } else if (*p == 1.0) {
-      dx = gb.aten("aten::sign", {x}, xt);
-    } else {
-      Value a = gb.aten("aten::abs", {x}, xt);
-      Value ap = gb.aten("aten::pow.Tensor_Scalar",
-                         {a, gb.constFloat(*p - 1.0)}, xt);
-      dx = gb.aten("aten::mul.Tensor", {gb.aten("aten::sign", {x}, xt), ap},
-                   xt);
-    }
-    gb.setGrad(0, gb.aten("aten::mul.Tensor", {dx, scale}, xt));
     return success();
   };
 }

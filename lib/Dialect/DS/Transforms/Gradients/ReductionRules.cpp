@@ -1,12 +1,15 @@
 //===- ReductionRules.cpp - gradients of scans, variances, sorts, scatters ===//
 //
 // Core ATen's reductions and data movement beyond the ones in ShapeRules.cpp:
-// cumsum, var, sort, min.dim, scatter, scatter_add, and the remainders (whose
-// gradient, as autograd's, treats the rounded quotient as a constant).
+// cumsum, var, linalg_vector_norm, sort, min.dim, scatter, scatter_add, and
+// the remainders (whose gradient, as autograd's, treats the rounded quotient
+// as a constant).
 //
 //===----------------------------------------------------------------------===//
 
 #include "RuleHelpers.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -67,6 +70,13 @@ LogicalResult varianceGrad(GradientBuilder &gb, std::optional<double> correction
   return success();
 }
 
+/// The correction a constant `unbiased` flag means (1 or 0).
+std::optional<double> correctionOf(GradientBuilder &gb, Value unbiased) {
+  if (auto u = gb.staticInt(unbiased))
+    return *u ? 1.0 : 0.0;
+  return std::nullopt;
+}
+
 /// The dims of a reduction's optional int list operand (None: all).
 std::optional<SmallVector<int64_t>> optionalDims(GradientBuilder &gb, Value v) {
   if (isa<ds::NoneType>(v.getType()))
@@ -104,21 +114,73 @@ void mlir::ds::rules::addReductionRules(RuleTable &t) {
   };
   t["aten::var.dim"] = [](GradientBuilder &gb) {
     // var.dim(x, dim?, unbiased, keepdim).
-    auto unbiased = gb.staticInt(gb.operand(2));
-    std::optional<double> correction;
-    if (unbiased)
-      correction = *unbiased ? 1.0 : 0.0;
-    return varianceGrad(gb, correction, optionalDims(gb, gb.operand(1)),
+    return varianceGrad(gb, correctionOf(gb, gb.operand(2)),
+                        optionalDims(gb, gb.operand(1)),
                         gb.staticInt(gb.operand(3)));
   };
   t["aten::var"] = [](GradientBuilder &gb) {
     // var(x, unbiased): over every element.
-    auto unbiased = gb.staticInt(gb.operand(1));
-    std::optional<double> correction;
-    if (unbiased)
-      correction = *unbiased ? 1.0 : 0.0;
-    return varianceGrad(gb, correction, SmallVector<int64_t>(),
+    return varianceGrad(gb, correctionOf(gb, gb.operand(1)),
+                        SmallVector<int64_t>(),
                         std::optional<int64_t>(0));
+  };
+  // linalg_vector_norm(x, ord, dim, keepdim, dtype): with n the norm,
+  // d n / d x = sign(x) |x|^(p-1) / n^(p-1) (x / n for p = 2), zero where
+  // n is zero, as autograd's norm_backward.
+  t["aten::linalg_vector_norm"] = [](GradientBuilder &gb) -> LogicalResult {
+    auto p = gb.staticFloat(gb.operand(1));
+    auto keep = gb.staticInt(gb.operand(3));
+    if (!p || !keep || !std::isfinite(*p) || *p == 0.0)
+      return gb.op.emitOpError() << "gradient of linalg_vector_norm needs a "
+                                    "constant finite, non-zero ord and keepdim";
+    Value x = gb.operand(0);
+    auto xt = cast<RankedTensorType>(x.getType());
+    Type elem = xt.getElementType();
+    Value g = castTo(gb, gb.resultGradOrZeros(0), elem);
+    Value n = castTo(gb, gb.result(0), elem);
+    if (!*keep) {
+      SmallVector<int64_t> dims;
+      if (!isa<ds::NoneType>(gb.operand(2).getType())) {
+        auto list = staticIntList(gb, gb.operand(2));
+        if (!list)
+          return gb.op.emitOpError()
+                 << "gradient of linalg_vector_norm needs constant dims";
+        dims.assign(list->begin(), list->end());
+      }
+      if (dims.empty())
+        for (int64_t d = 0; d < xt.getRank(); ++d)
+          dims.push_back(d);
+      for (int64_t &d : dims)
+        d = d < 0 ? d + xt.getRank() : d;
+      llvm::sort(dims);
+      g = unsqueezeAll(gb, g, dims);
+      n = unsqueezeAll(gb, n, dims);
+    }
+    Type nType = n.getType();
+    // scale = g / n^(p-1), zero where n == 0.
+    Value np = *p == 2.0 ? n
+                         : gb.aten("aten::pow.Tensor_Scalar",
+                                   {n, gb.constFloat(*p - 1.0)}, nType);
+    Value scale = gb.aten("aten::div.Tensor", {g, np}, nType);
+    auto boolType =
+        cast<RankedTensorType>(nType).clone(gb.b.getI1Type());
+    Value zero = gb.aten("aten::eq.Scalar", {n, gb.constFloat(0.0)}, boolType);
+    scale = gb.aten("aten::masked_fill.Scalar",
+                    {scale, zero, gb.constFloat(0.0)}, nType);
+    Value dx;
+    if (*p == 2.0) {
+      dx = x;
+    } else if (*p == 1.0) {
+      dx = gb.aten("aten::sign", {x}, xt);
+    } else {
+      Value a = gb.aten("aten::abs", {x}, xt);
+      Value ap = gb.aten("aten::pow.Tensor_Scalar",
+                         {a, gb.constFloat(*p - 1.0)}, xt);
+      dx = gb.aten("aten::mul.Tensor", {gb.aten("aten::sign", {x}, xt), ap},
+                   xt);
+    }
+    gb.setGrad(0, gb.aten("aten::mul.Tensor", {dx, scale}, xt));
+    return success();
   };
   // sort(x, dim, descending) and min.dim(x, dim, keepdim): the values'
   // gradient goes back to the positions the indices name.
