@@ -53,16 +53,33 @@ slice_scatter select_scatter fill tensor
 bitwise_and bitwise_or copy
 einsum linalg_vector_norm numpy_T acos acosh asin asinh atan atan2 atanh cosh sinh tan
 log10 log2 trunc prod fmod eye
+diagonal diagonal_backward as_strided alias masked_scatter scatter_reduce isinf isnan
+logical_xor bitwise_xor native_group_norm native_group_norm_backward
+reflection_pad1d reflection_pad2d reflection_pad3d
+replication_pad1d replication_pad2d replication_pad3d reflection_pad1d_backward
+reflection_pad2d_backward reflection_pad3d_backward replication_pad1d_backward
+replication_pad2d_backward replication_pad3d_backward upsample_bilinear2d upsample_nearest2d
+upsample_bilinear2d_backward upsample_nearest2d_backward avg_pool3d avg_pool3d_backward
+max_pool3d max_pool3d_with_indices max_pool3d_with_indices_backward adaptive_avg_pool3d
+_adaptive_avg_pool3d _adaptive_avg_pool3d_backward embedding_bag _embedding_bag
+_embedding_bag_dense_backward _embedding_bag_backward cdist _cdist_forward _cdist_backward pdist _pdist_forward
+_pdist_backward col2im im2col grid_sampler grid_sampler_2d grid_sampler_2d_backward group_norm
 """.split()
 
 # Overloads skipped: words of the overload name (split at "_"), so that "out" skips
 # "Scalar_out" but not "dtype_layout".
 SKIP_OVERLOAD_WORDS = ("out", "output", "Dimname", "complex", "str", "Dict", "names", "dimname")
 SKIP_OVERLOADS = ("grad_input",)
+# Single overloads of operators whose other overloads are not accepted (the default
+# _native_batch_norm_legit writes its running statistics in place; torch.export's
+# functional programs call _native_batch_norm_legit_functional for it).
+SUPPORTED_OVERLOADS = ("aten::_native_batch_norm_legit.no_stats",)
 
 
 def wanted(schema):
     ns, base = schema.name.split("::")
+    if schema.name + "." + schema.overload_name in SUPPORTED_OVERLOADS:
+        return True
     if base not in SUPPORTED or ns not in ("aten", "prim"):
         return False
     ov = schema.overload_name

@@ -463,5 +463,21 @@ LogicalResult GraphImporter::evaluateStatic(jit::Node *node) {
                        << "' on the example shapes: " << message;
   for (auto [out, v] : llvm::zip(node->outputs(), outs))
     bind(out, Abstract::makeStatic(v));
+  // An argument the operator writes (`aten::append(t[](a!) self, ...)`, in a
+  // loop that builds a list) takes the value of the result that aliases it:
+  // the examples ran on copies.
+  if (const c10::FunctionSchema *schema = node->maybeSchema()) {
+    const auto &params = schema->arguments();
+    const auto &returns = schema->returns();
+    for (size_t i = 0; i < params.size() && i < node->inputs().size(); ++i) {
+      const c10::AliasInfo *written = params[i].alias_info();
+      if (!written || !written->isWrite())
+        continue;
+      for (size_t r = 0; r < returns.size() && r < outs.size(); ++r)
+        if (const c10::AliasInfo *result = returns[r].alias_info();
+            result && result->beforeSets() == written->beforeSets())
+          rebind(node->input(i), Abstract::makeStatic(outs[r]));
+    }
+  }
   return success();
 }

@@ -22,13 +22,15 @@ each autocast line for both autocast dtypes, bfloat16 and float16 (one table ser
 Besides, every probed op not in F16_NO_KERNEL / BF16_NO_KERNEL must have a Half / BFloat16 CPU
 kernel, forward and backward (the native fp16 / bf16 policies run every other op in the
 engine's dtype); every probed op in none of the autocast lists must run in its inputs' dtype
-under autocast, for both dtypes (so a list torch has but the table misses is caught); every
-operator with an AutocastCPU kernel in the dispatcher whose base name is in the registry must
-be probed; and every operator of the registry (include/ds/Dialect/DS/IR/AtenOps.def) that takes
-a tensor must be probed, or be named in NOT_PROBED with the reason. An op of the table without a
-probe is a failure too. Then the check must be able to fail: wrong copies of the table (the
-first line of each list moved to the next list, aten::linear claimed to have no Half / BFloat16
-kernel) must each disagree. Exits non-zero with one line per disagreement.
+under autocast, for both dtypes (one without a kernel in that dtype: f32 inputs stay f32 and
+that dtype's inputs fail as outside autocast), so a list torch has but the table misses is
+caught; every operator with an AutocastCPU kernel in the dispatcher whose base name is in the
+registry must be probed; and every operator of the registry
+(include/ds/Dialect/DS/IR/AtenOps.def) that takes a tensor must be probed, or be named in
+NOT_PROBED with the reason. An op of the table without a probe is a failure too. Then the check
+must be able to fail: wrong copies of the table (the first line of each list moved to the next
+list, aten::linear claimed to have no Half / BFloat16 kernel) must each disagree. Exits
+non-zero with one line per disagreement.
 
 --survey runs every probe and prints, per op, what torch does (kernels per dtype, forward and
 backward; the autocast behaviour for both dtypes; mixed-dtype results): the starting point for
@@ -98,7 +100,10 @@ def _probes():
     p["aten::expand"] = (lambda r: [r(1, 8)], lambda x: x.expand(4, 8))
     p["aten::expand_as"] = (lambda r: [r(1, 8), r(4, 8)], lambda x, y: x.expand_as(y))
     p["aten::expand_copy"] = (lambda r: [r(1, 8)], lambda x: aten.expand_copy(x, [4, 8]))
+    p["aten::as_strided"] = (lambda r: [r(4, 8)], lambda x: x.as_strided((4, 4), (8, 2), 1))
+    p["aten::diagonal"] = (lambda r: [r(4, 8)], lambda x: torch.diagonal(x, 1))
     p["aten::alias_copy"] = (lambda r: [r(4)], aten.alias_copy)
+    p["aten::alias"] = (lambda r: [r(4)], aten.alias)
     p["aten::broadcast_tensors"] = (lambda r: [r(1, 8), r(4, 1)],
                                     lambda x, y: torch.broadcast_tensors(x, y)[0])
     p["aten::slice"] = (lambda r: [r(4, 8)], lambda x: x[:, 1:3])
@@ -133,19 +138,39 @@ def _probes():
     p["aten::scatter_add"] = (lambda r: [r(4, 8), r(4, 1)],
                               lambda x, y: x.scatter_add(1, torch.zeros(4, 1, dtype=torch.long),
                                                          y))
+    p["aten::scatter_reduce"] = (
+        lambda r: [r(4, 8), r(4, 2)],
+        lambda x, y: x.scatter_reduce(1, torch.zeros(4, 2, dtype=torch.long), y, "amax"))
     p["aten::index_add"] = (lambda r: [r(4, 8), r(1, 8)],
                             lambda x, y: torch.index_add(x, 0, idx(0), y))
     p["aten::embedding"] = (lambda r: [r(4, 8)], lambda w: F.embedding(idx(0, 3), w))
+    p["aten::embedding_bag"] = (
+        lambda r: [r(10, 8)],
+        lambda w: aten.embedding_bag(w, idx(0, 2, 4, 5, 4, 3, 2, 9), idx(0, 4), False, 1, False,
+                                     None, False)[0])
+    p["aten::_embedding_bag"] = (
+        lambda r: [r(10, 8)],
+        lambda w: aten._embedding_bag(w, idx(0, 2, 4, 5, 4, 3, 2, 9), idx(0, 4), False, 1, False,
+                                      None, False, -1)[0])
     p["aten::masked_fill"] = (lambda r: [r(4, 4)],
                               lambda x: x.masked_fill(torch.ones(4, 4).tril() == 0, -1e4))
     p["aten::masked_select"] = (lambda r: [r(4, 4)],
                                 lambda x: x.masked_select(torch.ones(4, 4).tril() == 0))
+    p["aten::masked_scatter"] = (
+        lambda r: [r(4, 4), r(16)],
+        lambda x, s: x.masked_scatter(torch.ones(4, 4).tril() == 0, s))
     p["aten::where"] = (lambda r: [r(4), r(4)], lambda x, y: torch.where(x > 0, x, y))
     p["aten::tril"] = (lambda r: [r(4, 4)], torch.tril)
     p["aten::triu"] = (lambda r: [r(4, 4)], torch.triu)
     p["aten::pad"] = (lambda r: [r(4, 8)], lambda x: F.pad(x, (1, 1)))
     p["aten::constant_pad_nd"] = (lambda r: [r(4, 8)],
                                   lambda x: aten.constant_pad_nd(x, [1, 1], 0.5))
+    for pad, shape, padding in (("1d", (1, 3, 8), [2, 1]), ("2d", (1, 3, 8, 8), [2, 1, 1, 2]),
+                                ("3d", (1, 2, 4, 4, 4), [1, 2, 2, 1, 1, 1])):
+        for kind in ("reflection", "replication"):
+            p[f"aten::{kind}_pad{pad}"] = (
+                lambda r, shape=shape: [r(*shape)],
+                lambda x, op=getattr(aten, f"{kind}_pad{pad}"), padding=padding: op(x, padding))
     p["aten::clone"] = (lambda r: [r(4)], lambda x: x.clone())
     p["aten::detach"] = (lambda r: [r(4)], lambda x: x.detach())
     p["aten::to"] = (lambda r: [r(4)], lambda x: x.to(x.dtype, copy=True))
@@ -226,6 +251,11 @@ def _probes():
                          lambda x, y: torch.einsum("bij,jk->bik", x, y))
     p["aten::linalg_vector_norm"] = (lambda r: [r(4, 8)],
                                      lambda x: torch.linalg.vector_norm(x, 2, [1]))
+    p["aten::cdist"] = (lambda r: [r(4, 8), r(5, 8)], torch.cdist)
+    p["aten::_cdist_forward"] = (lambda r: [r(4, 8), r(5, 8)],
+                                 lambda x, y: aten._cdist_forward(x, y, 2.0, None))
+    p["aten::pdist"] = (lambda r: [r(4, 8)], F.pdist)
+    p["aten::_pdist_forward"] = (lambda r: [r(4, 8)], lambda x: aten._pdist_forward(x, 2.0))
     p["aten::numpy_T"] = (lambda r: [r(4, 8)], lambda x: x.T * 1.0)
     p["aten::eye"] = (lambda r: [r(4)], lambda x: torch.eye(4, dtype=x.dtype) * x)
     p["aten::diff"] = (lambda r: [r(4, 8)], lambda x: torch.diff(x, dim=-1))
@@ -250,12 +280,18 @@ def _probes():
     p["aten::logical_or"] = (lambda r: [r(4), r(4)],
                              lambda x, y: torch.logical_or(x, y).to(x.dtype))
     p["aten::logical_not"] = (lambda r: [r(4)], lambda x: torch.logical_not(x).to(x.dtype))
+    p["aten::logical_xor"] = (lambda r: [r(4), r(4)],
+                              lambda x, y: torch.logical_xor(x, y).to(x.dtype))
+    p["aten::isnan"] = (lambda r: [r(4)], lambda x: torch.isnan(x.log()).to(x.dtype))
+    p["aten::isinf"] = (lambda r: [r(4)], lambda x: torch.isinf(x / (x > 0)).to(x.dtype))
     p["aten::any"] = (lambda r: [r(4)], lambda x: torch.any(x).to(x.dtype))
     p["aten::all"] = (lambda r: [r(4)], lambda x: torch.all(x).to(x.dtype))
     p["aten::bitwise_and"] = (lambda r: [r(4), r(4)],
                               lambda x, y: torch.bitwise_and(x > 0, y > 0).to(x.dtype))
     p["aten::bitwise_or"] = (lambda r: [r(4), r(4)],
                              lambda x, y: torch.bitwise_or(x > 0, y > 0).to(x.dtype))
+    p["aten::bitwise_xor"] = (lambda r: [r(4), r(4)],
+                              lambda x, y: torch.bitwise_xor(x > 0, y > 0).to(x.dtype))
     p["aten::copy"] = (lambda r: [r(4), r(4)], lambda x, y: aten.copy(x, y))
     p["aten::fill"] = (lambda r: [r(4)], lambda x: aten.fill(x, 2.0))
     p["aten::slice_scatter"] = (lambda r: [r(4, 8), r(4, 3)],
@@ -294,6 +330,10 @@ def _probes():
     p["aten::conv3d"] = (lambda r: [r(1, 2, 4, 4, 4), r(3, 2, 3, 3, 3), r(3)], F.conv3d)
     p["aten::conv_transpose2d"] = (lambda r: [r(1, 3, 8, 8), r(3, 4, 3, 3)],
                                    F.conv_transpose2d)
+    p["aten::im2col"] = (lambda r: [r(1, 3, 8, 8)],
+                         lambda x: aten.im2col(x, [2, 2], [1, 1], [0, 0], [2, 2]))
+    p["aten::col2im"] = (lambda r: [r(1, 12, 16)],
+                         lambda x: aten.col2im(x, [8, 8], [2, 2], [1, 1], [0, 0], [2, 2]))
     p["aten::convolution"] = (
         lambda r: [r(1, 3, 8, 8), r(4, 3, 3, 3), r(4)],
         lambda x, w, b: aten.convolution(x, w, b, [1, 1], [0, 0], [1, 1], False, [0, 0], 1))
@@ -325,6 +365,9 @@ def _probes():
     p["aten::rms_norm"] = (lambda r: [r(4, 8), r(8)], lambda x, w: F.rms_norm(x, (8,), w))
     p["aten::group_norm"] = (lambda r: [r(2, 4, 3), r(4), r(4)],
                              lambda x, w, b: F.group_norm(x, 2, w, b))
+    p["aten::native_group_norm"] = (
+        lambda r: [r(2, 4, 3), r(4), r(4)],
+        lambda x, w, b: aten.native_group_norm(x, w, b, 2, 4, 3, 2, 1e-5)[0])
     p["aten::batch_norm"] = (
         lambda r: [r(2, 4, 3, 3), r(4), r(4)],
         lambda x, w, b: F.batch_norm(x, None, None, w, b, True))
@@ -341,6 +384,9 @@ def _probes():
         lambda x, w, b: aten._native_batch_norm_legit_no_training(
             x, w, b, torch.zeros(4, dtype=x.dtype), torch.ones(4, dtype=x.dtype), 0.1,
             1e-5)[0])
+    p["aten::_native_batch_norm_legit.no_stats"] = (
+        lambda r: [r(2, 4, 3, 3), r(4), r(4)],
+        lambda x, w, b: aten._native_batch_norm_legit.no_stats(x, w, b, True, 0.1, 1e-5)[0])
     p["aten::instance_norm"] = (lambda r: [r(2, 4, 3), r(4), r(4)],
                                 lambda x, w, b: F.instance_norm(x, weight=w, bias=b))
     p["aten::dropout"] = (lambda r: [r(4, 8)], lambda x: F.dropout(x, 0.5, True))
@@ -357,6 +403,23 @@ def _probes():
                                       lambda x: F.adaptive_avg_pool2d(x, 1))
     p["aten::_adaptive_avg_pool2d"] = (lambda r: [r(1, 3, 8, 8)],
                                        lambda x: aten._adaptive_avg_pool2d(x, [1, 1]))
+    p["aten::max_pool3d"] = (lambda r: [r(1, 2, 4, 4, 4)], lambda x: F.max_pool3d(x, 2))
+    p["aten::max_pool3d_with_indices"] = (
+        lambda r: [r(1, 2, 4, 4, 4)], lambda x: aten.max_pool3d_with_indices(x, [2, 2, 2])[0])
+    p["aten::avg_pool3d"] = (lambda r: [r(1, 2, 4, 4, 4)], lambda x: F.avg_pool3d(x, 2))
+    p["aten::adaptive_avg_pool3d"] = (lambda r: [r(1, 2, 4, 4, 4)],
+                                      lambda x: F.adaptive_avg_pool3d(x, 1))
+    p["aten::_adaptive_avg_pool3d"] = (lambda r: [r(1, 2, 4, 4, 4)],
+                                       lambda x: aten._adaptive_avg_pool3d(x, [1, 1, 1]))
+    # resampling
+    p["aten::upsample_nearest2d"] = (lambda r: [r(1, 3, 4, 4)],
+                                     lambda x: aten.upsample_nearest2d(x, [8, 8]))
+    p["aten::upsample_bilinear2d"] = (lambda r: [r(1, 3, 4, 4)],
+                                      lambda x: aten.upsample_bilinear2d(x, [8, 8], False))
+    p["aten::grid_sampler"] = (lambda r: [r(1, 3, 8, 8), r(1, 4, 4, 2).tanh()],
+                               lambda x, g: aten.grid_sampler(x, g, 0, 0, False))
+    p["aten::grid_sampler_2d"] = (lambda r: [r(1, 3, 8, 8), r(1, 4, 4, 2).tanh()],
+                                  lambda x, g: aten.grid_sampler_2d(x, g, 0, 0, False))
     # losses
     p["aten::mse_loss"] = (lambda r: [r(4, 8), r(4, 8)], F.mse_loss)
     p["aten::cross_entropy_loss"] = (lambda r: [r(4, 8)],
@@ -420,6 +483,11 @@ def _probes():
             g, x, w, None, None, *torch.native_batch_norm(x, w, b, None, None, True, 0.1,
                                                           1e-5)[1:],
             True, 1e-5, [True, True, True])[0])
+    p["aten::native_group_norm_backward"] = (
+        lambda r: [r(2, 4, 3), r(2, 4, 3), r(4), r(4)],
+        lambda g, x, w, b: aten.native_group_norm_backward(
+            g, x, *aten.native_group_norm(x, w, b, 2, 4, 3, 2, 1e-5)[1:], w, 2, 4, 3, 2,
+            [True, True, True])[0])
     p["aten::convolution_backward"] = (lambda r: [r(1, 4, 6, 6), r(1, 3, 8, 8), r(4, 3, 3, 3)],
                                        _conv_bwd)
     p["aten::native_dropout_backward"] = (
@@ -427,22 +495,74 @@ def _probes():
         lambda g: aten.native_dropout_backward(g, torch.ones(4, 8, dtype=torch.bool), 2.0))
     p["aten::embedding_dense_backward"] = (
         lambda r: [r(2, 8)], lambda g: aten.embedding_dense_backward(g, idx(0, 3), 4, -1, False))
+    p["aten::_embedding_bag_dense_backward"] = (
+        lambda r: [r(2, 8), r(10, 8)],
+        lambda g, w: aten._embedding_bag_dense_backward(
+            g, idx(0, 2, 4, 5, 4, 3, 2, 9),
+            *aten._embedding_bag(w, idx(0, 2, 4, 5, 4, 3, 2, 9), idx(0, 4), False, 1, False,
+                                 None, False, -1)[1:],
+            10, False, 1, None, -1))
+    p["aten::_embedding_bag_backward"] = (
+        lambda r: [r(2, 8), r(10, 8)],
+        lambda g, w: aten._embedding_bag_backward(
+            g, idx(0, 2, 4, 5, 4, 3, 2, 9), idx(0, 4),
+            *aten._embedding_bag(w, idx(0, 2, 4, 5, 4, 3, 2, 9), idx(0, 4), False, 0, False,
+                                 None, False, -1)[1:],
+            10, False, 0, False, None, -1))
     p["aten::index_select_backward"] = (
         lambda r: [r(2, 8)], lambda g: aten.index_select_backward(g, [4, 8], 0, idx(0, 1)))
     p["aten::select_backward"] = (lambda r: [r(8)],
                                   lambda g: aten.select_backward(g, [4, 8], 0, 1))
     p["aten::slice_backward"] = (lambda r: [r(2, 8)],
                                  lambda g: aten.slice_backward(g, [4, 8], 0, 1, 3, 1))
+    p["aten::diagonal_backward"] = (lambda r: [r(4)],
+                                    lambda g: aten.diagonal_backward(g, [4, 8], 1, 0, 1))
     p["aten::max_pool2d_with_indices_backward"] = (
         lambda r: [r(1, 3, 4, 4), r(1, 3, 8, 8)],
         lambda g, x: aten.max_pool2d_with_indices_backward(
             g, x, [2, 2], [2, 2], [0, 0], [1, 1], False,
             aten.max_pool2d_with_indices(x, [2, 2])[1]))
+    p["aten::max_pool3d_with_indices_backward"] = (
+        lambda r: [r(1, 2, 2, 2, 2), r(1, 2, 4, 4, 4)],
+        lambda g, x: aten.max_pool3d_with_indices_backward(
+            g, x, [2, 2, 2], [2, 2, 2], [0, 0, 0], [1, 1, 1], False,
+            aten.max_pool3d_with_indices(x, [2, 2, 2])[1]))
     p["aten::avg_pool2d_backward"] = (
         lambda r: [r(1, 3, 4, 4), r(1, 3, 8, 8)],
         lambda g, x: aten.avg_pool2d_backward(g, x, [2, 2], [2, 2], [0, 0], False, True, None))
+    p["aten::avg_pool3d_backward"] = (
+        lambda r: [r(1, 2, 2, 2, 2), r(1, 2, 4, 4, 4)],
+        lambda g, x: aten.avg_pool3d_backward(g, x, [2, 2, 2], [2, 2, 2], [0, 0, 0], False, True,
+                                              None))
     p["aten::_adaptive_avg_pool2d_backward"] = (
         lambda r: [r(1, 3, 1, 1), r(1, 3, 8, 8)], aten._adaptive_avg_pool2d_backward)
+    p["aten::_adaptive_avg_pool3d_backward"] = (
+        lambda r: [r(1, 2, 1, 1, 1), r(1, 2, 4, 4, 4)], aten._adaptive_avg_pool3d_backward)
+    p["aten::upsample_nearest2d_backward"] = (
+        lambda r: [r(1, 3, 8, 8)],
+        lambda g: aten.upsample_nearest2d_backward(g, [8, 8], [1, 3, 4, 4]))
+    p["aten::upsample_bilinear2d_backward"] = (
+        lambda r: [r(1, 3, 8, 8)],
+        lambda g: aten.upsample_bilinear2d_backward(g, [8, 8], [1, 3, 4, 4], False))
+    p["aten::grid_sampler_2d_backward"] = (
+        lambda r: [r(1, 3, 4, 4), r(1, 3, 8, 8), r(1, 4, 4, 2).tanh()],
+        lambda g, x, grid: aten.grid_sampler_2d_backward(g, x, grid, 0, 0, False,
+                                                         [True, True])[0])
+    for pad, shape, padding in (("1d", (1, 3, 8), [2, 1]), ("2d", (1, 3, 8, 8), [2, 1, 1, 2]),
+                                ("3d", (1, 2, 4, 4, 4), [1, 2, 2, 1, 1, 1])):
+        for kind in ("reflection", "replication"):
+            fwd = getattr(aten, f"{kind}_pad{pad}")
+            p[f"aten::{kind}_pad{pad}_backward"] = (
+                lambda r, shape=shape, fwd=fwd, padding=padding: [
+                    r(*fwd(torch.empty(shape), padding).shape), r(*shape)],
+                lambda g, x, op=getattr(aten, f"{kind}_pad{pad}_backward"), padding=padding:
+                    op(g, x, padding))
+    p["aten::_cdist_backward"] = (
+        lambda r: [r(4, 5), r(4, 8), r(5, 8)],
+        lambda g, x, y: aten._cdist_backward(g, x, y, 2.0, aten._cdist_forward(x, y, 2.0, None)))
+    p["aten::_pdist_backward"] = (
+        lambda r: [r(6), r(4, 8)],
+        lambda g, x: aten._pdist_backward(g, x, 2.0, aten._pdist_forward(x, 2.0)))
     p["aten::mse_loss_backward"] = (lambda r: [r(()), r(4, 8), r(4, 8)],
                                     lambda g, x, y: aten.mse_loss_backward(g, x, y, 1))
     p["aten::nll_loss_backward"] = (
@@ -616,9 +736,12 @@ def autocast_registered(name):
 def autocast_behaviour(name, low):
     """What torch.autocast("cpu", low) does with `name`: "lower", "fp32", "promote" (an
     AutocastCPU kernel that casts mixed inputs to the widest), "none" (runs in its inputs'
-    dtype; mixed inputs follow ordinary type promotion) or a description of something else."""
+    dtype, or fails on `low` inputs as it does outside autocast; mixed inputs follow ordinary
+    type promotion) or a description of something else."""
     f32, e1 = run(name, F32, autocast=low)
     lo, e2 = run(name, low, autocast=low)
+    if f32 is not None and lo is None and float_dtype(f32) == F32 and run(name, low)[0] is None:
+        return "none"  # untouched by autocast; fails in `low` as outside it (no `low` kernel)
     if f32 is None or lo is None:
         return f"fails under autocast ({e1 or e2})"
     d32, dlo = float_dtype(f32), float_dtype(lo)

@@ -6,8 +6,10 @@ func.func @forward(%x: tensor<3xf32>) -> tensor<f32> {
   %one = ds.constant 1 : i64
   %a = ds.aten "aten::add.Tensor"(%x, %w, %one) : (tensor<3xf32>, tensor<3xf32>, i64) -> tensor<3xf32>
   %n = ds.constant unit : !ds.none
-  // expected-error @+1 {{operator 'aten::prod' has no gradient rule, but a trainable parameter's gradient flows through it}}
-  %l = ds.aten "aten::prod"(%a, %n) : (tensor<3xf32>, !ds.none) -> tensor<f32>
+  %zero = ds.constant 0 : i64
+  // expected-error @+1 {{operator 'aten::diff' has no gradient rule, but a trainable parameter's gradient flows through it}}
+  %d = ds.aten "aten::diff"(%a, %one, %zero, %n, %n) : (tensor<3xf32>, i64, i64, !ds.none, !ds.none) -> tensor<2xf32>
+  %l = ds.aten "aten::sum"(%d, %n) : (tensor<2xf32>, !ds.none) -> tensor<f32>
   return %l : tensor<f32>
 }
 

@@ -10,6 +10,7 @@ import warnings
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
@@ -64,6 +65,27 @@ class FftBlock(nn.Module):
         return torch.fft.rfft(self.fc(x), dim=-1).abs()
 
 
+class Upsample(nn.Module):
+    """F.interpolate(scale_factor=...) builds its scale list with append in a loop."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 2, 1)
+
+    def forward(self, x):
+        return F.interpolate(self.conv(x), scale_factor=2.0, mode="nearest").square().mean()
+
+
+class ScatterProd(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        index = torch.zeros(4, 3, dtype=torch.int64)
+        return self.fc(x).scatter_reduce(1, index, x[:, :3], "prod").mean()
+
+
 class Wrap(nn.Module):
     def __init__(self, block):
         super().__init__()
@@ -88,6 +110,9 @@ def main(out):
     torch.jit.script(Wrap(DiffBlock())).save(os.path.join(out, "no_grad_rule.pt"))
     torch.jit.script(Wrap(Wrap(FftBlock()))).save(os.path.join(out, "bad_op_in_block.pt"))
     torch.save({"x": x}, os.path.join(out, "x.data.pt"))
+    torch.jit.script(Upsample()).save(os.path.join(out, "upsample.pt"))
+    torch.save({"x": x4}, os.path.join(out, "upsample.data.pt"))
+    torch.jit.script(ScatterProd()).save(os.path.join(out, "scatter_prod.pt"))
 
 
 if __name__ == "__main__":

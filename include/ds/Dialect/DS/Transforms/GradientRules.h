@@ -110,6 +110,8 @@ void addNNRules(RuleTable &table);
 void addEinsumRules(RuleTable &table);
 void addReductionRules(RuleTable &table);
 void addLossRules(RuleTable &table);
+void addSpatialRules(RuleTable &table);
+void addNativeNNRules(RuleTable &table);
 } // namespace rules
 
 } // namespace mlir::ds

@@ -654,6 +654,19 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
                           gb.operand(0).getType()));
     return success();
   };
+  // _to_copy(x, dtype?, ...) (core ATen's x.to(...)): back to x's dtype.
+  t["aten::_to_copy"] = [](GradientBuilder &gb) {
+    gb.setGrad(0, castTo(gb, gb.resultGradOrZeros(0), elementOf(gb.operand(0))));
+    return success();
+  };
+  // copy(self, src): every element comes from src (broadcast to self's shape
+  // and cast to its dtype); self's values are overwritten.
+  t["aten::copy"] = [](GradientBuilder &gb) {
+    Value src = gb.operand(1);
+    gb.setGrad(1, gb.sumToShapeOf(
+                      castTo(gb, gb.resultGradOrZeros(0), elementOf(src)), src));
+    return success();
+  };
   // type_as(self, other) is self.to(other.dtype): the gradient goes back to
   // self's dtype; `other` only lends its dtype.
   t["aten::type_as"] = [](GradientBuilder &gb) {

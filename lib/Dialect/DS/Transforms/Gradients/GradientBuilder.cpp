@@ -108,6 +108,8 @@ static const rules::RuleTable &ruleTable() {
     rules::addEinsumRules(t);
     rules::addReductionRules(t);
     rules::addLossRules(t);
+    rules::addSpatialRules(t);
+    rules::addNativeNNRules(t);
     return t;
   }();
   return table;
@@ -179,6 +181,25 @@ bool mlir::ds::isNonDifferentiable(StringRef name) {
                                           "aten::round",
                                           "aten::round.decimals",
                                           "aten::trunc",
-                                          "aten::sign"};
+                                          "aten::sign",
+                                          "aten::isinf",
+                                          "aten::isnan",
+                                          "aten::logical_and",
+                                          "aten::logical_or",
+                                          "aten::logical_xor",
+                                          "aten::bitwise_and.Tensor",
+                                          "aten::bitwise_and.Scalar",
+                                          "aten::bitwise_or.Tensor",
+                                          "aten::bitwise_or.Scalar",
+                                          "aten::bitwise_xor.Tensor",
+                                          "aten::bitwise_xor.Scalar",
+                                          "aten::any",
+                                          "aten::any.dim",
+                                          "aten::any.dims",
+                                          "aten::all",
+                                          "aten::all.dim",
+                                          "aten::all.dims",
+                                          "aten::fill.Scalar",
+                                          "aten::scalar_tensor"};
   return names.contains(name);
 }

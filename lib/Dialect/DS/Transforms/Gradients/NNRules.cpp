@@ -1,4 +1,4 @@
-//===- NNRules.cpp - gradients of matmuls, norms, attention, conv, pool ---===//
+//===- NNRules.cpp - gradients of matmuls, norms, attention, conv --------===//
 
 #include "RuleHelpers.h"
 
@@ -34,41 +34,6 @@ Value flatten2D(GradientBuilder &gb, Value v, int64_t last) {
     rows = t.getNumElements() / std::max<int64_t>(last, 1);
   return gb.aten("aten::reshape", {v, gb.intList({-1, last})},
                  RankedTensorType::get({rows, last}, t.getElementType()));
-}
-
-/// Type of an optional weight/bias operand's gradient: its own type, or
-/// `fallback` when the operand is None (the backward still returns an
-/// undefined tensor in that slot).
-Type gradTypeOr(Value operand, Type fallback) {
-  return isa<ds::NoneType>(operand.getType()) ? fallback : operand.getType();
-}
-
-/// Sets the gradients of operands (input, weight, bias) from the three
-/// results of a masked *_backward operator.
-void setMaskedGrads(GradientBuilder &gb, ArrayRef<Value> grads,
-                    std::array<unsigned, 3> operands) {
-  for (unsigned i = 0; i < 3; ++i)
-    if (gb.needsGrad(operands[i]))
-      gb.setGrad(operands[i], grads[i]);
-}
-
-/// Output mask for the *_backward operators that take bool[3].
-/// The element type of the statistics (mean, rstd / invstd) that
-/// native_layer_norm and native_batch_norm return for an input of type
-/// `elem`. The CPU kernels keep them in `cpuElem` (the input's or the
-/// weights' dtype); the CUDA kernels in the input's accumulate type
-/// (at::toAccumulateType(dtype, /*is_cuda=*/true): f32 for f16 and bf16), as
-/// the GPU check's probe confirms on a GPU.
-Type statisticsElementType(GradientBuilder &gb, Type elem, Type cpuElem) {
-  if (getTargetDevice(gb.op) != TargetDevice::CUDA)
-    return cpuElem;
-  if (elem.isF16() || elem.isBF16())
-    return gb.b.getF32Type();
-  return elem;
-}
-
-Value outputMask(GradientBuilder &gb, unsigned a, unsigned b, unsigned c) {
-  return gb.boolList({gb.needsGrad(a), gb.needsGrad(b), gb.needsGrad(c)});
 }
 
 /// `t`'s shape with its last two dims replaced by `rows` and `cols`.
@@ -752,36 +717,6 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
   };
   t["aten::conv1d"] = conv;
   t["aten::conv2d"] = conv;
-  t["aten::max_pool2d"] = [](GradientBuilder &gb) {
-    Value x = gb.operand(0);
-    auto out = cast<RankedTensorType>(gb.result(0).getType());
-    auto idxType = RankedTensorType::get(out.getShape(), gb.b.getI64Type());
-    auto fwd = gb.atenN("aten::max_pool2d_with_indices",
-                        {x, gb.operand(1), gb.operand(2), gb.operand(3),
-                         gb.operand(4), gb.operand(5)},
-                        {out, idxType});
-    gb.setGrad(
-        0, gb.aten("aten::max_pool2d_with_indices_backward",
-                   {gb.resultGradOrZeros(0), x, gb.operand(1), gb.operand(2),
-                    gb.operand(3), gb.operand(4), gb.operand(5), fwd[1]},
-                   x.getType()));
-    return success();
-  };
-  t["aten::avg_pool2d"] = [](GradientBuilder &gb) {
-    Value x = gb.operand(0);
-    gb.setGrad(
-        0, gb.aten("aten::avg_pool2d_backward",
-                   {gb.resultGradOrZeros(0), x, gb.operand(1), gb.operand(2),
-                    gb.operand(3), gb.operand(4), gb.operand(5), gb.operand(6)},
-                   x.getType()));
-    return success();
-  };
-  t["aten::adaptive_avg_pool2d"] = [](GradientBuilder &gb) {
-    Value x = gb.operand(0);
-    gb.setGrad(0, gb.aten("aten::_adaptive_avg_pool2d_backward",
-                          {gb.resultGradOrZeros(0), x}, x.getType()));
-    return success();
-  };
   t["aten::embedding"] = [](GradientBuilder &gb) -> LogicalResult {
     // embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
     Value w = gb.operand(0);

@@ -1,4 +1,4 @@
-//===- ReductionRules.cpp - gradients of scans, variances, sorts, scatters ===//
+//===- ReductionRules.cpp - gradients of scans, products, sorts, scatters ===//
 //
 // Core ATen's reductions and data movement beyond the ones in ShapeRules.cpp:
 // cumsum, var, linalg_vector_norm, sort, min.dim, scatter, scatter_add, and
@@ -86,6 +86,50 @@ std::optional<SmallVector<int64_t>> optionalDims(GradientBuilder &gb, Value v) {
 
 } // namespace
 
+/// For x [..., K]: the product of each slice along the last dim but the
+/// element itself ([..., K]). Each slice repeated K times ([..., K, K])
+/// with the diagonal set to one, multiplied out: exact where x has zeros
+/// (no division), at K times x's memory.
+Value productOfOthers(GradientBuilder &gb, Value x) {
+  auto t = cast<RankedTensorType>(x.getType());
+  int64_t rank = t.getRank(), k = t.getShape().back();
+  SmallVector<int64_t> square(t.getShape());
+  square.insert(square.end() - 1, k);
+  auto squareType = RankedTensorType::get(square, t.getElementType());
+  Value rows = gb.aten("aten::expand",
+                       {unsqueezeAll(gb, x, {rank - 1}), gb.intList(square),
+                        gb.constBool(false)},
+                       squareType);
+  Type elem = t.getElementType();
+  Value eye = gb.aten("aten::eye",
+                      {gb.constInt(k), gb.constInt(scalarTypeCode(elem)),
+                       gb.none(), gb.none(), gb.none()},
+                      RankedTensorType::get({k, k}, elem));
+  Value diagonal =
+      gb.aten("aten::ne.Scalar", {eye, gb.constInt(0)},
+              RankedTensorType::get({k, k}, gb.b.getI1Type()));
+  Value others = gb.aten("aten::where.ScalarSelf",
+                         {diagonal, gb.constFloat(1.0), rows}, squareType);
+  return gb.aten("aten::prod.dim_int",
+                 {others, gb.constInt(-1), gb.constBool(false), gb.none()},
+                 t);
+}
+
+/// x with dims `a` and `b` swapped (x itself when they are equal).
+Value swapDims(GradientBuilder &gb, Value x, int64_t a, int64_t b) {
+  if (a == b)
+    return x;
+  auto t = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape(t.getShape());
+  std::swap(shape[a], shape[b]);
+  return gb.aten("aten::transpose.int", {x, gb.constInt(a), gb.constInt(b)},
+                 RankedTensorType::get(shape, t.getElementType()));
+}
+
+Value mulTensors(GradientBuilder &gb, Value a, Value b, Type type) {
+  return gb.aten("aten::mul.Tensor", {a, b}, type);
+}
+
 void mlir::ds::rules::addReductionRules(RuleTable &t) {
   // cumsum(x, dim): each input adds into every later output, so the
   // gradient is the reversed cumulative sum of g.
@@ -101,6 +145,43 @@ void mlir::ds::rules::addReductionRules(RuleTable &t) {
     Value summed =
         gb.aten("aten::cumsum", {flipped, gb.constInt(*dim), gb.none()}, type);
     gb.setGrad(0, gb.aten("aten::flip", {summed, dims}, type));
+    return success();
+  };
+  // prod(x) and prod(x, dim, keepdim): d prod / d x_i is the product of the
+  // other elements of x_i's slice (productOfOthers).
+  t["aten::prod"] = [](GradientBuilder &gb) -> LogicalResult {
+    Value x = gb.operand(0);
+    auto xt = cast<RankedTensorType>(x.getType());
+    if (!xt.hasStaticShape())
+      return gb.op.emitOpError() << "gradient of prod needs a static shape";
+    Value g = castTo(gb, gb.resultGradOrZeros(0), xt.getElementType());
+    int64_t n = xt.getNumElements();
+    Value flat = gb.aten("aten::reshape", {x, gb.intList({n})},
+                         RankedTensorType::get({n}, xt.getElementType()));
+    Value others = reshapeLike(gb, productOfOthers(gb, flat), x);
+    gb.setGrad(0, mulTensors(gb, g, others, xt));
+    return success();
+  };
+  t["aten::prod.dim_int"] = [](GradientBuilder &gb) -> LogicalResult {
+    Value x = gb.operand(0);
+    auto xt = cast<RankedTensorType>(x.getType());
+    auto dim = gb.staticInt(gb.operand(1));
+    auto keep = gb.staticInt(gb.operand(2));
+    if (!dim || !keep || !xt.hasStaticShape())
+      return gb.op.emitOpError() << "gradient of prod needs a constant dim "
+                                    "and keepdim and a static shape";
+    Value g = castTo(gb, gb.resultGradOrZeros(0), xt.getElementType());
+    int64_t rank = xt.getRank();
+    if (rank == 0) {
+      gb.setGrad(0, g);
+      return success();
+    }
+    int64_t d = normalized(*dim, rank);
+    Value others = swapDims(
+        gb, productOfOthers(gb, swapDims(gb, x, d, rank - 1)), d, rank - 1);
+    if (!*keep)
+      g = unsqueezeAll(gb, g, {d});
+    gb.setGrad(0, mulTensors(gb, g, others, xt));
     return success();
   };
   t["aten::var.correction"] = [](GradientBuilder &gb) {
@@ -222,6 +303,80 @@ void mlir::ds::rules::addReductionRules(RuleTable &t) {
   };
   t["aten::scatter.src"] = scatterRule(true);
   t["aten::scatter.value"] = scatterRule(false);
+  // scatter_reduce(self, dim, index, src, reduce, include_self) for reduce
+  // sum, mean, amax, amin, as autograd's scatter_reduce_backward: mean
+  // divides by the count that reached each position; amax / amin share the
+  // gradient evenly among the elements equal to the result; without
+  // include_self, self's scattered-into positions get none.
+  t["aten::scatter_reduce.two"] = [](GradientBuilder &gb) -> LogicalResult {
+    std::optional<StringRef> reduce = staticStr(gb.operand(4));
+    auto includeSelf = gb.staticInt(gb.operand(5));
+    if (!reduce || !includeSelf)
+      return gb.op.emitOpError() << "gradient of scatter_reduce needs a "
+                                    "constant reduce and include_self";
+    if (*reduce != "sum" && *reduce != "mean" && *reduce != "amax" &&
+        *reduce != "amin")
+      return gb.op.emitOpError() << "gradient of scatter_reduce with reduce '"
+                                 << *reduce << "' is not supported";
+    Value self = gb.operand(0), dim = gb.operand(1), index = gb.operand(2),
+          src = gb.operand(3);
+    Type selfType = self.getType(), srcType = src.getType();
+    Value g = gb.resultGradOrZeros(0);
+    Value none = gb.none();
+    auto like = [&](StringRef factory, Value v) {
+      return gb.aten(factory, {v, none, none, none, none, none}, v.getType());
+    };
+    auto gather = [&](Value v) {
+      return gb.aten("aten::gather", {v, dim, index, gb.constBool(false)},
+                     srcType);
+    };
+    auto div = [&](Value a, Value b, Type type) {
+      return gb.aten("aten::div.Tensor", {a, b}, type);
+    };
+    Value gradSelf = g, gradSrc;
+    if (*reduce == "sum") {
+      gradSrc = gather(g);
+    } else if (*reduce == "mean") {
+      Value count = gb.aten(
+          "aten::scatter_add",
+          {like(*includeSelf ? "aten::ones_like" : "aten::zeros_like", g), dim,
+           index, like("aten::ones_like", src)},
+          selfType);
+      auto maskType = cast<RankedTensorType>(selfType).clone(gb.b.getI1Type());
+      count = gb.aten("aten::masked_fill.Scalar",
+                      {count,
+                       gb.aten("aten::eq.Scalar", {count, gb.constInt(0)},
+                               maskType),
+                       gb.constFloat(1.0)},
+                      selfType);
+      gradSelf = div(g, count, selfType);
+      gradSrc = div(gather(g), gather(count), srcType);
+    } else {
+      Value result = gb.result(0);
+      Value value = gather(result);
+      auto asFloat = [&](Value a, Value b, Type type) {
+        Value eq = gb.aten(
+            "aten::eq.Tensor", {a, b},
+            cast<RankedTensorType>(type).clone(gb.b.getI1Type()));
+        return castTo(gb, eq, elementOf(self));
+      };
+      Value selfIsResult = asFloat(self, result, selfType);
+      Value srcIsResult = asFloat(src, value, srcType);
+      Value count = gb.aten("aten::scatter_add",
+                            {selfIsResult, dim, index, srcIsResult}, selfType);
+      Value shared = div(g, count, selfType);
+      gradSelf = mulTensors(gb, selfIsResult, shared, selfType);
+      gradSrc = mulTensors(gb, srcIsResult, gather(shared), srcType);
+    }
+    if (!*includeSelf)
+      gradSelf = gb.aten("aten::scatter.value",
+                         {gradSelf, dim, index, gb.constFloat(0.0)}, selfType);
+    if (gb.needsGrad(0))
+      gb.setGrad(0, gradSelf);
+    if (gb.needsGrad(3))
+      gb.setGrad(3, gradSrc);
+    return success();
+  };
   t["aten::scatter_add"] = [](GradientBuilder &gb) {
     Value g = gb.resultGradOrZeros(0);
     if (gb.needsGrad(0))

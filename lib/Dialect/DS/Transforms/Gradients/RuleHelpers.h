@@ -6,6 +6,8 @@
 #include "ds/Dialect/DS/Utils/DTypeInference.h"
 #include "ds/Dialect/DS/Transforms/GradientRules.h"
 
+#include <array>
+
 namespace mlir::ds::detail {
 
 /// ATen's ScalarType code of an element type (as TorchScript passes dtypes);
@@ -74,6 +76,64 @@ inline Value unsqueezeAll(GradientBuilder &gb, Value v, ArrayRef<int64_t> dims) 
 /// `g` reshaped to the shape of `like`.
 inline Value reshapeLike(GradientBuilder &gb, Value g, Value like) {
   return gb.aten("aten::reshape", {g, sizesOf(gb, like)}, like.getType());
+}
+
+/// The string of a ds.constant operand, if it is one.
+inline std::optional<StringRef> staticStr(Value v) {
+  if (auto c = v.getDefiningOp<ConstantOp>())
+    if (auto s = dyn_cast<StringAttr>(c.getValue()))
+      return s.getValue();
+  return std::nullopt;
+}
+
+/// Type of an optional weight/bias operand's gradient: its own type, or
+/// `fallback` when the operand is None (the backward still returns an
+/// undefined tensor in that slot).
+inline Type gradTypeOr(Value operand, Type fallback) {
+  return isa<ds::NoneType>(operand.getType()) ? fallback : operand.getType();
+}
+
+/// Sets the gradients of operands (input, weight, bias) from the three
+/// results of a masked *_backward operator.
+inline void setMaskedGrads(GradientBuilder &gb, ArrayRef<Value> grads,
+                           std::array<unsigned, 3> operands) {
+  for (unsigned i = 0; i < 3; ++i)
+    if (gb.needsGrad(operands[i]))
+      gb.setGrad(operands[i], grads[i]);
+}
+
+/// Output mask for the *_backward operators that take bool[3]: which of
+/// operands a, b, c need a gradient.
+inline Value outputMask(GradientBuilder &gb, unsigned a, unsigned b,
+                        unsigned c) {
+  return gb.boolList({gb.needsGrad(a), gb.needsGrad(b), gb.needsGrad(c)});
+}
+
+/// The element type of the statistics (mean, rstd / invstd) that
+/// native_layer_norm and native_batch_norm return for an input of type
+/// `elem`. The CPU kernels keep them in `cpuElem` (the input's or the
+/// weights' dtype); the CUDA kernels in the input's accumulate type
+/// (at::toAccumulateType(dtype, /*is_cuda=*/true): f32 for f16 and bf16), as
+/// the GPU check's probe confirms on a GPU.
+inline Type statisticsElementType(GradientBuilder &gb, Type elem,
+                                  Type cpuElem) {
+  if (getTargetDevice(gb.op) != TargetDevice::CUDA)
+    return cpuElem;
+  if (elem.isF16() || elem.isBF16())
+    return gb.b.getF32Type();
+  return elem;
+}
+
+/// Refuses the op when a gradient reaches one of its results from `first`
+/// on (statistics, indices, ... that the rule does not differentiate).
+inline LogicalResult refuseResultGrads(GradientBuilder &gb, unsigned first,
+                                       StringRef what) {
+  for (unsigned i = first; i < gb.op.getNumResults(); ++i)
+    if (gb.resultGrad(i))
+      return gb.op.emitOpError()
+             << "gradient through " << what << " (result #" << i
+             << ") is not supported";
+  return success();
 }
 
 } // namespace mlir::ds::detail

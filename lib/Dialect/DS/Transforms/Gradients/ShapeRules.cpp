@@ -511,10 +511,26 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
     if (!pad)
       return gb.op.emitOpError() << "gradient of pad needs constant padding";
     if (gb.op.getOp() == "aten::pad") {
-      auto mode = gb.operand(2).getDefiningOp<ConstantOp>();
-      if (!mode || cast<StringAttr>(mode.getValue()).getValue() != "constant")
+      std::optional<StringRef> mode = staticStr(gb.operand(2));
+      // F.pad(mode="reflect" | "replicate") pads the last pad.size()/2 dims
+      // with reflection_padNd / replication_padNd, whose backward it takes.
+      if (mode && (*mode == "reflect" || *mode == "replicate") &&
+          pad->size() % 2 == 0 && pad->size() >= 2 && pad->size() <= 6) {
+        std::string backward =
+            (Twine("aten::") +
+             (*mode == "reflect" ? "reflection" : "replication") + "_pad" +
+             Twine(pad->size() / 2) + "d_backward")
+                .str();
+        gb.setGrad(0, gb.aten(backward,
+                              {gb.resultGradOrZeros(0), gb.operand(0),
+                               gb.operand(1)},
+                              gb.operand(0).getType()));
+        return success();
+      }
+      if (!mode || *mode != "constant")
         return gb.op.emitOpError()
-               << "gradient of pad supports mode 'constant' only";
+               << "gradient of pad supports modes 'constant', 'reflect' and "
+                  "'replicate' only";
     }
     SmallVector<int64_t> negated;
     for (int64_t p : *pad)
@@ -523,6 +539,116 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
                           {gb.resultGradOrZeros(0), gb.intList(negated),
                            gb.constFloat(0.0)},
                           gb.operand(0).getType()));
+    return success();
+  };
+  t["aten::alias"] = [](GradientBuilder &gb) {
+    gb.setGrad(0, gb.resultGradOrZeros(0));
+    return success();
+  };
+  // diagonal(x, offset, dim1, dim2): the gradient on that diagonal of zeros.
+  t["aten::diagonal"] = [](GradientBuilder &gb) {
+    Value x = gb.operand(0);
+    gb.setGrad(0, gb.aten("aten::diagonal_backward",
+                          {gb.resultGradOrZeros(0), sizesOf(gb, x),
+                           gb.operand(1), gb.operand(2), gb.operand(3)},
+                          x.getType()));
+    return success();
+  };
+  // as_strided(x, size, stride, offset?): result element i reads x's
+  // storage at offset + sum_k i_k * stride_k. On a contiguous x (the rule's
+  // assumption: torch.export's programs take it of fresh tensors) the same
+  // view of arange(numel) names those positions, and the gradient adds each
+  // result element's gradient there (index_add: overlapping windows
+  // accumulate, as autograd's as_strided_backward does).
+  t["aten::as_strided"] = [](GradientBuilder &gb) -> LogicalResult {
+    Value x = gb.operand(0);
+    auto xt = cast<RankedTensorType>(x.getType());
+    auto out = cast<RankedTensorType>(gb.result(0).getType());
+    if (!xt.hasStaticShape() || !out.hasStaticShape())
+      return gb.op.emitOpError()
+             << "gradient of as_strided needs static shapes";
+    int64_t n = xt.getNumElements(), m = out.getNumElements();
+    Type i64 = gb.b.getI64Type();
+    Value positions = gb.aten(
+        "aten::arange",
+        {gb.constInt(n), gb.constInt(scalarTypeCode(i64)), gb.none(),
+         gb.none(), gb.none()},
+        RankedTensorType::get({n}, i64));
+    Value picked = gb.aten("aten::as_strided",
+                           {positions, gb.operand(1), gb.operand(2),
+                            gb.operand(3)},
+                           out.clone(i64));
+    Value flatIndex = gb.aten("aten::reshape", {picked, gb.intList({m})},
+                              RankedTensorType::get({m}, i64));
+    auto flatType = RankedTensorType::get({n}, xt.getElementType());
+    Value flatGrad = gb.aten(
+        "aten::reshape", {gb.resultGradOrZeros(0), gb.intList({m})},
+        RankedTensorType::get({m}, xt.getElementType()));
+    Value zeros = gb.zerosLike(
+        gb.aten("aten::reshape", {x, gb.intList({n})}, flatType));
+    Value summed = gb.aten("aten::index_add",
+                           {zeros, gb.constInt(0), flatIndex, flatGrad,
+                            gb.constInt(1)},
+                           flatType);
+    gb.setGrad(0, reshapeLike(gb, summed, x));
+    return success();
+  };
+  // masked_scatter(self, mask, source): self keeps its gradient where the
+  // mask is false; source element k went to the k-th true position (in
+  // row-major order), so its gradient is g there: position k of each true
+  // element is its running count minus one, and the gradients are added
+  // into a flat source at those positions (false ones add zero).
+  t["aten::masked_scatter"] = [](GradientBuilder &gb) -> LogicalResult {
+    Value self = gb.operand(0), mask = gb.operand(1), src = gb.operand(2);
+    Value g = gb.resultGradOrZeros(0);
+    auto gt = cast<RankedTensorType>(g.getType());
+    auto st = cast<RankedTensorType>(src.getType());
+    if (!gt.hasStaticShape() || !st.hasStaticShape())
+      return gb.op.emitOpError()
+             << "gradient of masked_scatter needs static shapes";
+    Value fullMask = gb.aten("aten::expand",
+                             {mask, gb.intList(gt.getShape()),
+                              gb.constBool(false)},
+                             gt.clone(gb.b.getI1Type()));
+    if (gb.needsGrad(0))
+      gb.setGrad(0, gb.sumToShapeOf(
+                        gb.aten("aten::masked_fill.Scalar",
+                                {g, fullMask, gb.constFloat(0.0)}, gt),
+                        self));
+    if (!gb.needsGrad(2))
+      return success();
+    int64_t m = gt.getNumElements(), n = st.getNumElements();
+    Type i64 = gb.b.getI64Type();
+    auto flatMaskType = RankedTensorType::get({m}, gb.b.getI1Type());
+    auto flatIndexType = RankedTensorType::get({m}, i64);
+    Value flatMask = gb.aten("aten::reshape", {fullMask, gb.intList({m})},
+                             flatMaskType);
+    Value count = gb.aten("aten::cumsum",
+                          {flatMask, gb.constInt(0),
+                           gb.constInt(scalarTypeCode(i64))},
+                          flatIndexType);
+    Value position = gb.aten(
+        "aten::clamp_min",
+        {gb.aten("aten::sub.Scalar",
+                 {count, gb.constInt(1), gb.constInt(1)}, flatIndexType),
+         gb.constInt(0)},
+        flatIndexType);
+    auto flatGradType = RankedTensorType::get({m}, gt.getElementType());
+    Value flatGrad = gb.aten(
+        "aten::masked_fill.Scalar",
+        {gb.aten("aten::reshape", {g, gb.intList({m})}, flatGradType),
+         gb.aten("aten::logical_not", {flatMask}, flatMaskType),
+         gb.constFloat(0.0)},
+        flatGradType);
+    auto flatSrcType = RankedTensorType::get({n}, st.getElementType());
+    Value zeros = gb.zerosLike(
+        gb.aten("aten::reshape", {src, gb.intList({n})}, flatSrcType));
+    Value summed = gb.aten("aten::index_add",
+                           {zeros, gb.constInt(0), position,
+                            castTo(gb, flatGrad, st.getElementType()),
+                            gb.constInt(1)},
+                           flatSrcType);
+    gb.setGrad(2, reshapeLike(gb, summed, src));
     return success();
   };
   t["aten::pad"] = padBack;

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Gradient coverage of PyTorch's core ATen operators: docs/generated/CoreAtenCoverage.md.
+
+  core_aten_coverage.py [--atenops docs/generated/AtenOps.md] > CoreAtenCoverage.md
+  core_aten_coverage.py --check docs/generated/CoreAtenCoverage.md   (ctest: up to date and
+                                                                     complete)
+
+Every overload the installed torch tags `core` (native_functions.yaml's `core` tag: the set
+torch.export's run_decompositions() writes) is looked up in AtenOps.md, which ds-aten-doc
+prints from the registry and the gradient rule table: `rule` (autodiff differentiates it,
+each checked against autograd by the gradient table) or `none needed` cover it. The rest must
+be named in NOT_DIFFERENTIATED below with the reason no first-order rule applies; an operator
+that is neither makes --check fail, as does a reason left for an operator that has since
+gained a rule or left the core set. Run with .venv/bin/python (torch 2.15).
+"""
+
+import argparse
+import os
+import re
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ATENOPS = os.path.join(HERE, "..", "docs", "generated", "AtenOps.md")
+
+BACKWARD = "a backward kernel: first-order autodiff emits it and does not differentiate it"
+# Core operators that take no first-order gradient rule, with the reason.
+NOT_DIFFERENTIATED = {
+    "aten::_fft_r2c": "complex results: not in the registry (ds has no complex dtypes)",
+    "aten::_fft_c2r": "complex inputs: not in the registry (ds has no complex dtypes)",
+    "aten::_local_scalar_dense": "a Python number (Tensor.item()): carries no gradient",
+    "aten::_native_batch_norm_legit":
+        "writes its running statistics in place: not in the registry; torch.export's "
+        "functional programs call _native_batch_norm_legit_functional (rule) instead",
+    "aten::atan2.out": "an out= overload: the registry takes functional forms (atan2: rule)",
+    "aten::empty_strided": "a factory without tensor inputs: not in the registry",
+    "aten::rand": "a random factory without tensor inputs: not in the registry",
+    "aten::randn": "a random factory without tensor inputs: not in the registry",
+    "aten::randperm": "integer results: not in the registry",
+    "aten::sym_numel": "a symbolic size (dynamic-shape exports): not a tensor",
+    "aten::sym_size.int": "a symbolic size (dynamic-shape exports): not a tensor",
+    "aten::sym_storage_offset": "a symbolic size (dynamic-shape exports): not a tensor",
+    "aten::sym_stride.int": "a symbolic size (dynamic-shape exports): not a tensor",
+}
+
+
+def core_overloads():
+    """Qualified names (aten::name[.overload]) of every overload tagged core."""
+    names = set()
+    for opname in dir(torch.ops.aten):
+        try:
+            packet = getattr(torch.ops.aten, opname)
+            overloads = packet.overloads()
+        except Exception:  # attributes of the namespace that are not operators
+            continue
+        for ov in overloads:
+            if torch.Tag.core in getattr(packet, ov).tags:
+                names.add("aten::" + opname + ("" if ov == "default" else "." + ov))
+    return sorted(names)
+
+
+def gradient_column(path):
+    rows = {}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"\| `([^`]+)` \| \d+ \| \d+ \| [^|]* \| (.*) \|$", line.rstrip("\n"))
+            if m:
+                rows[m.group(1)] = m.group(2)
+    return rows
+
+
+def is_backward(name):
+    return name.split("::")[1].split(".")[0].endswith("_backward")
+
+
+def classify(core, gradients, exclusions):
+    """(rows, problems): rows (operator, status) for the table; problems for --check."""
+    rows, problems = [], []
+    for name in core:
+        status = gradients.get(name)
+        if status == "rule":
+            rows.append((name, "rule"))
+        elif status is not None and status.startswith("none needed"):
+            rows.append((name, "none needed"))
+        elif is_backward(name):
+            rows.append((name, "not differentiated: " + BACKWARD))
+        elif name in exclusions:
+            rows.append((name, "not differentiated: " + exclusions[name]))
+        else:
+            where = "in the registry, no rule" if status is not None else "not in the registry"
+            problems.append(f"{name}: {where}, and no reason in NOT_DIFFERENTIATED")
+            rows.append((name, "MISSING"))
+    for name, reason in exclusions.items():
+        if name not in core:
+            problems.append(f"{name}: in NOT_DIFFERENTIATED but not a core operator of torch "
+                            f"{torch.__version__}")
+        elif gradients.get(name) == "rule":
+            problems.append(f"{name}: in NOT_DIFFERENTIATED but it has a rule now")
+    return rows, problems
+
+
+def render(rows):
+    counts = {}
+    for _, status in rows:
+        key = status.split(":")[0]
+        counts[key] = counts.get(key, 0) + 1
+    out = ["<!-- Generated by utils/core_aten_coverage.py from torch's `core` tags and "
+           "AtenOps.md; do not edit. -->", "",
+           "# Gradients of core ATen", "",
+           f"The {len(rows)} overloads torch {torch.__version__.split('+')[0]} tags `core` "
+           "(the operator set of torch.export after `run_decompositions()`), and what "
+           "`-ds-autodiff` does with each: **rule** (a gradient rule, checked against "
+           "autograd in f32 and f64 by the gradient table, `test/oracle/grad_table.py`), "
+           "**none needed** (its results carry no gradient), or **not differentiated** with "
+           "the reason. The test `docs-core-aten-coverage` fails when an operator is in none "
+           "of these, or this page is stale.", "",
+           "Totals: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ".", "",
+           "| operator | gradient |", "|---|---|"]
+    out += [f"| `{name}` | {status} |" for name, status in rows]
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--atenops", default=ATENOPS)
+    ap.add_argument("--check", metavar="FILE", help="fail unless FILE is this output and "
+                    "every core operator is covered")
+    ap.add_argument("--self-test", action="store_true",
+                    help="the check must fail on a registry with one rule removed")
+    args = ap.parse_args(argv)
+    core = core_overloads()
+    gradients = gradient_column(args.atenops)
+    if not gradients:
+        print(f"{args.atenops}: no operator rows", file=sys.stderr)
+        return 1
+    if args.self_test:
+        broken = dict(gradients)
+        victim = next(n for n in core if broken.get(n) == "rule")
+        broken[victim] = "-"
+        _, problems = classify(core, broken, NOT_DIFFERENTIATED)
+        if not any(p.startswith(victim + ":") for p in problems):
+            print(f"self-test: removing {victim}'s rule went unnoticed", file=sys.stderr)
+            return 1
+        print(f"self-test: removing {victim}'s rule is caught")
+        return 0
+    rows, problems = classify(core, gradients, NOT_DIFFERENTIATED)
+    text = render(rows)
+    if not args.check:
+        sys.stdout.write(text)
+        return 1 if problems else 0
+    for p in problems:
+        print(p, file=sys.stderr)
+    try:
+        with open(args.check) as f:
+            stale = f.read() != text
+    except OSError as e:
+        print(f"{args.check}: {e.strerror}", file=sys.stderr)
+        return 1
+    if stale:
+        print(f"{args.check} is stale: regenerate with `.venv/bin/python "
+              f"utils/core_aten_coverage.py > {args.check}`", file=sys.stderr)
+    if problems or stale:
+        return 1
+    print(f"{len(core)} core operators covered")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
