@@ -689,7 +689,8 @@ LogicalResult mlir::ds::import::importForward(
     OpBuilder &builder, const torch::jit::Module &model,
     const StateTable &state, StringRef funcName, bool training,
     const std::vector<ExampleInput> &inputs, const std::string &modelPath,
-    const std::string &method, const NodeModules *nodeModules) {
+    const std::string &method, const NodeModules *nodeModules,
+    bool growExamples) {
   MLIRContext *ctx = builder.getContext();
   const torch::jit::Module &module = model;
   // The importer inlines calls, propagates constants and folds branches as
@@ -709,6 +710,6 @@ LogicalResult mlir::ds::import::importForward(
   }
   OpBuilder::InsertionGuard guard(builder);
   GraphImporter importer(builder, module, state, training, modelPath,
-                         nodeModules);
+                         nodeModules, growExamples);
   return importer.run(*graph, func, inputs);
 }

@@ -24,9 +24,11 @@ public:
   GraphImporter(OpBuilder &builder, const torch::jit::Module &model,
                 const StateTable &state, bool training,
                 const std::string &modelPath,
-                const NodeModules *nodeModules = nullptr)
+                const NodeModules *nodeModules = nullptr,
+                bool growExamples = true)
       : builder(builder), ctx(builder.getContext()), model(model), state(state),
         training(training), modelPath(modelPath), nodeModules(nodeModules),
+        growExamples(growExamples),
         unknownLoc(FileLineColLoc::get(ctx, modelPath, 0, 0)) {}
 
   LogicalResult run(torch::jit::Graph &graph, func::FuncOp func,
@@ -132,6 +134,8 @@ private:
   bool training;
   std::string modelPath;
   const NodeModules *nodeModules;
+  /// ImportOptions::growExamples.
+  bool growExamples;
   Location unknownLoc;
   std::vector<Scope> scopes;
   /// Walking a branch the example does not take: ops may fail on examples.

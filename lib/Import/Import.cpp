@@ -179,7 +179,8 @@ mlir::ds::importModel(MLIRContext *context, const ImportOptions &options) {
   try {
     if (options.importTrain &&
         failed(importForward(builder, model, state, "forward", true, inputs,
-                             options.modelPath, "forward", nodeModules)))
+                             options.modelPath, "forward", nodeModules,
+                             options.growExamples)))
       return nullptr;
     builder.setInsertionPointToEnd(module->getBody());
     // A program exported once holds one mode's graph; its eval twin is made
@@ -188,7 +189,7 @@ mlir::ds::importModel(MLIRContext *context, const ImportOptions &options) {
         failed(importForward(builder, model, state, "forward_eval", false,
                              inputs, options.modelPath,
                              nodeModules ? "forward_eval" : "forward",
-                             nodeModules)))
+                             nodeModules, options.growExamples)))
       return nullptr;
   } catch (const c10::Error &e) {
     emitError(fileLoc) << "import failed: " << e.what_without_backtrace();

@@ -201,7 +201,8 @@ LogicalResult importForward(OpBuilder &builder, const torch::jit::Module &model,
                             const std::vector<ExampleInput> &inputs,
                             const std::string &modelPath,
                             const std::string &method = "forward",
-                            const NodeModules *nodeModules = nullptr);
+                            const NodeModules *nodeModules = nullptr,
+                            bool growExamples = true);
 
 //===- ShapeEvaluation.cpp ------------------------------------------------===//
 

@@ -124,6 +124,99 @@ private:
 } // namespace mlir::ds::import
 
 //===----------------------------------------------------------------------===//
+// Which dims vary: the op run again on grown examples
+//===----------------------------------------------------------------------===//
+
+/// A size the examples had, grown: v -> 2v + 2. Applied to every dynamic dim
+/// and every dynamic int alike, so that sizes that agreed still agree
+/// (n + c -> 2(n + c) + 2 either way; n * k too), and by more than any
+/// stride: a dim that depends on a size changes (floor((2H + 2 - k) / s)
+/// differs from floor((H - k) / s) for any s <= H + 2).
+static int64_t grownSize(int64_t v) { return 2 * v + 2; }
+
+/// `t` with dim `d` grown to grownSize: t twice, then its first slice twice
+/// (values the tensor already holds: indices stay in range); zeros where it
+/// was empty.
+static at::Tensor grownAlong(const at::Tensor &t, int64_t d) {
+  int64_t size = t.size(d);
+  if (size == 0) {
+    std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+    shape[d] = grownSize(0);
+    return at::zeros(shape, t.options());
+  }
+  at::Tensor first = t.narrow(d, 0, 1);
+  return at::cat({t, t, first, first}, d);
+}
+
+/// The example of `a` with every tensor's values replaced: all false / zero
+/// (`high` false), or all true / 1, 2, 3, ... (`high`: nothing zero, no two
+/// equal), for the operators whose result sizes depend on the data (a mask's
+/// count, nonzero, unique).
+static Abstract refilledAbstract(const Abstract &a, bool high) {
+  Abstract g = a;
+  if (a.kind == Abstract::Kind::Tuple || a.kind == Abstract::Kind::List) {
+    for (Abstract &e : g.elements)
+      e = refilledAbstract(e, high);
+    return g;
+  }
+  if (!a.example.isTensor() || !a.example.toTensor().defined())
+    return g;
+  const at::Tensor &t = a.example.toTensor();
+  at::Tensor filled;
+  if (!high)
+    filled = at::zeros_like(t);
+  else if (t.scalar_type() == at::kBool)
+    filled = at::ones_like(t);
+  else
+    filled = at::arange(1, t.numel() + 1, t.options()).reshape(t.sizes());
+  g.example = filled;
+  return g;
+}
+
+/// The example of `a` with its dynamic dims and dynamic ints grown; false
+/// in `ok` where it cannot be (a dynamic value without an example, or one
+/// that is neither a tensor nor ints).
+static Abstract grownAbstract(const Abstract &a, bool &ok) {
+  Abstract g = a;
+  switch (a.kind) {
+  case Abstract::Kind::Static:
+  case Abstract::Kind::Module:
+    return g;
+  case Abstract::Kind::Tuple:
+  case Abstract::Kind::List:
+    for (Abstract &e : g.elements)
+      e = grownAbstract(e, ok);
+    return g;
+  case Abstract::Kind::Dynamic:
+    break;
+  }
+  if (a.example.isTensor()) {
+    at::Tensor t = a.example.toTensor();
+    if (!t.defined()) {
+      ok = false;
+      return g;
+    }
+    for (int64_t d = 0; d < t.dim() && d < (int64_t)a.dynamicDims.size(); ++d)
+      if (a.dynamicDims[d])
+        t = grownAlong(t, d);
+    g.example = t;
+  } else if (a.example.isInt()) {
+    g.example = grownSize(a.example.toInt());
+  } else if (a.example.isIntList()) {
+    // A list computed as a whole (`[len(x)]`, `x.shape`): every element.
+    std::vector<int64_t> sizes = a.example.toIntVector();
+    for (int64_t &v : sizes)
+      v = grownSize(v);
+    g.example = c10::IValue(sizes);
+  } else {
+    // A computed float or bool (a scale factor, a flag) might decide a size
+    // in a way growing the others does not show: the rules decide.
+    ok = false;
+  }
+  return g;
+}
+
+//===----------------------------------------------------------------------===//
 // Dispatch
 //===----------------------------------------------------------------------===//
 
@@ -259,18 +352,79 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
                     llvm::is_contained(e.dynamicDims, true);
            });
   });
-  auto dynamicDimsFor = [&](const at::Tensor &t) {
+  // Which result dims vary, where inputs vary: the op runs again on the
+  // examples with every dynamic dim and dynamic int grown (grownSize); a
+  // result dim that kept its size does not depend on them. Where that run
+  // fails (sizes the growth made disagree, an index it pushed out of range)
+  // the rules below decide. Random operators are not run twice (the
+  // generator's state).
+  bool dataDependent = dataDependentShapeOps().contains(schema->name()) ||
+                       isMaskSelection(*schema, args);
+  // For those, which result dims the data decides: the op runs on every
+  // tensor argument all false / zero and all true / 1, 2, 3, ...; the dims
+  // that differ (the count of a mask, of nonzeros, of unique values).
+  std::vector<c10::IValue> grownOuts, lowOuts, highOuts;
+  bool grown = false, refilled = false;
+  std::string ignored;
+  // Backward kernels (`*_backward`, `*_backward_data`) trust their callers'
+  // shapes: grown arguments that no longer agree would make them write out
+  // of bounds, so they are never run grown.
+  bool backwardKernel = StringRef(schema->name()).contains("_backward");
+  if (growExamples && ran && (dynamicInputs || dynamicListElement) &&
+      info.effect != AtenEffect::Random && !backwardKernel) {
+    bool ok = true;
+    SmallVector<Abstract> grownArgs;
+    for (const Abstract &a : args)
+      grownArgs.push_back(grownAbstract(a, ok));
+    grown = ok && runOnExamples(node, grownArgs, grownOuts, ignored) &&
+            grownOuts.size() == outs.size();
+  }
+  if (growExamples && ran && dataDependent) {
+    SmallVector<Abstract> low, high;
+    for (const Abstract &a : args) {
+      low.push_back(refilledAbstract(a, false));
+      high.push_back(refilledAbstract(a, true));
+    }
+    refilled = runOnExamples(node, low, lowOuts, ignored) &&
+               runOnExamples(node, high, highOuts, ignored) &&
+               lowOuts.size() == outs.size() && highOuts.size() == outs.size();
+  }
+  // Whether `b`'s sizes differ from `a`'s in dim d, per dim; nullopt where
+  // they are not comparable tensors.
+  auto moved = [](const at::Tensor &a, const c10::IValue &b)
+      -> std::optional<std::vector<bool>> {
+    if (!b.isTensor() || !b.toTensor().defined() || b.toTensor().dim() != a.dim())
+      return std::nullopt;
+    std::vector<bool> dims(a.dim());
+    for (int64_t d = 0; d < a.dim(); ++d)
+      dims[d] = b.toTensor().size(d) != a.size(d);
+    return dims;
+  };
+  auto dynamicDimsFor = [&](const at::Tensor &t, const c10::IValue &after,
+                            const c10::IValue &low, const c10::IValue &high) {
     std::vector<bool> dims(t.dim(), false);
-    if (dataDependentShapeOps().contains(schema->name()) ||
-        isMaskSelection(*schema, args)) {
+    std::optional<std::vector<bool>> bySize = moved(t, after);
+    bool sizesStatic = !dynamicInputs && !dynamicListElement;
+    if (dataDependent) {
+      std::optional<std::vector<bool>> byData;
+      if (low.isTensor())
+        byData = moved(low.toTensor(), high);
+      if (byData && (sizesStatic || bySize)) {
+        dims = *byData;
+        for (int64_t d = 0; bySize && d < t.dim(); ++d)
+          dims[d] = dims[d] || (*bySize)[d];
+        return dims;
+      }
       if (schema->name() == "aten::nonzero" && t.dim() == 2)
         dims[0] = true;
       else
         dims.assign(t.dim(), true);
       return dims;
     }
-    if (!dynamicInputs && !dynamicListElement)
+    if (sizesStatic)
       return dims;
+    if (bySize)
+      return *bySize;
     // Operators whose result is shaped like `self` (scatters into it; the
     // in-place forms too): `self`'s dynamic dims, none for a self of static
     // shape (a `zeros((B * T, D))` a mixture of experts adds into).
@@ -323,8 +477,16 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
   SmallVector<Type> resultTypes;
   SmallVector<std::vector<bool>> resultDyn;
   if (unpackList) {
-    for (const c10::IValue &t : outs[0].toListRef()) {
-      resultDyn.push_back(dynamicDimsFor(t.toTensor()));
+    // The grown run's list, where it has as many tensors (broadcast_tensors
+    // of a dynamic element: one per element either way).
+    std::optional<c10::ArrayRef<c10::IValue>> grownItems;
+    if (grown && grownOuts[0].isTensorList() &&
+        grownOuts[0].toListRef().size() == outs[0].toListRef().size())
+      grownItems = grownOuts[0].toListRef();
+    for (auto [i, t] : llvm::enumerate(outs[0].toListRef())) {
+      resultDyn.push_back(dynamicDimsFor(
+          t.toTensor(), grownItems ? (*grownItems)[i] : c10::IValue(),
+          c10::IValue(), c10::IValue()));
       resultTypes.push_back(tensorTypeOf(ctx, t.toTensor(), resultDyn.back()));
     }
   } else {
@@ -332,7 +494,10 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
       c10::IValue ex = ran ? outs[i] : c10::IValue();
       std::vector<bool> dyn;
       if (ex.isTensor())
-        dyn = dynamicDimsFor(ex.toTensor());
+        dyn = dynamicDimsFor(ex.toTensor(),
+                             grown ? grownOuts[i] : c10::IValue(),
+                             refilled ? lowOuts[i] : c10::IValue(),
+                             refilled ? highOuts[i] : c10::IValue());
       Type type = typeOfExample(ex, dyn, node->outputs()[i]->type());
       // In a branch the example does not take, the op may not run on the
       // examples; a scatter into `self` still has self's type.
@@ -465,7 +630,9 @@ LogicalResult GraphImporter::evaluateStatic(jit::Node *node) {
     bind(out, Abstract::makeStatic(v));
   // An argument the operator writes (`aten::append(t[](a!) self, ...)`, in a
   // loop that builds a list) takes the value of the result that aliases it:
-  // the examples ran on copies.
+  // the examples ran on copies (a list's example is built afresh from its
+  // elements). A list stays a list of static elements, which a later append
+  // of a computed value extends.
   if (const c10::FunctionSchema *schema = node->maybeSchema()) {
     const auto &params = schema->arguments();
     const auto &returns = schema->returns();
@@ -475,8 +642,17 @@ LogicalResult GraphImporter::evaluateStatic(jit::Node *node) {
         continue;
       for (size_t r = 0; r < returns.size() && r < outs.size(); ++r)
         if (const c10::AliasInfo *result = returns[r].alias_info();
-            result && result->beforeSets() == written->beforeSets())
-          rebind(node->input(i), Abstract::makeStatic(outs[r]));
+            result && result->beforeSets() == written->beforeSets()) {
+          Abstract value = Abstract::makeStatic(outs[r]);
+          if (outs[r].isList() && lookup(node->input(i)).kind ==
+                                      Abstract::Kind::List) {
+            value = lookup(node->input(i));
+            value.elements.clear();
+            for (const c10::IValue &e : outs[r].toListRef())
+              value.elements.push_back(Abstract::makeStatic(e));
+          }
+          rebind(node->input(i), std::move(value));
+        }
     }
   }
   return success();

@@ -158,6 +158,72 @@ jit::SourceRange sourceRangeOf(const std::string &trace) {
   return jit::SourceRange(source, 0, code.size());
 }
 
+/// The symbol names an argument reads (SymInt / SymFloat / SymBool names).
+std::vector<std::string> symbolsOf(const ex::Argument &arg) {
+  using Tag = ex::Argument::Tag;
+  std::vector<std::string> names;
+  switch (arg.tag()) {
+  case Tag::AS_SYM_INT:
+    if (arg.get_as_sym_int().tag() == ex::SymIntArgument::Tag::AS_NAME)
+      names.push_back(arg.get_as_sym_int().get_as_name());
+    break;
+  case Tag::AS_SYM_INTS:
+    for (const auto &s : arg.get_as_sym_ints())
+      if (s.tag() == ex::SymIntArgument::Tag::AS_NAME)
+        names.push_back(s.get_as_name());
+    break;
+  case Tag::AS_SYM_FLOAT:
+    if (arg.get_as_sym_float().tag() == ex::SymFloatArgument::Tag::AS_NAME)
+      names.push_back(arg.get_as_sym_float().get_as_name());
+    break;
+  case Tag::AS_SYM_BOOL:
+    if (arg.get_as_sym_bool().tag() == ex::SymBoolArgument::Tag::AS_NAME)
+      names.push_back(arg.get_as_sym_bool().get_as_name());
+    break;
+  default:
+    break;
+  }
+  return names;
+}
+
+/// Whether a node's results are all symbols (no tensor); a node without
+/// results counts when it is one of export's checks on symbols.
+bool onlySymbolicResults(const ex::Node &node) {
+  using Tag = ex::Argument::Tag;
+  if (node.get_outputs().empty())
+    return node.get_target().rfind("torch.ops.aten.sym_constrain_range", 0) ==
+               0 ||
+           node.get_target().rfind("torch.ops.aten._assert_", 0) == 0;
+  for (const ex::Argument &o : node.get_outputs())
+    if (o.tag() != Tag::AS_SYM_INT && o.tag() != Tag::AS_SYM_FLOAT &&
+        o.tag() != Tag::AS_SYM_BOOL)
+      return false;
+  return true;
+}
+
+/// The ATen operator of a Python operator on symbols (`_operator.le`), with
+/// its result type.
+std::optional<std::pair<std::string, c10::TypePtr>>
+atenOfSymbolicOperator(const std::string &target) {
+  static const std::map<std::string, std::pair<std::string, bool>> ops = {
+      {"_operator.add", {"aten::add", false}},
+      {"_operator.sub", {"aten::sub", false}},
+      {"_operator.mul", {"aten::mul", false}},
+      {"_operator.floordiv", {"aten::floordiv", false}},
+      {"_operator.le", {"aten::le", true}},
+      {"_operator.lt", {"aten::lt", true}},
+      {"_operator.ge", {"aten::ge", true}},
+      {"_operator.gt", {"aten::gt", true}},
+      {"_operator.eq", {"aten::eq", true}},
+      {"_operator.ne", {"aten::ne", true}}};
+  auto it = ops.find(target);
+  if (it == ops.end())
+    return std::nullopt;
+  return std::make_pair(it->second.first,
+                        it->second.second ? c10::TypePtr(c10::BoolType::get())
+                                          : c10::TypePtr(c10::IntType::get()));
+}
+
 class ProgramBuilder {
 public:
   ProgramBuilder(const ex::ExportedProgram &program,
@@ -208,6 +274,18 @@ private:
   // the running statistics they return are the ones they were given, so
   // writing them back (BUFFER_MUTATION) is left out.
   std::set<std::string> unchangedInEval;
+  /// Named SymInt / SymFloat / SymBool values (`u0 = x.item()`, `sym_size`,
+  /// `u0 <= 6`) -> their values in the graph.
+  std::map<std::string, JitValue *> symbols;
+  /// The symbols some imported node reads (neededSymbols): a node whose
+  /// results are symbols nothing reads (a check of `x.item()` that export
+  /// turned into `_assert_scalar`) is left out.
+  std::set<std::string> readSymbols;
+  void collectReadSymbols(const ex::Graph &from);
+  bool isDeadSymbolic(const ex::Node &node) const;
+  JitValue *symbolNamed(const std::string &name, const std::string &where);
+  bool importSymbolicOperator(const ex::Node &node, const jit::SourceRange &range,
+                              const std::string &where);
   /// The modules of the torch.cond nodes being imported: torch 2.15 records
   /// no nn_module_stack in branch graphs, whose calls are then the module's
   /// that called torch.cond.
@@ -384,21 +462,34 @@ jit::Value *ProgramBuilder::argumentValue(const ex::Argument &arg,
     return number(c10::Scalar(arg.get_as_bool()));
   case Tag::AS_SYM_INT:
     if (arg.get_as_sym_int().tag() != ex::SymIntArgument::Tag::AS_INT)
-      fail(where + ": a symbolic size ('" +
-           arg.get_as_sym_int().get_as_name() +
-           "'): export with static shapes");
+      return symbolNamed(arg.get_as_sym_int().get_as_name(), where);
     return number(c10::Scalar(arg.get_as_sym_int().get_as_int()));
+  case Tag::AS_SYM_FLOAT:
+    if (arg.get_as_sym_float().tag() != ex::SymFloatArgument::Tag::AS_FLOAT)
+      return symbolNamed(arg.get_as_sym_float().get_as_name(), where);
+    return number(c10::Scalar(arg.get_as_sym_float().get_as_float().get()));
+  case Tag::AS_SYM_BOOL:
+    if (arg.get_as_sym_bool().tag() != ex::SymBoolArgument::Tag::AS_BOOL)
+      return symbolNamed(arg.get_as_sym_bool().get_as_name(), where);
+    return number(c10::Scalar(arg.get_as_sym_bool().get_as_bool()));
   case Tag::AS_INTS:
     return constant(c10::IValue(arg.get_as_ints()));
   case Tag::AS_SYM_INTS: {
     std::vector<int64_t> ints;
+    std::vector<JitValue *> items;
+    bool named = false;
     for (const auto &s : arg.get_as_sym_ints()) {
-      if (s.tag() != ex::SymIntArgument::Tag::AS_INT)
-        fail(where + ": a symbolic size ('" + s.get_as_name() +
-             "'): export with static shapes");
-      ints.push_back(s.get_as_int());
+      if (s.tag() == ex::SymIntArgument::Tag::AS_INT) {
+        ints.push_back(s.get_as_int());
+        items.push_back(constant(c10::IValue(s.get_as_int())));
+      } else {
+        named = true;
+        items.push_back(symbolNamed(s.get_as_name(), where));
+      }
     }
-    return constant(c10::IValue(ints));
+    if (!named)
+      return constant(c10::IValue(ints));
+    return g->insertNode(g->createList(c10::IntType::get(), items))->output();
   }
   case Tag::AS_FLOATS: {
     std::vector<double> floats;
@@ -616,6 +707,65 @@ void ProgramBuilder::importSetGradEnabled(const ex::Node &node, bool eval,
   }
 }
 
+void ProgramBuilder::collectReadSymbols(const ex::Graph &from) {
+  // Backwards, so that a symbol only a dead node reads is not read.
+  const auto &nodes = from.get_nodes();
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    if (it->get_target().rfind("torch.ops.aten._assert_", 0) == 0 ||
+        isDeadSymbolic(*it))
+      continue;
+    for (const auto &named : it->get_inputs()) {
+      if (named.get_arg().tag() == ex::Argument::Tag::AS_GRAPH)
+        collectReadSymbols(*named.get_arg().get_as_graph().get_graph());
+      for (std::string &name : symbolsOf(named.get_arg()))
+        readSymbols.insert(std::move(name));
+    }
+  }
+}
+
+bool ProgramBuilder::isDeadSymbolic(const ex::Node &node) const {
+  if (!onlySymbolicResults(node))
+    return false;
+  for (const ex::Argument &o : node.get_outputs())
+    for (const std::string &name : symbolsOf(o))
+      if (readSymbols.count(name))
+        return false;
+  return true;
+}
+
+ProgramBuilder::JitValue *
+ProgramBuilder::symbolNamed(const std::string &name, const std::string &where) {
+  auto it = symbols.find(name);
+  if (it == symbols.end())
+    fail(where + ": a symbolic size ('" + name +
+         "') that no node of the program computes: export with static shapes");
+  return it->second;
+}
+
+bool ProgramBuilder::importSymbolicOperator(const ex::Node &node,
+                                            const jit::SourceRange &range,
+                                            const std::string &where) {
+  auto aten = atenOfSymbolicOperator(node.get_target());
+  if (!aten)
+    return false;
+  if (node.get_outputs().size() != 1)
+    fail(where + ": a Python operator with " +
+         std::to_string(node.get_outputs().size()) + " results");
+  std::vector<JitValue *> inputs;
+  c10::Argument formal("a", c10::IntType::get());
+  for (const auto &named : node.get_inputs())
+    inputs.push_back(argumentValue(named.get_arg(), formal, where));
+  jit::Node *n = g->insertNode(
+      g->create(c10::Symbol::fromQualString(aten->first), inputs, 1));
+  n->setSourceRange(range);
+  n->output()->setType(aten->second);
+  if (!n->maybeSchema())
+    fail(where + ": no " + aten->first + " overload takes these operands");
+  for (const std::string &name : symbolsOf(node.get_outputs()[0]))
+    symbols[name] = n->output();
+  return true;
+}
+
 void ProgramBuilder::importNode(const ex::Node &node, bool eval) {
   const auto &meta = node.get_metadata();
   auto metaOf = [&](const char *key) {
@@ -629,7 +779,10 @@ void ProgramBuilder::importNode(const ex::Node &node, bool eval) {
              std::to_string(std::get<1>(*flc));
   // Export's own checks of what the trace assumed (dtype, sizes): the
   // import specialises on the examples, which make them hold.
-  if (node.get_target().rfind("torch.ops.aten._assert_", 0) == 0)
+  if (node.get_target().rfind("torch.ops.aten._assert_", 0) == 0 ||
+      isDeadSymbolic(node))
+    return;
+  if (importSymbolicOperator(node, range, where))
     return;
   if (node.get_target() == "torch.ops.higher_order.cond")
     return importCond(node, eval, range, where);
@@ -765,6 +918,33 @@ void ProgramBuilder::importNode(const ex::Node &node, bool eval) {
           g->insertNode(g->createListUnpack(n->output(i), names.size()));
       for (size_t k = 0; k < names.size(); ++k)
         values[names[k].get_name()] = unpack->output(k);
+    } else if (o.tag() == Tag::AS_SYM_INT || o.tag() == Tag::AS_SYM_FLOAT ||
+               o.tag() == Tag::AS_SYM_BOOL) {
+      // `x.item()` returns a Scalar; the symbol is the int, float or bool.
+      JitValue *v = n->output(i);
+      if (v->type()->kind() == c10::TypeKind::NumberType) {
+        const char *cast = o.tag() == Tag::AS_SYM_FLOAT ? "aten::Float"
+                                                          : "aten::Int";
+        jit::Node *c = g->insertNode(
+            g->create(c10::Symbol::fromQualString(cast), {v}, 1));
+        c->setSourceRange(range);
+        c->output()->setType(o.tag() == Tag::AS_SYM_FLOAT
+                                 ? c10::TypePtr(c10::FloatType::get())
+                                 : c10::TypePtr(c10::IntType::get()));
+        v = c->output();
+        if (o.tag() == Tag::AS_SYM_BOOL) {
+          jit::Node *b = g->insertNode(g->create(
+              c10::Symbol::fromQualString("aten::Bool"), {v}, 1));
+          b->setSourceRange(range);
+          b->output()->setType(c10::BoolType::get());
+          v = b->output();
+        }
+      }
+      const std::string &name =
+          o.tag() == Tag::AS_SYM_INT     ? o.get_as_sym_int().get_as_name()
+          : o.tag() == Tag::AS_SYM_FLOAT ? o.get_as_sym_float().get_as_name()
+                                         : o.get_as_sym_bool().get_as_name();
+      symbols[name] = v;
     } else if (o.tag() != Tag::AS_NONE) {
       fail(where + ": result #" + std::to_string(i) +
            " is not a tensor (tag " + std::to_string(static_cast<int>(o.tag())) +
@@ -843,6 +1023,8 @@ void ProgramBuilder::buildMethod(jit::Module &root, const std::string &name,
     return it->second;
   };
   values.clear();
+  symbols.clear();
+  readSymbols.clear();
   attrValues.clear();
   out.inputNames.clear();
   out.inputShapes.clear();
@@ -896,6 +1078,7 @@ void ProgramBuilder::buildMethod(jit::Module &root, const std::string &name,
     }
   }
 
+  collectReadSymbols(graph());
   for (const ex::Node &node : graph().get_nodes())
     importNode(node, eval);
 

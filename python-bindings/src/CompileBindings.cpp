@@ -13,7 +13,12 @@
 #include "PyPlan.h"
 
 #include "ds/Compiler/Compile.h"
+#include "ds/Import/Import.h"
 #include "ds/Plan/PlanFormat.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <pybind11/stl.h>
 
@@ -64,9 +69,51 @@ PyPlan compilePlan(const std::string &modelPath, const std::string &configPath,
                 std::move(result->irAfterPass), std::move(result->warnings)};
 }
 
+/// The imported IR of a model (no passes), as text: what `ds-import` prints.
+/// `grow_examples` false types dynamic dims by the per-operator rules alone
+/// (ImportOptions::growExamples), for the check that compares the two.
+std::string importIR(const std::string &modelPath,
+                     const std::string &exampleInputsPath,
+                     const std::vector<std::string> &unbatched,
+                     bool growExamples) {
+  mlir::MLIRContext context;
+  context.printOpOnDiagnostic(false);
+  std::string diagnostics;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    llvm::raw_string_ostream os(diagnostics);
+    os << d.getLocation() << ": " << d << "\n";
+    return mlir::success();
+  });
+  mlir::ds::ImportOptions options;
+  options.modelPath = modelPath;
+  options.exampleInputsPath = exampleInputsPath;
+  options.unbatched = unbatched;
+  options.growExamples = growExamples;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  {
+    py::gil_scoped_release release;
+    try {
+      module = mlir::ds::importModel(&context, options);
+    } catch (const std::exception &e) {
+      throw CompileFailure(std::string("internal error while importing: ") +
+                           e.what());
+    }
+  }
+  if (!module)
+    throw CompileFailure(diagnostics.empty() ? "import failed" : diagnostics);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os);
+  return text;
+}
+
 } // namespace
 
 void bindCompile(py::module_ &m) {
+  m.def("import_ir", &importIR, py::arg("model_path"),
+        py::arg("example_inputs_path"),
+        py::arg("unbatched") = std::vector<std::string>(),
+        py::arg("grow_examples") = true);
   m.def("compile", &compilePlan, py::arg("model_path"), py::arg("config_path"),
         py::arg("config_json"), py::arg("config_base_dir"),
         py::arg("config_source_name"), py::arg("example_inputs_path"),

@@ -9,9 +9,10 @@ Each seed generates one module (as NNSmith does for other compilers, ASPLOS 2023
 program of 3 to 9 steps over a pool of tensors, drawn from op families with valid shapes
 (elementwise ops with broadcasting, matmuls with a weight, normalisations, reductions, views,
 in-place ops on a copy, a `torch.no_grad()` region, a data-dependent branch, concatenation,
-indexing), ending in a scalar loss that mixes the values with fixed random weights. The module
-is scripted (TorchScript) and, for every third seed, traced; dsopt.compile builds its training
-step; one forward and backward runs in process through dsopt.Engine. The loss and every
+indexing, rows chosen by the data: a dim of data-dependent size), ending in a scalar loss that mixes the values with fixed random weights. The module
+is scripted (TorchScript) and, for every third seed, traced; every fourth trains as two engines
+(its parameters split between submodules e0 and e1, e1 frozen in half of them: no optimizer,
+no gradients, activations flow through); dsopt.compile builds its training step; one forward and backward runs in process through dsopt.Engine. The loss and every
 parameter's gradient must equal eager autograd's within 1e-4 relative (+ 1e-5 absolute); a
 compile error is a failure as well, unless the generator marked the module as expected to be
 refused. A failing module is reduced (steps removed one at a time while it still fails) and,
@@ -21,6 +22,7 @@ Seeded and reproducible: the same seed is the same module.
 
 import argparse
 import importlib.util
+import json
 import os
 import random
 import re
@@ -45,6 +47,12 @@ class Program:
         self.pool = [("x", 6)]
         self.counter = 0
         self.traced = seed % 3 == 2
+        # Every fourth module trains as two engines (its parameters split between the
+        # submodules e0 and e1), half of those with e1 frozen; drawn apart from the program.
+        pick = random.Random(seed * 7919 + 1)
+        self.engines = seed % 4 == 1
+        self.frozen = self.engines and pick.random() < 0.5
+        self.engine_pick = pick
 
     def fresh(self):
         self.counter += 1
@@ -209,8 +217,48 @@ class Program:
         lines.append("%s = %s + %s" % (out, v, early))
         self.add(lines, w, out)
 
+    def data_size(self):
+        """Rows chosen by the data (a mask, nonzero, where): a dim of data-dependent size,
+        carried through ops and reduced back to [ROWS, w] (empty selections included)."""
+        a, w = self.pick()
+        v, sel = self.fresh(), self.fresh()
+        col = self.rng.randrange(w)
+        kind = self.rng.choice(["mask_rows", "nonzero", "where", "masked_select",
+                                "linear", "layer_norm", "cat_rows"])
+        if kind == "mask_rows":
+            lines = ["%s = %s[%s[:, %d] > 0]" % (sel, a, a, col),
+                     "%s = %s + torch.tanh(%s).sum(0, keepdim=True) * %s"
+                     % (v, a, sel, self.param(w))]
+        elif kind == "nonzero":
+            lines = ["%s = %s.index_select(0, torch.nonzero(%s[:, %d] > 0.2).squeeze(1))"
+                     % (sel, a, a, col),
+                     "%s = %s * torch.sigmoid(%s.sum(0, keepdim=True))" % (v, a, sel)]
+        elif kind == "where":
+            lines = ["%s = %s[torch.where(%s[:, %d] < 0)[0]]" % (sel, a, a, col),
+                     "%s = %s + (%s * %s).sum(0, keepdim=True)" % (v, a, sel, self.param(w))]
+        elif kind == "cat_rows":   # a cat along the dim the data decides
+            lines = ["%s = torch.cat([%s[%s[:, %d] > 0], %s[1:2] * 2.0], 0)" % (sel, a, a, col, a),
+                     "%s = %s + torch.tanh(%s).mean(0, keepdim=True) * %s"
+                     % (v, a, sel, self.param(w))]
+        elif kind == "masked_select":
+            lines = ["%s = torch.masked_select(%s, %s > 0.1)" % (sel, a, a),
+                     "%s = %s * torch.tanh((%s * %s).sum())" % (v, a, sel, sel)]
+        elif kind == "linear":
+            out = self.rng.choice([3, 5])
+            lines = ["%s = F.linear(%s[%s[:, %d] > 0], %s)" % (sel, a, a, col,
+                                                               self.param(out, w)),
+                     "%s = torch.relu(%s).sum(0, keepdim=True).expand(%d, %d) + 0.0"
+                     % (v, sel, ROWS, out)]
+            self.add(lines, out, v)
+            return
+        else:
+            lines = ["%s = F.layer_norm(%s[%s[:, %d] > 0], [%d], %s, %s)"
+                     % (sel, a, a, col, w, self.param(w), self.param(w)),
+                     "%s = %s + %s.sum(0, keepdim=True)" % (v, a, sel)]
+        self.add(lines, w, v)
+
     FAMILIES = ["unary", "binary", "linear", "linear", "norm", "reduce", "view", "inplace",
-                "no_grad", "branch", "concat", "index", "view_write"]
+                "no_grad", "branch", "concat", "index", "view_write", "data_size"]
 
     def generate(self):
         self.linear()  # Every module has a trainable path from the input.
@@ -225,22 +273,53 @@ class Program:
         for lines, _, _ in steps:
             for line in lines:
                 used.update(re.findall(r"self\.(p\d+)", line))
+        owner = self.owners(used)
         out = ["class M(nn.Module):", "    def __init__(self):", "        super().__init__()",
                "        g = torch.Generator().manual_seed(%d)" % self.seed]
+        for engine in sorted(set(owner.values())):
+            out.append("        self.%s = nn.Module()" % engine)
         for name, shape in self.params:
             if name in used:
-                out.append("        self.%s = nn.Parameter(torch.randn(%s, generator=g) * 0.5)"
-                           % (name, ", ".join(map(str, shape))))
+                holder = owner[name] + "." if name in owner else ""
+                out.append("        self.%s%s = nn.Parameter(torch.randn(%s, generator=g) * 0.5)"
+                           % (holder, name, ", ".join(map(str, shape))))
         out.append("")
         out.append("    def forward(self, x, t):")
         for lines, _, _ in steps:
-            out.extend("        " + line for line in lines)
+            for line in lines:
+                line = re.sub(r"self\.(p\d+)",
+                              lambda m: "self.%s%s" % (owner[m.group(1)] + "."
+                                                      if m.group(1) in owner else "",
+                                                      m.group(1)), line)
+                out.append("        " + line)
         last = steps[-1][1] if steps else "x"
         # Every value reaches the loss: no parameter is dead code (which a trace refuses).
         others = "".join(" + %s.mean()" % name for _, name, _ in steps[:-1])
         out.append("        return (%s * t[:, :%s.shape[1]]).sum() + (%s * %s).mean()%s"
                    % (last, last, last, last, others))
         return "\n".join(out) + "\n"
+
+
+    def owners(self, used):
+        """{parameter: engine submodule} for a module trained as two engines: the first used
+        parameter in e0, the second in e1, the rest drawn; {} for one engine (or fewer than
+        two parameters)."""
+        names = [n for n, _ in self.params if n in used]
+        if not self.engines or len(names) < 2:
+            return {}
+        rng = random.Random(self.engine_pick.random())
+        return {n: "e0" if i == 0 else "e1" if i == 1 else rng.choice(["e0", "e1"])
+                for i, n in enumerate(names)}
+
+    def config(self, source):
+        """dsopt's config: one engine, or {"engines": {"e0": ..., "e1": ...}} (e1 frozen: no
+        optimizer) when the source has the engine submodules."""
+        train = {"train_micro_batch_size_per_gpu": ROWS,
+                 "optimizer": {"type": "SGD", "params": {"lr": 0.1}}}
+        if "self.e1 = nn.Module()" not in source:
+            return train
+        frozen = {"train_micro_batch_size_per_gpu": ROWS}
+        return {"engines": {"e0": train, "e1": frozen if self.frozen else train}}
 
 
 _MODULES = {}
@@ -262,13 +341,18 @@ def instantiate(source):
     return _MODULES[source]()
 
 
-def check(source, seed, traced):
-    """None when dsopt agrees with eager autograd, else the first difference."""
+def check(source, seed, traced, config):
+    """None when dsopt agrees with eager autograd, else the first difference. A frozen
+    engine's parameters take no gradient on either side."""
     import dsopt
     g = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(ROWS, 6, generator=g)
     t = torch.randn(ROWS, 64, generator=g)
+    frozen = [name for name, cfg in config.get("engines", {}).items() if "optimizer" not in cfg]
     eager = instantiate(source)
+    for name, param in eager.named_parameters():
+        if name.split(".")[0] in frozen:
+            param.requires_grad_(False)
     loss = eager(x, t)
     loss.backward()
     module = instantiate(source)
@@ -277,9 +361,7 @@ def check(source, seed, traced):
         if traced:
             module = torch.jit.trace(module, (x, t), check_trace=False)
         try:
-            plan = dsopt.compile(module, {"train_micro_batch_size_per_gpu": ROWS,
-                                          "optimizer": {"type": "SGD", "params": {"lr": 0.1}}},
-                                 (x, t), unbatched=(), keep_ir=False)
+            plan = dsopt.compile(module, config, (x, t), unbatched=(), keep_ir=False)
         except Exception as error:  # noqa: BLE001
             return "compile: " + str(error).strip().splitlines()[0][:300]
     engine = dsopt.Engine(plan)
@@ -288,6 +370,10 @@ def check(source, seed, traced):
     if not torch.allclose(ours.detach(), loss.detach(), rtol=1e-4, atol=1e-5):
         return "loss %.7g, eager %.7g" % (float(ours), float(loss))
     for name, param in eager.named_parameters():
+        if name.split(".")[0] in frozen:
+            if engine.gradient(name) is not None:
+                return "gradient of %s, a frozen engine's parameter" % name
+            continue
         grad = engine.gradient(name)
         expected = param.grad if param.grad is not None else torch.zeros_like(param)
         if grad is None:
@@ -310,12 +396,14 @@ def reduce(program, failure):
             ok = True
             for lines, name, _ in trial:
                 refs = {r for line in lines for r in re.findall(r"\b(v\d+)\b", line)}
-                if not refs - {name} <= defined:
+                own = {m for line in lines for m in re.findall(r"^\s*(v\d+) = ", line)}
+                if not refs - own - {name} <= defined:
                     ok = False
                     break
                 defined.add(name)
             if ok:
-                result = check(program.source(trial), program.seed, program.traced)
+                source = program.source(trial)
+                result = check(source, program.seed, program.traced, program.config(source))
                 if result is not None and result.split(":")[0] == kind:
                     steps = trial
         except Exception:  # noqa: BLE001 - a reduction that breaks the program is skipped
@@ -332,15 +420,18 @@ def main():
     args = p.parse_args()
     if args.show is not None:
         program = Program(args.show).generate()
+        source = program.source()
         print("# traced" if program.traced else "# scripted")
-        print(program.source())
+        print("# config: " + json.dumps(program.config(source)))
+        print(source)
         return 0
     start, stop = (int(v) for v in args.seeds.split(":"))
     failures = []
     for seed in range(start, stop):
         program = Program(seed).generate()
         try:
-            result = check(program.source(), seed, program.traced)
+            source = program.source()
+            result = check(source, seed, program.traced, program.config(source))
         except Exception as error:  # noqa: BLE001
             traceback.print_exc()
             result = "harness: %s" % error

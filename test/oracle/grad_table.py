@@ -2083,6 +2083,11 @@ class NativeNNM(nn.Module):
             ids = (x[:, :2].reshape(x.size(0), -1).abs() * 7.0).to(torch.int64) % 10
             mode = self.kind[4:]
             y = F.embedding_bag(ids, self.table, mode=mode)[:, :, None, None] * self.p[0, 0, 0]
+        elif self.kind == "bag_padding_last":
+            ids = (x[:, :2].reshape(x.size(0), -1).abs() * 7.0).to(torch.int64) % 10
+            ids[:, 0] = 9                                   # the padding row is met
+            y = F.embedding_bag(ids, self.table, mode="mean", padding_idx=-1)[:, :, None, None] \
+                * self.p[0, 0, 0]
         elif self.kind == "_embedding_bag":
             ids = ((x.reshape(-1).abs() * 7.0).to(torch.int64) % 10)[:20]
             offsets = torch.tensor([0, 3, 3, 11], dtype=torch.int64)
@@ -2091,6 +2096,9 @@ class NativeNNM(nn.Module):
         elif self.kind in ("cdist_p2", "cdist_p1"):
             x1 = (x * self.p).reshape(x.size(0), 4, 9)[:, :, :3]
             y = torch.cdist(x1, self.q.expand(x.size(0), 6, 3), 2.0 if self.kind == "cdist_p2" else 1.0)
+        elif self.kind == "cdist_broadcast":
+            x1 = (x * self.p).reshape(x.size(0), 4, 9)[:, :, :3]
+            y = torch.cdist(x1, self.q)                     # [B, 4, 3] against [6, 3]
         else:  # _cdist_forward
             x1 = (x * self.p).reshape(x.size(0), 4, 9)[:, :, 3:6]
             y = torch.ops.aten._cdist_forward(x1, self.q.expand(x.size(0), 6, 3), 3.0, None)
@@ -2241,15 +2249,19 @@ _NATIVE = [
     ("_embedding_bag", "offsets_mean", "_embedding_bag", [4, 3, 3]),
     ("cdist", "p2", "cdist_p2", [4, 6]),
     ("cdist", "p1", "cdist_p1", [4, 6]),
+    ("cdist", "broadcast_batch", "cdist_broadcast", [4, 6]),
+    ("embedding_bag", "padding_idx_last", "bag_padding_last", [6, 1, 1]),
     ("_cdist_forward", "p3", "_cdist_forward", [4, 6]),
 ]
 _NATIVE_PARAMS = {"conv_transposed": ("p", "cw", "b"), "conv": ("p", "cw"),
                   "native_layer_norm": ("p", "w", "b"), "native_group_norm": ("p", "w", "b"),
                   "group_norm": ("p", "w", "b"), "bn_no_training": ("p", "w", "b"),
-                  "bn_functional": ("p", "w", "b"), "bn_no_stats": ("p", "w", "b"), "bag_sum": ("p", "table"),
+                  "bn_functional": ("p", "w", "b"), "bn_no_stats": ("p", "w", "b"),
+                  "bag_sum": ("p", "table"),
                   "bag_mean": ("p", "table"), "bag_max": ("p", "table"),
                   "_embedding_bag": ("p", "table"), "cdist_p2": ("p", "q"),
-                  "cdist_p1": ("p", "q"), "_cdist_forward": ("p", "q")}
+                  "cdist_p1": ("p", "q"), "_cdist_forward": ("p", "q"),
+                  "cdist_broadcast": ("p", "q"), "bag_padding_last": ("p", "table")}
 for _op, _name, _kind, _y in _NATIVE:
     _unused = tuple(n for n in ("p", "w", "b", "cw", "table", "q")
                     if n not in _NATIVE_PARAMS[_kind])

@@ -246,6 +246,7 @@ def _probes():
     p["aten::log10"] = (lambda r: [r(4)], lambda x: torch.log10(x.abs() + 1))
     p["aten::trunc"] = (lambda r: [r(4)], torch.trunc)
     p["aten::fmod"] = (lambda r: [r(4), r(4)], lambda x, y: torch.fmod(x, y.abs() + 0.5))
+    p["aten::cumprod"] = (lambda r: [r(4, 8)], lambda x: torch.cumprod(x, 1))
     p["aten::prod"] = (lambda r: [r(4, 8)], lambda x: torch.prod(x, 1))
     p["aten::einsum"] = (lambda r: [r(2, 4, 8), r(8, 4)],
                          lambda x, y: torch.einsum("bij,jk->bik", x, y))

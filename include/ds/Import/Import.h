@@ -36,6 +36,11 @@ struct ImportOptions {
   /// and/or `@forward_eval` (as after module.eval()).
   bool importTrain = true;
   bool importEval = false;
+  /// Which result dims of an operator vary: found by running it again on
+  /// grown and refilled examples (OperatorImport.cpp), else decided by the
+  /// per-operator rules alone (false: what the registry check compares the
+  /// mechanism with).
+  bool growExamples = true;
 };
 
 /// The micro-steps of a data file to import once each: {0} for the stacked

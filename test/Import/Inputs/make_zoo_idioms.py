@@ -47,6 +47,19 @@ class MaskSelect(nn.Module):
         return picked.sum() + (x * self.w)[rows, cols].square().sum()
 
 
+class DataRows(nn.Module):
+    """Rows chosen by the data, through a linear and reduced back: only the row
+    count varies."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        sel = self.fc(x[x[:, 0] > 0])
+        return (torch.relu(sel).sum(0, keepdim=True).expand(4, 5) * x[:, :5]).sum()
+
+
 class DiffBlock(nn.Module):
     def __init__(self):
         super().__init__()
@@ -86,6 +99,20 @@ class ScatterProd(nn.Module):
         return self.fc(x).scatter_reduce(1, index, x[:, :3], "prod").mean()
 
 
+class ItemCheck(nn.Module):
+    """transformers' XLM asserts on a value computed from data (`lengths.max().item()`): export
+    writes an unbacked symbol and `_assert_scalar`."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        lengths = (x > 0).sum(1)
+        assert lengths.max().item() <= 8
+        return self.fc(x).square().mean()
+
+
 class Wrap(nn.Module):
     def __init__(self, block):
         super().__init__()
@@ -110,6 +137,9 @@ def main(out):
     torch.jit.script(Wrap(DiffBlock())).save(os.path.join(out, "no_grad_rule.pt"))
     torch.jit.script(Wrap(Wrap(FftBlock()))).save(os.path.join(out, "bad_op_in_block.pt"))
     torch.save({"x": x}, os.path.join(out, "x.data.pt"))
+    torch.jit.script(DataRows()).save(os.path.join(out, "data_rows.pt"))
+    torch.export.save(torch.export.export(ItemCheck(), (x[0],)),
+                      os.path.join(out, "item_check.pt2"))
     torch.jit.script(Upsample()).save(os.path.join(out, "upsample.pt"))
     torch.save({"x": x4}, os.path.join(out, "upsample.data.pt"))
     torch.jit.script(ScatterProd()).save(os.path.join(out, "scatter_prod.pt"))

@@ -76,15 +76,29 @@ LogicalResult cdist(GradientBuilder &gb) {
                        {v, gb.constInt(-2), gb.constInt(-1)}, tt);
     return gb.aten("aten::contiguous", {vt, gb.constInt(0)}, tt);
   };
+  // The backward returns each gradient in the broadcast batch shape of the
+  // distances ([*batch, rows, M]); summed back where an input broadcast.
+  auto dt = cast<RankedTensorType>(d.getType());
+  auto gradType = [&](Value x, int64_t rows) {
+    auto xt = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> shape(dt.getShape().drop_back(2));
+    shape.push_back(rows);
+    shape.push_back(xt.getShape().back());
+    return RankedTensorType::get(shape, xt.getElementType());
+  };
+  int64_t rank = dt.getRank();
   if (gb.needsGrad(0)) {
     Value gc = gb.aten("aten::contiguous", {g, gb.constInt(0)}, g.getType());
-    gb.setGrad(0, gb.aten("aten::_cdist_backward", {gc, x1, x2, p, d},
-                          x1.getType()));
+    Value grad = gb.aten("aten::_cdist_backward", {gc, x1, x2, p, d},
+                         gradType(x1, dt.getDimSize(rank - 2)));
+    gb.setGrad(0, gb.sumToShapeOf(grad, x1));
   }
-  if (gb.needsGrad(1))
-    gb.setGrad(1, gb.aten("aten::_cdist_backward",
-                          {contiguousT(g), x2, x1, p, contiguousT(d)},
-                          x2.getType()));
+  if (gb.needsGrad(1)) {
+    Value grad = gb.aten("aten::_cdist_backward",
+                         {contiguousT(g), x2, x1, p, contiguousT(d)},
+                         gradType(x2, dt.getDimSize(rank - 1)));
+    gb.setGrad(1, gb.sumToShapeOf(grad, x2));
+  }
   return success();
 }
 
@@ -92,8 +106,8 @@ LogicalResult cdist(GradientBuilder &gb) {
 /// scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset
 /// [, padding_idx]) -> (out, offset2bag, bag_size, max_indices), through
 /// _embedding_bag_backward as autograd does: it rebuilds offset2bag where the
-/// CPU's float32 sum path left it empty. A 2-D input (one bag per row) is
-/// the composite's flat indices with offsets 0, L, 2L, ...
+/// CPU's float32 sum path left it empty. 2-D indices are taken flat with the
+/// given offsets, as ATen does (F.embedding_bag flattens them itself).
 LogicalResult embeddingBag(GradientBuilder &gb) {
   if (failed(refuseResultGrads(gb, 1, "embedding_bag's bag indices")))
     return failure();
@@ -103,29 +117,35 @@ LogicalResult embeddingBag(GradientBuilder &gb) {
   Value w = gb.operand(0), indices = gb.operand(1), offsets = gb.operand(2);
   auto wt = cast<RankedTensorType>(w.getType());
   auto it = cast<RankedTensorType>(indices.getType());
+  int64_t numWeights = wt.getDimSize(0);
   if (wt.isDynamicDim(0) || (it.getRank() == 2 && !it.hasStaticShape()))
     return gb.op.emitOpError() << "gradient of embedding_bag needs a static "
                                   "number of embeddings and of 2-D indices";
   if (it.getRank() == 2) {
-    int64_t bags = it.getDimSize(0), length = it.getDimSize(1);
-    Type elem = it.getElementType();
-    indices = gb.aten("aten::reshape", {indices, gb.intList({bags * length})},
-                      RankedTensorType::get({bags * length}, elem));
-    offsets = gb.aten("aten::arange.start_step",
-                      {gb.constInt(0), gb.constInt(bags * length),
-                       gb.constInt(std::max<int64_t>(length, 1)),
-                       gb.constInt(scalarTypeCode(elem)), gb.none(), gb.none(),
-                       gb.none()},
-                      RankedTensorType::get({bags}, elem));
+    int64_t n = it.getNumElements();
+    indices = gb.aten("aten::reshape", {indices, gb.intList({n})},
+                      RankedTensorType::get({n}, it.getElementType()));
   }
-  Value paddingIdx = gb.constInt(-1);
+  // The forward wraps a negative padding_idx (-1: the last row); the
+  // backward kernel reads -1 as no padding.
+  int64_t padding = -1;
   if (gb.op.getArgs().size() > 8 &&
-      !isa<ds::NoneType>(gb.operand(8).getType()))
-    paddingIdx = gb.operand(8);
+      !isa<ds::NoneType>(gb.operand(8).getType())) {
+    auto given = gb.staticInt(gb.operand(8));
+    if (!given)
+      return gb.op.emitOpError()
+             << "gradient of embedding_bag needs a constant padding_idx";
+    // _embedding_bag's own default -1 means none; embedding_bag's
+    // padding_idx counts from the end.
+    padding = *given;
+    if (padding < 0 && gb.op.getOp() != "aten::_embedding_bag")
+      padding += numWeights;
+  }
+  Value paddingIdx = gb.constInt(padding);
   gb.setGrad(0, gb.aten("aten::_embedding_bag_backward",
                         {gb.resultGradOrZeros(0), indices, offsets,
                          gb.result(1), gb.result(2), gb.result(3),
-                         gb.constInt(wt.getDimSize(0)), gb.operand(3),
+                         gb.constInt(numWeights), gb.operand(3),
                          gb.operand(4), gb.constBool(false), gb.operand(6),
                          paddingIdx},
                         wt));
@@ -189,7 +209,12 @@ void mlir::ds::rules::addNativeNNRules(RuleTable &t) {
                                     "group count and a static input shape";
     int64_t n = xt.getDimSize(0), c = xt.getDimSize(1);
     int64_t hxw = c == 0 ? 0 : xt.getNumElements() / std::max<int64_t>(n * c, 1);
-    auto statType = RankedTensorType::get({n, *groups}, xt.getElementType());
+    // Mixed types (a bf16 input, f32 weights) keep the statistics in the
+    // weights' dtype, as ATen's kernel does.
+    Type statElem = xt.getElementType();
+    if (auto wt = dyn_cast<RankedTensorType>(gb.operand(2).getType()))
+      statElem = wt.getElementType();
+    auto statType = RankedTensorType::get({n, *groups}, statElem);
     Value vn = gb.constInt(n), vc = gb.constInt(c), vhxw = gb.constInt(hxw);
     auto fwd = gb.atenN("aten::native_group_norm",
                         {x, gb.operand(2), gb.operand(3), vn, vc, vhxw,

@@ -84,35 +84,32 @@ std::optional<SmallVector<int64_t>> optionalDims(GradientBuilder &gb, Value v) {
   return staticIntList(gb, v);
 }
 
-} // namespace
-
 /// For x [..., K]: the product of each slice along the last dim but the
-/// element itself ([..., K]). Each slice repeated K times ([..., K, K])
-/// with the diagonal set to one, multiplied out: exact where x has zeros
-/// (no division), at K times x's memory.
+/// element itself ([..., K]): the exclusive cumulative product from the left
+/// times the one from the right, exact where x has zeros (no division), as
+/// autograd's prod backward computes it where the input has zeros.
 Value productOfOthers(GradientBuilder &gb, Value x) {
   auto t = cast<RankedTensorType>(x.getType());
-  int64_t rank = t.getRank(), k = t.getShape().back();
-  SmallVector<int64_t> square(t.getShape());
-  square.insert(square.end() - 1, k);
-  auto squareType = RankedTensorType::get(square, t.getElementType());
-  Value rows = gb.aten("aten::expand",
-                       {unsqueezeAll(gb, x, {rank - 1}), gb.intList(square),
-                        gb.constBool(false)},
-                       squareType);
-  Type elem = t.getElementType();
-  Value eye = gb.aten("aten::eye",
-                      {gb.constInt(k), gb.constInt(scalarTypeCode(elem)),
-                       gb.none(), gb.none(), gb.none()},
-                      RankedTensorType::get({k, k}, elem));
-  Value diagonal =
-      gb.aten("aten::ne.Scalar", {eye, gb.constInt(0)},
-              RankedTensorType::get({k, k}, gb.b.getI1Type()));
-  Value others = gb.aten("aten::where.ScalarSelf",
-                         {diagonal, gb.constFloat(1.0), rows}, squareType);
-  return gb.aten("aten::prod.dim_int",
-                 {others, gb.constInt(-1), gb.constBool(false), gb.none()},
-                 t);
+  int64_t k = t.getShape().back();
+  if (k == 0)
+    return x;
+  Value last = gb.intList({-1});
+  // [1, x0, x0 x1, ...]: cumprod without its last element, a one before it.
+  auto exclusive = [&](Value v) {
+    Value scan = gb.aten("aten::cumprod", {v, gb.constInt(-1), gb.none()}, t);
+    SmallVector<int64_t> shorter(t.getShape());
+    shorter.back() = k - 1;
+    Value head = gb.aten("aten::slice.Tensor",
+                         {scan, gb.constInt(-1), gb.constInt(0),
+                          gb.constInt(k - 1), gb.constInt(1)},
+                         RankedTensorType::get(shorter, t.getElementType()));
+    return gb.aten("aten::constant_pad_nd",
+                   {head, gb.intList({1, 0}), gb.constFloat(1.0)}, t);
+  };
+  Value fromLeft = exclusive(x);
+  Value fromRight = gb.aten(
+      "aten::flip", {exclusive(gb.aten("aten::flip", {x, last}, t)), last}, t);
+  return gb.aten("aten::mul.Tensor", {fromLeft, fromRight}, t);
 }
 
 /// x with dims `a` and `b` swapped (x itself when they are equal).
@@ -129,6 +126,8 @@ Value swapDims(GradientBuilder &gb, Value x, int64_t a, int64_t b) {
 Value mulTensors(GradientBuilder &gb, Value a, Value b, Type type) {
   return gb.aten("aten::mul.Tensor", {a, b}, type);
 }
+
+} // namespace
 
 void mlir::ds::rules::addReductionRules(RuleTable &t) {
   // cumsum(x, dim): each input adds into every later output, so the
@@ -321,6 +320,12 @@ void mlir::ds::rules::addReductionRules(RuleTable &t) {
     Value self = gb.operand(0), dim = gb.operand(1), index = gb.operand(2),
           src = gb.operand(3);
     Type selfType = self.getType(), srcType = src.getType();
+    // Gathered at `index`, src's gradient has index's shape (autograd's
+    // formula has the same limit).
+    if (cast<RankedTensorType>(index.getType()).getShape() !=
+        cast<RankedTensorType>(srcType).getShape())
+      return gb.op.emitOpError() << "gradient of scatter_reduce needs an "
+                                    "index of src's shape";
     Value g = gb.resultGradOrZeros(0);
     Value none = gb.none();
     auto like = [&](StringRef factory, Value v) {

@@ -23,22 +23,38 @@ Value expandReduced(GradientBuilder &gb, Value g, Value x,
                  x.getType());
 }
 
-/// Number of elements of `x` over `dims` (all dims when empty), as a value.
+/// Number of elements of `x` over `dims` (all dims when empty), as a value:
+/// a constant, or computed at run time from the sizes of dynamic dims (rows
+/// the data chose).
 Value countOver(GradientBuilder &gb, Value x, ArrayRef<int64_t> dims) {
   auto type = cast<RankedTensorType>(x.getType());
   int64_t rank = type.getRank();
   int64_t count = 1;
   bool all = dims.empty();
+  if (all && !type.hasStaticShape())
+    return gb.aten("aten::numel", {x}, gb.b.getI64Type());
+  Value dynamic;
   for (int64_t d = 0; d < rank; ++d) {
     bool in = all || llvm::is_contained(dims, d) ||
               llvm::is_contained(dims, d - rank);
     if (!in)
       continue;
-    if (type.isDynamicDim(d))
-      return all ? gb.aten("aten::numel", {x}, gb.b.getI64Type()) : Value();
-    count *= type.getDimSize(d);
+    if (!type.isDynamicDim(d)) {
+      count *= type.getDimSize(d);
+      continue;
+    }
+    Value size = gb.aten("aten::size.int", {x, gb.constInt(d)},
+                         gb.b.getI64Type());
+    dynamic = dynamic ? gb.aten("aten::mul.int", {dynamic, size},
+                                gb.b.getI64Type())
+                      : size;
   }
-  return gb.constInt(count);
+  if (!dynamic)
+    return gb.constInt(count);
+  if (count == 1)
+    return dynamic;
+  return gb.aten("aten::mul.int", {dynamic, gb.constInt(count)},
+                 gb.b.getI64Type());
 }
 
 LogicalResult reshapeBack(GradientBuilder &gb) {
@@ -202,8 +218,6 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
     if (!dims || !keep)
       return gb.op.emitOpError() << "gradient of mean needs constant dims";
     Value count = countOver(gb, gb.operand(0), *dims);
-    if (!count)
-      return gb.op.emitOpError() << "gradient of mean over a dynamic dim";
     Value e =
         expandReduced(gb, gb.resultGradOrZeros(0), gb.operand(0), *dims, *keep);
     gb.setGrad(
@@ -246,19 +260,29 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
     Value g = gb.resultGradOrZeros(0);
     int64_t rank = rankOf(g);
     int64_t d = *dim < 0 ? *dim + rank : *dim;
+    // Each piece's gradient is g narrowed to the piece's extent along d; a
+    // piece whose extent the data decides is measured at run time, and the
+    // offsets after it are sums of those sizes.
     SmallVector<Value> grads;
     int64_t offset = 0;
+    Value dynamicOffset; // run-time part of the offset, or null
+    Type i64 = gb.b.getI64Type();
     for (Value e : gb.listOperand(0)) {
       auto type = cast<RankedTensorType>(e.getType());
+      Value len = type.isDynamicDim(d)
+                      ? gb.aten("aten::size.int", {e, gb.constInt(d)}, i64)
+                      : gb.constInt(type.getDimSize(d));
+      Value start = gb.constInt(offset);
+      if (dynamicOffset)
+        start = gb.aten("aten::add.int", {dynamicOffset, start}, i64);
+      grads.push_back(gb.aten("aten::narrow", {g, gb.constInt(d), start, len},
+                              e.getType()));
       if (type.isDynamicDim(d))
-        return gb.op.emitOpError()
-               << "gradient of cat along a dynamic dim is not supported";
-      int64_t len = type.getDimSize(d);
-      grads.push_back(
-          gb.aten("aten::narrow",
-                  {g, gb.constInt(d), gb.constInt(offset), gb.constInt(len)},
-                  e.getType()));
-      offset += len;
+        dynamicOffset = dynamicOffset
+                            ? gb.aten("aten::add.int", {dynamicOffset, len}, i64)
+                            : len;
+      else
+        offset += type.getDimSize(d);
     }
     gb.setListGrads(0, grads);
     return success();
@@ -539,6 +563,44 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
                           {gb.resultGradOrZeros(0), gb.intList(negated),
                            gb.constFloat(0.0)},
                           gb.operand(0).getType()));
+    return success();
+  };
+  // masked_select(self, mask): the gradient in the chosen positions of zeros
+  // of the broadcast shape (masked_scatter, as autograd's
+  // masked_select_backward), summed back to self's shape.
+  t["aten::masked_select"] = [](GradientBuilder &gb) -> LogicalResult {
+    Value self = gb.operand(0), mask = gb.operand(1);
+    auto st = cast<RankedTensorType>(self.getType());
+    auto mt = cast<RankedTensorType>(mask.getType());
+    // A mask of self's shape (`x[x > 0]`) needs no broadcast, dynamic dims
+    // or not.
+    if (st.getShape() == mt.getShape()) {
+      Value scattered = gb.aten(
+          "aten::masked_scatter",
+          {gb.zerosLike(self), mask, gb.resultGradOrZeros(0)}, st);
+      gb.setGrad(0, scattered);
+      return success();
+    }
+    if (!st.hasStaticShape() || !mt.hasStaticShape())
+      return gb.op.emitOpError() << "gradient of masked_select needs a mask "
+                                    "of self's shape or static shapes";
+    // The broadcast shape, aligned at the last dim.
+    int64_t rank = std::max(st.getRank(), mt.getRank());
+    SmallVector<int64_t> shape(rank, 1);
+    for (auto t : {st, mt})
+      for (int64_t d = 0; d < t.getRank(); ++d) {
+        int64_t &out = shape[rank - t.getRank() + d];
+        out = std::max(out, t.getDimSize(d));
+      }
+    auto full = RankedTensorType::get(shape, st.getElementType());
+    Value base = self;
+    if (full != st)
+      base = gb.aten("aten::expand",
+                     {self, gb.intList(shape), gb.constBool(false)}, full);
+    Value scattered =
+        gb.aten("aten::masked_scatter",
+                {gb.zerosLike(base), mask, gb.resultGradOrZeros(0)}, full);
+    gb.setGrad(0, gb.sumToShapeOf(scattered, self));
     return success();
   };
   t["aten::alias"] = [](GradientBuilder &gb) {
