@@ -360,9 +360,6 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
   // generator's state).
   bool dataDependent = dataDependentShapeOps().contains(schema->name()) ||
                        isMaskSelection(*schema, args);
-  // For those, which result dims the data decides: the op runs on every
-  // tensor argument all false / zero and all true / 1, 2, 3, ...; the dims
-  // that differ (the count of a mask, of nonzeros, of unique values).
   std::vector<c10::IValue> grownOuts, lowOuts, highOuts;
   bool grown = false, refilled = false;
   std::string ignored;
@@ -379,6 +376,10 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
     grown = ok && runOnExamples(node, grownArgs, grownOuts, ignored) &&
             grownOuts.size() == outs.size();
   }
+  // Operators whose sizes depend on the data: which result dims the data
+  // decides. The op runs on every tensor argument all false / zero and all
+  // true / 1, 2, 3, ...; the dims that differ (the count of a mask, of
+  // nonzeros, of unique values).
   if (growExamples && ran && dataDependent) {
     SmallVector<Abstract> low, high;
     for (const Abstract &a : args) {

@@ -711,8 +711,7 @@ void ProgramBuilder::collectReadSymbols(const ex::Graph &from) {
   // Backwards, so that a symbol only a dead node reads is not read.
   const auto &nodes = from.get_nodes();
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
-    if (it->get_target().rfind("torch.ops.aten._assert_", 0) == 0 ||
-        isDeadSymbolic(*it))
+    if (isDeadSymbolic(*it))
       continue;
     for (const auto &named : it->get_inputs()) {
       if (named.get_arg().tag() == ex::Argument::Tag::AS_GRAPH)
@@ -777,10 +776,10 @@ void ProgramBuilder::importNode(const ex::Node &node, bool eval) {
   if (auto flc = range.file_line_col())
     where += " at " + std::get<0>(*flc) + ":" +
              std::to_string(std::get<1>(*flc));
-  // Export's own checks of what the trace assumed (dtype, sizes): the
-  // import specialises on the examples, which make them hold.
-  if (node.get_target().rfind("torch.ops.aten._assert_", 0) == 0 ||
-      isDeadSymbolic(node))
+  // Export's own checks of what the trace assumed (`_assert_*`,
+  // `sym_constrain_range*`) and the symbols only they read: the import
+  // specialises on the examples, which make them hold.
+  if (isDeadSymbolic(node))
     return;
   if (importSymbolicOperator(node, range, where))
     return;

@@ -127,6 +127,7 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
   t["aten::sub.Scalar"] = passThrough;
   t["aten::contiguous"] = passThrough;
   t["aten::clone"] = passThrough;
+  t["aten::alias"] = passThrough;
   t["aten::lift_fresh_copy"] = passThrough; // torch.export's copy of a constant
   t["aten::rsub.Scalar"] = [](GradientBuilder &gb) {
     Value g = gb.resultGradOrZeros(0);

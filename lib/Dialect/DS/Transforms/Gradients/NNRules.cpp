@@ -12,18 +12,6 @@ using namespace mlir::ds::detail;
 
 namespace {
 
-/// Type of `v` with its last two dims swapped.
-Type transposedType(Value v) {
-  auto t = cast<RankedTensorType>(v.getType());
-  SmallVector<int64_t> shape(t.getShape());
-  std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
-  return RankedTensorType::get(shape, t.getElementType());
-}
-
-Value transposeLast(GradientBuilder &gb, Value v) {
-  return gb.aten("aten::transpose.int", {v, gb.constInt(-2), gb.constInt(-1)},
-                 transposedType(v));
-}
 
 /// `v` as a 2-D [rows, last] tensor; `last` is its last dim, known from the
 /// weight even where `v`'s type leaves it dynamic.

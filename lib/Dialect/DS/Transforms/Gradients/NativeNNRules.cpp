@@ -68,13 +68,8 @@ LogicalResult cdist(GradientBuilder &gb) {
   Value x1 = gb.operand(0), x2 = gb.operand(1), p = gb.operand(2);
   Value g = gb.resultGradOrZeros(0), d = gb.result(0);
   auto contiguousT = [&](Value v) {
-    auto t = cast<RankedTensorType>(v.getType());
-    SmallVector<int64_t> shape(t.getShape());
-    std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
-    auto tt = RankedTensorType::get(shape, t.getElementType());
-    Value vt = gb.aten("aten::transpose.int",
-                       {v, gb.constInt(-2), gb.constInt(-1)}, tt);
-    return gb.aten("aten::contiguous", {vt, gb.constInt(0)}, tt);
+    Value vt = transposeLast(gb, v);
+    return gb.aten("aten::contiguous", {vt, gb.constInt(0)}, vt.getType());
   };
   // The backward returns each gradient in the broadcast batch shape of the
   // distances ([*batch, rows, M]); summed back where an input broadcast.

@@ -78,6 +78,20 @@ inline Value reshapeLike(GradientBuilder &gb, Value g, Value like) {
   return gb.aten("aten::reshape", {g, sizesOf(gb, like)}, like.getType());
 }
 
+/// Type of `v` with its last two dims swapped.
+inline Type transposedType(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape(t.getShape());
+  std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+/// `v` with its last two dims swapped (a view).
+inline Value transposeLast(GradientBuilder &gb, Value v) {
+  return gb.aten("aten::transpose.int", {v, gb.constInt(-2), gb.constInt(-1)},
+                 transposedType(v));
+}
+
 /// The string of a ds.constant operand, if it is one.
 inline std::optional<StringRef> staticStr(Value v) {
   if (auto c = v.getDefiningOp<ConstantOp>())

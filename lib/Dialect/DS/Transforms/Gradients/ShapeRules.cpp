@@ -57,6 +57,24 @@ Value countOver(GradientBuilder &gb, Value x, ArrayRef<int64_t> dims) {
                  gb.b.getI64Type());
 }
 
+/// `values` (1-D) added into zeros of `like`'s elements taken flat, at the
+/// flat positions `index` (1-D i64), reshaped back to `like`: the gradient
+/// of reading `like`'s elements at those positions (repeated ones add up).
+Value addAtFlatPositions(GradientBuilder &gb, Value like, Value index,
+                         Value values) {
+  auto lt = cast<RankedTensorType>(like.getType());
+  int64_t n = lt.getNumElements();
+  auto flatType = RankedTensorType::get({n}, lt.getElementType());
+  Value zeros = gb.zerosLike(
+      gb.aten("aten::reshape", {like, gb.intList({n})}, flatType));
+  Value summed = gb.aten("aten::index_add",
+                         {zeros, gb.constInt(0), index,
+                          castTo(gb, values, lt.getElementType()),
+                          gb.constInt(1)},
+                         flatType);
+  return reshapeLike(gb, summed, like);
+}
+
 LogicalResult reshapeBack(GradientBuilder &gb) {
   gb.setGrad(0, reshapeLike(gb, gb.resultGradOrZeros(0), gb.operand(0)));
   return success();
@@ -603,10 +621,6 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
     gb.setGrad(0, gb.sumToShapeOf(scattered, self));
     return success();
   };
-  t["aten::alias"] = [](GradientBuilder &gb) {
-    gb.setGrad(0, gb.resultGradOrZeros(0));
-    return success();
-  };
   // diagonal(x, offset, dim1, dim2): the gradient on that diagonal of zeros.
   t["aten::diagonal"] = [](GradientBuilder &gb) {
     Value x = gb.operand(0);
@@ -642,17 +656,10 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
                            out.clone(i64));
     Value flatIndex = gb.aten("aten::reshape", {picked, gb.intList({m})},
                               RankedTensorType::get({m}, i64));
-    auto flatType = RankedTensorType::get({n}, xt.getElementType());
     Value flatGrad = gb.aten(
         "aten::reshape", {gb.resultGradOrZeros(0), gb.intList({m})},
         RankedTensorType::get({m}, xt.getElementType()));
-    Value zeros = gb.zerosLike(
-        gb.aten("aten::reshape", {x, gb.intList({n})}, flatType));
-    Value summed = gb.aten("aten::index_add",
-                           {zeros, gb.constInt(0), flatIndex, flatGrad,
-                            gb.constInt(1)},
-                           flatType);
-    gb.setGrad(0, reshapeLike(gb, summed, x));
+    gb.setGrad(0, addAtFlatPositions(gb, x, flatIndex, flatGrad));
     return success();
   };
   // masked_scatter(self, mask, source): self keeps its gradient where the
@@ -679,7 +686,7 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
                         self));
     if (!gb.needsGrad(2))
       return success();
-    int64_t m = gt.getNumElements(), n = st.getNumElements();
+    int64_t m = gt.getNumElements();
     Type i64 = gb.b.getI64Type();
     auto flatMaskType = RankedTensorType::get({m}, gb.b.getI1Type());
     auto flatIndexType = RankedTensorType::get({m}, i64);
@@ -702,15 +709,7 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
          gb.aten("aten::logical_not", {flatMask}, flatMaskType),
          gb.constFloat(0.0)},
         flatGradType);
-    auto flatSrcType = RankedTensorType::get({n}, st.getElementType());
-    Value zeros = gb.zerosLike(
-        gb.aten("aten::reshape", {src, gb.intList({n})}, flatSrcType));
-    Value summed = gb.aten("aten::index_add",
-                           {zeros, gb.constInt(0), position,
-                            castTo(gb, flatGrad, st.getElementType()),
-                            gb.constInt(1)},
-                           flatSrcType);
-    gb.setGrad(2, reshapeLike(gb, summed, src));
+    gb.setGrad(2, addAtFlatPositions(gb, src, position, flatGrad));
     return success();
   };
   t["aten::pad"] = padBack;
