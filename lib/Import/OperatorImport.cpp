@@ -127,23 +127,31 @@ private:
 // Which dims vary: the op run again on grown examples
 //===----------------------------------------------------------------------===//
 
-/// A size the examples had, grown: v -> 2v + 2. Applied to every dynamic dim
-/// and every dynamic int alike, so that sizes that agreed still agree
-/// (n + c -> 2(n + c) + 2 either way; n * k too), and by more than any
-/// stride: a dim that depends on a size changes (floor((2H + 2 - k) / s)
-/// differs from floor((H - k) / s) for any s <= H + 2).
-static int64_t grownSize(int64_t v) { return 2 * v + 2; }
+/// How a size the examples had is grown. `Offset`: v -> 2v + 2, applied to
+/// every dynamic dim and every dynamic int alike, so that sizes that agreed
+/// still agree (n + c -> 2(n + c) + 2 either way; n * k too), and by more
+/// than any stride: a dim that depends on a size changes (floor((2H + 2 -
+/// k) / s) differs from floor((H - k) / s) for any s <= H + 2). `Doubled`:
+/// v -> 2v, the second try where the first fails, for sizes that must stay
+/// multiples of a static one (`x[mask].view(B, -1, D)`); never from 0.
+enum class Growth { Offset, Doubled };
 
-/// `t` with dim `d` grown to grownSize: t twice, then its first slice twice
-/// (values the tensor already holds: indices stay in range); zeros where it
-/// was empty.
-static at::Tensor grownAlong(const at::Tensor &t, int64_t d) {
+static int64_t grownSize(int64_t v, Growth growth) {
+  return growth == Growth::Offset ? 2 * v + 2 : 2 * v;
+}
+
+/// `t` with dim `d` grown to grownSize: t twice, then (Offset) its first
+/// slice twice (values the tensor already holds: indices stay in range);
+/// zeros where it was empty.
+static at::Tensor grownAlong(const at::Tensor &t, int64_t d, Growth growth) {
   int64_t size = t.size(d);
   if (size == 0) {
     std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
-    shape[d] = grownSize(0);
+    shape[d] = grownSize(0, growth);
     return at::zeros(shape, t.options());
   }
+  if (growth == Growth::Doubled)
+    return at::cat({t, t}, d);
   at::Tensor first = t.narrow(d, 0, 1);
   return at::cat({t, t, first, first}, d);
 }
@@ -176,7 +184,7 @@ static Abstract refilledAbstract(const Abstract &a, bool high) {
 /// The example of `a` with its dynamic dims and dynamic ints grown; false
 /// in `ok` where it cannot be (a dynamic value without an example, or one
 /// that is neither a tensor nor ints).
-static Abstract grownAbstract(const Abstract &a, bool &ok) {
+static Abstract grownAbstract(const Abstract &a, Growth growth, bool &ok) {
   Abstract g = a;
   switch (a.kind) {
   case Abstract::Kind::Static:
@@ -185,11 +193,17 @@ static Abstract grownAbstract(const Abstract &a, bool &ok) {
   case Abstract::Kind::Tuple:
   case Abstract::Kind::List:
     for (Abstract &e : g.elements)
-      e = grownAbstract(e, ok);
+      e = grownAbstract(e, growth, ok);
     return g;
   case Abstract::Kind::Dynamic:
     break;
   }
+  // Doubling leaves 0 where it was: a dim depending on it would not move.
+  auto grow = [&](int64_t v) {
+    if (growth == Growth::Doubled && v == 0)
+      ok = false;
+    return grownSize(v, growth);
+  };
   if (a.example.isTensor()) {
     at::Tensor t = a.example.toTensor();
     if (!t.defined()) {
@@ -197,16 +211,18 @@ static Abstract grownAbstract(const Abstract &a, bool &ok) {
       return g;
     }
     for (int64_t d = 0; d < t.dim() && d < (int64_t)a.dynamicDims.size(); ++d)
-      if (a.dynamicDims[d])
-        t = grownAlong(t, d);
+      if (a.dynamicDims[d]) {
+        grow(t.size(d));
+        t = grownAlong(t, d, growth);
+      }
     g.example = t;
   } else if (a.example.isInt()) {
-    g.example = grownSize(a.example.toInt());
+    g.example = grow(a.example.toInt());
   } else if (a.example.isIntList()) {
     // A list computed as a whole (`[len(x)]`, `x.shape`): every element.
     std::vector<int64_t> sizes = a.example.toIntVector();
     for (int64_t &v : sizes)
-      v = grownSize(v);
+      v = grow(v);
     g.example = c10::IValue(sizes);
   } else {
     // A computed float or bool (a scale factor, a flag) might decide a size
@@ -369,12 +385,17 @@ LogicalResult GraphImporter::importGenericOperator(jit::Node *node,
   bool backwardKernel = StringRef(schema->name()).contains("_backward");
   if (growExamples && ran && (dynamicInputs || dynamicListElement) &&
       info.effect != AtenEffect::Random && !backwardKernel) {
-    bool ok = true;
-    SmallVector<Abstract> grownArgs;
-    for (const Abstract &a : args)
-      grownArgs.push_back(grownAbstract(a, ok));
-    grown = ok && runOnExamples(node, grownArgs, grownOuts, ignored) &&
-            grownOuts.size() == outs.size();
+    for (Growth growth : {Growth::Offset, Growth::Doubled}) {
+      bool ok = true;
+      SmallVector<Abstract> grownArgs;
+      for (const Abstract &a : args)
+        grownArgs.push_back(grownAbstract(a, growth, ok));
+      grownOuts.clear();
+      grown = ok && runOnExamples(node, grownArgs, grownOuts, ignored) &&
+              grownOuts.size() == outs.size();
+      if (grown)
+        break;
+    }
   }
   // Operators whose sizes depend on the data: which result dims the data
   // decides. The op runs on every tensor argument all false / zero and all

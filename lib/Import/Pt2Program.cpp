@@ -15,6 +15,8 @@
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/frontend/source_range.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/normalize_ops.h>
 #include <torch/csrc/jit/runtime/operator.h>
 #include <torch/csrc/utils/generated_serialization_types.h>
 
@@ -1120,6 +1122,13 @@ void ProgramBuilder::buildMethod(jit::Module &root, const std::string &name,
   g->registerOutput(results.size() == 1
                         ? results[0]
                         : g->insertNode(g->createTuple(results))->output());
+  // What TorchScript does to the graphs it makes: operator aliases become
+  // their ATen names (`torch.multiply` exports as aten.multiply, scripts as
+  // aten::mul), and nodes whose results and writes nothing observes go (a
+  // module built inside forward whose weights are dropped leaves their
+  // initialisation behind: uniform_ on a detached empty).
+  jit::NormalizeOps(g);
+  jit::EliminateDeadCode(g);
 
   jit::Function *fn =
       cu->create_function(c10::QualifiedName(*root.type()->name(), name), g);

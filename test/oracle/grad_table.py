@@ -67,7 +67,7 @@ OPS = ["linear", "matmul", "mm", "bmm", "add", "sub", "mul", "div", "neg", "pow"
        "detach",
        # beyond the issue's list: common activations and pointwise ops
        "leaky_relu", "elu", "softplus", "hardtanh", "abs", "clamp", "erf", "square",
-       "reciprocal", "minimum",
+       "reciprocal", "minimum", "hardswish", "hardsigmoid", "roll",
        # torch 2.x operators (issue 16)
        "scaled_dot_product_attention", "rms_norm", "unflatten",
        # the model zoo's operators (issue 17)
@@ -536,6 +536,20 @@ class FlipM(nn.Module):
         return (torch.flip(x * self.p, self.dims) * t).sum()
 
 
+class RollM(nn.Module):
+    shifts: List[int]
+    dims: List[int]
+
+    def __init__(self, shifts: List[int], dims: List[int]):
+        super().__init__()
+        self.shifts = shifts
+        self.dims = dims
+        self.p = P(3, 4)
+
+    def forward(self, x, t):
+        return (torch.roll(x * self.p, self.shifts, self.dims) * t).sum()
+
+
 class ExtremeM(nn.Module):
     """amax / amin over dims; ties (a repeated column) share the gradient."""
 
@@ -614,6 +628,10 @@ class PointwiseM(nn.Module):
             y = F.softplus(z, beta=2.0, threshold=1.0)
         elif self.kind == "hardtanh":
             y = F.hardtanh(z, -0.5, 0.5)
+        elif self.kind == "hardswish":
+            y = F.hardswish(4 * z)
+        elif self.kind == "hardsigmoid":
+            y = F.hardsigmoid(4 * z)
         elif self.kind == "abs":
             y = torch.abs(z)
         elif self.kind == "clamp":
@@ -2181,6 +2199,8 @@ case("view_as", "matrix")(lambda: _xt(AsM("view_as"), [3, 4]))
 case("reshape_as", "matrix")(lambda: _xt(AsM("reshape_as"), [3, 4]))
 case("flip", "last")(lambda: _xt(FlipM([-1]), [3, 4]))
 case("flip", "two_dims")(lambda: _xt(FlipM([1, 2]), [3, 4]))
+case("roll", "two_dims")(lambda: _xt(RollM([1, -3], [1, 2]), [3, 4]))
+case("roll", "flat")(lambda: _xt(RollM([5], []), [3, 4]))
 case("amax", "last")(lambda: _xt(ExtremeM("amax", [-1], False), [3, 4], [3]))
 case("amax", "two_keepdim")(lambda: _xt(ExtremeM("amax", [1, 2], True), [3, 4], [1, 1]))
 case("amin", "last_keepdim")(lambda: _xt(ExtremeM("amin", [2], True), [3, 4], [3, 1]))
@@ -2292,7 +2312,8 @@ case("silu", "row")(lambda: _xt(SiluM(8), [8]))
 for _kind, _op in [("leaky_relu", "leaky_relu"), ("elu", "elu"), ("softplus", "softplus"),
                    ("hardtanh", "hardtanh"), ("abs", "abs"), ("clamp", "clamp"),
                    ("clamp_min", "clamp"), ("erf", "erf"), ("square", "square"),
-                   ("reciprocal", "reciprocal"), ("minimum", "minimum")]:
+                   ("reciprocal", "reciprocal"), ("minimum", "minimum"),
+                   ("hardswish", "hardswish"), ("hardsigmoid", "hardsigmoid")]:
     case(_op, _kind)((lambda k: lambda: _xt(PointwiseM(k, 8), [8]))(_kind))
 case("silu", "bcast_4x1")(lambda: _xt(SiluM(4, 1), [4, 8]))
 case("tanh", "row")(lambda: _xt(TanhM(8), [8]))
@@ -2377,6 +2398,17 @@ case("conv2d", "basic_pad")(lambda: _xt(ConvM(nn.Conv2d(3, 4, 3, padding=1)), [3
 case("conv2d", "stride2")(lambda: _xt(ConvM(nn.Conv2d(3, 4, 3, stride=2)), [3, 7, 7], [4, 3, 3]))
 case("conv2d", "groups_rect_nobias")(
     lambda: _xt(ConvM(nn.Conv2d(4, 6, (3, 2), groups=2, bias=False)), [4, 5, 5], [6, 3, 4]))
+# String padding (the .padding overloads): 'same' symmetric (odd kernel), asymmetric (even
+# kernel: the odd pixel on the right), with dilation; 'valid'.
+case("conv2d", "same_odd")(
+    lambda: _xt(ConvM(nn.Conv2d(3, 4, 3, padding="same")), [3, 6, 6], [4, 6, 6]))
+case("conv2d", "same_even_dilated")(
+    lambda: _xt(ConvM(nn.Conv2d(3, 4, (2, 3), padding="same", dilation=(1, 2))),
+                [3, 6, 7], [4, 6, 7]))
+case("conv1d", "same_even")(
+    lambda: _xt(ConvM(nn.Conv1d(3, 4, 4, padding="same")), [3, 9], [4, 9]))
+case("conv1d", "valid")(
+    lambda: _xt(ConvM(nn.Conv1d(3, 4, 3, padding="valid")), [3, 10], [4, 8]))
 
 case("max_pool2d", "k2")(lambda: _xt(MaxPoolM(2, 2, 0), [3, 6, 6], [3, 3, 3]))
 case("max_pool2d", "k3_s2_p1")(lambda: _xt(MaxPoolM(3, 2, 1), [3, 6, 6], [3, 3, 3]))

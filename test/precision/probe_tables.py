@@ -94,6 +94,7 @@ def _probes():
     p["aten::transpose"] = (lambda r: [r(4, 8)], lambda x: x.transpose(0, 1))
     p["aten::t"] = (lambda r: [r(4, 8)], lambda x: x.t())
     p["aten::flip"] = (lambda r: [r(4, 8)], lambda x: torch.flip(x, [1]))
+    p["aten::roll"] = (lambda r: [r(4, 8)], lambda x: torch.roll(x, [1, -3], [0, 1]))
     p["aten::view_as"] = (lambda r: [r(4, 8)], lambda x: x.view_as(x.t().contiguous().t()))
     p["aten::reshape_as"] = (lambda r: [r(4, 8)], lambda x: x.reshape_as(x.reshape(8, 4)))
     p["aten::contiguous"] = (lambda r: [r(4, 8)], lambda x: x.t().contiguous())
@@ -195,6 +196,8 @@ def _probes():
     p["aten::is_nonzero"] = (lambda r: [r(1)], lambda x: x.new_full((1,), float(x.is_nonzero())))
     p["aten::sum_to_size"] = (lambda r: [r(4, 8)], lambda x: x.sum_to_size(1, 8))
     p["aten::nonzero"] = (lambda r: [r(4)], lambda x: torch.nonzero(x > 0))
+    p["aten::unique_consecutive"] = (lambda r: [r(8)],
+                                     lambda x: torch.unique_consecutive(x))
     p["aten::sort"] = (lambda r: [r(8)], lambda x: torch.sort(x)[0])
     p["aten::argsort"] = (lambda r: [r(8)], torch.argsort)
     p["aten::argmax"] = (lambda r: [r(4, 8)], lambda x: torch.argmax(x, 1))
@@ -311,6 +314,8 @@ def _probes():
     p["aten::leaky_relu"] = (lambda r: [r(4, 8)], F.leaky_relu)
     p["aten::hardtanh"] = (lambda r: [r(4, 8)], F.hardtanh)
     p["aten::softplus"] = (lambda r: [r(4, 8)], F.softplus)
+    p["aten::hardswish"] = (lambda r: [r(4, 8)], lambda x: F.hardswish(4 * x))
+    p["aten::hardsigmoid"] = (lambda r: [r(4, 8)], lambda x: F.hardsigmoid(4 * x))
     p["aten::log_sigmoid"] = (lambda r: [r(4, 8)], F.logsigmoid)
     p["aten::prelu"] = (lambda r: [r(4, 3), r(3)], F.prelu)
     p["aten::softmax"] = (lambda r: [r(4, 8)], lambda x: F.softmax(x, -1))
@@ -460,6 +465,10 @@ def _probes():
         lambda r: [r(4, 8), r(4, 8)], lambda g, x: aten.leaky_relu_backward(g, x, 0.01, False))
     p["aten::hardtanh_backward"] = (lambda r: [r(4, 8), r(4, 8)],
                                     lambda g, x: aten.hardtanh_backward(g, x, -1.0, 1.0))
+    p["aten::hardswish_backward"] = (lambda r: [r(4, 8), r(4, 8)],
+                                     lambda g, x: aten.hardswish_backward(g, 4 * x))
+    p["aten::hardsigmoid_backward"] = (lambda r: [r(4, 8), r(4, 8)],
+                                       lambda g, x: aten.hardsigmoid_backward(g, 4 * x))
     p["aten::softplus_backward"] = (lambda r: [r(4, 8), r(4, 8)],
                                     lambda g, x: aten.softplus_backward(g, x, 1.0, 20.0))
     p["aten::_softmax_backward_data"] = (

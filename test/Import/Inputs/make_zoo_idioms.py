@@ -113,6 +113,67 @@ class ItemCheck(nn.Module):
         return self.fc(x).square().mean()
 
 
+class AliasOps(nn.Module):
+    """transformers' ConvBERT calls `torch.multiply`: export keeps the alias (aten.multiply),
+    which TorchScript would have normalised to aten.mul."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.fc(x)
+        return torch.divide(torch.subtract(torch.multiply(h, x), x), 2.0).square().mean()
+
+
+class ModuleBuiltInForward(nn.Module):
+    """transformers' BigBird builds a new attention module inside forward (short inputs) and
+    keeps only the old one's weights: the new weights' initialisation (`uniform_` on a detached
+    `empty`) is traced, and dead."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        fresh = nn.Linear(8, 8)
+        fresh.weight = self.fc.weight
+        fresh.bias = self.fc.bias
+        return fresh(x).square().mean()
+
+
+class EosPool(nn.Module):
+    """transformers' BART classifiers check that every row has as many <eos> tokens
+    (`unique_consecutive` of the counts, a data-dependent size; exported, a torch._check that
+    leaves only symbols) and pool on the last one."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(16, 8)
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, ids):
+        h = self.embed(ids)
+        eos = ids.eq(2)
+        torch._check(torch.unique_consecutive(eos.sum(1)).numel() == 1)
+        return self.fc(eos_rows(h, eos)).square().mean()
+
+
+class ScriptedEosPool(EosPool):
+    """The same, as a script: the check is a data-dependent branch."""
+
+    def forward(self, ids):
+        h = self.embed(ids)
+        eos = ids.eq(2)
+        if torch.unique_consecutive(eos.sum(1)).numel() != 1:
+            raise ValueError("All examples must have the same number of <eos> tokens.")
+        return self.fc(eos_rows(h, eos)).square().mean()
+
+
+def eos_rows(h, eos):
+    return h[eos, :].view(h.size(0), -1, h.size(-1))[:, -1, :]
+
+
 class Wrap(nn.Module):
     def __init__(self, block):
         super().__init__()
@@ -140,6 +201,14 @@ def main(out):
     torch.jit.script(DataRows()).save(os.path.join(out, "data_rows.pt"))
     torch.export.save(torch.export.export(ItemCheck(), (x[0],)),
                       os.path.join(out, "item_check.pt2"))
+    torch.export.save(torch.export.export(AliasOps(), (x[0],)), os.path.join(out, "aliases.pt2"))
+    torch.export.save(torch.export.export(ModuleBuiltInForward(), (x[0],)),
+                      os.path.join(out, "module_in_forward.pt2"))
+    ids = torch.randint(3, 16, (4, 6))
+    ids[:, -1] = 2
+    torch.export.save(torch.export.export(EosPool(), (ids,)), os.path.join(out, "eos_pool.pt2"))
+    torch.jit.script(ScriptedEosPool()).save(os.path.join(out, "eos_pool.pt"))
+    torch.save({"ids": torch.stack([ids, ids])}, os.path.join(out, "ids.data.pt"))
     torch.jit.script(Upsample()).save(os.path.join(out, "upsample.pt"))
     torch.save({"x": x4}, os.path.join(out, "upsample.data.pt"))
     torch.jit.script(ScatterProd()).save(os.path.join(out, "scatter_prod.pt"))

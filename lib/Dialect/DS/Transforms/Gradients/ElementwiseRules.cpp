@@ -266,6 +266,14 @@ void mlir::ds::rules::addElementwiseRules(RuleTable &t) {
                           g.getType()));
     return success();
   };
+  // hardswish / hardsigmoid: their backward kernels take the input alone.
+  for (StringRef op : {"hardswish", "hardsigmoid"})
+    t[("aten::" + op).str()] = [op = op.str()](GradientBuilder &gb) {
+      Value g = gb.resultGradOrZeros(0);
+      gb.setGrad(0, gb.aten("aten::" + op + "_backward", {g, gb.operand(0)},
+                            g.getType()));
+      return success();
+    };
   t["aten::abs"] = [](GradientBuilder &gb) {
     Value g = gb.resultGradOrZeros(0);
     Value sign = gb.aten("aten::sign", {gb.operand(0)}, g.getType());

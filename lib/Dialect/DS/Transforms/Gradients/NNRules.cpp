@@ -684,27 +684,77 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
     return success();
   };
   auto conv = [](GradientBuilder &gb) -> LogicalResult {
-    // conv{1,2}d(x, w, b, stride, padding, dilation, groups)
+    // conv{1,2}d(x, w, b, stride, padding, dilation, groups); the .padding
+    // overloads take "valid" or "same" for the padding.
     Value x = gb.operand(0), w = gb.operand(1), b = gb.operand(2);
-    if (!isa<ds::ListType>(gb.operand(4).getType()))
-      return gb.op.emitOpError()
-             << "gradient of convolution with string padding is not supported";
     int64_t spatial = rankOf(x) - 2;
+    Value padding = gb.operand(4), input = x;
+    SmallVector<int64_t> pads; // constant_pad_nd's, last dim first
+    if (!isa<ds::ListType>(padding.getType())) {
+      std::optional<StringRef> mode = staticStr(padding);
+      auto dilation = staticIntList(gb, gb.operand(5));
+      auto wt = cast<RankedTensorType>(w.getType());
+      if (!mode || (*mode != "valid" && *mode != "same"))
+        return gb.op.emitOpError()
+               << "gradient of convolution with a padding that is neither "
+                  "'valid' nor 'same' is not supported";
+      if (*mode == "same" && (!dilation || !wt.hasStaticShape()))
+        return gb.op.emitOpError()
+               << "gradient of convolution with padding 'same' needs a "
+                  "constant dilation and a weight of static shape";
+      // 'same' pads d * (k - 1) per dim, the odd one on the right (as
+      // LibTorch does); symmetric padding is the list form's, otherwise the
+      // input is padded first and its gradient cropped.
+      SmallVector<int64_t> left(spatial, 0);
+      bool symmetric = true;
+      for (int64_t d = 0; *mode == "same" && d < spatial; ++d) {
+        int64_t total = (*dilation)[dilation->size() == 1 ? 0 : d] *
+                        (wt.getDimSize(2 + d) - 1);
+        left[d] = total / 2;
+        symmetric = symmetric && total % 2 == 0;
+      }
+      padding = gb.intList(left);
+      if (!symmetric) {
+        auto xt = cast<RankedTensorType>(x.getType());
+        SmallVector<int64_t> shape(xt.getShape());
+        for (int64_t d = spatial - 1; d >= 0; --d) {
+          int64_t total = (*dilation)[dilation->size() == 1 ? 0 : d] *
+                          (wt.getDimSize(2 + d) - 1);
+          pads.append({total / 2, total - total / 2});
+          if (!xt.isDynamicDim(2 + d))
+            shape[2 + d] += total;
+        }
+        input = gb.aten("aten::constant_pad_nd",
+                        {x, gb.intList(pads), gb.constInt(0)},
+                        RankedTensorType::get(shape, xt.getElementType()));
+        padding = gb.intList(SmallVector<int64_t>(spatial, 0));
+      }
+    }
     Value biasSizes = gb.none();
     if (!isa<ds::NoneType>(b.getType()))
       biasSizes = gb.intList(cast<RankedTensorType>(b.getType()).getShape());
     auto grads =
         gb.atenN("aten::convolution_backward",
-                 {gb.resultGradOrZeros(0), x, w, biasSizes, gb.operand(3),
-                  gb.operand(4), gb.operand(5), gb.constBool(false),
+                 {gb.resultGradOrZeros(0), input, w, biasSizes, gb.operand(3),
+                  padding, gb.operand(5), gb.constBool(false),
                   gb.intList(SmallVector<int64_t>(spatial, 0)), gb.operand(6),
                   outputMask(gb, 0, 1, 2)},
-                 {x.getType(), w.getType(), gradTypeOr(b, w.getType())});
+                 {input.getType(), w.getType(), gradTypeOr(b, w.getType())});
+    if (input != x && gb.needsGrad(0)) {
+      SmallVector<int64_t> crop;
+      for (int64_t p : pads)
+        crop.push_back(-p);
+      grads[0] = gb.aten("aten::constant_pad_nd",
+                         {grads[0], gb.intList(crop), gb.constInt(0)},
+                         x.getType());
+    }
     setMaskedGrads(gb, grads, {0, 1, 2});
     return success();
   };
   t["aten::conv1d"] = conv;
   t["aten::conv2d"] = conv;
+  t["aten::conv1d.padding"] = conv;
+  t["aten::conv2d.padding"] = conv;
   t["aten::embedding"] = [](GradientBuilder &gb) -> LogicalResult {
     // embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
     Value w = gb.operand(0);

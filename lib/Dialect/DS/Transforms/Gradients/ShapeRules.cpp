@@ -161,6 +161,20 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
     gb.setGrad(0, gb.aten("aten::flip", {g, gb.operand(1)}, g.getType()));
     return success();
   };
+  t["aten::roll"] = [](GradientBuilder &gb) -> LogicalResult {
+    // roll(self, shifts, dims): rolled back by the negated shifts.
+    auto shifts = staticIntList(gb, gb.operand(1));
+    if (!shifts)
+      return gb.op.emitOpError()
+             << "gradient of roll with shifts computed at run time is not "
+                "supported";
+    for (int64_t &s : *shifts)
+      s = -s;
+    Value g = gb.resultGradOrZeros(0);
+    gb.setGrad(0, gb.aten("aten::roll", {g, gb.intList(*shifts), gb.operand(2)},
+                          g.getType()));
+    return success();
+  };
   t["aten::transpose.int"] = [](GradientBuilder &gb) {
     gb.setGrad(0,
                gb.aten("aten::transpose.int",
