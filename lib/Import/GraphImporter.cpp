@@ -465,16 +465,32 @@ LogicalResult GraphImporter::importNode(jit::Node *node) {
         bind(outputs[i], Abstract::makeStatic(items[i]));
       return success();
     }
-    // A list whose length only the run time knows.
+    // A list whose length only the run time knows (a split by sizes the
+    // data decides). Where the examples gave one of this length, each
+    // element keeps its example (later ops run on it) and its rank, every
+    // dim dynamic.
     SmallVector<Type> types;
     Type elem = cast<ds::ListType>(seq.value.getType()).getElementType();
-    for (size_t i = 0; i < outputs.size(); ++i)
-      types.push_back(elem);
+    std::optional<c10::ArrayRef<c10::IValue>> items;
+    if (seq.example.isList() && seq.example.toListRef().size() == outputs.size())
+      items = seq.example.toListRef();
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      Type type = elem;
+      if (items && (*items)[i].isTensor() && isa<UnrankedTensorType>(elem))
+        type = RankedTensorType::get(
+            SmallVector<int64_t>((*items)[i].toTensor().dim(),
+                                 ShapedType::kDynamic),
+            cast<UnrankedTensorType>(elem).getElementType());
+      types.push_back(type);
+    }
     auto unpack = ListUnpackOp::create(builder, loc(node), types, seq.value);
-    for (auto [out, res] : llvm::zip(outputs, unpack.getResults())) {
+    for (auto [i, out, res] :
+         llvm::enumerate(outputs, unpack.getResults())) {
       Abstract a;
       a.kind = Abstract::Kind::Dynamic;
       a.value = res;
+      if (items)
+        a.example = (*items)[i];
       if (auto t = dyn_cast<RankedTensorType>(res.getType()))
         a.dynamicDims.assign(t.getRank(), true);
       bind(out, a);

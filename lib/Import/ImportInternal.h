@@ -155,6 +155,7 @@ struct ViewStep {
     Transpose, // args: dim0, dim1
     Permute,   // args: dims
     Identity,  // contiguous, alias, to and type_as that return their input
+    Detach,    // detach: the same values, no gradient through it
     Opaque,    // any other view: taken again as imported, never written into
   };
   Kind kind;

@@ -124,12 +124,13 @@ GraphImporter::viewStepOf(jit::Node *node, ArrayRef<Abstract> args,
   int64_t rank = parent.dim();
 
   // The same tensor under another name (contiguous() of a contiguous tensor,
-  // to() without a change, alias, dropout in eval mode). Not detach: a write
-  // into a detached tensor changes the base's values but not its gradient.
-  if (name != "aten::detach" && view.sizes() == parent.sizes() && view.strides() == parent.strides() &&
+  // to() without a change, alias, dropout in eval mode); detach too, whose
+  // write changes the base's values but not its gradient.
+  if (view.sizes() == parent.sizes() && view.strides() == parent.strides() &&
       view.storage_offset() == parent.storage_offset() &&
       view.scalar_type() == parent.scalar_type()) {
-    step.kind = ViewStep::Kind::Identity;
+    step.kind = name == "aten::detach" ? ViewStep::Kind::Detach
+                                       : ViewStep::Kind::Identity;
     return step;
   }
   if (name == "aten::slice" && overload == "Tensor") {
@@ -320,6 +321,10 @@ FailureOr<Abstract> GraphImporter::replayStep(const ViewStep &step,
     out.value = p;
     out.example = parent.example;
     break;
+  case ViewStep::Kind::Detach:
+    emit("aten::detach", {p});
+    out.example = parent.example;
+    break;
   case ViewStep::Kind::Slice:
     emit("aten::slice.Tensor", {p, c(a[0]), c(a[1]), c(a[2]), c(a[3])});
     if (t.defined())
@@ -398,6 +403,20 @@ FailureOr<Abstract> GraphImporter::writeBackStep(const ViewStep &step,
     if (st.defined())
       out.example = st;
     break;
+  case ViewStep::Kind::Detach: {
+    // The base holds the written values, and its gradient flows on to the
+    // base as before the write (autograd's view of a write through a
+    // detached alias): base + detach(written - base).
+    Value one = c(c10::IValue(int64_t(1)));
+    Value delta = emitAten("aten::sub.Tensor", {s, p, one}, TypeRange{type}, at)
+                      ->getResult(0);
+    Value frozen =
+        emitAten("aten::detach", {delta}, TypeRange{type}, at)->getResult(0);
+    emit("aten::add.Tensor", {p, frozen, one});
+    if (st.defined())
+      out.example = st;
+    break;
+  }
   case ViewStep::Kind::Slice:
     emit("aten::slice_scatter", {p, s, c(a[0]), c(a[1]), c(a[2]), c(a[3])});
     if (examples)
@@ -456,7 +475,7 @@ std::string GraphImporter::unwritableViewReason(const Abstract &view) {
       return "a view made by '" + step.opName +
              "' is not supported (writes reach the base through slice, "
              "select, narrow, split, chunk, unbind, view, reshape, squeeze, "
-             "unsqueeze, flatten, unflatten, transpose, t, permute and "
+             "unsqueeze, flatten, unflatten, transpose, t, permute, detach and "
              "operators that return their input)";
   Abstract *root = view.view->root ? find(view.view->root) : nullptr;
   if (!root || root->storage != view.storage)

@@ -554,3 +554,50 @@ def test_inputs_that_require_grad_are_refused():
     with torch.no_grad():
         engine(features, labels)  # Nothing to differentiate: taken as it is.
     engine.backward()
+
+
+class SplitByRouting(nn.Module):
+    """JetMoE's experts: tokens sorted by the expert they chose, split by each expert's
+    count (`.tolist()`: sizes the data decides), one weight per expert, concatenated back.
+    Exported, the split's pieces are a list whose length the example fixes but whose sizes
+    it does not; each piece's gradient comes back through the list."""
+
+    def __init__(self):
+        super().__init__()
+        self.route = nn.Linear(6, 3)
+        self.experts = nn.Parameter(torch.randn(3, 4, 6) * 0.3)
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x, labels):
+        expert = self.route(x).argmax(-1)
+        counts = (expert[:, None] == torch.arange(3)).sum(0).tolist()
+        order = torch.argsort(expert, stable=True)
+        pieces = x[order].split(counts, dim=0)
+        out = torch.cat([F.linear(p, self.experts[i]) for i, p in enumerate(pieces)], 0)
+        logits = self.head(torch.relu(out))
+        return F.cross_entropy(logits, labels[order])
+
+
+def test_split_by_sizes_from_the_data_trains_with_autograd_gradients():
+    model = SplitByRouting()
+    torch.manual_seed(3)
+    x, labels = torch.randn(8, 6), torch.randint(0, 3, (8,))
+    program = torch.export.export(model, (x, labels))
+    engine, _, _, _ = dsopt.initialize(model=program, example_inputs=(x, labels),
+                                       config=dict(SGD, train_micro_batch_size_per_gpu=8))
+    # Another batch routes differently (an expert may get no token): the sizes are the run's.
+    for step in range(3):
+        g = torch.Generator().manual_seed(step)
+        x, labels = torch.randn(8, 6, generator=g), torch.randint(0, 3, (8,), generator=g)
+        engine(x, labels).backward()
+        model.zero_grad()
+        model(x, labels).backward()
+        for name, param in model.named_parameters():
+            if param.grad is None:  # the router: argmax passes no gradient
+                continue
+            torch.testing.assert_close(engine.gradient(name), param.grad, rtol=1e-5,
+                                       atol=1e-7, msg=name)
+        engine.step()
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                param.copy_(engine.state_dict()[name])

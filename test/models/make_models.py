@@ -673,14 +673,14 @@ class BadTensorDict(nn.Module):
         return F.mse_loss(outs["h"], y)
 
 
-class BadDetachedWrite(nn.Module):
+class BadViewWrite(nn.Module):
     def __init__(self):
         super().__init__()
         self.fc = nn.Linear(8, 4)
 
     def forward(self, x, y):
         h = self.fc(x)
-        h.detach().mul_(2.0)          # changes h's values but not its gradient: refused
+        h.diagonal().mul_(2.0)        # no step writes a diagonal back: refused
         return F.mse_loss(h, y)
 
 
@@ -1563,9 +1563,9 @@ def write_error_cases(outdir: str) -> dict:
     scripted_case("bad_tensor_dict", 105, BadTensorDict, 4,
                   "import error naming prim::DictConstruct (a dict of tensors; torch 2.x's "
                   "fast-path checks build only empty dicts, which import) and its source line")
-    scripted_case("bad_view_write", 106, BadDetachedWrite, 4,
-                  "import error: an in-place write into a detached view (which changes the "
-                  "base's values but not its gradient), with its source line")
+    scripted_case("bad_view_write", 106, BadViewWrite, 4,
+                  "import error: an in-place write into a view no step writes back "
+                  "(a diagonal), with its source line")
 
     torch.manual_seed(102)
     torch.save({"fc.weight": torch.randn(4, 8), "fc.bias": torch.randn(4)},

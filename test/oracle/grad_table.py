@@ -1337,6 +1337,20 @@ class CatDim1(nn.Module):
         return (y * t).sum()
 
 
+class CatAfterEmpty(nn.Module):
+    """transformers' DynamicCache starts as torch.tensor([]) and cats keys onto it along -2:
+    cat skips the 1-D empty piece."""
+
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(8)
+        self.p2 = P(8)
+
+    def forward(self, x, t):
+        y = torch.cat([x.new_zeros(0), x * self.p1, x * self.p2], dim=-2)
+        return (y * t).sum()
+
+
 class CatDim0(nn.Module):
     def __init__(self):
         super().__init__()
@@ -1821,6 +1835,23 @@ class DetachBranch(nn.Module):
 
     def forward(self, x, t):
         return ((x * self.p1).detach() * (x * self.p2) * t).sum()
+
+
+class WriteThroughDetach(nn.Module):
+    """A write into a detached alias (LayoutLMv3 adds its 2-D position bias into the 1-D one,
+    gathered under no_grad): the base holds the new values, its gradient goes on as before the
+    write, and the written term's gradient reaches only later uses of the alias."""
+
+    def __init__(self):
+        super().__init__()
+        self.p = P(3, 4)
+        self.q = P(4, 3)
+
+    def forward(self, x, t):
+        a = x * self.p
+        d = a.detach().transpose(-1, -2)
+        d.add_(x.transpose(-1, -2) * self.q)
+        return (a * t).sum() + (d.transpose(-1, -2) * t * t).sum()
 
 
 class AddmmBias(nn.Module):
@@ -2446,6 +2477,7 @@ case("select", "param")(lambda: _xt(SelectParam(), [5]))
 case("select", "negative_index")(lambda: _xt(SelectNegative(), [4, 5], [4]))
 case("cat", "dim1_with_param")(lambda: _xt(CatDim1(), [8], [11]))
 case("cat", "dim0")(lambda: _xt(CatDim0(), [8]))
+case("cat", "after_empty_1d")(lambda: _xt(CatAfterEmpty(), [3, 8], [6, 8]))
 case("stack", "dim1")(lambda: _xt(StackDim1(), [8], [2, 8]))
 case("stack", "dim0")(lambda: _xt(StackDim0(), [8]))
 case("squeeze", "last")(lambda: _xt(SqueezeLast(), [8], []))
@@ -2562,6 +2594,7 @@ case("repeat", "param")(lambda: _xt(RepeatParam(), [2, 12]))
 case("repeat", "param_new_dim")(lambda: _xt(RepeatNewDim(), [3, 4]))
 case("detach", "param", no_grad=("p1",))(lambda: _xt(DetachParam(), [8]))
 case("detach", "branch", no_grad=("p1",))(lambda: _xt(DetachBranch(), [8]))
+case("detach", "write_through")(lambda: _xt(WriteThroughDetach(), [3, 4]))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -156,6 +156,9 @@ def batches(config, family="causal"):
         ids = torch.randint(3, min(int(vocab), 128), (BATCH, SEQ), generator=g)
         labels = torch.randint(0, NUM_LABELS, (BATCH,), generator=g) if family == "seqcls" \
             else ids
+        eos = getattr(config, "eos_token_id", None)
+        if family == "seqcls" and isinstance(eos, int):
+            ids[:, -1] = eos  # as a tokenizer ends a sentence (BART's heads pool on it)
         steps.append({"input_ids": ids, "labels": labels})
     return steps
 

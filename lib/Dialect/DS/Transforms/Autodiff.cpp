@@ -42,6 +42,8 @@ public:
 
   llvm::DenseMap<Value, Value> grads;
   llvm::DenseMap<Value, SmallVector<Value>> listGrads;
+  /// The elements a list result was unpacked into (ds.list_unpack).
+  llvm::DenseMap<Value, SmallVector<Value>> unpackedElements;
   llvm::DenseSet<Value> varying;
 
 private:
@@ -149,6 +151,9 @@ LogicalResult Differentiator::backpropAten(AtenOp op) {
     return diag;
   }
   GradientBuilder gb(b, op, resultGrads, needs, elements);
+  if (op.getNumResults() == 1)
+    if (auto it = listGrads.find(op.getResult(0)); it != listGrads.end())
+      gb.setResultListGrads(it->second, unpackedElements[op.getResult(0)]);
   if (failed((*rule)(gb)))
     return failure();
   for (auto &[i, g] : gb.grads)
@@ -285,8 +290,11 @@ LogicalResult Differentiator::backprop(Block &block) {
         gs.push_back(grads.lookup(r));
         any |= static_cast<bool>(gs.back());
       }
-      if (any)
+      if (any) {
         listGrads[unpack.getList()] = gs;
+        unpackedElements[unpack.getList()].assign(unpack.getResults().begin(),
+                                                  unpack.getResults().end());
+      }
       continue;
     }
     if (auto ifOp = dyn_cast<IfOp>(op)) {

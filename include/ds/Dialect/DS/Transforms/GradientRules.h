@@ -48,6 +48,19 @@ public:
   /// Elements of a list operand built by ds.list_construct.
   ArrayRef<Value> listOperand(unsigned i) const { return listElements[i]; }
 
+  /// The gradients of the pieces of an operator's one list result (split,
+  /// chunk, unbind by sizes the data decides), unpacked by ds.list_unpack
+  /// into `elements`; null where no gradient reaches a piece.
+  void setResultListGrads(ArrayRef<Value> elementGrads,
+                          ArrayRef<Value> elements) {
+    resultListGrads = elementGrads;
+    resultListElements = elements;
+  }
+  /// The gradients of the op's pieces: one per result, or, for one list
+  /// result, one per element it was unpacked into (zeros where none reaches
+  /// a piece); failure where the list was never unpacked.
+  FailureOr<SmallVector<Value>> pieceGrads();
+
   /// Sets the gradient of tensor operand `i`.
   void setGrad(unsigned i, Value grad) { grads[i] = grad; }
   /// Sets the gradients of the elements of list operand `i` (null: none).
@@ -78,6 +91,7 @@ public:
 
 private:
   ArrayRef<Value> resultGrads;
+  ArrayRef<Value> resultListGrads, resultListElements;
   ArrayRef<bool> operandNeedsGrad;
   ArrayRef<SmallVector<Value>> listElements;
 };

@@ -63,6 +63,22 @@ Value GradientBuilder::resultGradOrZeros(unsigned i) {
   return zerosLike(result(i));
 }
 
+FailureOr<SmallVector<Value>> GradientBuilder::pieceGrads() {
+  SmallVector<Value> pieces;
+  if (op.getNumResults() == 1 && isa<ds::ListType>(result(0).getType())) {
+    if (resultListElements.empty())
+      return op.emitOpError()
+             << "gradient of a list result that is never unpacked is not "
+                "supported";
+    for (auto [g, e] : llvm::zip(resultListGrads, resultListElements))
+      pieces.push_back(g ? g : zerosLike(e));
+    return pieces;
+  }
+  for (unsigned i = 0; i < op.getNumResults(); ++i)
+    pieces.push_back(resultGradOrZeros(i));
+  return pieces;
+}
+
 Value GradientBuilder::zerosLike(Value v) {
   return aten("aten::zeros_like", {v, none(), none(), none(), none(), none()},
               v.getType());

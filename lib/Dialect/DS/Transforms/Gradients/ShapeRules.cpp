@@ -83,15 +83,13 @@ LogicalResult reshapeBack(GradientBuilder &gb) {
 /// Gradient of ops whose results are consecutive pieces of operand 0 along
 /// `dim` (split, chunk): the pieces' gradients concatenated.
 LogicalResult concatPieces(GradientBuilder &gb, Value dim) {
-  SmallVector<Value> pieces;
-  for (unsigned i = 0; i < gb.op.getNumResults(); ++i)
-    pieces.push_back(gb.resultGradOrZeros(i));
-  if (gb.op.getNumResults() == 1 && isa<ds::ListType>(gb.result(0).getType()))
-    return gb.op.emitOpError() << "gradient of an unpacked list result is "
-                                  "not supported";
+  FailureOr<SmallVector<Value>> pieces = gb.pieceGrads();
+  if (failed(pieces))
+    return failure();
   Type elem = UnrankedTensorType::get(elementOf(gb.operand(0)));
   Value list = ListConstructOp::create(
-      gb.b, gb.op.getLoc(), ds::ListType::get(gb.b.getContext(), elem), pieces);
+      gb.b, gb.op.getLoc(), ds::ListType::get(gb.b.getContext(), elem),
+      *pieces);
   gb.setGrad(0, gb.aten("aten::cat", {list, dim}, gb.operand(0).getType()));
   return success();
 }
@@ -271,16 +269,13 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
   // unbind(x, dim) unpacked into one result per slice: the slices'
   // gradients stacked back along dim.
   t["aten::unbind.int"] = [](GradientBuilder &gb) -> LogicalResult {
-    if (gb.op.getNumResults() == 1 && isa<ds::ListType>(gb.result(0).getType()))
-      return gb.op.emitOpError() << "gradient of an unpacked list result is "
-                                    "not supported";
-    SmallVector<Value> pieces;
-    for (unsigned i = 0; i < gb.op.getNumResults(); ++i)
-      pieces.push_back(gb.resultGradOrZeros(i));
+    FailureOr<SmallVector<Value>> pieces = gb.pieceGrads();
+    if (failed(pieces))
+      return failure();
     Type elem = UnrankedTensorType::get(elementOf(gb.operand(0)));
     Value list = ListConstructOp::create(
         gb.b, gb.op.getLoc(), ds::ListType::get(gb.b.getContext(), elem),
-        pieces);
+        *pieces);
     gb.setGrad(0, gb.aten("aten::stack", {list, gb.operand(1)},
                           gb.operand(0).getType()));
     return success();
@@ -301,6 +296,12 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
     Type i64 = gb.b.getI64Type();
     for (Value e : gb.listOperand(0)) {
       auto type = cast<RankedTensorType>(e.getType());
+      // cat skips a 1-D empty piece beside pieces of higher rank (a cache
+      // that starts as torch.tensor([])): it gets no gradient.
+      if (type.getRank() != rank) {
+        grads.push_back(Value());
+        continue;
+      }
       Value len = type.isDynamicDim(d)
                       ? gb.aten("aten::size.int", {e, gb.constInt(d)}, i64)
                       : gb.constInt(type.getDimSize(d));
