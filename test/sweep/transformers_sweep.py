@@ -124,8 +124,9 @@ def build(model_type, small=SMALL, family="causal"):
         config.num_labels = NUM_LABELS
         if getattr(config, "pad_token_id", None) is None:
             config.pad_token_id = 0  # a batch of 2 needs one (inputs hold no padding)
-    if family == "seq2seq":
-        # The decoder's inputs are the labels shifted right by this token.
+    if family in ("seq2seq", "seqcls"):
+        # The decoder's inputs are the labels (an encoder-decoder classifier: the inputs)
+        # shifted right by this token.
         for name, value in (("decoder_start_token_id", 1), ("pad_token_id", 0)):
             if getattr(config, name, None) is None:
                 setattr(config, name, value)
@@ -177,13 +178,13 @@ def run_one(model_type, family="causal"):
     for level, small in enumerate(SHRINKS):
         try:
             model, config = build(model_type, small, family)
+            result["class"] = type(model).__name__
+            data = batches(config, family)
+            reference = copy.deepcopy(model)
+            initial = copy.deepcopy(model)  # for the float64 arbiter
         except Exception as error:  # noqa: BLE001 - the harness cannot shrink it
             failure = dict(result, status="excluded", stage="build", error=first_line(error))
             continue
-        result["class"] = type(model).__name__
-        data = batches(config, family)
-        reference = copy.deepcopy(model)
-        initial = copy.deepcopy(model)  # for the float64 arbiter
         try:
             program = torch.export.export(model, (), data[0])
         except Exception as error:  # noqa: BLE001 - eager PyTorch cannot export it
@@ -285,14 +286,24 @@ def float64_arbiter(initial, data, ours, eager):
             "eager_from_f64": eager_off}
 
 
-def run_isolated(model_type, results, timeout, family="causal"):
+def run_isolated(model_type, results, timeout, family="causal", memory_gib=10):
     path = os.path.join(results, model_type + ".json")
     start = time.time()
+
+    def limit_memory():
+        # An architecture the shrink leaves too large fails with an allocation error at its
+        # stage (build, export, compile, train) instead of the kernel's OOM killer taking it,
+        # or the other process, down.
+        import resource
+        size = int(memory_gib * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (size, size))
+
     try:
         proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", model_type,
                                "--family", family, "--out", path],
                               capture_output=True, text=True, timeout=timeout,
-                              env=dict(os.environ, OMP_NUM_THREADS="1"))
+                              env=dict(os.environ, OMP_NUM_THREADS="1"),
+                              preexec_fn=limit_memory if memory_gib else None)
         if not os.path.exists(path):
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
             result = {"type": model_type, "status": "fail", "stage": "crash",
@@ -379,21 +390,26 @@ def table(results, path, family="causal"):
         "shrunk), dropout off and no key/value cache, exported with `torch.export` on",
         "%s and trained 4 steps of SGD with momentum by `dsopt.initialize` (the ExportedProgram" % inputs,
         "as it is; the engine returns the model's `ModelOutput`, `out.loss.backward()`) and by eager",
-        "PyTorch from the same weights. *pass*: every step's loss within 1e-4 relative and every",
-        "final parameter within 1e-4 + 1e-4 |eager| of eager's. *excluded*: the harness cannot shrink",
-        "the config or eager PyTorch cannot export the model (not in the denominator). *fail*: the",
-        "first error (compile, train, crash, no result within --timeout seconds) or the largest",
-        "difference. Made with",
+        "PyTorch from the same weights (dropout, drop path and LayerDrop off). *pass*: every step's",
+        "loss within 1e-4 relative and every final parameter within 1e-4 + 1e-4 |eager| of eager's;",
+        "where they differ, the same training in float64 decides: ours passes when every parameter is",
+        "as near the float64 result as eager's float32 one (within twice its distance + the",
+        "tolerance; the row names the parameter and both distances). *excluded*: the harness cannot",
+        "shrink the config (within --memory-gib, 10 GiB of address space per architecture) or eager",
+        "PyTorch cannot export the model (not in the denominator). *fail*: the first error (compile,",
+        "train, crash, no result within --timeout seconds) or the largest difference. Made with",
         "",
         "```sh",
-        ".venv/bin/python test/sweep/transformers_sweep.py --family %s --results /tmp/sweep-%s "
-        "--timeout 120" % (family, family),
-        ".venv/bin/python test/sweep/transformers_sweep.py --family %s --results /tmp/sweep-%s "
-        "--table %s" % (family, family, path),
+        "PYTHONPATH=build/python .venv/bin/python test/sweep/transformers_sweep.py --family %s "
+        "--results /tmp/sweep-%s --timeout 600" % (family, family),
+        "PYTHONPATH=build/python .venv/bin/python test/sweep/transformers_sweep.py --family %s "
+        "--results /tmp/sweep-%s --table %s" % (family, family, path),
         "```",
         "",
-        "on the CPU of the build machine (2 cores, two processes). CI runs six of them",
-        "(`transformers-sweep-six`). A row marked *run at COMMIT* is a result carried over from an",
+        "on the CPU of the build machine (2 cores, two processes; `--shard 0/2` and `1/2`). CI runs",
+        "six causal LMs (`transformers-sweep-six`). The other families: %s. A row marked" % ", ".join(
+            "[%s](%s)" % (f, sweep_page(f)) for f in sorted(FAMILIES) if f != family),
+        "*run at COMMIT* is a result carried over from an",
         "earlier run at that commit (`+`: with changes not yet committed); every other row ran at",
         "the commit that wrote this table.",
         "",
@@ -401,6 +417,11 @@ def table(results, path, family="causal"):
     with open(path, "w") as f:
         f.write("\n".join(header) + "\n" + summary + "\n\n" + "\n".join(lines) + "\n")
     return summary
+
+
+def sweep_page(family):
+    """The docs/ page of a family's table."""
+    return "transformers-sweep.md" if family == "causal" else "transformers-sweep-%s.md" % family
 
 
 def _transformers_version():
@@ -417,6 +438,8 @@ def main():
     p.add_argument("--reverse", action="store_true",
                    help="last architecture first (a second process meets the first midway)")
     p.add_argument("--timeout", type=int, default=600, help="seconds per architecture")
+    p.add_argument("--memory-gib", type=float, default=10,
+                   help="address space per architecture (0: no limit)")
     p.add_argument("--check", action="store_true", help="exit 1 unless every one passes")
     p.add_argument("--table", help="write the Markdown table of the results here")
     p.add_argument("--family", default="causal", choices=sorted(FAMILIES),
@@ -449,7 +472,7 @@ def main():
         path = os.path.join(args.results, name + ".json")
         if os.path.exists(path) and not args.rerun:
             continue
-        result = run_isolated(name, args.results, args.timeout, args.family)
+        result = run_isolated(name, args.results, args.timeout, args.family, args.memory_gib)
         print("[%d/%d] %s: %s %s %s" % (n + 1, len(names), name, result["status"],
                                         result.get("stage", ""), result.get("error", "")),
               flush=True)
