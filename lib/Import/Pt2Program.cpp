@@ -388,6 +388,11 @@ ProgramBuilder::operatorFor(const std::string &target,
   if (target.rfind("torch.ops.higher_order.", 0) == 0)
     fail(where + ": the higher-order operator '" + target.substr(10) +
          "' is not supported");
+  if (target.rfind("torch._functorch.predispatch.", 0) == 0)
+    fail(where + ": unsupported operator '" + target +
+         "': the program calls torch.vmap (transformers' attention masks do); "
+         "save program.run_decompositions({}), which writes it as ATen "
+         "operators (dsopt does so itself)");
   if (target.rfind(prefix, 0) != 0)
     fail(where + ": unsupported operator '" + target +
          "' (only ATen operators are imported)");

@@ -32,25 +32,42 @@ namespace jit = torch::jit;
 /// Operators whose result is a view of their first argument, for calls that
 /// did not run on the examples (in a branch the examples do not take).
 static const llvm::StringSet<> &viewOps() {
-  static const llvm::StringSet<> ops = {
-      "aten::view",       "aten::reshape",    "aten::select",
-      "aten::slice",      "aten::transpose",  "aten::permute",
-      "aten::expand",     "aten::squeeze",    "aten::unsqueeze",
-      "aten::split",      "aten::chunk",      "aten::narrow",
-      "aten::t",          "aten::flatten",    "aten::unbind",
-      "aten::detach",     "aten::as_strided", "aten::expand_as",
-      "aten::alias",      "aten::diagonal",   "aten::unflatten",
-      "aten::view_as",    "aten::reshape_as", "aten::split_with_sizes",
-      "aten::_reshape_alias"};
+  static const llvm::StringSet<> ops = {"aten::view",
+                                        "aten::reshape",
+                                        "aten::select",
+                                        "aten::slice",
+                                        "aten::transpose",
+                                        "aten::permute",
+                                        "aten::expand",
+                                        "aten::squeeze",
+                                        "aten::unsqueeze",
+                                        "aten::split",
+                                        "aten::chunk",
+                                        "aten::narrow",
+                                        "aten::t",
+                                        "aten::flatten",
+                                        "aten::unbind",
+                                        "aten::detach",
+                                        "aten::as_strided",
+                                        "aten::expand_as",
+                                        "aten::alias",
+                                        "aten::diagonal",
+                                        "aten::unflatten",
+                                        "aten::view_as",
+                                        "aten::reshape_as",
+                                        "aten::split_with_sizes",
+                                        "aten::_reshape_alias",
+                                        "aten::_unsafe_view"};
   return ops;
 }
 
 /// Operators whose view is its input with other sizes.
 static const llvm::StringSet<> &reshapeOps() {
   static const llvm::StringSet<> ops = {
-      "aten::view",      "aten::reshape",   "aten::_reshape_alias",
-      "aten::flatten",   "aten::unflatten", "aten::squeeze",
-      "aten::unsqueeze", "aten::view_as",   "aten::reshape_as"};
+      "aten::view",         "aten::reshape",   "aten::_reshape_alias",
+      "aten::_unsafe_view", "aten::flatten",   "aten::unflatten",
+      "aten::squeeze",      "aten::unsqueeze", "aten::view_as",
+      "aten::reshape_as"};
   return ops;
 }
 

@@ -294,6 +294,11 @@ def _model_file(module_or_path, folder, example_inputs, world_size, unbatched):
 
 
 def _save_program(program, folder):
+    # torch.vmap (transformers' attention masks) exports as functorch batching calls, which
+    # are no ATen operators; decomposing with an empty table writes them as ATen operators.
+    if any(getattr(node.target, "__module__", None) == "torch._functorch.predispatch"
+           for node in program.graph.nodes):
+        program = program.run_decompositions({})
     path = os.path.join(folder, "model.pt2")
     torch.export.save(program, path)
     return path, program

@@ -67,7 +67,7 @@ OPS = ["linear", "matmul", "mm", "bmm", "add", "sub", "mul", "div", "neg", "pow"
        "detach",
        # beyond the issue's list: common activations and pointwise ops
        "leaky_relu", "elu", "softplus", "hardtanh", "abs", "clamp", "erf", "square",
-       "reciprocal", "minimum", "hardswish", "hardsigmoid", "roll",
+       "reciprocal", "minimum", "hardswish", "hardsigmoid", "roll", "_unsafe_view",
        # torch 2.x operators (issue 16)
        "scaled_dot_product_attention", "rms_norm", "unflatten",
        # the model zoo's operators (issue 17)
@@ -1169,6 +1169,17 @@ class ReshapeTransposed(nn.Module):
         return ((x * self.p).transpose(1, 2).reshape(x.size(0), -1) * t).sum()
 
 
+class UnsafeView(nn.Module):
+    """run_decompositions() writes reshapes of fresh results as aten::_unsafe_view."""
+
+    def __init__(self):
+        super().__init__()
+        self.p = P(3, 4)
+
+    def forward(self, x, t):
+        return (torch.ops.aten._unsafe_view(x * self.p, [x.size(0), 12]) * t).sum()
+
+
 class ReshapeParam(nn.Module):
     def __init__(self):
         super().__init__()
@@ -1955,6 +1966,21 @@ class IndexPutAssign(nn.Module):
         return (y * t).sum()
 
 
+class IndexPutMask(nn.Module):
+    """y[m] = v with a boolean mask over y's leading dims (T5Gemma2 writes a learned embedding
+    at every end-of-image token): v's gradient sums the masked rows, a data-dependent count."""
+
+    def __init__(self):
+        super().__init__()
+        self.p1 = P(4, 8)
+        self.p2 = P(8)
+
+    def forward(self, x, m, t):
+        y = x * self.p1
+        y[m] = self.p2 * 2.0
+        return (y * t).sum()
+
+
 class IndexPutAccumulate(nn.Module):
     """index_put_(..., accumulate=True) with repeated indices into a parameter's copy."""
 
@@ -2456,6 +2482,7 @@ case("view", "merge")(lambda: _xt(ViewMerge(), [3, 4], [12]))
 case("view", "split")(lambda: _xt(ViewSplit(), [8], [2, 4]))
 case("reshape", "non_contiguous")(lambda: _xt(ReshapeTransposed(), [3, 4], [12]))
 case("reshape", "param")(lambda: _xt(ReshapeParam(), [3, 4]))
+case("_unsafe_view", "flat")(lambda: _xt(UnsafeView(), [3, 4], [12]))
 case("transpose", "data")(lambda: _xt(TransposeData(), [3, 4], [4, 3]))
 case("transpose", "param")(lambda: _xt(TransposeParam(), [3, 4]))
 case("permute", "data_4d")(lambda: _xt(PermuteData(), [2, 3, 4], [3, 4, 2]))
@@ -2582,6 +2609,8 @@ case("index", "bool_mask")(
     lambda: (IndexMask(), {"x": R(B, 8), "m": mask(B, 8), "t": R(B, 8)}))
 case("index_put", "assign_rows_broadcast", unbatched=("i",))(
     lambda: (IndexPutAssign(), {"x": R(B, 8), "i": torch.tensor([0, 2]), "t": R(B, 8)}))
+case("index_put", "mask_rows_broadcast")(
+    lambda: (IndexPutMask(), {"x": R(B, 4, 8), "m": mask(B, 4), "t": R(B, 4, 8)}))
 case("index_put", "accumulate_repeated", unbatched=("i", "t"))(
     lambda: (IndexPutAccumulate(), {"x": R(B, 3), "i": torch.tensor([7, 1, 7, 4])[:B],
                                     "t": R(10, 3)}))

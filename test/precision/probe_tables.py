@@ -88,6 +88,7 @@ def _probes():
     p["prim::abs"] = (lambda r: [r(4)], torch.ops.prim.abs)
     p["aten::view"] = (lambda r: [r(4, 8)], lambda x: x.view(32))
     p["aten::reshape"] = (lambda r: [r(4, 8)], lambda x: x.reshape(32))
+    p["aten::_unsafe_view"] = (lambda r: [r(4, 8)], lambda x: aten._unsafe_view(x, [32]))
     p["aten::_reshape_alias"] = (lambda r: [r(4, 8)],
                                  lambda x: aten._reshape_alias(x, [32], [1]))
     p["aten::permute"] = (lambda r: [r(2, 4, 8)], lambda x: x.permute(2, 0, 1))

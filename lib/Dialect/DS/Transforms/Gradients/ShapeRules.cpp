@@ -99,19 +99,37 @@ LogicalResult concatPieces(GradientBuilder &gb, Value dim) {
 /// index tensors broadcast to one shape S, which replaces the dims they index
 /// where they are adjacent and leads the result where nones separate them.
 RankedTensorType indexResultType(RankedTensorType x, ArrayRef<Value> indices) {
+  // Each index covers dims of x: a none or an integer tensor one, a boolean
+  // mask of rank k its k dims, as the integer tensors of its nonzero
+  // elements would (a data-dependent count: [?]).
   SmallVector<int64_t> broadcast;
   int64_t first = -1, last = -1, count = 0;
-  for (auto [d, index] : llvm::enumerate(indices)) {
-    if (isa<ds::NoneType>(index.getType()))
+  int64_t firstDim = 0, lastDimEnd = 0, dim = 0;
+  SmallVector<int64_t> noneDims;
+  for (auto [pos, index] : llvm::enumerate(indices)) {
+    if (isa<ds::NoneType>(index.getType())) {
+      noneDims.push_back(dim++);
       continue;
+    }
     auto t = dyn_cast<RankedTensorType>(index.getType());
-    if (!t || !t.getElementType().isSignlessInteger(64))
-      return nullptr; // boolean masks: a data-dependent count
-    if (first < 0)
-      first = d;
-    last = d;
+    if (!t)
+      return nullptr;
+    SmallVector<int64_t> shape(t.getShape());
+    int64_t covers = 1;
+    if (t.getElementType().isSignlessInteger(1)) {
+      covers = t.getRank();
+      shape = {ShapedType::kDynamic};
+    } else if (!t.getElementType().isSignlessInteger(64)) {
+      return nullptr;
+    }
+    if (first < 0) {
+      first = pos;
+      firstDim = dim;
+    }
+    last = pos;
+    dim += covers;
+    lastDimEnd = dim;
     ++count;
-    ArrayRef<int64_t> shape = t.getShape();
     if (shape.size() > broadcast.size())
       broadcast.insert(broadcast.begin(), shape.size() - broadcast.size(), 1);
     for (size_t i = 0; i < shape.size(); ++i) {
@@ -122,20 +140,19 @@ RankedTensorType indexResultType(RankedTensorType x, ArrayRef<Value> indices) {
         b = ShapedType::kDynamic;
     }
   }
-  if (count == 0 || indices.size() > static_cast<size_t>(x.getRank()))
+  if (count == 0 || dim > x.getRank())
     return nullptr;
   ArrayRef<int64_t> xs = x.getShape();
   SmallVector<int64_t> shape;
   if (last - first + 1 == count) {
-    shape.append(xs.begin(), xs.begin() + first);
+    shape.append(xs.begin(), xs.begin() + firstDim);
     shape.append(broadcast);
-    shape.append(xs.begin() + last + 1, xs.end());
+    shape.append(xs.begin() + lastDimEnd, xs.end());
   } else {
     shape.append(broadcast);
-    for (auto [d, index] : llvm::enumerate(indices))
-      if (isa<ds::NoneType>(index.getType()))
-        shape.push_back(xs[d]);
-    shape.append(xs.begin() + indices.size(), xs.end());
+    for (int64_t d : noneDims)
+      shape.push_back(xs[d]);
+    shape.append(xs.begin() + dim, xs.end());
   }
   return RankedTensorType::get(shape, x.getElementType());
 }
@@ -148,6 +165,7 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
   t["aten::view_as"] = reshapeBack;
   t["aten::reshape_as"] = reshapeBack;
   t["aten::_reshape_alias"] = reshapeBack;
+  t["aten::_unsafe_view"] = reshapeBack;
   t["aten::flatten.using_ints"] = reshapeBack;
   t["aten::unflatten.int"] = reshapeBack;
   t["aten::squeeze.dim"] = reshapeBack;
@@ -418,39 +436,44 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
   };
   t["aten::index.Tensor"] = indexRule("aten::index_put");
   t["aten::index.Tensor_hacked_twin"] = indexRule("aten::index_put.hacked_twin");
-  t["aten::index_put"] = [](GradientBuilder &gb) -> LogicalResult {
-    // index_put(x, indices, values, accumulate): x with values written (or
-    // added) at the indexed positions. x's gradient is g, with the
-    // overwritten positions zeroed unless accumulating; the values' is
-    // g[indices], summed over the dims they were broadcast along.
-    Value x = gb.operand(0), values = gb.operand(2);
-    Value g = gb.resultGradOrZeros(0);
-    auto accumulate = gb.staticInt(gb.operand(3));
-    if (!accumulate)
-      return gb.op.emitOpError()
-             << "gradient of index_put needs a constant accumulate flag";
-    if (gb.needsGrad(0)) {
-      Value keep = g;
-      if (!*accumulate) {
-        Value zeros = gb.zerosLike(values);
-        keep = gb.aten("aten::index_put",
-                       {g, gb.operand(1), zeros, gb.constBool(false)},
-                       x.getType());
-      }
-      gb.setGrad(0, keep);
-    }
-    if (gb.needsGrad(2)) {
-      RankedTensorType picked = indexResultType(
-          cast<RankedTensorType>(g.getType()), gb.listOperand(1));
-      if (!picked)
+  // index_put(x, indices, values, accumulate): x with values written (or
+  // added) at the indexed positions. x's gradient is g, with the
+  // overwritten positions zeroed unless accumulating; the values' is
+  // g[indices], summed over the dims they were broadcast along. The hacked
+  // twin (run_decompositions' spelling) with its twins.
+  auto indexPutRule = [](StringRef put, StringRef index) {
+    return [put, index](GradientBuilder &gb) -> LogicalResult {
+      Value x = gb.operand(0), values = gb.operand(2);
+      Value g = gb.resultGradOrZeros(0);
+      auto accumulate = gb.staticInt(gb.operand(3));
+      if (!accumulate)
         return gb.op.emitOpError()
-               << "gradient of index_put's values needs integer index "
-                  "tensors (a boolean mask selects a data-dependent count)";
-      Value v = gb.aten("aten::index.Tensor", {g, gb.operand(1)}, picked);
-      gb.setGrad(2, gb.sumToShapeOf(v, values));
-    }
-    return success();
+               << "gradient of index_put needs a constant accumulate flag";
+      if (gb.needsGrad(0)) {
+        Value keep = g;
+        if (!*accumulate) {
+          Value zeros = gb.zerosLike(values);
+          keep = gb.aten(put, {g, gb.operand(1), zeros, gb.constBool(false)},
+                         x.getType());
+        }
+        gb.setGrad(0, keep);
+      }
+      if (gb.needsGrad(2)) {
+        RankedTensorType picked = indexResultType(
+            cast<RankedTensorType>(g.getType()), gb.listOperand(1));
+        if (!picked)
+          return gb.op.emitOpError()
+                 << "gradient of index_put's values needs integer index "
+                    "tensors (a boolean mask selects a data-dependent count)";
+        Value v = gb.aten(index, {g, gb.operand(1)}, picked);
+        gb.setGrad(2, gb.sumToShapeOf(v, values));
+      }
+      return success();
+    };
   };
+  t["aten::index_put"] = indexPutRule("aten::index_put", "aten::index.Tensor");
+  t["aten::index_put.hacked_twin"] = indexPutRule(
+      "aten::index_put.hacked_twin", "aten::index.Tensor_hacked_twin");
   t["aten::repeat_interleave.self_int"] =
       [](GradientBuilder &gb) -> LogicalResult {
     // repeat_interleave(x, r, dim): each slice along dim repeated r times in
