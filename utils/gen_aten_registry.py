@@ -64,7 +64,7 @@ max_pool3d max_pool3d_with_indices max_pool3d_with_indices_backward adaptive_avg
 _adaptive_avg_pool3d _adaptive_avg_pool3d_backward embedding_bag _embedding_bag
 _embedding_bag_dense_backward _embedding_bag_backward cdist _cdist_forward _cdist_backward pdist _pdist_forward
 _pdist_backward col2im im2col grid_sampler grid_sampler_2d grid_sampler_2d_backward group_norm
-cumprod unique_consecutive hardswish hardswish_ hardswish_backward hardsigmoid hardsigmoid_ hardsigmoid_backward roll _unsafe_view
+cumprod unique_consecutive hardswish hardswish_ hardswish_backward hardsigmoid hardsigmoid_ hardsigmoid_backward roll _unsafe_view adaptive_avg_pool1d
 """.split()
 
 # Overloads skipped: words of the overload name (split at "_"), so that "out" skips

@@ -67,7 +67,7 @@ OPS = ["linear", "matmul", "mm", "bmm", "add", "sub", "mul", "div", "neg", "pow"
        "detach",
        # beyond the issue's list: common activations and pointwise ops
        "leaky_relu", "elu", "softplus", "hardtanh", "abs", "clamp", "erf", "square",
-       "reciprocal", "minimum", "hardswish", "hardsigmoid", "roll", "_unsafe_view",
+       "reciprocal", "minimum", "hardswish", "hardsigmoid", "roll", "_unsafe_view", "adaptive_avg_pool1d",
        # torch 2.x operators (issue 16)
        "scaled_dot_product_attention", "rms_norm", "unflatten",
        # the model zoo's operators (issue 17)
@@ -1118,6 +1118,18 @@ class AvgPoolM(nn.Module):
     def forward(self, x, t):
         y = F.avg_pool2d(x * self.p, self.k, self.s, self.pad, count_include_pad=self.include_pad)
         return (y * t).sum()
+
+
+class AdaptiveAvg1dM(nn.Module):
+    """Swin's and FocalNet's pooler: adaptive_avg_pool1d over the tokens."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.size = size
+        self.p = P(3, 7)
+
+    def forward(self, x, t):
+        return (F.adaptive_avg_pool1d(x * self.p, self.size) * t).sum()
 
 
 class AdaptiveAvgM(nn.Module):
@@ -2472,6 +2484,8 @@ case("max_pool2d", "k3_s2_p1")(lambda: _xt(MaxPoolM(3, 2, 1), [3, 6, 6], [3, 3, 
 case("avg_pool2d", "k2")(lambda: _xt(AvgPoolM(2, 2, 0, True), [3, 6, 6], [3, 3, 3]))
 case("avg_pool2d", "k3_s2_p1_include_pad")(lambda: _xt(AvgPoolM(3, 2, 1, True), [3, 6, 6], [3, 3, 3]))
 case("avg_pool2d", "k3_s2_p1_exclude_pad")(lambda: _xt(AvgPoolM(3, 2, 1, False), [3, 6, 6], [3, 3, 3]))
+case("adaptive_avg_pool1d", "to_1")(lambda: _xt(AdaptiveAvg1dM(1), [3, 7], [3, 1]))
+case("adaptive_avg_pool1d", "to_3_uneven")(lambda: _xt(AdaptiveAvg1dM(3), [3, 7], [3, 3]))
 case("adaptive_avg_pool2d", "to_1x1")(lambda: _xt(AdaptiveAvgM(1, 1, 3, 5, 5), [3, 5, 5], [3, 1, 1]))
 case("adaptive_avg_pool2d", "to_2x3_uneven")(
     lambda: _xt(AdaptiveAvgM(2, 3, 3, 5, 7), [3, 5, 7], [3, 2, 3]))

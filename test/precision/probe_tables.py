@@ -406,6 +406,7 @@ def _probes():
         lambda r: [r(1, 3, 8, 8)], lambda x: aten.max_pool2d_with_indices(x, [2, 2])[0])
     p["aten::avg_pool1d"] = (lambda r: [r(1, 3, 8)], lambda x: F.avg_pool1d(x, 2))
     p["aten::avg_pool2d"] = (lambda r: [r(1, 3, 8, 8)], lambda x: F.avg_pool2d(x, 2))
+    p["aten::adaptive_avg_pool1d"] = (lambda r: [r(2, 3, 7)], lambda x: F.adaptive_avg_pool1d(x, 3))
     p["aten::adaptive_avg_pool2d"] = (lambda r: [r(1, 3, 8, 8)],
                                       lambda x: F.adaptive_avg_pool2d(x, 1))
     p["aten::_adaptive_avg_pool2d"] = (lambda r: [r(1, 3, 8, 8)],

@@ -99,9 +99,11 @@ def shrink(config, small=SMALL):
     for name in list(vars(config)):
         value = getattr(config, name)
         # Dropout, stochastic depth (drop path) and LayerDrop: all draw at random.
-        if any(w in name for w in ("dropout", "pdrop", "drop_path", "layerdrop")) \
-                and isinstance(value, float):
-            setattr(config, name, 0.0)
+        if any(w in name for w in ("dropout", "pdrop", "drop_path", "layerdrop")):
+            if isinstance(value, float):
+                setattr(config, name, 0.0)
+            elif isinstance(value, (list, tuple)) and all(isinstance(v, float) for v in value):
+                setattr(config, name, type(value)(0.0 for _ in value))  # per stage (CvT)
     if hasattr(config, "use_cache"):
         config.use_cache = False
     if hasattr(config, "_experts_implementation"):
@@ -190,6 +192,13 @@ def run_one(model_type, family="causal"):
         except Exception as error:  # noqa: BLE001 - eager PyTorch cannot export it
             failure = dict(result, status="excluded", stage="export", error=first_line(error))
             continue
+        spec = program.call_spec.out_spec
+        if "loss" not in (spec.context if spec is not None and
+                          isinstance(spec.context, list) else []):
+            # The auto class gave a model without a head (a backbone): nothing to train.
+            return dict(result, status="excluded", stage="export",
+                        error="the model returns no loss (%s)" % getattr(
+                            getattr(spec, "type", None), "__name__", "not a ModelOutput"))
         result["shrink"] = level
         break
     else:

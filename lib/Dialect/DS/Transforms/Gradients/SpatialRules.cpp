@@ -131,6 +131,24 @@ void mlir::ds::rules::addSpatialRules(RuleTable &t) {
   for (StringRef name :
        {"aten::adaptive_avg_pool3d", "aten::_adaptive_avg_pool3d"})
     t[name] = adaptiveAvgPool("aten::_adaptive_avg_pool3d_backward");
+  // adaptive_avg_pool1d(x, [L]) is the 2-D pool of x with a height of 1 (as
+  // LibTorch computes it): its gradient through the 2-D pool's backward.
+  t["aten::adaptive_avg_pool1d"] = [](GradientBuilder &gb) -> LogicalResult {
+    Value x = gb.operand(0), g = gb.resultGradOrZeros(0);
+    auto unsqueezed = [&](Value v) {
+      auto type = cast<RankedTensorType>(v.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape.insert(shape.end() - 1, 1);
+      return gb.aten("aten::unsqueeze", {v, gb.constInt(-2)},
+                     RankedTensorType::get(shape, type.getElementType()));
+    };
+    Value x2 = unsqueezed(x);
+    Value gx = gb.aten("aten::_adaptive_avg_pool2d_backward",
+                       {unsqueezed(g), x2}, x2.getType());
+    gb.setGrad(0, gb.aten("aten::squeeze.dim", {gx, gb.constInt(-2)},
+                          x.getType()));
+    return success();
+  };
   for (StringRef kind : {"reflection", "replication"})
     for (StringRef dims : {"1d", "2d", "3d"}) {
       std::string name = ("aten::" + kind + "_pad" + dims).str();
