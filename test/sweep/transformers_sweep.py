@@ -369,6 +369,8 @@ def table(results, path, family="causal"):
                 detail += (" of eager's float32; the float64 run decides: %s is %.2g from it, "
                            "eager float32 %.2g" % (a["parameter"], a["ours_from_f64"],
                                                    a["eager_from_f64"]))
+        if r.get("note"):  # how a run differed from the command above
+            detail += " (%s)" % r["note"]
         # A result carried over from an earlier run, at that commit.
         ran_at = r.get("run") or r.get("commit")
         if ran_at and ran_at != current:
