@@ -705,24 +705,20 @@ void mlir::ds::rules::addNNRules(RuleTable &t) {
       // 'same' pads d * (k - 1) per dim, the odd one on the right (as
       // LibTorch does); symmetric padding is the list form's, otherwise the
       // input is padded first and its gradient cropped.
-      SmallVector<int64_t> left(spatial, 0);
-      bool symmetric = true;
+      SmallVector<int64_t> total(spatial, 0), left(spatial, 0);
       for (int64_t d = 0; *mode == "same" && d < spatial; ++d) {
-        int64_t total = (*dilation)[dilation->size() == 1 ? 0 : d] *
-                        (wt.getDimSize(2 + d) - 1);
-        left[d] = total / 2;
-        symmetric = symmetric && total % 2 == 0;
+        total[d] = (*dilation)[dilation->size() == 1 ? 0 : d] *
+                   (wt.getDimSize(2 + d) - 1);
+        left[d] = total[d] / 2;
       }
       padding = gb.intList(left);
-      if (!symmetric) {
+      if (llvm::any_of(total, [](int64_t t) { return t % 2; })) {
         auto xt = cast<RankedTensorType>(x.getType());
         SmallVector<int64_t> shape(xt.getShape());
         for (int64_t d = spatial - 1; d >= 0; --d) {
-          int64_t total = (*dilation)[dilation->size() == 1 ? 0 : d] *
-                          (wt.getDimSize(2 + d) - 1);
-          pads.append({total / 2, total - total / 2});
+          pads.append({left[d], total[d] - left[d]});
           if (!xt.isDynamicDim(2 + d))
-            shape[2 + d] += total;
+            shape[2 + d] += total[d];
         }
         input = gb.aten("aten::constant_pad_nd",
                         {x, gb.intList(pads), gb.constInt(0)},

@@ -463,8 +463,8 @@ void mlir::ds::rules::addShapeRules(RuleTable &t) {
             cast<RankedTensorType>(g.getType()), gb.listOperand(1));
         if (!picked)
           return gb.op.emitOpError()
-                 << "gradient of index_put's values needs integer index "
-                    "tensors (a boolean mask selects a data-dependent count)";
+                 << "gradient of index_put's values needs integer or "
+                    "boolean index tensors";
         Value v = gb.aten(index, {g, gb.operand(1)}, picked);
         gb.setGrad(2, gb.sumToShapeOf(v, values));
       }
